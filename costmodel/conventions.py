@@ -1,0 +1,207 @@
+"""FLOP counting conventions: one small rule per op kind, collected in tables.
+
+Papers count differently, so a convention is explicit about what it counts. Each rule maps an
+`Op` to a sympy count. An op kind missing from a convention's table is *left out* by it, and
+`left_out()` says what that costs under `full`, the convention that counts every arithmetic
+operation. Scalar gains folded into an op (α, τ, 1/N, √(d/N) of TaylorShift's normalisation, a
+GEMM's alpha) cost one multiply per element they touch under `full` and nothing elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import sympy as sp
+
+from costmodel.errors import UserError
+from costmodel.graph import Op
+
+Rule = Callable[[Op], sp.Expr]
+
+
+def per_out(k: int) -> Rule:
+    """k operations per output element."""
+    return lambda op: k * op.out_numel
+
+
+def per_in(k: int) -> Rule:
+    """k operations per element of the first input."""
+    return lambda op: k * op.in_numel(0)
+
+
+def _matmul(op: Op) -> sp.Expr:
+    a = op.attrs
+    return 2 * a["batch"] * a["m"] * a["k"] * a["n"]
+
+
+def _matmul_acc(op: Op) -> sp.Expr:
+    """A GEMM plus the addition when it accumulates into an existing tensor."""
+    extra = op.out_numel if op.attrs["accumulate"] else 0
+    return _matmul(op) + extra
+
+
+def _linear(op: Op) -> sp.Expr:
+    a = op.attrs
+    return 2 * a["m"] * a["k"] * a["n"] + (a["m"] * a["n"] if a["bias"] else 0)
+
+
+def _linear_matmul_only(op: Op) -> sp.Expr:
+    a = op.attrs
+    return 2 * a["m"] * a["k"] * a["n"]
+
+
+def _l2normalize(op: Op) -> sp.Expr:
+    """Square and accumulate each element, sqrt and reciprocal per row, multiply each element."""
+    return 3 * op.out_numel + 2 * op.output.rows
+
+
+def _fused_matmuls(op: Op) -> sp.Expr:
+    a = op.attrs
+    return 2 * a["batch"] * a["nq"] * a["nk"] * (a["dqk"] + a["dv"])
+
+
+def _fused_full(op: Op) -> sp.Expr:
+    """The two GEMMs, the 1/√d scale and a 5-op softmax on every score."""
+    a = op.attrs
+    return _fused_matmuls(op) + 6 * a["batch"] * a["nq"] * a["nk"]
+
+
+def _gain_size(op: Op) -> sp.Expr:
+    """How many multiplies a folded scalar gain costs."""
+    if op.kind in ("normalize_rows", "l2normalize"):
+        return op.output.rows
+    if op.kind == "augment":
+        return op.in_numel(0)
+    return op.out_numel
+
+
+def _zero(op: Op) -> sp.Expr:
+    return sp.Integer(0)
+
+
+KINDS: dict[str, str] = {
+    "matmul": "matrix product (m×k)(k×n) = 2mkn; accumulating into an existing tensor adds mn",
+    "linear": "projection x·W (+ bias): 2mkn (+ mn)",
+    "outer": "row-wise tensor product A⊠B (one multiply per output element)",
+    "poly2": "Taylor polynomial x²/2 + x + 1 (4 ops per element)",
+    "softmax": "row softmax: max, subtract, exp, sum, divide (5 ops per element)",
+    "normalize_rows": "divide each row by its sum (2 ops per element)",
+    "l2normalize": "row-wise x/‖x‖₂ (3 ops per element + 2 per row)",
+    "augment": "prepend a constant column [c·1, x] (no arithmetic besides its gain)",
+    "scale": "multiply by a constant (1 op per element)",
+    "add": "element-wise / broadcast addition (1 op per output element)",
+    "mul": "element-wise / broadcast product (1 op per output element)",
+    "div": "element-wise / broadcast division (1 op per output element)",
+    "sum": "sum over one axis (1 op per input element)",
+    "exp": "element-wise exponential (1 op per element)",
+    "elu1": "elu(x) + 1 (2 ops per element: a compare and an exp or add)",
+    "cumsum": "cumulative sum along the sequence (1 op per element)",
+    "mask": "causal mask fill (selection, no arithmetic)",
+    "copy": "contiguous copy of a view (data movement only)",
+    "fused_attention": "softmax(QKᵀ/√d)V without the N×N matrix (SDPA / FlashAttention)",
+}
+
+FULL_RULES: dict[str, Rule] = {
+    "matmul": _matmul_acc,
+    "linear": _linear,
+    "outer": per_out(1),
+    "poly2": per_out(4),
+    "softmax": per_out(5),
+    "normalize_rows": per_out(2),
+    "l2normalize": _l2normalize,
+    "augment": _zero,
+    "scale": per_out(1),
+    "add": per_out(1),
+    "mul": per_out(1),
+    "div": per_out(1),
+    "sum": per_in(1),
+    "exp": per_out(1),
+    "elu1": per_out(2),
+    "cumsum": per_out(1),
+    "mask": _zero,
+    "copy": _zero,
+    "fused_attention": _fused_full,
+}
+if set(FULL_RULES) != set(KINDS):
+    raise RuntimeError("every op kind needs a `full` rule and a description")
+
+
+@dataclass(frozen=True)
+class Convention:
+    """A named table of per-kind FLOP rules."""
+
+    name: str
+    summary: str
+    source: str
+    rules: Mapping[str, Rule]
+    count_gains: bool = False
+
+    def op_flops(self, op: Op) -> sp.Expr:
+        """FLOPs of one op under this convention (0 for kinds it leaves out)."""
+        rule = self.rules.get(op.kind)
+        total = rule(op) if rule else sp.Integer(0)
+        if self.count_gains and op.attrs.get("gain"):
+            total += _gain_size(op)
+        return sp.sympify(total)
+
+    def left_out(self, op: Op) -> sp.Expr:
+        """What `full` counts for this op that this convention does not."""
+        return sp.expand(FULL.op_flops(op) - self.op_flops(op))
+
+    def counts(self, kind: str) -> bool:
+        return kind in self.rules
+
+
+FULL = Convention(
+    "full",
+    "every arithmetic operation: each +, −, ×, ÷, exp, sqrt or compare is one FLOP, folded gains included",
+    "attn-cost",
+    FULL_RULES,
+    count_gains=True,
+)
+
+_TS_OMITTED = ("sum", "l2normalize", "augment")
+
+TAYLORSHIFT_V1 = Convention(
+    "taylorshift-v1",
+    "TaylorShift arXiv v1 (Sec. 4.1): Eq. 1/3 step by step; the column sum ΣV and the "
+    "normalisation of Sec. 3.3 (l2normalize, augment, scalar gains) are not counted",
+    "Nauen et al., TaylorShift, arXiv 2403.02920v1, Eqs. 4-6",
+    {k: v for k, v in FULL_RULES.items() if k not in _TS_OMITTED},
+)
+
+TAYLORSHIFT_ICPR = Convention(
+    "taylorshift-icpr",
+    "TaylorShift ICPR version: as taylorshift-v1, plus N(d+1) for the column sum ΣV",
+    "Nauen et al., TaylorShift (ICPR), summary in the authors' publication feed",
+    {**TAYLORSHIFT_V1.rules, "sum": per_in(1)},
+)
+
+MATMUL = Convention(
+    "matmul",
+    "matrix products only (2mkn each): what torch.utils.flop_counter.FlopCounterMode reports",
+    "PyTorch FlopCounterMode",
+    {"matmul": _matmul, "linear": _linear_matmul_only, "fused_attention": _fused_matmuls},
+)
+
+CONVENTIONS: dict[str, Convention] = {c.name: c for c in (TAYLORSHIFT_V1, TAYLORSHIFT_ICPR, MATMUL, FULL)}
+DEFAULT = TAYLORSHIFT_V1.name
+
+
+def get_convention(name: str) -> Convention:
+    """Look a convention up by name, with a suggestion when it is misspelt."""
+    try:
+        return CONVENTIONS[name]
+    except KeyError:
+        raise UserError(unknown("convention", name, CONVENTIONS)) from None
+
+
+def unknown(what: str, name: str, known: Mapping[str, object] | list[str]) -> str:
+    """One line naming the unknown thing, the closest known names, and where to list them all."""
+    import difflib
+
+    names = list(known)
+    close = difflib.get_close_matches(name, names, n=2, cutoff=0.5) or [k for k in names if name and name in k][:2]
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return f"unknown {what} {name!r}{hint} (known: {', '.join(names)})"

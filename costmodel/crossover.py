@@ -1,0 +1,284 @@
+"""Transition points: from which N variant B is no more expensive than variant A.
+
+Costs are maxima of polynomials in N once the other dimensions are fixed (FLOPs and traffic are
+a single polynomial, peak memory a maximum over the op list). Every sign change of
+cost_A - cost_B lies at a real root of a difference of two such polynomials, so the roots of all
+pairwise differences cut [1, ∞) into intervals on which the comparison cannot change; one exact
+evaluation (rational arithmetic) per interval decides it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import lru_cache
+
+import numpy as np
+import sympy as sp
+
+from costmodel.conventions import DEFAULT, get_convention
+from costmodel.derive import dominant_for_large
+from costmodel.errors import UserError
+from costmodel.symbols import N, d
+from costmodel.variants import derive, get_variant
+
+COSTS: dict[str, str] = {
+    "flops": "floating-point operations (under a convention)",
+    "memory": "peak live memory in bytes (liveness walk over the op list)",
+    "traffic": "bytes read + written with every op as its own kernel",
+}
+
+Poly = tuple[Fraction, ...]
+"""Coefficients, highest power first."""
+
+
+@lru_cache(maxsize=None)
+def cost_branches(name: str, cost: str, convention: str = DEFAULT, dtype: str = "fp32") -> tuple[sp.Expr, ...]:
+    """Symbolic cost of a variant as the branches of a maximum (one branch for FLOPs and traffic)."""
+    derived = derive(name)
+    if cost == "flops":
+        return (derived.flops(get_convention(convention)),)
+    if cost == "memory":
+        return tuple(derived.peak(dtype).branches)
+    if cost == "traffic":
+        return (derived.traffic(dtype),)
+    raise UserError(f"unknown cost {cost!r} (known: {', '.join(COSTS)})")
+
+
+def at_sizes(branches: tuple[sp.Expr, ...], dims: dict[sp.Symbol, int], what: str) -> list[Poly]:
+    """Substitute every dimension but N and return exact polynomial coefficients in N."""
+    out = []
+    for e in branches:
+        e = sp.expand(e.xreplace(dims))
+        missing = e.free_symbols - {N}
+        if missing:
+            names = ", ".join(sorted(str(s) for s in missing))
+            raise UserError(f"{what} depends on {names}: give a value for it")
+        coeffs = sp.Poly(e, N).all_coeffs()
+        out.append(tuple(Fraction(int(c.p), int(c.q)) for c in coeffs))
+    return out
+
+
+def evaluate(polys: list[Poly], x: Fraction | int) -> Fraction:
+    """Maximum over the branches at x, exactly."""
+    best = None
+    for p in polys:
+        v = Fraction(0)
+        for c in p:
+            v = v * x + c
+        best = v if best is None or v > best else best
+    return best
+
+
+def _sub(p: Poly, q: Poly) -> Poly:
+    n = max(len(p), len(q))
+    p = (Fraction(0),) * (n - len(p)) + p
+    q = (Fraction(0),) * (n - len(q)) + q
+    return tuple(a - b for a, b in zip(p, q, strict=True))
+
+
+def _real_roots_above_one(p: Poly) -> list[float]:
+    coeffs = list(p)
+    while coeffs and coeffs[0] == 0:
+        coeffs.pop(0)
+    if len(coeffs) < 2:
+        return []
+    roots = np.roots([float(c) for c in coeffs])
+    return [float(z.real) for z in roots if abs(z.imag) <= 1e-9 * max(1.0, abs(z.real)) and z.real > 1]
+
+
+def breakpoints(curves: list[list[Poly]]) -> list[float]:
+    """Every N > 1 where the order of any two branches (of any curves) can change."""
+    branches = [p for c in curves for p in c]
+    pts = set()
+    for i, p in enumerate(branches):
+        for q in branches[i + 1 :]:
+            pts.update(_real_roots_above_one(_sub(p, q)))
+    return sorted(pts)
+
+
+def probes(points: list[float]) -> list[tuple[float, float | None, Fraction]]:
+    """Intervals [lo, hi) of [1, ∞) between breakpoints, each with an interior probe point."""
+    edges = [1.0, *points]
+    out = []
+    for lo, hi in zip(edges, [*edges[1:], None], strict=True):
+        mid = (lo + hi) / 2 if hi is not None else lo + max(1.0, lo)
+        out.append((lo, hi, Fraction(mid)))
+    return out
+
+
+@dataclass
+class Crossover:
+    """Where variant b becomes (and stays) no more expensive than variant a."""
+
+    a: str
+    b: str
+    cost: str
+    dims: dict[str, int]
+    n: int | None
+    """Smallest integer N from which cost_b <= cost_a for every larger N; None if never."""
+    verdict: str
+    """crosses | always | never | multiple | equal."""
+    root: float | None = None
+    """The real N where the last crossing happens (n is its ceiling)."""
+    crossings: list[float] = field(default_factory=list)
+    """Every N >= 1 where the cheaper of the two changes."""
+    b_cheaper: list[tuple[float, float | None]] = field(default_factory=list)
+    """Intervals of N on which b is strictly cheaper."""
+    exact: sp.Expr | None = None
+    """The crossing as a closed form in d, where sympy gives one (other dims fixed)."""
+
+    def describe(self) -> str:
+        """A plain sentence for the terminal."""
+        if self.verdict == "equal":
+            return f"{self.b} and {self.a} cost the same for every N"
+        if self.verdict == "always":
+            return f"{self.b} is never more expensive than {self.a}"
+        if self.verdict == "never":
+            if self.b_cheaper:
+                spans = ", ".join(f"[{lo:.0f}, {hi:.0f})" for lo, hi in self.b_cheaper if hi is not None)
+                return f"{self.b} is cheaper only on N in {spans}; {self.a} is cheaper for large N"
+            return f"{self.b} is never cheaper than {self.a}"
+        many = f" (the curves cross {len(self.crossings)} times)" if self.verdict == "multiple" else ""
+        return f"{self.b} is no more expensive than {self.a} from N = {self.n}{many}"
+
+
+def crossover(
+    a: str,
+    b: str,
+    cost: str,
+    dims: dict[sp.Symbol, int],
+    *,
+    convention: str = DEFAULT,
+    dtype: str = "fp32",
+    exact: bool = True,
+) -> Crossover:
+    """The transition point between two variants on one cost at fixed dims (all but N)."""
+    get_variant(a), get_variant(b)
+    pa = at_sizes(cost_branches(a, cost, convention, dtype), dims, a)
+    pb = at_sizes(cost_branches(b, cost, convention, dtype), dims, b)
+    result = compare(pa, pb)
+    out = Crossover(a, b, cost, {str(k): int(v) for k, v in dims.items()}, **result)
+    if exact and out.root is not None and d in dims:
+        others = _freeze({k: v for k, v in dims.items() if k != d})
+        out.exact = exact_root(a, b, cost, convention, dtype, others, dims[d], out.root)
+    return out
+
+
+def compare(pa: list[Poly], pb: list[Poly]) -> dict:
+    """Sign analysis of cost_a - cost_b over N >= 1."""
+    segments = []
+    for lo, hi, x in probes(breakpoints([pa, pb])):
+        diff = evaluate(pa, x) - evaluate(pb, x)
+        sign = (diff > 0) - (diff < 0)
+        if segments and segments[-1][2] == sign:
+            segments[-1] = (segments[-1][0], hi, sign)
+        else:
+            segments.append((lo, hi, sign))
+    signs = [s for _, _, s in segments]
+    crossings = [hi for (_, hi, s), (_, _, t) in zip(segments, segments[1:]) if s != t and 0 not in (s, t)]
+    cheaper = [(lo, hi) for lo, hi, s in segments if s > 0]
+    if all(s == 0 for s in signs):
+        return {"n": 1, "verdict": "equal"}
+    if signs[-1] < 0:
+        return {"n": None, "verdict": "never", "crossings": crossings, "b_cheaper": cheaper}
+    negatives = [hi for _, hi, s in segments if s < 0]
+    if not negatives:
+        return {"n": 1, "verdict": "always", "b_cheaper": cheaper}
+    root = negatives[-1]
+    n = max(1, math.ceil(root - 1e-9 * max(1.0, root)))
+    while evaluate(pa, n) < evaluate(pb, n):
+        n += 1
+    verdict = "crosses" if len(crossings) <= 1 else "multiple"
+    return {"n": n, "verdict": verdict, "root": root, "crossings": crossings, "b_cheaper": cheaper}
+
+
+def _freeze(dims: dict[sp.Symbol, int]) -> tuple[tuple[sp.Symbol, int], ...]:
+    return tuple(sorted(dims.items(), key=lambda kv: kv[0].name))
+
+
+@lru_cache(maxsize=None)
+def _symbolic_roots(
+    a: str, b: str, cost: str, convention: str, dtype: str, fixed: tuple[tuple[sp.Symbol, int], ...]
+) -> tuple[sp.Expr, ...]:
+    """Roots in N (as functions of d) of the difference of the large-N branches."""
+    others = dict(fixed)
+    ea = dominant_for_large([sp.expand(e.xreplace(others)) for e in cost_branches(a, cost, convention, dtype)])
+    eb = dominant_for_large([sp.expand(e.xreplace(others)) for e in cost_branches(b, cost, convention, dtype)])
+    if ea is None or eb is None:
+        return ()
+    diff = sp.expand(ea - eb)
+    if diff.free_symbols - {N, d}:
+        return ()
+    poly = sp.Poly(diff, N)
+    while poly.degree() > 0 and poly.eval(0) == 0:  # drop the trivial roots at N = 0
+        poly = sp.Poly(sp.cancel(poly.as_expr() / N), N)
+    poly = poly.primitive()[1]  # a common factor of the coefficients does not move the roots
+    if poly.degree() == 1:
+        c1, c0 = poly.all_coeffs()
+        return (sp.cancel(-c0 / c1),)
+    if poly.degree() == 2:
+        qa, qb, qc = (sp.factor(c) for c in poly.all_coeffs())
+        disc = sp.expand(qb**2 - 4 * qa * qc)
+        return tuple(sp.cancel(-qb / (2 * qa)) + s * sp.sqrt(disc) / sp.cancel(2 * qa) for s in (1, -1))
+    return ()
+
+
+def exact_root(
+    a: str,
+    b: str,
+    cost: str,
+    convention: str,
+    dtype: str,
+    others: tuple[tuple[sp.Symbol, int], ...],
+    dval: int,
+    root: float,
+) -> sp.Expr | None:
+    """The closed form (in d) of the crossing at `root`, if the large-N branches give one that matches it."""
+    for cand in _symbolic_roots(a, b, cost, convention, dtype, others):
+        value = complex(cand.xreplace({d: dval}).evalf())
+        if abs(value.imag) < 1e-9 and abs(value.real - root) <= 1e-6 * max(1.0, root):
+            return cand
+    return None
+
+
+DEFAULT_PAIRS: tuple[tuple[str, str], ...] = (
+    ("taylorshift-direct", "taylorshift-efficient"),
+    ("softmax", "taylorshift-efficient"),
+)
+"""The pairs `attn-cost crossover` shows when none are chosen."""
+
+JSON_DIM_NAMES = {"b": "batch", "h": "heads"}
+"""In JSON rows "a" and "b" name the variants, so batch and heads are spelt out."""
+
+TABLE_COSTS = {"flops": "n0", "memory": "n1", "traffic": "n_traffic"}
+"""Each cost and the key its transition point has in a table row (N0, N1 as in TaylorShift)."""
+
+
+def transition_row(
+    a: str,
+    b: str,
+    dims: dict[sp.Symbol, int],
+    *,
+    convention: str = DEFAULT,
+    dtype: str = "fp32",
+) -> dict:
+    """All three transition points of one pair at fixed dims, as a JSON-ready dict."""
+    from costmodel.display import plain
+
+    sizes = {JSON_DIM_NAMES.get(str(k), str(k)): int(v) for k, v in dims.items()}
+    row: dict = {"a": a, "b": b, **sizes, "convention": convention, "dtype": dtype}
+    for cost, key in TABLE_COSTS.items():
+        c = crossover(a, b, cost, dims, convention=convention, dtype=dtype)
+        row[key] = c.n
+        row[cost] = {
+            "n": c.n,
+            "verdict": c.verdict,
+            "root": c.root,
+            "crossings": c.crossings,
+            "b_cheaper": [list(iv) for iv in c.b_cheaper],
+            "exact": plain(c.exact) if c.exact is not None else None,
+            "summary": c.describe(),
+        }
+    return row

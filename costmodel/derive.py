@@ -1,0 +1,222 @@
+"""Derive FLOPs, peak memory, memory traffic and parameters from a variant's op list.
+
+Nothing here is specific to a variant: every total is a sum or a maximum over the ops that the
+variant's description produced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import sympy as sp
+
+from costmodel.conventions import Convention
+from costmodel.errors import UserError
+from costmodel.graph import Graph, Op, Storage
+from costmodel.symbols import N
+
+DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2}
+
+
+def dtype_bytes(dtype: str) -> int:
+    """Bytes per element of a dtype name."""
+    try:
+        return DTYPE_BYTES[dtype]
+    except KeyError:
+        raise UserError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPE_BYTES)})") from None
+
+
+def _nbytes(numel: sp.Expr, storage_dtype: str | None, act_dtype: str) -> sp.Expr:
+    return numel * dtype_bytes(storage_dtype or act_dtype)
+
+
+@dataclass(frozen=True)
+class Step:
+    """The live set while one op runs."""
+
+    op: Op
+    live: tuple[Storage, ...]
+    """Storages alive during the op (its inputs and output included)."""
+
+    def elements(self) -> sp.Expr:
+        return sp.expand(sum((s.numel for s in self.live), sp.Integer(0)) + self.op.workspace)
+
+    def nbytes(self, dtype: str) -> sp.Expr:
+        live = sum((_nbytes(s.numel, s.dtype, dtype) for s in self.live), sp.Integer(0))
+        return sp.expand(live + self.op.workspace * dtype_bytes(dtype))
+
+
+def nonneg_for_dims_at_least_one(expr: sp.Expr) -> bool:
+    """True if expr >= 0 whenever every symbol in it is >= 1 (sufficient test: shift each
+    symbol by one and require non-negative coefficients)."""
+    expr = sp.expand(expr)
+    if expr.is_number:
+        return bool(expr >= 0)
+    shifted = sp.expand(expr.xreplace({s: s + 1 for s in expr.free_symbols}))
+    return all(c >= 0 for c in shifted.as_coefficients_dict().values())
+
+
+def prune_dominated(branches: list[sp.Expr]) -> list[sp.Expr]:
+    """Drop branches that another branch bounds from above for every size >= 1."""
+    unique: list[sp.Expr] = []
+    for e in branches:
+        if not any(sp.expand(e - u) == 0 for u in unique):
+            unique.append(e)
+    keep = []
+    for i, e in enumerate(unique):
+        dominated = any(j != i and nonneg_for_dims_at_least_one(o - e) for j, o in enumerate(unique))
+        if not dominated:
+            keep.append(e)
+    return keep
+
+
+def dominant_for_large(branches: list[sp.Expr], var: sp.Symbol = N) -> sp.Expr | None:
+    """The branch that is the maximum once `var` is large enough, if that can be decided."""
+    for cand in branches:
+        if all(_leads(cand - other, var) for other in branches if other is not cand):
+            return cand
+    return None
+
+
+def _leads(diff: sp.Expr, var: sp.Symbol) -> bool:
+    """diff >= 0 once var is large, for all large enough values of the other dims."""
+    diff = sp.expand(diff)
+    if diff == 0:
+        return True
+    poly = sp.Poly(diff, var)
+    lead = next(c for c in poly.all_coeffs() if sp.expand(c) != 0)
+    return nonneg_for_dims_at_least_one(lead) or _eventually_positive(lead)
+
+
+def _eventually_positive(expr: sp.Expr) -> bool:
+    """True if the highest-total-degree part of a polynomial has only positive terms."""
+    terms = sp.Poly(expr, *sorted(expr.free_symbols, key=str)).terms() if expr.free_symbols else []
+    if not terms:
+        return bool(expr > 0)
+    top = max(sum(m) for m, _ in terms)
+    return all(c > 0 for m, c in terms if sum(m) == top)
+
+
+@dataclass(frozen=True)
+class PeakMemory:
+    """Peak live memory: the maximum over the op list of what is alive at each step."""
+
+    steps: tuple[Step, ...]
+    unit: str  # "elements" or a dtype name
+
+    def per_step(self) -> list[sp.Expr]:
+        if self.unit == "elements":
+            return [s.elements() for s in self.steps]
+        return [s.nbytes(self.unit) for s in self.steps]
+
+    @cached_property
+    def branches(self) -> list[sp.Expr]:
+        """Distinct per-step totals that can be the maximum for some sizes."""
+        return prune_dominated(self.per_step())
+
+    @property
+    def expr(self) -> sp.Expr:
+        return sp.Max(*self.branches) if len(self.branches) > 1 else self.branches[0]
+
+    @cached_property
+    def dominant(self) -> sp.Expr | None:
+        """The branch that attains the peak for large N (the papers' 'entries')."""
+        return dominant_for_large(self.branches)
+
+    def dominant_step(self) -> Step | None:
+        dom = self.dominant
+        if dom is None:
+            return None
+        return next(s for s, e in zip(self.steps, self.per_step(), strict=True) if sp.expand(e - dom) == 0)
+
+    def at(self, values: dict[sp.Symbol, int]) -> tuple[sp.Expr, Step]:
+        """The peak and the step that attains it, for concrete sizes."""
+        totals = [sp.sympify(e).xreplace(values) for e in self.per_step()]
+        best = max(range(len(totals)), key=lambda i: (totals[i], -i))
+        return totals[best], self.steps[best]
+
+
+class Derived:
+    """Everything the engine derives from one variant's graph."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.steps = tuple(self._walk())
+
+    @property
+    def name(self) -> str:
+        return self.graph.name
+
+    @property
+    def ops(self) -> list[Op]:
+        return self.graph.ops
+
+    def flops(self, convention: Convention) -> sp.Expr:
+        """Total FLOPs under a convention."""
+        return sp.expand(sum((convention.op_flops(op) for op in self.ops), sp.Integer(0)))
+
+    def left_out(self, convention: Convention) -> sp.Expr:
+        """FLOPs that `full` counts and this convention does not."""
+        return sp.expand(sum((convention.left_out(op) for op in self.ops), sp.Integer(0)))
+
+    def peak(self, unit: str = "elements") -> PeakMemory:
+        """Peak live memory in elements, or in bytes for a dtype name."""
+        if unit != "elements":
+            dtype_bytes(unit)
+        return PeakMemory(self.steps, unit)
+
+    def traffic(self, dtype: str = "fp32") -> sp.Expr:
+        """Bytes read plus bytes written when every op runs as its own kernel."""
+        return sp.expand(sum((self.op_traffic(op, dtype) for op in self.ops), sp.Integer(0)))
+
+    def op_traffic(self, op: Op, dtype: str) -> sp.Expr:
+        reads = sum((_nbytes(t.numel, t.storage.dtype, dtype) for t in op.inputs), sp.Integer(0))
+        writes = _nbytes(op.output.numel, op.output.storage.dtype, dtype)
+        lse = op.attrs.get("lse")
+        if lse is not None:
+            writes += _nbytes(lse.numel, lse.storage.dtype, dtype)
+        return reads + writes + 2 * op.workspace * dtype_bytes(dtype)
+
+    @cached_property
+    def params(self) -> sp.Expr:
+        """Number of learned parameters the variant owns."""
+        return sp.expand(sum((t.numel for t in self.graph.params), sp.Integer(0)))
+
+    def _walk(self) -> list[Step]:
+        g = self.graph
+        end = len(g.ops)
+        storages: dict[int, Storage] = {}
+        last_use: dict[int, int] = {}
+        for t in g.inputs:
+            storages[t.storage.id] = t.storage
+            last_use[t.storage.id] = -1
+        for op in g.ops:
+            for t in op.inputs:
+                last_use[t.storage.id] = op.index
+            lse = op.attrs.get("lse")
+            for t in (op.output, lse) if lse is not None else (op.output,):
+                storages.setdefault(t.storage.id, t.storage)
+                last_use[t.storage.id] = max(last_use.get(t.storage.id, op.index), op.index)
+        for sid in g.kept:
+            last_use[sid] = end
+        steps = []
+        for op in g.ops:
+            live = tuple(
+                s for sid, s in storages.items() if s.producer <= op.index <= last_use[sid] and not (s.producer == -1 and last_use[sid] < 0)
+            )
+            steps.append(Step(op, live))
+        return steps
+
+
+def multihead(expr: sp.Expr) -> sp.Expr:
+    """Rewrite a per-head-dimension formula in terms of the embedding width: d = d_embed / h."""
+    from costmodel.symbols import d, d_embed, h
+
+    return sp.expand(expr.xreplace({d: d_embed / h}))
+
+
+def require_graph_ok(graph: Graph) -> None:
+    """A description must produce at least one op and one output."""
+    if not graph.ops or not graph.outputs:
+        raise RuntimeError(f"variant {graph.name} produced no ops or no output")

@@ -1,0 +1,313 @@
+"""The op-graph IR: a variant is a short list of tensor ops over symbolic shapes.
+
+A `Graph` is written once per variant, in the order of the paper's algorithm box. Every op
+records its kind, its inputs, the tensor it produces and the scratch memory it needs while it
+runs. Nothing here knows about costs: FLOPs come from a convention's rule table
+(`conventions.py`), memory and traffic from a walk over the op list (`derive.py`).
+
+Memory model (what a tensor costs, and for how long):
+- an op's output is a new allocation unless the op is in place or the tensor is a view;
+- a storage is freed after the last op that reads it, unless it is a graph output or marked
+  kept (saved for backward); inputs are owned by the graph and freed the same way;
+- `workspace` is scratch that lives only while its op runs (e.g. the row sums of a normalisation).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy as sp
+
+from costmodel.errors import ModelError
+
+Shape = tuple[sp.Expr, ...]
+
+
+def _prod(shape: Shape) -> sp.Expr:
+    return sp.Mul(*shape) if shape else sp.Integer(1)
+
+
+def _same(x: sp.Expr, y: sp.Expr) -> bool:
+    return sp.expand(x - y) == 0
+
+
+@dataclass(eq=False)
+class Storage:
+    """One allocation. Several tensors (views, in-place results) may share it."""
+
+    id: int
+    numel: sp.Expr
+    dtype: str | None
+    """None: the activation dtype chosen at evaluation time; otherwise a fixed dtype name."""
+    producer: int
+    """Index of the op that allocates it; -1 for graph inputs."""
+    name: str
+
+
+@dataclass(frozen=True, eq=False)
+class Tensor:
+    """A symbolic tensor: a name, a shape and the storage it lives in."""
+
+    name: str
+    shape: Shape
+    storage: Storage
+
+    @property
+    def numel(self) -> sp.Expr:
+        return _prod(self.shape)
+
+    @property
+    def rows(self) -> sp.Expr:
+        """Number of rows when the last dimension is read as a vector."""
+        return _prod(self.shape[:-1])
+
+    @property
+    def T(self) -> Tensor:  # noqa: N802 - mirrors the maths
+        """Transposed view of the last two dimensions (no copy)."""
+        shape = (*self.shape[:-2], self.shape[-1], self.shape[-2])
+        return Tensor(f"{self.name}ᵀ", shape, self.storage)
+
+    def cols(self, start: int, stop: int | None = None) -> Tensor:
+        """View of columns [start, stop) of the last dimension (no copy)."""
+        last = self.shape[-1]
+        width = (stop if stop is not None else last) - start
+        label = f"{self.name}[:, {start}:{'' if stop is None else stop}]"
+        return Tensor(label, (*self.shape[:-1], sp.sympify(width)), self.storage)
+
+    def view(self, *shape: sp.Expr | int, name: str | None = None) -> Tensor:
+        """Reshape without copying; the element count must not change."""
+        new = tuple(sp.sympify(s) for s in shape)
+        if not _same(_prod(new), self.numel):
+            raise ModelError(f"cannot view {self.name}{self.shape} as {new}")
+        return Tensor(name or self.name, new, self.storage)
+
+
+@dataclass(eq=False)
+class Op:
+    """One step of a variant: what it computes, from what, into what."""
+
+    index: int
+    kind: str
+    inputs: tuple[Tensor, ...]
+    output: Tensor
+    inplace: bool
+    workspace: sp.Expr
+    attrs: dict[str, Any]
+    label: str
+
+    @property
+    def out_numel(self) -> sp.Expr:
+        return self.output.numel
+
+    def in_numel(self, i: int = 0) -> sp.Expr:
+        return self.inputs[i].numel
+
+
+@dataclass
+class Graph:
+    """Builder for a variant's op list. Methods return the tensors they produce."""
+
+    name: str
+    ops: list[Op] = field(default_factory=list)
+    inputs: list[Tensor] = field(default_factory=list)
+    params: list[Tensor] = field(default_factory=list)
+    outputs: list[Tensor] = field(default_factory=list)
+    kept: set[int] = field(default_factory=set)
+    _ids: Any = field(default_factory=itertools.count)
+
+    # -- tensors that are not produced by an op -------------------------------------------
+
+    def input(self, name: str, *shape: sp.Expr | int, dtype: str | None = None) -> Tensor:
+        """An activation handed to the variant (owned by it: freed after its last use)."""
+        t = self._new(name, shape, producer=-1, dtype=dtype)
+        self.inputs.append(t)
+        return t
+
+    def param(self, name: str, *shape: sp.Expr | int) -> Tensor:
+        """A learned weight: counted in parameters, never in the activation live set."""
+        t = Tensor(name, tuple(sp.sympify(s) for s in shape), Storage(-1, sp.Integer(0), None, -1, name))
+        self.params.append(t)
+        return t
+
+    def output(self, *tensors: Tensor) -> None:
+        """Mark results: they stay live to the end of the graph."""
+        self.outputs.extend(tensors)
+        self.kept.update(t.storage.id for t in tensors)
+
+    def keep(self, *tensors: Tensor) -> None:
+        """Keep tensors alive to the end (saved for backward)."""
+        self.kept.update(t.storage.id for t in tensors)
+
+    # -- ops ---------------------------------------------------------------------------------
+
+    def matmul(
+        self,
+        name: str,
+        a: Tensor,
+        b: Tensor,
+        *,
+        into: Tensor | None = None,
+        gain: str | None = None,
+        label: str = "",
+    ) -> Tensor:
+        """a @ b over broadcast batch dims; `into` accumulates in place (out += gain·a@b)."""
+        *ba, m, k = a.shape
+        *bb, k2, n = b.shape
+        if not _same(k, k2):
+            raise ModelError(f"{self.name}: matmul {a.name}{a.shape} @ {b.name}{b.shape}: inner dims differ")
+        shape = (*self._broadcast(tuple(ba), tuple(bb)), m, n)
+        attrs = {"m": m, "k": k, "n": n, "batch": _prod(shape[:-2]), "gain": gain, "accumulate": into is not None}
+        default = f"{name} ← {a.name}·{b.name}"
+        if into is not None:
+            if not all(_same(x, y) for x, y in zip(into.shape, shape, strict=True)):
+                raise ModelError(f"{self.name}: cannot accumulate {shape} into {into.name}{into.shape}")
+            default = f"{name} ← {name} + {gain + '·' if gain else ''}{a.name}·{b.name}"
+            return self._inplace("matmul", name, into, (a, b), attrs, label or default)
+        return self._emit("matmul", name, shape, (a, b), attrs=attrs, label=label or default)
+
+    def linear(self, name: str, x: Tensor, w: Tensor, bias: Tensor | None = None, *, label: str = "") -> Tensor:
+        """x @ w (+ bias): a projection whose weights are parameters."""
+        *bx, k = x.shape
+        k2, n = w.shape
+        if not _same(k, k2):
+            raise ModelError(f"{self.name}: linear {x.name}{x.shape} @ {w.name}{w.shape}: inner dims differ")
+        attrs = {"m": _prod(tuple(bx)), "k": k, "n": n, "batch": sp.Integer(1), "bias": bias is not None}
+        return self._emit("linear", name, (*bx, n), (x,), attrs=attrs, label=label or f"{name} ← {x.name}·{w.name}")
+
+    def outer(self, name: str, a: Tensor, b: Tensor, *, label: str = "") -> Tensor:
+        """Row-wise tensor product a ⊠ b: row n is vec(a_n ⊗ b_n)."""
+        shape = (*a.shape[:-1], a.shape[-1] * b.shape[-1])
+        return self._emit("outer", name, shape, (a, b), label=label or f"{name} ← {a.name}⊠{b.name}")
+
+    def map(
+        self,
+        kind: str,
+        name: str,
+        x: Tensor,
+        *,
+        inplace: bool = False,
+        workspace: sp.Expr | int = 0,
+        gain: str | None = None,
+        label: str = "",
+        **attrs: Any,
+    ) -> Tensor:
+        """An element-wise (or row-wise) op that keeps the shape: poly2, softmax, exp, scale, ..."""
+        attrs["gain"] = gain
+        lbl = label or f"{name} ← {kind}({x.name})"
+        workspace = workspace or (_ROW_SCRATCH[kind](x) if kind in _ROW_SCRATCH else 0)
+        if inplace:
+            return self._inplace(kind, name, x, (), attrs, lbl, workspace=workspace)
+        return self._emit(kind, name, x.shape, (x,), attrs=attrs, workspace=workspace, label=lbl)
+
+    def binary(
+        self,
+        kind: str,
+        name: str,
+        a: Tensor,
+        b: Tensor,
+        *,
+        inplace: bool = False,
+        gain: str | None = None,
+        label: str = "",
+    ) -> Tensor:
+        """Broadcast element-wise a (op) b: add, mul, div. In place writes into a."""
+        shape = self._broadcast(a.shape, b.shape)
+        attrs = {"gain": gain}
+        lbl = label or f"{name} ← {a.name} {_SYMBOL.get(kind, kind)} {b.name}"
+        if inplace:
+            if not all(_same(x, y) for x, y in zip(a.shape, shape, strict=True)):
+                raise ModelError(f"{self.name}: in-place {kind} would change the shape of {a.name}")
+            return self._inplace(kind, name, a, (b,), attrs, lbl)
+        return self._emit(kind, name, shape, (a, b), attrs=attrs, label=lbl)
+
+    def reduce(self, kind: str, name: str, x: Tensor, axis: int, *, gain: str | None = None, label: str = "") -> Tensor:
+        """Reduce over one axis (kept as size 1): sum."""
+        shape = list(x.shape)
+        shape[axis] = sp.Integer(1)
+        return self._emit(
+            kind, name, tuple(shape), (x,), attrs={"gain": gain, "axis": axis}, label=label or f"{name} ← {kind}({x.name})"
+        )
+
+    def augment(self, name: str, x: Tensor, *, gain: str | None = None, label: str = "") -> Tensor:
+        """[c·1, x]: prepend a constant column (TaylorShift's V ← [1, V])."""
+        shape = (*x.shape[:-1], x.shape[-1] + 1)
+        return self._emit("augment", name, shape, (x,), attrs={"gain": gain}, label=label or f"{name} ← [1, {x.name}]")
+
+    def copy(self, name: str, x: Tensor, *, label: str = "") -> Tensor:
+        """Materialise a view as a new contiguous tensor."""
+        return self._emit("copy", name, x.shape, (x,), label=label or f"{name} ← contiguous({x.name})")
+
+    def fused_attention(self, name: str, q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, label: str = "") -> Tensor:
+        """softmax(q kᵀ/√d) v without materialising the N×N matrix; also writes the row log-sum-exp (fp32)."""
+        *bq, nq, dq = q.shape
+        nk = k.shape[-2]
+        dv = v.shape[-1]
+        shape = (*bq, nq, dv)
+        attrs = {"batch": _prod(tuple(bq)), "nq": nq, "nk": nk, "dqk": dq, "dv": dv, "causal": causal}
+        out = self._emit("fused_attention", name, shape, (q, k, v), attrs=attrs, label=label or f"{name} ← SDPA({q.name}, {k.name}, {v.name})")
+        lse = self._new(f"lse({name})", (*bq, nq), producer=len(self.ops) - 1, dtype="fp32")
+        self.ops[-1].attrs["lse"] = lse
+        self.keep(lse)
+        return out
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _new(self, name: str, shape: tuple, producer: int, dtype: str | None = None) -> Tensor:
+        shp = tuple(sp.sympify(s) for s in shape)
+        return Tensor(name, shp, Storage(next(self._ids), _prod(shp), dtype, producer, name))
+
+    def _emit(
+        self,
+        kind: str,
+        name: str,
+        shape: tuple,
+        inputs: tuple[Tensor, ...],
+        *,
+        attrs: dict[str, Any] | None = None,
+        workspace: sp.Expr | int = 0,
+        label: str = "",
+        dtype: str | None = None,
+    ) -> Tensor:
+        out = self._new(name, shape, producer=len(self.ops), dtype=dtype)
+        self.ops.append(Op(len(self.ops), kind, inputs, out, False, sp.sympify(workspace), attrs or {}, label))
+        return out
+
+    def _inplace(
+        self,
+        kind: str,
+        name: str,
+        target: Tensor,
+        others: tuple[Tensor, ...],
+        attrs: dict[str, Any],
+        label: str,
+        *,
+        workspace: sp.Expr | int = 0,
+    ) -> Tensor:
+        out = Tensor(name, target.shape, target.storage)
+        self.ops.append(Op(len(self.ops), kind, (target, *others), out, True, sp.sympify(workspace), attrs, label))
+        return out
+
+    def _broadcast(self, a: Shape, b: Shape) -> Shape:
+        n = max(len(a), len(b))
+        a = (sp.Integer(1),) * (n - len(a)) + tuple(a)
+        b = (sp.Integer(1),) * (n - len(b)) + tuple(b)
+        out = []
+        for x, y in zip(a, b, strict=True):
+            if x == 1:
+                out.append(y)
+            elif y == 1 or _same(x, y):
+                out.append(x)
+            else:
+                raise ModelError(f"{self.name}: shapes {a} and {b} do not broadcast")
+        return tuple(out)
+
+
+_SYMBOL = {"add": "+", "mul": "⊙", "div": "/"}
+
+_ROW_SCRATCH = {
+    # kinds that hold one value per row (a norm, a row sum) while they run
+    "l2normalize": lambda t: t.rows,
+    "normalize_rows": lambda t: t.rows,
+}

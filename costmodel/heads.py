@@ -1,0 +1,101 @@
+"""How many heads minimise a cost at a fixed embedding width (d = d_embed / h).
+
+Two answers, as in TaylorShift Sec. 4.3: the continuous optimum (where d cost / d h = 0, written
+as a condition on d when d_embed cancels out) and the best feasible integer h, a divisor of d_embed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import sympy as sp
+
+from costmodel.conventions import DEFAULT
+from costmodel.crossover import at_sizes, cost_branches, evaluate
+from costmodel.derive import dominant_for_large
+from costmodel.errors import UserError
+from costmodel.symbols import N, b, d, d_embed, h
+
+
+@dataclass
+class HeadsResult:
+    """The head trade-off of one variant on one cost."""
+
+    variant: str
+    cost: str
+    d_embed: int
+    n: int
+    table: list[tuple[int, int, int]]
+    """(h, d, cost) for every divisor h of d_embed."""
+    best_h: int
+    condition: sp.Expr | None = None
+    """Stationarity condition as a polynomial in d that must vanish (None when the cost is monotone in h)."""
+    d_star: list[float] = field(default_factory=list)
+    """Positive real roots of the condition: continuous optima in d."""
+
+    @property
+    def h_star(self) -> list[float]:
+        return [self.d_embed / x for x in self.d_star]
+
+    @property
+    def trend(self) -> str:
+        """How the cost moves as h grows over the feasible divisors."""
+        costs = [c for _, _, c in self.table]
+        if all(x <= y for x, y in zip(costs, costs[1:])):
+            return "increases with h"
+        if all(x >= y for x, y in zip(costs, costs[1:])):
+            return "decreases with h"
+        return f"is smallest at h = {self.best_h}"
+
+
+def divisors(n: int) -> list[int]:
+    return [k for k in range(1, n + 1) if n % k == 0]
+
+
+def heads(
+    variant: str,
+    cost: str,
+    embed: int,
+    *,
+    n: int = 1024,
+    batch: int = 1,
+    convention: str = DEFAULT,
+    dtype: str = "fp32",
+    extra: dict[sp.Symbol, int] | None = None,
+) -> HeadsResult:
+    """Cost of every feasible head count and the continuous optimum."""
+    if embed < 1:
+        raise UserError(f"--d-embed must be a positive integer, got {embed}")
+    branches = cost_branches(variant, cost, convention, dtype)
+    fixed = {b: batch, **(extra or {})}
+    table = []
+    for hv in divisors(embed):
+        dims = {**fixed, h: hv, d: embed // hv}
+        value = evaluate(at_sizes(branches, dims, variant), n)
+        table.append((hv, embed // hv, int(value)))
+    best = min(table, key=lambda row: (row[2], row[0]))[0]
+    condition, roots = _stationary(branches, fixed, n)
+    return HeadsResult(variant, cost, embed, n, table, best, condition, roots)
+
+
+def _stationary(
+    branches: tuple[sp.Expr, ...], fixed: dict[sp.Symbol, int], n: int
+) -> tuple[sp.Expr | None, list[float]]:
+    """Condition on d where d/dh of the large-N cost vanishes, and its positive roots at N = n."""
+    dom = dominant_for_large([sp.expand(e.xreplace(fixed)) for e in branches])
+    if dom is None:
+        return None, []
+    per_embed = sp.expand(dom.xreplace({d: d_embed / h}))
+    slope = sp.numer(sp.together(sp.diff(per_embed, h)))
+    cond = sp.numer(sp.together(sp.expand(slope.xreplace({h: d_embed / d}))))
+    factors = [f for f, _ in sp.factor_list(cond)[1] if d in f.free_symbols and not f.is_Pow and f != d]
+    if not factors or any(s not in (d, N) for f in factors for s in f.free_symbols):
+        return None, []
+    condition = sp.expand(sp.Mul(*factors))
+    lead = sp.Poly(condition, d).LC()
+    if (lead.xreplace({N: n}) if lead.free_symbols else lead) < 0:
+        condition = -condition
+    coeffs = [float(c) for c in sp.Poly(condition.xreplace({N: n}), d).all_coeffs()]
+    roots = sorted(float(z.real) for z in np.roots(coeffs) if abs(z.imag) < 1e-12 and z.real > 0)
+    return condition, roots
