@@ -1,0 +1,128 @@
+"""The analytic commands as a user runs them: real processes, real exit codes."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def test_crossover_table_for_d_64(attn_cost) -> None:
+    r = attn_cost("crossover", "--d", "64")
+    assert r.code == 0, r.err
+    assert "4,161" in r.out and "2,174" in r.out  # Table 2, d = 64
+    assert "d² + d + 1/2" in r.out
+
+
+def test_crossover_json_reproduces_table_2(attn_cost) -> None:
+    r = attn_cost("crossover", *[a for v in (8, 16, 32, 64, 128) for a in ("--d", str(v))], "--json")
+    assert r.code == 0, r.err
+    rows = [x for x in r.json()["results"] if (x["a"], x["b"]) == ("taylorshift-direct", "taylorshift-efficient")]
+    assert [(x["d"], x["n0"], x["n1"]) for x in rows] == [
+        (8, 73, 47),
+        (16, 273, 159),
+        (32, 1057, 574),
+        (64, 4161, 2174),
+        (128, 16513, 8446),
+    ]
+    assert rows[0]["flops"]["exact"] == "d**2 + d + 1/2"
+
+
+def test_crossover_pair_and_convention(attn_cost) -> None:
+    r = attn_cost("crossover", "--d", "16", "--pair", "softmax:softmax-fused", "--convention", "matmul", "--json")
+    assert r.code == 0, r.err
+    (row,) = r.json()["results"]
+    assert (row["a"], row["b"], row["convention"]) == ("softmax", "softmax-fused", "matmul")
+    # FLOPs under the matmul convention are identical: B is never more expensive
+    assert row["flops"]["verdict"] == "equal" and row["n0"] == 1
+    # memory: softmax N² + 3Nd or 2N² + Nd against 4Nd + N: equal at N = 17, cheaper after
+    assert row["n1"] == 17
+
+
+def test_crossover_from_embedding_width(attn_cost) -> None:
+    r = attn_cost("crossover", "--d-embed", "256", "--h", "4", "--json")
+    assert r.code == 0, r.err
+    assert {x["d"] for x in r.json()["results"]} == {64}
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["crossover", "--d", "0"], "--d must be a positive integer"),
+        (["crossover", "--d", "-4"], "--d must be a positive integer"),
+        (["crossover", "--d", "6.5"], "--d"),
+        (["crossover", "--d", "sixty"], "--d"),
+        (["crossover", "--pair", "softmx:taylorshift-efficient"], "did you mean 'softmax'"),
+        (["crossover", "--pair", "softmax"], "A:B"),
+        (["crossover", "--d-embed", "256", "--h", "3"], "does not divide"),
+        (["crossover", "--convention", "nope"], "unknown convention"),
+        (["crossover", "--dtype", "fp8"], "unknown dtype"),
+        (["formula", "taylorshift"], "did you mean"),
+        (["heads", "--d-embed", "-1"], "positive integer"),
+        (["no-such-command"], "No such command"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_code_2(attn_cost, args: list[str], needle: str) -> None:
+    r = attn_cost(*args)
+    assert r.code == 2
+    assert r.out == ""
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], r.err
+    assert "Traceback" not in r.err
+
+
+def test_formula_json_shows_ops_conventions_and_the_paper(attn_cost) -> None:
+    r = attn_cost("formula", "taylorshift-efficient", "--json")
+    assert r.code == 0, r.err
+    data = r.json()
+    assert set(data["flops"]) >= {"taylorshift-v1", "taylorshift-icpr", "matmul", "full"}
+    assert data["ops"][0]["kind"] and data["peak_elements"]["large_n_step"] == 5
+    assert all(p["matches"] for p in data["published"]) and len(data["published"]) == 6
+    assert data["left_out"]["taylorshift-v1"] != "0"
+
+
+def test_formula_pretty_and_latex(attn_cost) -> None:
+    pretty = attn_cost("formula", "taylorshift-direct")
+    assert pretty.code == 0 and "4N²d + 6N²" in pretty.out and "✓ equal" in pretty.out
+    tex = attn_cost("formula", "taylorshift-direct", "--latex")
+    assert tex.code == 0 and "N^{2}" in tex.out
+
+
+def test_heads_json(attn_cost) -> None:
+    r = attn_cost("heads", "--d-embed", "256", "--n", "1024", "--json")
+    assert r.code == 0, r.err
+    res = {(x["variant"], x["cost"]): x for x in r.json()["results"]}
+    eff = res[("taylorshift-efficient", "flops")]
+    assert eff["best_h"] == 256 and abs(eff["d_star"][0] - 0.47) < 0.005
+    assert [row["h"] for row in eff["table"]] == [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    assert res[("taylorshift-direct", "flops")]["best_h"] == 1
+
+
+def test_heads_pretty(attn_cost) -> None:
+    r = attn_cost("heads", "--d-embed", "64")
+    assert r.code == 0, r.err
+    assert "8d³ + 10d² − 3 = 0" in r.out
+
+
+def test_variants_lists_every_variant(attn_cost) -> None:
+    r = attn_cost("variants", "--json")
+    assert r.code == 0
+    names = {v["name"] for v in r.json()}
+    assert {"softmax", "softmax-fused", "taylorshift-direct", "taylorshift-efficient"} <= names
+
+
+def test_no_arguments_prints_help(attn_cost) -> None:
+    r = attn_cost()
+    assert r.code == 0 and "crossover" in r.out
+
+
+def test_the_analytic_path_never_imports_torch_or_plotly() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from cli.app import main; "
+        "main(['crossover', '--d', '8', '--d', '128', '--json']); main(['formula', 'softmax', '--json']); "
+        "main(['heads', '--d-embed', '64', '--json']); "
+        "bad = [m for m in ('torch', 'plotly') if m in sys.modules]; sys.exit(3 if bad else 0)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
