@@ -1,4 +1,7 @@
-"""Analytic commands: crossover, formula, heads, variants. No torch, no plotly on this path."""
+"""Analytic commands: crossover, cheapest, decode, formula, heads, variants, conventions.
+
+No torch, no plotly on this path.
+"""
 
 from __future__ import annotations
 
@@ -7,55 +10,31 @@ from typing import Optional
 
 import sympy as sp
 import typer
+from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from cli import options as o
 from cli.app import app, fail
 from costmodel import display
-from costmodel.conventions import CONVENTIONS, DEFAULT, FULL, get_convention
-from costmodel.crossover import DEFAULT_PAIRS, TABLE_COSTS, transition_row
-from costmodel.derive import dtype_bytes, multihead
+from costmodel.conventions import CONVENTIONS, FULL, KINDS, PUBLISHED_CONVENTIONS, get_convention
+from costmodel.crossover import COSTS, DEFAULT_PAIRS, TABLE_COSTS, at_sizes, cost_branches, evaluate, transition_row
+from costmodel.crossover import cheapest as cheapest_of
+from costmodel.derive import multihead
 from costmodel.heads import heads as head_tradeoff
-from costmodel.symbols import N, b, d, d_embed, h
+from costmodel.scopes import MODES, SCOPES
+from costmodel.symbols import BY_NAME, b
 from costmodel.variants import all_variants, derive, get_variant
 
 console = Console(highlight=False)
-
-# -- shared option parsing ---------------------------------------------------------------------
-
-
-def positive(value: int | None, flag: str) -> int | None:
-    if value is not None and value < 1:
-        fail(f"{flag} must be a positive integer, got {value}")
-    return value
+COST_LABEL = {"flops": "N0 (FLOPs)", "memory": "N1 (memory)", "traffic": "N traffic"}
+DECODE_DEFAULT = ["softmax-causal", "softmax-fused-causal", "linear-recurrent", "latte-recurrent"]
+COST_SHORT = {"flops": "N0", "memory": "N1", "traffic": "N_traffic"}
 
 
-def parse_pair(text: str) -> tuple[str, str]:
-    """'softmax:linear' -> ('softmax', 'linear'), both checked against the catalogue."""
-    parts = text.split(":")
-    if len(parts) != 2 or not all(parts):
-        fail(f"--pair takes A:B (two variant names), got {text!r}")
-    for name in parts:
-        get_variant(name)
-    return parts[0], parts[1]
-
-
-def head_dims(d_values: list[int], embed: int | None, heads: int) -> list[int]:
-    """Head dims to use: --d values, or d_embed / h when --d-embed is given."""
-    if embed is not None:
-        if d_values:
-            fail("give either --d or --d-embed, not both")
-        if embed % heads:
-            fail(f"--h {heads} does not divide --d-embed {embed}; choose h among its divisors")
-        return [embed // heads]
-    for v in d_values:
-        positive(v, "--d")
-    return d_values
-
-
-def check_dtype(dtype: str) -> str:
-    dtype_bytes(dtype)
-    return dtype
+def emit(data) -> None:
+    print(json.dumps(data, indent=2))
 
 
 # -- crossover -----------------------------------------------------------------------------------
@@ -63,53 +42,92 @@ def check_dtype(dtype: str) -> str:
 
 @app.command()
 def crossover(
-    d_values: Optional[list[int]] = typer.Option(None, "--d", help="Head dimension; repeat for several. Default: 8 16 32 64 128."),
-    pair: Optional[list[str]] = typer.Option(None, "--pair", help="A:B, repeatable. Default: the TaylorShift pair and softmax:taylorshift-efficient."),
-    convention: str = typer.Option(DEFAULT, "--convention", help="FLOP convention for N0 (see `attn-cost formula`)."),
-    heads: int = typer.Option(1, "--h", help="Heads (TaylorShift Table 2 uses 1)."),
-    batch: int = typer.Option(1, "--b", help="Batch size."),
-    embed: Optional[int] = typer.Option(None, "--d-embed", help="Embedding width; sets d = d_embed / h."),
-    dtype: str = typer.Option("fp32", "--dtype", help="fp32, bf16 or fp16: bytes per element for memory and traffic."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    d_values: Optional[list[int]] = o.D_VALUES,
+    pair: Optional[list[str]] = typer.Option(
+        None, "--pair", help="A:B, repeatable. Default: the TaylorShift pair and softmax:taylorshift-efficient."
+    ),
+    every: bool = typer.Option(False, "--all", help="Every variant against --baseline."),
+    baseline: str = typer.Option("softmax", "--baseline", help="The A side for --all."),
+    heads: int = o.HEADS,
+    batch: int = o.BATCH,
+    embed: Optional[int] = o.EMBED,
+    latents: Optional[int] = o.LATENTS,
+    ratio: int = o.RATIO,
+    depth: int = o.DEPTH,
+    convention: str = o.CONVENTION,
+    dtype: str = o.DTYPE,
+    scope: Optional[str] = o.SCOPE,
+    mode: str = o.MODE,
+    causal: bool = o.CAUSAL,
+    device: Optional[str] = typer.Option(
+        None, "--device", help="Add corrected (and measured) points from a device profile (`attn-cost devices`)."
+    ),
+    as_json: bool = o.JSON,
 ) -> None:
-    """From which sequence length N variant B is cheaper than A: N0 (FLOPs), N1 (peak memory), traffic."""
-    positive(heads, "--h"), positive(batch, "--b"), positive(embed, "--d-embed")
-    ds = head_dims(list(d_values or []), embed, heads) or [8, 16, 32, 64, 128]
-    pairs = [parse_pair(p) for p in pair] if pair else list(DEFAULT_PAIRS)
-    get_convention(convention), check_dtype(dtype)
-    rows = [
-        transition_row(a, bb, {d: dv, h: heads, b: batch}, convention=convention, dtype=dtype)
-        for a, bb in pairs
-        for dv in ds
-    ]
+    """From which sequence length N variant B is no more expensive than A: N0 (FLOPs), N1 (peak memory), traffic."""
+    ds = o.head_dims(d_values, embed, heads, default=[8, 16, 32, 64, 128])
+    pairs = _pairs(pair, every, baseline, causal, scope)
+    names = sorted({n for p in pairs for n in p})
+    st = o.setting(convention, dtype, scope, mode, names)
+    rows = [transition_row(a, bb, o.sizes(dv, heads, batch, latents, ratio, depth), st) for a, bb in pairs for dv in ds]
+    if device is not None:
+        from profilers.corrections import add_device_columns
+
+        add_device_columns(rows, device)
     if as_json:
-        print(json.dumps({"results": rows}, indent=2))
+        emit({"results": rows})
         return
-    _crossover_table(rows, convention, dtype, heads, batch)
+    _crossover_table(rows, heads, batch, device)
 
 
-def _crossover_table(rows: list[dict], convention: str, dtype: str, heads: int, batch: int) -> None:
+def _pairs(
+    pair: list[str] | None, every: bool, baseline: str, causal: bool, scope: str | None
+) -> list[tuple[str, str]]:
+    if every:
+        if pair:
+            fail("give either --pair or --all, not both")
+        (base,) = o.variant_names([baseline], causal)
+        wanted = scope or "core"
+        others = [v.name for v in all_variants() if v.name != base and wanted in v.scopes and (v.causal or not causal)]
+        return [(base, other) for other in others]
+    raw = [o.parse_pair(p) for p in pair] if pair else list(DEFAULT_PAIRS)
+    return [tuple(o.variant_names(list(p), causal)) for p in raw]
+
+
+def _crossover_table(rows: list[dict], heads: int, batch: int, device: str | None) -> None:
+    first = rows[0]
     table = Table(
-        title=f"Transition points: B is no more expensive than A from N = … (h={heads}, b={batch})",
-        caption=f"N0: FLOPs under {convention}. N1: peak memory, {dtype}. Traffic: bytes moved, unfused.",
+        title=f"B is no more expensive than A from N = …  ({first['scope']}, {first['mode']}, h={heads}, b={batch})",
+        caption=f"N0: FLOPs ({first['convention']}). N1: peak memory ({first['dtype']}). Traffic: unfused bytes.",
+        box=box.SIMPLE_HEAD,
     )
-    for col in ("A", "B", "d", "N0 (FLOPs)", "N1 (memory)", "N traffic"):
-        table.add_column(col, justify="right" if col[0] in "dN" else "left")
-    notes: dict[str, str] = {}
+    for col in ("A", "B", "d", *COST_LABEL.values()):
+        table.add_column(col, justify="right" if col[0] in "dN" else "left", overflow="fold")
+    if device is not None:
+        for col in ("N0 corrected", "N0 measured", "N1 corrected", "N1 measured"):
+            table.add_column(col, justify="right")
+    closed: dict[str, str] = {}
+    notes: list[str] = []
     for row in rows:
-        cells = []
-        for cost in TABLE_COSTS:
-            info = row[cost]
-            cells.append(_cell(info))
+        cells = [_cell(row[cost]) for cost in TABLE_COSTS]
+        for cost, info in ((c, row[c]) for c in TABLE_COSTS):
             if info["exact"] and info["verdict"] in ("crosses", "multiple"):
-                key = {"flops": "N0", "memory": "N1", "traffic": "N traffic"}[cost]
-                notes[f"{key}({row['a']} → {row['b']})"] = display.text(sp.sympify(info["exact"], locals={"d": d}))
-            elif info["verdict"] not in ("crosses",):
-                notes[f"{cost}: {row['a']} → {row['b']}, d={row['d']}"] = info["summary"]
-        table.add_row(row["a"], row["b"], str(row["d"]), *cells)
+                closed[f"{COST_SHORT[cost]}({row['a']} → {row['b']})"] = display.text(
+                    sp.sympify(info["exact"], locals=dict(BY_NAME))
+                )
+            elif info["verdict"] in ("never", "multiple"):
+                notes.append(f"{cost}, d = {row['d']}: {info['summary']}")
+        extra = []
+        if device is not None:
+            extra = [_num(row.get(k)) for k in ("corrected_n0", "measured_n0", "corrected_n1", "measured_n1")]
+        table.add_row(row["a"], row["b"], str(row["d"]), *cells, *extra)
     console.print(table)
-    for key, value in notes.items():
-        console.print(f"  {key} = {value}" if "→" in key and "," not in key else f"  {key}: {value}")
+    if closed:
+        console.print("Closed forms (the crossing before rounding up, large-N branches):")
+        for key, value in closed.items():
+            console.print(f"  {key} = {value}")
+    for note in notes:
+        console.print(f"  {escape(note)}")
 
 
 def _cell(info: dict) -> str:
@@ -119,45 +137,179 @@ def _cell(info: dict) -> str:
     return f"{info['n']:,}{mark}"
 
 
+def _num(value) -> str:
+    return "—" if value is None else f"{value:,.0f}" if isinstance(value, (int, float)) else str(value)
+
+
+# -- cheapest ------------------------------------------------------------------------------------
+
+
+@app.command()
+def cheapest(
+    variant: Optional[list[str]] = typer.Option(
+        None, "--variant", help="Repeatable. Default: softmax, linear, taylorshift-efficient, latte."
+    ),
+    d_values: Optional[list[int]] = o.D_VALUES,
+    cost: Optional[list[str]] = typer.Option(
+        None, "--cost", help="flops, memory, traffic; repeatable (default: all three)."
+    ),
+    heads: int = o.HEADS,
+    batch: int = o.BATCH,
+    embed: Optional[int] = o.EMBED,
+    latents: Optional[int] = o.LATENTS,
+    ratio: int = o.RATIO,
+    depth: int = o.DEPTH,
+    convention: str = o.CONVENTION,
+    dtype: str = o.DTYPE,
+    scope: Optional[str] = o.SCOPE,
+    mode: str = o.MODE,
+    causal: bool = o.CAUSAL,
+    as_json: bool = o.JSON,
+) -> None:
+    """Which of several variants is cheapest on each interval of N (a many-way crossover)."""
+    names = o.variant_names(variant or ["softmax", "linear", "taylorshift-efficient", "latte"], causal)
+    if len(names) < 2:
+        fail("give at least two --variant")
+    costs = cost or list(COSTS)
+    for c in costs:
+        if c not in COSTS:
+            fail(f"unknown cost {c!r} (known: {', '.join(COSTS)})")
+    ds = o.head_dims(d_values, embed, heads, default=[64])
+    st = o.setting(convention, dtype, scope, mode, names)
+    results = []
+    for dv in ds:
+        dims = o.sizes(dv, heads, batch, latents, ratio, depth)
+        for c in costs:
+            res = cheapest_of(names, c, dims, st)
+            results.append(
+                {
+                    "d": dv,
+                    "cost": c,
+                    "intervals": [{"from": lo, "to": hi, "cheapest": w} for lo, hi, w in res.intervals],
+                }
+            )
+    if as_json:
+        emit({"variants": names, **st.as_json(), "results": results})
+        return
+    for item in results:
+        table = Table(title=f"Cheapest in {item['cost']} (d = {item['d']}, {st.scope}, {st.mode})", box=box.SIMPLE_HEAD)
+        table.add_column("N from", justify="right")
+        table.add_column("to", justify="right")
+        table.add_column("cheapest")
+        for iv in item["intervals"]:
+            hi = "∞" if iv["to"] is None else f"{iv['to']:,.1f}"
+            table.add_row(f"{iv['from']:,.1f}", hi, " = ".join(iv["cheapest"]))
+        console.print(table)
+
+
+# -- decode --------------------------------------------------------------------------------------
+
+
+@app.command()
+def decode(
+    variant: Optional[list[str]] = typer.Option(
+        None, "--variant", help="Repeatable. Default: every variant with a decoding step."
+    ),
+    n: Optional[list[int]] = typer.Option(
+        None, "--n", help="Tokens already in context; repeatable (default 1k, 4k, 16k, 64k)."
+    ),
+    d_values: Optional[list[int]] = o.D_VALUES,
+    heads: int = o.HEADS,
+    batch: int = o.BATCH,
+    embed: Optional[int] = o.EMBED,
+    latents: Optional[int] = o.LATENTS,
+    convention: str = o.CONVENTION,
+    dtype: str = o.DTYPE,
+    as_json: bool = o.JSON,
+) -> None:
+    """Cost of generating token N+1: a KV cache (softmax) against a recurrent state (linear, Latte)."""
+    names = [get_variant(x).name for x in (variant or DECODE_DEFAULT)]
+    contexts = [o.positive(x, "--n") for x in (n or [1024, 4096, 16384, 65536])]
+    ds = o.head_dims(d_values, embed, heads, default=[64])
+    st = o.setting(convention, dtype, "decode", "inference", names)
+    rows = []
+    for dv in ds:
+        dims = o.sizes(dv, heads, batch, latents, 4, 1)
+        for name in names:
+            row = {"variant": name, "d": dv}
+            for c in COSTS:
+                polys = at_sizes(cost_branches(name, c, st), dims, name)
+                values = [int(evaluate(polys, x)) for x in contexts]
+                growth = float(evaluate(polys, 2 * contexts[-1]) / evaluate(polys, contexts[-1]))
+                row[c] = {
+                    "per_token": dict(zip(map(str, contexts), values, strict=True)),
+                    "growth_when_context_doubles": growth,
+                }
+            rows.append(row)
+    if as_json:
+        emit({**st.as_json(), "contexts": contexts, "results": rows})
+        return
+    for c in COSTS:
+        unit = {
+            "flops": f"FLOPs ({convention})",
+            "memory": f"peak bytes ({dtype}: cache or state)",
+            "traffic": f"bytes moved ({dtype})",
+        }[c]
+        table = Table(title=f"Per generated token: {unit}", box=box.SIMPLE_HEAD)
+        table.add_column("variant")
+        table.add_column("d", justify="right")
+        for x in contexts:
+            table.add_column(f"N={x:,}", justify="right")
+        table.add_column("×(2N)/(N)", justify="right")
+        for row in rows:
+            vals = [f"{v:,}" for v in row[c]["per_token"].values()]
+            table.add_row(row["variant"], str(row["d"]), *vals, f"{row[c]['growth_when_context_doubles']:.3f}")
+        console.print(table)
+    console.print("A ratio of 1.000 is constant cost per token; 2.000 grows linearly with the context.")
+
+
 # -- formula -------------------------------------------------------------------------------------
 
 
 @app.command()
 def formula(
     variant: str = typer.Argument(..., help="Variant name (see `attn-cost variants`)."),
-    convention: str = typer.Option(DEFAULT, "--convention", help="Convention for the per-op FLOPs column and the 'left out' list."),
-    dtype: str = typer.Option("fp32", "--dtype", help="Bytes per element for peak bytes and traffic."),
+    convention: str = o.CONVENTION,
+    dtype: str = o.DTYPE,
+    scope: Optional[str] = o.SCOPE,
+    mode: str = o.MODE,
     embed: bool = typer.Option(False, "--multihead", help="Also write the totals with d = d_embed / h (batch 1)."),
     latex: bool = typer.Option(False, "--latex", help="Print the formulas as LaTeX."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    as_json: bool = o.JSON,
 ) -> None:
     """The derived FLOPs, peak memory, traffic and parameters of a variant, and the ops they come from."""
     v = get_variant(variant)
-    conv = get_convention(convention)
-    check_dtype(dtype)
-    derived = derive(v.name)
-    data = formula_data(v.name, conv.name, dtype)
+    st = o.setting(convention, dtype, scope, mode, [v.name])
+    conv = get_convention(st.convention)
+    if conv.name in PUBLISHED_CONVENTIONS:
+        fail(f"{conv.name} is a published total, not a per-op convention: `formula` shows it beside the derived count")
+    data = formula_data(v.name, conv.name, dtype, st.scope, mode)
     if as_json:
-        print(json.dumps(data, indent=2))
+        emit(data)
         return
+    derived = derive(v.name, st.scope, mode)
     fmt = display.latex if latex else display.text
-    console.print(f"[bold]{v.name}[/] — {v.summary}\n  source: {v.source}")
-    ops = Table(title=f"Ops (FLOPs under {conv.name}; live = elements alive while the op runs)")
-    for col in ("#", "op", "kind", "shape", "FLOPs", "left out", "live"):
-        ops.add_column(col)
-    for step, row in zip(derived.steps, data["ops"], strict=True):
+    console.print(f"[bold]{v.name}[/] ({st.scope}, {mode}) — {escape(v.summary)}\n  source: {escape(v.source)}")
+    ops = Table(
+        title=f"Ops (FLOPs under {conv.name}, per run; live = elements alive while the op runs)", box=box.SIMPLE_HEAD
+    )
+    for col in ("#", "op", "kind", "shape", "runs", "FLOPs", "left out", "live"):
+        ops.add_column(col, overflow="fold")
+    for step in derived.steps:
         op = step.op
+        lost = conv.left_out(op)
         ops.add_row(
             str(op.index + 1),
-            op.label,
+            escape(op.label),
             op.kind + (" (in place)" if op.inplace else ""),
             "×".join(_dim(s) for s in op.output.shape),
+            "" if op.repeat == 1 else fmt(op.repeat),
             fmt(conv.op_flops(op)),
-            "" if conv.left_out(op) == 0 else fmt(conv.left_out(op)),
+            "" if lost == 0 else fmt(lost),
             fmt(step.elements()),
         )
     console.print(ops)
-    console.print("[bold]FLOPs[/]")
+    console.print("[bold]FLOPs[/]" + (" (forward + backward)" if mode == "training" else ""))
     for name, c in CONVENTIONS.items():
         console.print(f"  {name:<17} {fmt(derived.flops(c))}")
     lost = derived.left_out(conv)
@@ -168,33 +320,47 @@ def formula(
     console.print("[bold]Peak memory[/] (elements)")
     console.print(f"  {fmt(peak.expr)}")
     if peak.dominant is not None:
-        console.print(f"  for large N: {fmt(peak.dominant)}, at step {peak.dominant_step().op.index + 1} ({peak.dominant_step().op.label})")
-    console.print(f"  bytes ({dtype}): {fmt(derived.peak(dtype).dominant or derived.peak(dtype).expr)}")
+        step = peak.dominant_step()
+        console.print(f"  for large N: {fmt(peak.dominant)}, at step {step.op.index + 1} ({escape(step.op.label)})")
+    pb = derived.peak(dtype)
+    shown = pb.dominant if pb.dominant is not None else pb.expr
+    console.print(f"  bytes ({dtype}){' for large N' if pb.dominant is not None else ''}: {fmt(shown)}")
     console.print(f"[bold]Traffic[/] (bytes, {dtype}, unfused): {fmt(derived.traffic(dtype))}")
     console.print(f"[bold]Parameters[/]: {fmt(derived.params)}")
     if embed:
         one = {b: 1}
-        console.print(f"[bold]Multi-head[/] (d = d_embed/h, b = 1): FLOPs {fmt(multihead(derived.flops(conv).xreplace(one)))}")
+        console.print(
+            f"[bold]Multi-head[/] (d = d_embed/h, b = 1): FLOPs {fmt(multihead(derived.flops(conv).xreplace(one)))}"
+        )
         if peak.dominant is not None:
             console.print(f"  peak (large N): {fmt(multihead(peak.dominant.xreplace(one)))}")
     for pub in data["published"]:
-        mark = "✓ equal" if pub["matches"] else f"✗ differs by {pub['difference']}"
-        console.print(f"[bold]Paper[/] {pub['where']}: {pub['formula']} — {mark} to the derived {pub['compare_to']}")
+        mark = (
+            "✓ equal"
+            if pub["matches"]
+            else f"≠ derived − paper = {display.text(sp.sympify(pub['difference'], locals=dict(BY_NAME)))}"
+        )
+        console.print(f"[bold]Paper[/] {escape(pub['where'])}: {pub['formula']} — {mark} ({pub['compare_to']})")
+        if pub["why"]:
+            console.print(f"  {escape(pub['why'])}")
 
 
-def formula_data(name: str, convention: str, dtype: str) -> dict:
+def formula_data(name: str, convention: str, dtype: str, scope: str = "core", mode: str = "inference") -> dict:
     """Everything `formula --json` prints, as plain data."""
     from costmodel.published import compare_published
 
-    derived = derive(name)
+    derived = derive(name, scope, mode)
     conv = get_convention(convention)
     peak = derived.peak()
     step = peak.dominant_step()
+    v = get_variant(name)
     return {
         "variant": name,
-        "summary": get_variant(name).summary,
-        "source": get_variant(name).source,
-        "symbols": {"N": "sequence length", "d": "head dim", "h": "heads", "b": "batch"},
+        "summary": v.summary,
+        "source": v.source,
+        "scope": scope,
+        "mode": mode,
+        "convention": conv.name,
         "flops": {c: display.plain(derived.flops(CONVENTIONS[c])) for c in CONVENTIONS},
         "left_out": {
             c: display.plain(derived.left_out(CONVENTIONS[c])) for c in CONVENTIONS if CONVENTIONS[c] is not FULL
@@ -215,6 +381,7 @@ def formula_data(name: str, convention: str, dtype: str) -> dict:
                 "label": s.op.label,
                 "kind": s.op.kind,
                 "inplace": s.op.inplace,
+                "runs": display.plain(s.op.repeat),
                 "shape": [display.plain(x) for x in s.op.output.shape],
                 "flops": display.plain(conv.op_flops(s.op)),
                 "left_out": display.plain(conv.left_out(s.op)),
@@ -223,9 +390,13 @@ def formula_data(name: str, convention: str, dtype: str) -> dict:
             }
             for s in derived.steps
         ],
-        "convention": conv.name,
-        "published": compare_published(name),
+        "published": compare_published(name) if (scope, mode) == ("core", "inference") or v.layer else [],
     }
+
+
+def _dim(size: sp.Expr) -> str:
+    s = display.text(size)
+    return f"({s})" if len(sp.Add.make_args(size)) > 1 else s
 
 
 # -- heads ---------------------------------------------------------------------------------------
@@ -236,27 +407,27 @@ def heads(
     embed: int = typer.Option(..., "--d-embed", help="Embedding width; h runs over its divisors."),
     n: int = typer.Option(1024, "--n", help="Sequence length (memory depends on it)."),
     variant: Optional[list[str]] = typer.Option(None, "--variant", help="Repeatable. Default: both TaylorShift forms."),
-    convention: str = typer.Option(DEFAULT, "--convention"),
-    batch: int = typer.Option(1, "--b"),
-    dtype: str = typer.Option("fp32", "--dtype"),
-    as_json: bool = typer.Option(False, "--json"),
+    convention: str = o.CONVENTION,
+    batch: int = o.BATCH,
+    dtype: str = o.DTYPE,
+    as_json: bool = o.JSON,
 ) -> None:
     """The head trade-off at fixed d_embed: cost of every divisor h, and the continuous optimum."""
-    positive(embed, "--d-embed"), positive(n, "--n"), positive(batch, "--b")
-    get_convention(convention), check_dtype(dtype)
+    o.positive(embed, "--d-embed"), o.positive(n, "--n"), o.positive(batch, "--b")
     names = [get_variant(x).name for x in (variant or ["taylorshift-direct", "taylorshift-efficient"])]
+    st = o.setting(convention, dtype, "core", "inference", names)
     results = [
-        head_tradeoff(x, cost, embed, n=n, batch=batch, convention=convention, dtype=dtype)
+        head_tradeoff(x, cost, embed, n=n, batch=batch, convention=st.convention, dtype=dtype)
         for x in names
         for cost in ("flops", "memory")
     ]
     if as_json:
-        print(json.dumps({"d_embed": embed, "n": n, "batch": batch, "results": [_heads_json(r) for r in results]}, indent=2))
+        emit({"d_embed": embed, "n": n, "batch": batch, "results": [_heads_json(r) for r in results]})
         return
     for cost in ("flops", "memory"):
         rs = [r for r in results if r.cost == cost]
         unit = f"FLOPs ({convention})" if cost == "flops" else f"peak bytes ({dtype})"
-        table = Table(title=f"{unit} vs heads, d_embed = {embed}, N = {n}, b = {batch}")
+        table = Table(title=f"{unit} vs heads, d_embed = {embed}, N = {n}, b = {batch}", box=box.SIMPLE_HEAD)
         table.add_column("h", justify="right")
         table.add_column("d", justify="right")
         for r in rs:
@@ -297,25 +468,64 @@ def _heads_json(r) -> dict:
     }
 
 
-# -- variants ------------------------------------------------------------------------------------
+# -- catalogue -----------------------------------------------------------------------------------
 
 
 @app.command()
-def variants(as_json: bool = typer.Option(False, "--json")) -> None:
+def variants(as_json: bool = o.JSON) -> None:
     """List the variants the engine knows, one line each."""
     vs = all_variants()
     if as_json:
-        print(json.dumps([{"name": v.name, "family": v.family, "summary": v.summary, "source": v.source} for v in vs], indent=2))
+        emit(
+            [
+                {
+                    "name": v.name,
+                    "family": v.family,
+                    "causal": v.causal,
+                    "scopes": v.scopes,
+                    "summary": v.summary,
+                    "source": v.source,
+                }
+                for v in vs
+            ]
+        )
         return
-    table = Table(title="Attention variants")
-    table.add_column("name")
-    table.add_column("family")
-    table.add_column("what")
+    table = Table(title="Attention variants", box=box.SIMPLE_HEAD)
+    for col in ("name", "causal", "scopes", "what"):
+        table.add_column(col, overflow="fold")
     for v in vs:
-        table.add_row(v.name, v.family, v.summary)
+        table.add_row(v.name, "yes" if v.causal else "", " ".join(v.scopes), escape(v.summary))
     console.print(table)
 
 
-def _dim(size: sp.Expr) -> str:
-    s = display.text(size)
-    return f"({s})" if len(sp.Add.make_args(size)) > 1 else s
+@app.command()
+def conventions(as_json: bool = o.JSON) -> None:
+    """List the FLOP conventions, the op kinds, the scopes and the modes."""
+    data = {
+        "conventions": {
+            c.name: {"summary": c.summary, "source": c.source, "counts": sorted(c.rules)} for c in CONVENTIONS.values()
+        },
+        "published": {
+            c.name: {"summary": c.summary, "source": c.source, "variants": sorted(c.formulas)}
+            for c in PUBLISHED_CONVENTIONS.values()
+        },
+        "op_kinds": KINDS,
+        "scopes": SCOPES,
+        "modes": MODES,
+    }
+    if as_json:
+        emit(data)
+        return
+    for title, items in (
+        ("Conventions", {k: v["summary"] for k, v in data["conventions"].items()}),
+        ("Published totals", {k: v["summary"] for k, v in data["published"].items()}),
+        ("Op kinds (as `full` counts them)", KINDS),
+        ("Scopes", SCOPES),
+        ("Modes", MODES),
+    ):
+        table = Table(title=title, box=box.SIMPLE_HEAD, show_header=False)
+        table.add_column(overflow="fold")
+        table.add_column(overflow="fold")
+        for k, v in items.items():
+            table.add_row(k, escape(v))
+        console.print(table)

@@ -62,9 +62,43 @@ def _fused_matmuls(op: Op) -> sp.Expr:
 
 
 def _fused_full(op: Op) -> sp.Expr:
-    """The two GEMMs, the 1/√d scale and a 5-op softmax on every score."""
+    """The two GEMMs, the 1/√d scale and a 5-op softmax on every score the kernel computes
+    (with is_causal the kernel skips the blocks above the diagonal: N(N+1)/2 scores)."""
     a = op.attrs
-    return _fused_matmuls(op) + 6 * a["batch"] * a["nq"] * a["nk"]
+    scores = a["nq"] * (a["nq"] + 1) / 2 if a["causal"] else a["nq"] * a["nk"]
+    return a["batch"] * scores * (2 * (a["dqk"] + a["dv"]) + 6)
+
+
+SAVES: dict[str, tuple] = {
+    # what autograd keeps for backward: input positions, and "out" for the result
+    "matmul": (0, 1),
+    "linear": (0,),
+    "outer": (0, 1),
+    "poly2": (0,),
+    "softmax": ("out",),
+    "normalize_rows": ("out",),
+    "l2normalize": (0,),
+    "mul": (0, 1),
+    "div": (0, 1),
+    "exp": ("out",),
+    "elu1": (0,),
+    "layernorm": (0,),
+    "gelu": (0,),
+    "fused_attention": (0, 1, 2, "out"),
+}
+"""Training mode keeps these tensors alive to the end of the forward pass."""
+
+
+def backward_factor(op: Op) -> sp.Expr:
+    """Backward FLOPs as a multiple of forward FLOPs: products need a gradient for each operand
+    (2x); element-wise ops and reductions need one pass (1x); fused attention recomputes the
+    scores and needs five products for two (what FlopCounterMode counts)."""
+    if op.kind == "fused_attention":
+        a = op.attrs
+        return sp.Rational(1) * (3 * a["dqk"] + 2 * a["dv"]) / (a["dqk"] + a["dv"])
+    if op.kind in ("matmul", "linear", "outer", "mul", "div"):
+        return sp.Integer(2)
+    return sp.Integer(1)
 
 
 def _gain_size(op: Op) -> sp.Expr:
@@ -97,8 +131,15 @@ KINDS: dict[str, str] = {
     "exp": "element-wise exponential (1 op per element)",
     "elu1": "elu(x) + 1 (2 ops per element: a compare and an exp or add)",
     "cumsum": "cumulative sum along the sequence (1 op per element)",
+    "sub": "element-wise / broadcast subtraction (1 op per output element)",
+    "max": "maximum over one axis (1 compare per input element)",
+    "maximum": "element-wise maximum of two tensors (1 compare per output element)",
+    "cummax": "running maximum along the sequence (1 compare per element)",
+    "layernorm": "layer normalisation: mean, centre, variance, scale, affine (7 ops per element + 2 per row)",
+    "gelu": "GELU activation, 0.5x(1 + erf(x/√2)) (5 ops per element)",
     "mask": "causal mask fill (selection, no arithmetic)",
-    "copy": "contiguous copy of a view (data movement only)",
+    "copy": "copy of a view into a new or existing tensor (data movement only)",
+    "fill": "allocate a buffer (zeros or to be written; no arithmetic)",
     "fused_attention": "softmax(QKᵀ/√d)V without the N×N matrix (SDPA / FlashAttention)",
 }
 
@@ -119,8 +160,15 @@ FULL_RULES: dict[str, Rule] = {
     "exp": per_out(1),
     "elu1": per_out(2),
     "cumsum": per_out(1),
+    "sub": per_out(1),
+    "max": per_in(1),
+    "maximum": per_out(1),
+    "cummax": per_out(1),
+    "layernorm": lambda op: 7 * op.out_numel + 2 * op.output.rows,
+    "gelu": per_out(5),
     "mask": _zero,
     "copy": _zero,
+    "fill": _zero,
     "fused_attention": _fused_full,
 }
 if set(FULL_RULES) != set(KINDS):
@@ -189,12 +237,53 @@ CONVENTIONS: dict[str, Convention] = {c.name: c for c in (TAYLORSHIFT_V1, TAYLOR
 DEFAULT = TAYLORSHIFT_V1.name
 
 
-def get_convention(name: str) -> Convention:
+@dataclass(frozen=True)
+class PublishedConvention:
+    """A paper's closed-form FLOP totals, one per variant: not derivable from ops, kept for comparison."""
+
+    name: str
+    summary: str
+    source: str
+    scope: str
+    mode: str
+    formulas: Mapping[str, str]
+    """Variant -> total per sample in sympy syntax over N, d, h (multiplied by the batch b)."""
+
+    def total(self, variant: str) -> sp.Expr:
+        from costmodel.symbols import BY_NAME, b
+
+        if variant not in self.formulas:
+            raise UserError(
+                f"convention {self.name} has no formula for {variant} (it covers: {', '.join(self.formulas)})"
+            )
+        return sp.expand(b * sp.sympify(self.formulas[variant], locals=dict(BY_NAME)))
+
+
+HOSSEINI_EQ24 = PublishedConvention(
+    "hosseini-eq24",
+    "Hosseini et al. Eq. 24, one forward and backward pass of a layer: C·ℓ·d_m + 15·h·ℓ², "
+    "C = 15 (standard), 12 (Optimized, Super), 9 (Efficient); ℓ = N, d_m = h·d",
+    "Hosseini et al., Cost-Effective Attention Mechanisms, Eq. 24",
+    scope="layer",
+    mode="training",
+    formulas={
+        "softmax": "15*N*h*d + 15*h*N**2",
+        "optimized-attention": "12*N*h*d + 15*h*N**2",
+        "efficient-attention": "9*N*h*d + 15*h*N**2",
+        "super-attention": "12*N*h*d + 15*h*N**2",
+    },
+)
+PUBLISHED_CONVENTIONS: dict[str, PublishedConvention] = {HOSSEINI_EQ24.name: HOSSEINI_EQ24}
+
+
+def get_convention(name: str) -> Convention | PublishedConvention:
     """Look a convention up by name, with a suggestion when it is misspelt."""
     try:
         return CONVENTIONS[name]
     except KeyError:
-        raise UserError(unknown("convention", name, CONVENTIONS)) from None
+        if name in PUBLISHED_CONVENTIONS:
+            return PUBLISHED_CONVENTIONS[name]
+        raise UserError(unknown("convention", name, [*CONVENTIONS, *PUBLISHED_CONVENTIONS])) from None
 
 
 def unknown(what: str, name: str, known: Mapping[str, object] | list[str]) -> str:

@@ -12,12 +12,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import lru_cache
+from functools import cache
+from itertools import pairwise
 
 import numpy as np
 import sympy as sp
 
-from costmodel.conventions import DEFAULT, get_convention
+from costmodel.conventions import DEFAULT, PublishedConvention, get_convention
 from costmodel.derive import dominant_for_large
 from costmodel.errors import UserError
 from costmodel.symbols import N, d
@@ -33,17 +34,37 @@ Poly = tuple[Fraction, ...]
 """Coefficients, highest power first."""
 
 
-@lru_cache(maxsize=None)
-def cost_branches(name: str, cost: str, convention: str = DEFAULT, dtype: str = "fp32") -> tuple[sp.Expr, ...]:
+@dataclass(frozen=True)
+class Setting:
+    """How costs are counted: FLOP convention, element type, scope and mode."""
+
+    convention: str = DEFAULT
+    dtype: str = "fp32"
+    scope: str = "core"
+    mode: str = "inference"
+
+    def as_json(self) -> dict[str, str]:
+        return {"convention": self.convention, "dtype": self.dtype, "scope": self.scope, "mode": self.mode}
+
+
+@cache
+def cost_branches(name: str, cost: str, setting: Setting = Setting()) -> tuple[sp.Expr, ...]:
     """Symbolic cost of a variant as the branches of a maximum (one branch for FLOPs and traffic)."""
-    derived = derive(name)
+    conv = get_convention(setting.convention)
+    if cost not in COSTS:
+        raise UserError(f"unknown cost {cost!r} (known: {', '.join(COSTS)})")
+    if cost == "flops" and isinstance(conv, PublishedConvention):
+        if (setting.scope, setting.mode) != (conv.scope, conv.mode):
+            raise UserError(
+                f"{conv.name} gives {conv.mode} totals of a {conv.scope}: use --scope {conv.scope} --mode {conv.mode}"
+            )
+        return (conv.total(name),)
+    derived = derive(name, setting.scope, setting.mode)
     if cost == "flops":
-        return (derived.flops(get_convention(convention)),)
+        return (derived.flops(conv),)
     if cost == "memory":
-        return tuple(derived.peak(dtype).branches)
-    if cost == "traffic":
-        return (derived.traffic(dtype),)
-    raise UserError(f"unknown cost {cost!r} (known: {', '.join(COSTS)})")
+        return tuple(derived.peak(setting.dtype).branches)
+    return (derived.traffic(setting.dtype),)
 
 
 def at_sizes(branches: tuple[sp.Expr, ...], dims: dict[sp.Symbol, int], what: str) -> list[Poly]:
@@ -149,20 +170,18 @@ def crossover(
     b: str,
     cost: str,
     dims: dict[sp.Symbol, int],
+    setting: Setting = Setting(),
     *,
-    convention: str = DEFAULT,
-    dtype: str = "fp32",
     exact: bool = True,
 ) -> Crossover:
     """The transition point between two variants on one cost at fixed dims (all but N)."""
     get_variant(a), get_variant(b)
-    pa = at_sizes(cost_branches(a, cost, convention, dtype), dims, a)
-    pb = at_sizes(cost_branches(b, cost, convention, dtype), dims, b)
-    result = compare(pa, pb)
-    out = Crossover(a, b, cost, {str(k): int(v) for k, v in dims.items()}, **result)
+    pa = at_sizes(cost_branches(a, cost, setting), dims, a)
+    pb = at_sizes(cost_branches(b, cost, setting), dims, b)
+    out = Crossover(a, b, cost, {str(k): int(v) for k, v in dims.items()}, **compare(pa, pb))
     if exact and out.root is not None and d in dims:
         others = _freeze({k: v for k, v in dims.items() if k != d})
-        out.exact = exact_root(a, b, cost, convention, dtype, others, dims[d], out.root)
+        out.exact = exact_root(a, b, cost, setting, others, dims[d], out.root)
     return out
 
 
@@ -177,7 +196,7 @@ def compare(pa: list[Poly], pb: list[Poly]) -> dict:
         else:
             segments.append((lo, hi, sign))
     signs = [s for _, _, s in segments]
-    crossings = [hi for (_, hi, s), (_, _, t) in zip(segments, segments[1:]) if s != t and 0 not in (s, t)]
+    crossings = [hi for (_, hi, s), (_, _, t) in pairwise(segments) if s != t and 0 not in (s, t)]
     cheaper = [(lo, hi) for lo, hi, s in segments if s > 0]
     if all(s == 0 for s in signs):
         return {"n": 1, "verdict": "equal"}
@@ -198,14 +217,14 @@ def _freeze(dims: dict[sp.Symbol, int]) -> tuple[tuple[sp.Symbol, int], ...]:
     return tuple(sorted(dims.items(), key=lambda kv: kv[0].name))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _symbolic_roots(
-    a: str, b: str, cost: str, convention: str, dtype: str, fixed: tuple[tuple[sp.Symbol, int], ...]
+    a: str, b: str, cost: str, setting: Setting, others: tuple[tuple[sp.Symbol, int], ...]
 ) -> tuple[sp.Expr, ...]:
     """Roots in N (as functions of d) of the difference of the large-N branches."""
-    others = dict(fixed)
-    ea = dominant_for_large([sp.expand(e.xreplace(others)) for e in cost_branches(a, cost, convention, dtype)])
-    eb = dominant_for_large([sp.expand(e.xreplace(others)) for e in cost_branches(b, cost, convention, dtype)])
+    fixed = dict(others)
+    ea = dominant_for_large([sp.expand(e.xreplace(fixed)) for e in cost_branches(a, cost, setting)])
+    eb = dominant_for_large([sp.expand(e.xreplace(fixed)) for e in cost_branches(b, cost, setting)])
     if ea is None or eb is None:
         return ()
     diff = sp.expand(ea - eb)
@@ -229,14 +248,13 @@ def exact_root(
     a: str,
     b: str,
     cost: str,
-    convention: str,
-    dtype: str,
+    setting: Setting,
     others: tuple[tuple[sp.Symbol, int], ...],
     dval: int,
     root: float,
 ) -> sp.Expr | None:
     """The closed form (in d) of the crossing at `root`, if the large-N branches give one that matches it."""
-    for cand in _symbolic_roots(a, b, cost, convention, dtype, others):
+    for cand in _symbolic_roots(a, b, cost, setting, others):
         value = complex(cand.xreplace({d: dval}).evalf())
         if abs(value.imag) < 1e-9 and abs(value.real - root) <= 1e-6 * max(1.0, root):
             return cand
@@ -256,21 +274,15 @@ TABLE_COSTS = {"flops": "n0", "memory": "n1", "traffic": "n_traffic"}
 """Each cost and the key its transition point has in a table row (N0, N1 as in TaylorShift)."""
 
 
-def transition_row(
-    a: str,
-    b: str,
-    dims: dict[sp.Symbol, int],
-    *,
-    convention: str = DEFAULT,
-    dtype: str = "fp32",
-) -> dict:
+def transition_row(a: str, b: str, dims: dict[sp.Symbol, int], setting: Setting = Setting()) -> dict:
     """All three transition points of one pair at fixed dims, as a JSON-ready dict."""
     from costmodel.display import plain
 
-    sizes = {JSON_DIM_NAMES.get(str(k), str(k)): int(v) for k, v in dims.items()}
-    row: dict = {"a": a, "b": b, **sizes, "convention": convention, "dtype": dtype}
+    used = {s for name in (a, b) for c in TABLE_COSTS for e in cost_branches(name, c, setting) for s in e.free_symbols}
+    sizes = {JSON_DIM_NAMES.get(str(k), str(k)): int(v) for k, v in dims.items() if k in used or str(k) in "dhb"}
+    row: dict = {"a": a, "b": b, **sizes, **setting.as_json()}
     for cost, key in TABLE_COSTS.items():
-        c = crossover(a, b, cost, dims, convention=convention, dtype=dtype)
+        c = crossover(a, b, cost, dims, setting)
         row[key] = c.n
         row[cost] = {
             "n": c.n,
@@ -282,3 +294,30 @@ def transition_row(
             "summary": c.describe(),
         }
     return row
+
+
+@dataclass
+class Cheapest:
+    """Which of several variants is cheapest on each interval of N."""
+
+    cost: str
+    intervals: list[tuple[float, float | None, list[str]]]
+    """(from N, to N or None for ∞, the cheapest variants there: several when they tie)."""
+
+    def at(self, n: float) -> list[str]:
+        return next(names for lo, hi, names in self.intervals if lo <= n and (hi is None or n < hi))
+
+
+def cheapest(names: list[str], cost: str, dims: dict[sp.Symbol, int], setting: Setting = Setting()) -> Cheapest:
+    """Split N >= 1 into intervals and name the cheapest variant on each (ties listed together)."""
+    curves = [at_sizes(cost_branches(n, cost, setting), dims, n) for n in names]
+    intervals: list[tuple[float, float | None, list[str]]] = []
+    for lo, hi, x in probes(breakpoints(curves)):
+        values = [evaluate(c, x) for c in curves]
+        best = min(values)
+        winners = [n for n, v in zip(names, values, strict=True) if v == best]
+        if intervals and intervals[-1][2] == winners:
+            intervals[-1] = (intervals[-1][0], hi, winners)
+        else:
+            intervals.append((lo, hi, winners))
+    return Cheapest(cost, intervals)

@@ -6,12 +6,12 @@ variant's description produced.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import sympy as sp
 
-from costmodel.conventions import Convention
+from costmodel.conventions import Convention, backward_factor
 from costmodel.errors import UserError
 from costmodel.graph import Graph, Op, Storage
 from costmodel.symbols import N
@@ -38,12 +38,16 @@ class Step:
     op: Op
     live: tuple[Storage, ...]
     """Storages alive during the op (its inputs and output included)."""
+    copies: dict[int, sp.Expr] = field(default_factory=dict)
+    """Storages saved for backward inside a loop exist once per iteration (counted in full from the
+    step that makes them: the walk stands for the last iteration)."""
 
     def elements(self) -> sp.Expr:
-        return sp.expand(sum((s.numel for s in self.live), sp.Integer(0)) + self.op.workspace)
+        total = sum((s.numel * self.copies.get(s.id, 1) for s in self.live), sp.Integer(0))
+        return sp.expand(total + self.op.workspace)
 
     def nbytes(self, dtype: str) -> sp.Expr:
-        live = sum((_nbytes(s.numel, s.dtype, dtype) for s in self.live), sp.Integer(0))
+        live = sum((_nbytes(s.numel, s.dtype, dtype) * self.copies.get(s.id, 1) for s in self.live), sp.Integer(0))
         return sp.expand(live + self.op.workspace * dtype_bytes(dtype))
 
 
@@ -152,13 +156,21 @@ class Derived:
     def ops(self) -> list[Op]:
         return self.graph.ops
 
+    def _passes(self, op: Op) -> sp.Expr:
+        """How many times an op's cost is paid: its loop repeats, times forward + backward in training."""
+        return op.repeat * (1 + backward_factor(op)) if self.graph.training else op.repeat
+
+    def op_flops(self, op: Op, convention: Convention) -> sp.Expr:
+        """FLOPs of one op of this graph, loops and backward included."""
+        return sp.expand(convention.op_flops(op) * self._passes(op))
+
     def flops(self, convention: Convention) -> sp.Expr:
         """Total FLOPs under a convention."""
-        return sp.expand(sum((convention.op_flops(op) for op in self.ops), sp.Integer(0)))
+        return sp.expand(sum((self.op_flops(op, convention) for op in self.ops), sp.Integer(0)))
 
     def left_out(self, convention: Convention) -> sp.Expr:
         """FLOPs that `full` counts and this convention does not."""
-        return sp.expand(sum((convention.left_out(op) for op in self.ops), sp.Integer(0)))
+        return sp.expand(sum((convention.left_out(op) * self._passes(op) for op in self.ops), sp.Integer(0)))
 
     def peak(self, unit: str = "elements") -> PeakMemory:
         """Peak live memory in elements, or in bytes for a dtype name."""
@@ -168,10 +180,12 @@ class Derived:
 
     def traffic(self, dtype: str = "fp32") -> sp.Expr:
         """Bytes read plus bytes written when every op runs as its own kernel."""
-        return sp.expand(sum((self.op_traffic(op, dtype) for op in self.ops), sp.Integer(0)))
+        return sp.expand(sum((self.op_traffic(op, dtype) * self._passes(op) for op in self.ops), sp.Integer(0)))
 
     def op_traffic(self, op: Op, dtype: str) -> sp.Expr:
-        reads = sum((_nbytes(t.numel, t.storage.dtype, dtype) for t in op.inputs), sp.Integer(0))
+        """Bytes one run of an op reads and writes."""
+        read = op.inputs[1:] if op.attrs.get("overwrite") else op.inputs
+        reads = sum((_nbytes(t.numel, t.storage.dtype, dtype) for t in read), sp.Integer(0))
         writes = _nbytes(op.output.numel, op.output.storage.dtype, dtype)
         lse = op.attrs.get("lse")
         if lse is not None:
@@ -181,32 +195,64 @@ class Derived:
     @cached_property
     def params(self) -> sp.Expr:
         """Number of learned parameters the variant owns."""
-        return sp.expand(sum((t.numel for t in self.graph.params), sp.Integer(0)))
+        return sp.expand(sum((t.numel * copies for t, copies in self.graph.params), sp.Integer(0)))
 
     def _walk(self) -> list[Step]:
         g = self.graph
         end = len(g.ops)
+        span = self._loop_spans()
         storages: dict[int, Storage] = {}
         last_use: dict[int, int] = {}
+        copies: dict[int, sp.Expr] = {}
+        saved: set[int] = set()
         for t in g.inputs:
             storages[t.storage.id] = t.storage
             last_use[t.storage.id] = -1
         for op in g.ops:
             for t in op.inputs:
-                last_use[t.storage.id] = op.index
+                reach = op.index
+                for lp in self._loops_of(op.index):
+                    first, last = span[lp]
+                    if t.storage.producer < first:  # made outside this loop: needed for all of it
+                        reach = max(reach, last)
+                last_use[t.storage.id] = max(last_use.get(t.storage.id, -1), reach)
             lse = op.attrs.get("lse")
             for t in (op.output, lse) if lse is not None else (op.output,):
                 storages.setdefault(t.storage.id, t.storage)
                 last_use[t.storage.id] = max(last_use.get(t.storage.id, op.index), op.index)
-        for sid in g.kept:
+            for t in op.attrs.get("saved", ()):
+                saved.add(t.storage.id)
+                if t.storage.producer >= 0:
+                    copies[t.storage.id] = g.ops[t.storage.producer].repeat
+        for sid in g.kept | saved:
             last_use[sid] = end
         steps = []
         for op in g.ops:
             live = tuple(
-                s for sid, s in storages.items() if s.producer <= op.index <= last_use[sid] and not (s.producer == -1 and last_use[sid] < 0)
+                s
+                for sid, s in storages.items()
+                if s.producer <= op.index <= last_use[sid] and not (s.producer == -1 and last_use[sid] < 0)
             )
-            steps.append(Step(op, live))
+            steps.append(Step(op, live, {s.id: copies[s.id] for s in live if s.id in copies}))
         return steps
+
+    def _loop_spans(self) -> dict[int, tuple[int, int]]:
+        """First and last op index of every loop (nested loops included in their parents)."""
+        span: dict[int, tuple[int, int]] = {}
+        for op in self.ops:
+            for lp in self._loops_of(op.index):
+                first, last = span.get(lp, (op.index, op.index))
+                span[lp] = (min(first, op.index), max(last, op.index))
+        return span
+
+    def _loops_of(self, index: int) -> list[int]:
+        """The loops around op `index`, innermost first."""
+        out = []
+        lp = self.ops[index].loop
+        while lp is not None:
+            out.append(lp)
+            lp = self.graph.loops[lp].parent
+        return out
 
 
 def multihead(expr: sp.Expr) -> sp.Expr:
@@ -214,9 +260,3 @@ def multihead(expr: sp.Expr) -> sp.Expr:
     from costmodel.symbols import d, d_embed, h
 
     return sp.expand(expr.xreplace({d: d_embed / h}))
-
-
-def require_graph_ok(graph: Graph) -> None:
-    """A description must produce at least one op and one output."""
-    if not graph.ops or not graph.outputs:
-        raise RuntimeError(f"variant {graph.name} produced no ops or no output")

@@ -18,6 +18,9 @@ def text(expr: sp.Expr) -> str:
     expr = sp.sympify(expr)
     if isinstance(expr, sp.Max):
         return "max(" + ", ".join(text(a) for a in expr.args) + ")"
+    num, den = sp.fraction(sp.together(expr))
+    if den.free_symbols:
+        return f"({text(num)})/({text(den)})"
     expr = sp.expand(expr)
     factor, rest = _split_common(expr)
     if factor == 1:
@@ -45,8 +48,7 @@ def _add(expr: sp.Expr) -> str:
     terms = sorted(sp.Add.make_args(expr), key=_term_key)
     out = ""
     for i, t in enumerate(terms):
-        coeff, body = t.as_coeff_Mul()
-        neg = coeff < 0
+        neg = t.as_coeff_Mul()[0] < 0
         s = _mul(-t if neg else t)
         out += (" − " if neg else " + ") + s if i else ("−" if neg else "") + s
     return out
@@ -56,7 +58,15 @@ def _term_key(t: sp.Expr) -> tuple:
     syms = t.as_coeff_Mul()[1].as_powers_dict()
     deg = sum(int(e) for s, e in syms.items() if s.is_Symbol and e.is_Integer)
     has_root = any(isinstance(f, sp.Pow) and not f.exp.is_Integer for f in sp.Mul.make_args(t))
-    return (has_root, -deg, [(_sym_key(s), -int(e)) for s, e in sorted(syms.items(), key=lambda kv: _sym_key(kv[0])) if s.is_Symbol and e.is_Integer])
+    return (
+        has_root,
+        -deg,
+        [
+            (_sym_key(s), -int(e))
+            for s, e in sorted(syms.items(), key=lambda kv: _sym_key(kv[0]))
+            if s.is_Symbol and e.is_Integer
+        ],
+    )
 
 
 def _mul(expr: sp.Expr) -> str:

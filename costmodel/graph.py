@@ -15,6 +15,8 @@ Memory model (what a tensor costs, and for how long):
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +25,7 @@ import sympy as sp
 from costmodel.errors import ModelError
 
 Shape = tuple[sp.Expr, ...]
+ONE = sp.Integer(1)
 
 
 def _prod(shape: Shape) -> sp.Expr:
@@ -69,6 +72,17 @@ class Tensor:
         shape = (*self.shape[:-2], self.shape[-1], self.shape[-2])
         return Tensor(f"{self.name}ᵀ", shape, self.storage)
 
+    def swap(self, i: int, j: int) -> Tensor:
+        """View with dimensions i and j exchanged (no copy)."""
+        shape = list(self.shape)
+        shape[i], shape[j] = shape[j], shape[i]
+        return Tensor(self.name, tuple(shape), self.storage)
+
+    def select(self, axis: int, name: str | None = None) -> Tensor:
+        """View of one index along `axis` (the axis disappears): the token t of a loop over N."""
+        shape = tuple(s for k, s in enumerate(self.shape) if k != axis % len(self.shape))
+        return Tensor(name or f"{self.name}ₜ", shape, self.storage)
+
     def cols(self, start: int, stop: int | None = None) -> Tensor:
         """View of columns [start, stop) of the last dimension (no copy)."""
         last = self.shape[-1]
@@ -84,6 +98,16 @@ class Tensor:
         return Tensor(name or self.name, new, self.storage)
 
 
+@dataclass(frozen=True)
+class Loop:
+    """A loop around part of the op list."""
+
+    index: int
+    count: sp.Expr
+    label: str
+    parent: int | None
+
+
 @dataclass(eq=False)
 class Op:
     """One step of a variant: what it computes, from what, into what."""
@@ -96,6 +120,10 @@ class Op:
     workspace: sp.Expr
     attrs: dict[str, Any]
     label: str
+    repeat: sp.Expr = ONE
+    """How many times the op runs: the product of the counts of the loops around it."""
+    loop: int | None = None
+    """Index of the innermost loop the op belongs to (None outside loops)."""
 
     @property
     def out_numel(self) -> sp.Expr:
@@ -112,10 +140,34 @@ class Graph:
     name: str
     ops: list[Op] = field(default_factory=list)
     inputs: list[Tensor] = field(default_factory=list)
-    params: list[Tensor] = field(default_factory=list)
+    params: list[tuple[Tensor, sp.Expr]] = field(default_factory=list)
+    """Weights and how many copies exist (a weight inside the layer loop exists once per layer)."""
     outputs: list[Tensor] = field(default_factory=list)
     kept: set[int] = field(default_factory=set)
+    loops: list[Loop] = field(default_factory=list)
+    training: bool = False
+    """Build for training: tensors that backward needs are kept (see `conventions.SAVES`)."""
     _ids: Any = field(default_factory=itertools.count)
+    _open: list[Loop] = field(default_factory=list)
+
+    @contextmanager
+    def loop(self, count: sp.Expr | int, label: str) -> Iterator[Loop]:
+        """Ops written inside run `count` times (tokens of a recurrence, layers of an encoder).
+
+        Memory is walked over one iteration: a tensor from outside that the body reads stays
+        alive for the whole loop; a tensor made inside is freed within the iteration unless it
+        is the loop's result (carried out) or kept.
+        """
+        lp = Loop(len(self.loops), sp.sympify(count), label, self._open[-1].index if self._open else None)
+        self.loops.append(lp)
+        self._open.append(lp)
+        try:
+            yield lp
+        finally:
+            self._open.pop()
+
+    def _repeat(self) -> sp.Expr:
+        return sp.Mul(*(lp.count for lp in self._open)) if self._open else sp.Integer(1)
 
     # -- tensors that are not produced by an op -------------------------------------------
 
@@ -128,7 +180,7 @@ class Graph:
     def param(self, name: str, *shape: sp.Expr | int) -> Tensor:
         """A learned weight: counted in parameters, never in the activation live set."""
         t = Tensor(name, tuple(sp.sympify(s) for s in shape), Storage(-1, sp.Integer(0), None, -1, name))
-        self.params.append(t)
+        self.params.append((t, self._repeat()))
         return t
 
     def output(self, *tensors: Tensor) -> None:
@@ -227,7 +279,12 @@ class Graph:
         shape = list(x.shape)
         shape[axis] = sp.Integer(1)
         return self._emit(
-            kind, name, tuple(shape), (x,), attrs={"gain": gain, "axis": axis}, label=label or f"{name} ← {kind}({x.name})"
+            kind,
+            name,
+            tuple(shape),
+            (x,),
+            attrs={"gain": gain, "axis": axis},
+            label=label or f"{name} ← {kind}({x.name})",
         )
 
     def augment(self, name: str, x: Tensor, *, gain: str | None = None, label: str = "") -> Tensor:
@@ -239,14 +296,35 @@ class Graph:
         """Materialise a view as a new contiguous tensor."""
         return self._emit("copy", name, x.shape, (x,), label=label or f"{name} ← contiguous({x.name})")
 
-    def fused_attention(self, name: str, q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, label: str = "") -> Tensor:
+    def store(self, target: Tensor, x: Tensor, *, label: str = "") -> Tensor:
+        """Write x into a view of an existing tensor (e.g. row t of the output)."""
+        if not _same(target.numel, x.numel):
+            raise ModelError(f"{self.name}: cannot store {x.name}{x.shape} into {target.name}{target.shape}")
+        return self._inplace(
+            "copy", target.name, target, (x,), {"overwrite": True}, label or f"{target.name} ← {x.name}"
+        )
+
+    def zeros(self, name: str, *shape: sp.Expr | int, label: str = "") -> Tensor:
+        """A new tensor filled with zeros or left empty to be written (an accumulator, an output buffer)."""
+        return self._emit("fill", name, shape, (), label=label or f"{name} ← 0")
+
+    def fused_attention(
+        self, name: str, q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, label: str = ""
+    ) -> Tensor:
         """softmax(q kᵀ/√d) v without materialising the N×N matrix; also writes the row log-sum-exp (fp32)."""
         *bq, nq, dq = q.shape
         nk = k.shape[-2]
         dv = v.shape[-1]
         shape = (*bq, nq, dv)
         attrs = {"batch": _prod(tuple(bq)), "nq": nq, "nk": nk, "dqk": dq, "dv": dv, "causal": causal}
-        out = self._emit("fused_attention", name, shape, (q, k, v), attrs=attrs, label=label or f"{name} ← SDPA({q.name}, {k.name}, {v.name})")
+        out = self._emit(
+            "fused_attention",
+            name,
+            shape,
+            (q, k, v),
+            attrs=attrs,
+            label=label or f"{name} ← SDPA({q.name}, {k.name}, {v.name})",
+        )
         lse = self._new(f"lse({name})", (*bq, nq), producer=len(self.ops) - 1, dtype="fp32")
         self.ops[-1].attrs["lse"] = lse
         self.keep(lse)
@@ -271,8 +349,17 @@ class Graph:
         dtype: str | None = None,
     ) -> Tensor:
         out = self._new(name, shape, producer=len(self.ops), dtype=dtype)
-        self.ops.append(Op(len(self.ops), kind, inputs, out, False, sp.sympify(workspace), attrs or {}, label))
+        self.ops.append(self._op(kind, inputs, out, False, workspace, attrs or {}, label))
         return out
+
+    def _op(self, kind, inputs, out, inplace, workspace, attrs, label) -> Op:
+        loop = self._open[-1].index if self._open else None
+        if self.training:
+            from costmodel.conventions import SAVES
+
+            saved = SAVES.get(kind, ())
+            attrs["saved"] = [t for i, t in enumerate(inputs) if i in saved] + ([out] if "out" in saved else [])
+        return Op(len(self.ops), kind, inputs, out, inplace, sp.sympify(workspace), attrs, label, self._repeat(), loop)
 
     def _inplace(
         self,
@@ -286,7 +373,7 @@ class Graph:
         workspace: sp.Expr | int = 0,
     ) -> Tensor:
         out = Tensor(name, target.shape, target.storage)
-        self.ops.append(Op(len(self.ops), kind, (target, *others), out, True, sp.sympify(workspace), attrs, label))
+        self.ops.append(self._op(kind, (target, *others), out, True, workspace, attrs, label))
         return out
 
     def _broadcast(self, a: Shape, b: Shape) -> Shape:

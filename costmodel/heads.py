@@ -7,12 +7,13 @@ as a condition on d when d_embed cancels out) and the best feasible integer h, a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 import numpy as np
 import sympy as sp
 
 from costmodel.conventions import DEFAULT
-from costmodel.crossover import at_sizes, cost_branches, evaluate
+from costmodel.crossover import Setting, at_sizes, cost_branches, evaluate
 from costmodel.derive import dominant_for_large
 from costmodel.errors import UserError
 from costmodel.symbols import N, b, d, d_embed, h
@@ -42,9 +43,9 @@ class HeadsResult:
     def trend(self) -> str:
         """How the cost moves as h grows over the feasible divisors."""
         costs = [c for _, _, c in self.table]
-        if all(x <= y for x, y in zip(costs, costs[1:])):
+        if all(x <= y for x, y in pairwise(costs)):
             return "increases with h"
-        if all(x >= y for x, y in zip(costs, costs[1:])):
+        if all(x >= y for x, y in pairwise(costs)):
             return "decreases with h"
         return f"is smallest at h = {self.best_h}"
 
@@ -67,7 +68,7 @@ def heads(
     """Cost of every feasible head count and the continuous optimum."""
     if embed < 1:
         raise UserError(f"--d-embed must be a positive integer, got {embed}")
-    branches = cost_branches(variant, cost, convention, dtype)
+    branches = cost_branches(variant, cost, Setting(convention, dtype))
     fixed = {b: batch, **(extra or {})}
     table = []
     for hv in divisors(embed):

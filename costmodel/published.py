@@ -1,7 +1,8 @@
-"""Formulas as the papers print them, for side-by-side display with the derived ones.
+"""Formulas and figures as the papers print them, for side-by-side display with the derived ones.
 
 These are typed from the papers and never used as a variant's cost: `attn-cost formula` shows
-each next to the count the engine derives, and says whether they agree.
+each next to the value the engine derives, and says whether they agree (and why not, where the
+paper counts differently).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from costmodel import display
-from costmodel.conventions import get_convention
+from costmodel.conventions import HOSSEINI_EQ24, get_convention
 from costmodel.derive import multihead
 from costmodel.symbols import BY_NAME, b, h
 
@@ -21,11 +22,12 @@ class Published:
     variant: str
     where: str
     quantity: str
-    """'flops:<convention>' or 'peak' (elements, the large-N branch)."""
+    """'flops:<convention>', 'peak' (elements, the large-N branch) or 'params'."""
     formula: str
     """sympy syntax over the symbols in costmodel.symbols."""
-    heads: bool = False
-    """Multi-head form: d = d_embed / h, batch 1; otherwise single head and batch 1."""
+    form: str = "single"
+    """'single': h = b = 1; 'heads': d = d_embed / h, b = 1; 'layer': a layer (training for Eq. 24), b = 1."""
+    why: str = ""
 
     @property
     def expr(self) -> sp.Expr:
@@ -34,12 +36,17 @@ class Published:
 
 TS = "TaylorShift arXiv v1"
 TS_ICPR = "TaylorShift (ICPR)"
+HOS = "Hosseini et al."
+EQ24_WHY = (
+    "Eq. 24 counts no d_m² projection term and prices the scores at 15hℓ² whatever d_k is; the derived "
+    "count (full convention, forward + backward) includes every projection and each softmax operation."
+)
 
 PUBLISHED: tuple[Published, ...] = (
     Published("taylorshift-direct", f"{TS}, Eq. 4", "flops:taylorshift-v1", "4*N**2*d + 6*N**2"),
     Published("taylorshift-direct", f"{TS}, Sec. 4.2", "peak", "d*N + 2*N**2"),
-    Published("taylorshift-direct", f"{TS}, Sec. 4.3", "flops:taylorshift-v1", "4*N**2*d_embed + 6*h*N**2", heads=True),
-    Published("taylorshift-direct", f"{TS}, Sec. 4.3", "peak", "d_embed*N + 2*N**2*h", heads=True),
+    Published("taylorshift-direct", f"{TS}, Sec. 4.3", "flops:taylorshift-v1", "4*N**2*d_embed + 6*h*N**2", "heads"),
+    Published("taylorshift-direct", f"{TS}, Sec. 4.3", "peak", "d_embed*N + 2*N**2*h", "heads"),
     Published("taylorshift-efficient", f"{TS}, Eq. 5", "flops:taylorshift-v1", "N*(4*d**3 + 10*d**2 + 8*d + 3)"),
     Published("taylorshift-efficient", TS_ICPR, "flops:taylorshift-icpr", "N*(4*d**3 + 10*d**2 + 9*d + 4)"),
     Published("taylorshift-efficient", f"{TS}, Sec. 4.2", "peak", "d**3 + (N + 1)*d**2 + 3*N*d + N"),
@@ -48,21 +55,34 @@ PUBLISHED: tuple[Published, ...] = (
         f"{TS}, Sec. 4.3",
         "flops:taylorshift-v1",
         "N*(4*d_embed**3/h**2 + 10*d_embed**2/h + 8*d_embed + 3*h)",
-        heads=True,
+        "heads",
     ),
     Published(
         "taylorshift-efficient",
         TS_ICPR,
         "flops:taylorshift-icpr",
         "N*(4*d_embed**3/h**2 + 10*d_embed**2/h + 9*d_embed + 4*h)",
-        heads=True,
+        "heads",
     ),
     Published(
         "taylorshift-efficient",
         f"{TS}, Sec. 4.3",
         "peak",
         "d_embed**3/h**2 + (N + 1)*d_embed**2/h + 3*N*d_embed + N*h",
-        heads=True,
+        "heads",
+    ),
+    *(
+        Published(v, f"{HOS}, parameter tables", "params", f"{k}*((h*d)**2 + h*d)" + extra, "layer")
+        for v, k, extra in (
+            ("softmax", 4, ""),
+            ("optimized-attention", 3, ""),
+            ("efficient-attention", 2, ""),
+            ("super-attention", 2, " + N**2 + N"),
+        )
+    ),
+    *(
+        Published(v, f"{HOS}, Eq. 24", "flops:hosseini-eq24", HOSSEINI_EQ24.formulas[v], "layer", EQ24_WHY)
+        for v in HOSSEINI_EQ24.formulas
     ),
 )
 
@@ -71,14 +91,19 @@ def derived_counterpart(pub: Published) -> sp.Expr:
     """The engine's value for what a published formula states."""
     from costmodel.variants import derive
 
-    derived = derive(pub.variant)
+    scope = "layer" if pub.form == "layer" else "core"
+    mode = "training" if pub.quantity == "flops:hosseini-eq24" else "inference"
+    derived = derive(pub.variant, scope, mode)
     if pub.quantity == "peak":
         value = derived.peak().dominant
+    elif pub.quantity == "params":
+        value = derived.params
+    elif pub.quantity == "flops:hosseini-eq24":
+        value = derived.flops(get_convention("full"))
     else:
         value = derived.flops(get_convention(pub.quantity.split(":", 1)[1]))
-    fixed = {b: 1} if pub.heads else {b: 1, h: 1}
-    value = sp.expand(value.xreplace(fixed))
-    return multihead(value) if pub.heads else value
+    value = sp.expand(value.xreplace({b: 1} if pub.form != "single" else {b: 1, h: 1}))
+    return multihead(value) if pub.form == "heads" else value
 
 
 def compare_published(variant: str) -> list[dict]:
@@ -87,15 +112,19 @@ def compare_published(variant: str) -> list[dict]:
     for pub in PUBLISHED:
         if pub.variant != variant:
             continue
-        diff = sp.simplify(derived_counterpart(pub) - pub.expr)
-        what = "peak (large N)" if pub.quantity == "peak" else pub.quantity.replace(":", " ")
+        diff = sp.expand(derived_counterpart(pub) - pub.expr)
+        what = {"peak": "peak (large N)", "params": "parameters"}.get(pub.quantity, pub.quantity.replace(":", " "))
+        if pub.quantity == "flops:hosseini-eq24":
+            what = "flops full, forward + backward"
+        context = {"single": ", h = b = 1", "heads": ", d = d_embed/h", "layer": ", layer, d_m = h·d"}[pub.form]
         out.append(
             {
                 "where": pub.where,
                 "formula": display.text(pub.expr),
-                "compare_to": what + (", d = d_embed/h" if pub.heads else ", h = b = 1"),
+                "compare_to": what + context,
                 "matches": diff == 0,
                 "difference": display.plain(diff),
+                "why": pub.why,
             }
         )
     return out

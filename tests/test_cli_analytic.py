@@ -126,3 +126,75 @@ def test_the_analytic_path_never_imports_torch_or_plotly() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_formula_latte_json(attn_cost) -> None:
+    r = attn_cost("formula", "latte", "--json")
+    assert r.code == 0, r.err
+    data = r.json()
+    assert data["variant"] == "latte" and data["params"] == "0"
+    assert [op["kind"] for op in data["ops"]] == ["softmax", "matmul", "softmax", "matmul"]
+    assert data["flops"]["matmul"] == "4*L*N*b*d*h"
+
+
+def test_crossover_softmax_linear_json(attn_cost) -> None:
+    """Full-rule counts: softmax 4N²d + 6N², linear 4Nd² + 8Nd: they meet at N = (4d² + 8d)/(4d + 6)."""
+    r = attn_cost("crossover", "--d", "64", "--pair", "softmax:linear", "--json")
+    assert r.code == 0, r.err
+    (row,) = r.json()["results"]
+    assert row["n0"] == -(-(4 * 64**2 + 8 * 64) // (4 * 64 + 6))  # ceil
+    assert row["flops"]["exact"] is not None and row["scope"] == "core"
+
+
+def test_crossover_scopes_modes_and_causal(attn_cost) -> None:
+    r = attn_cost(
+        "crossover", "--d", "32", "--h", "8", "--pair", "softmax:taylorshift-efficient", "--scope", "model", "--json"
+    )
+    assert r.code == 0, r.err
+    assert r.json()["results"][0]["n0"] == 32 * 32 + 32 + 1
+    r = attn_cost("crossover", "--d", "64", "--pair", "softmax:linear", "--causal", "--json")
+    assert r.code == 0, r.err
+    assert (r.json()["results"][0]["a"], r.json()["results"][0]["b"]) == ("softmax-causal", "linear-causal")
+    r = attn_cost("crossover", "--d", "64", "--pair", "softmax:efficient-attention", "--json")
+    assert r.code == 0 and r.json()["results"][0]["scope"] == "layer"  # lifted: it only exists as a layer
+    r = attn_cost("crossover", "--d", "64", "--pair", "softmax:linear", "--mode", "training", "--json")
+    assert r.code == 0 and r.json()["results"][0]["mode"] == "training"
+
+
+def test_crossover_all_and_cheapest_and_decode(attn_cost) -> None:
+    r = attn_cost("crossover", "--d", "64", "--all", "--json")
+    assert r.code == 0, r.err
+    assert {x["b"] for x in r.json()["results"]} >= {"linear", "latte", "taylorshift-efficient", "softmax-fused"}
+    r = attn_cost("cheapest", "--d", "64", "--cost", "flops", "--json")
+    assert r.code == 0, r.err
+    (res,) = r.json()["results"]
+    assert res["intervals"][0]["cheapest"] == ["softmax"] and res["intervals"][-1]["to"] is None
+    r = attn_cost("decode", "--d", "64", "--n", "1000", "--n", "2000", "--json")
+    assert r.code == 0, r.err
+    growth = {x["variant"]: x["flops"]["growth_when_context_doubles"] for x in r.json()["results"]}
+    assert growth["linear-recurrent"] == 1.0 and growth["latte-recurrent"] == 1.0
+    assert abs(growth["softmax-causal"] - 2.0) < 1e-3
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["crossover", "--scope", "galaxy"], "unknown scope"),
+        (["crossover", "--mode", "eval"], "unknown mode"),
+        (["crossover", "--pair", "softmax:latte", "--L", "0"], "--L must be a positive integer"),
+        (["crossover", "--causal"], "taylorshift-direct has no causal form"),
+        (["crossover", "--pair", "softmax:efficient-attention", "--scope", "core"], "has no core scope"),
+        (
+            ["crossover", "--pair", "softmax:efficient-attention", "--convention", "hosseini-eq24"],
+            "--scope layer --mode training",
+        ),
+        (["cheapest", "--variant", "softmax"], "at least two"),
+        (["decode", "--variant", "linear"], "has no decode scope"),
+        (["formula", "latte", "--scope", "decode"], "has no decode scope"),
+    ],
+)
+def test_bad_catalogue_input(attn_cost, args: list[str], needle: str) -> None:
+    r = attn_cost(*args)
+    assert r.code == 2 and r.out == ""
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], r.err

@@ -11,8 +11,8 @@ from costmodel.conventions import FULL, MATMUL, TAYLORSHIFT_V1
 from costmodel.crossover import compare
 from costmodel.derive import Derived, nonneg_for_dims_at_least_one, prune_dominated
 from costmodel.display import text
-from costmodel.graph import Graph
 from costmodel.errors import ModelError
+from costmodel.graph import Graph
 from costmodel.symbols import N, d
 
 

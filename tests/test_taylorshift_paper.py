@@ -12,7 +12,7 @@ import pytest
 import sympy as sp
 
 from costmodel.conventions import get_convention
-from costmodel.crossover import crossover
+from costmodel.crossover import Setting, crossover
 from costmodel.derive import multihead
 from costmodel.heads import heads
 from costmodel.symbols import BY_NAME, N, b, d, h
@@ -110,7 +110,7 @@ def test_table_2(dval: int) -> None:
 @pytest.mark.parametrize("dval", sorted(TABLE_2))
 def test_icpr_counting_gives_the_same_table(dval: int) -> None:
     dims = {d: dval, h: 1, b: 1}
-    n0 = crossover("taylorshift-direct", "taylorshift-efficient", "flops", dims, convention="taylorshift-icpr")
+    n0 = crossover("taylorshift-direct", "taylorshift-efficient", "flops", dims, Setting("taylorshift-icpr"))
     assert n0.n == TABLE_2[dval][0]
 
 
@@ -141,7 +141,9 @@ def test_transition_points_for_any_d(dval: int) -> None:
     n1 = crossover("taylorshift-direct", "taylorshift-efficient", "memory", dims, exact=False)
     assert n0.n == dval * dval + dval + 1
     assert n1.n == _n1_by_integer_search(dval)
-    assert n1.n == math.ceil((dval**2 + 2 * dval + 1 + math.sqrt(dval**4 + 12 * dval**3 + 14 * dval**2 + 4 * dval + 1)) / 4)
+    assert n1.n == math.ceil(
+        (dval**2 + 2 * dval + 1 + math.sqrt(dval**4 + 12 * dval**3 + 14 * dval**2 + 4 * dval + 1)) / 4
+    )
 
 
 def test_optimal_heads_for_flops_section_4_3() -> None:

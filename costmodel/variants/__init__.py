@@ -1,14 +1,16 @@
 """The catalogue: every attention variant, each written once as an op list.
 
-A variant module registers its builders with `@variant(...)`; `get_variant` and `derive` look
-them up by canonical name (lowercase, hyphenated, as in the design card).
+A variant module registers an attention *core* (per-head q, k, v in, per-head output out) with
+`@variant`, or a whole *layer* (x in, x out, projections included) with `@layer_variant` when the
+mechanism is defined by its projections (Hosseini et al.). `@decode_step` attaches the cost of one
+generated token. `costmodel.scopes` puts any of them inside a layer, a block, a model.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, replace
+from functools import cache
 
 import sympy as sp
 
@@ -16,40 +18,78 @@ from costmodel.conventions import unknown
 from costmodel.derive import Derived
 from costmodel.errors import UserError
 from costmodel.graph import Graph, Tensor
-from costmodel.symbols import N, b, d, h
+from costmodel.symbols import d
+
+CoreFn = Callable[[Graph, Tensor, Tensor, Tensor], Tensor]
+LayerFn = Callable[[Graph, Tensor], Tensor]
+DecodeFn = Callable[[Graph], None]
 
 
 @dataclass(frozen=True)
 class Variant:
-    """A registered variant: its name, a one-line summary and the function that writes its ops."""
+    """A registered variant and the functions that write its ops."""
 
     name: str
     summary: str
     source: str
-    build: Callable[[Graph], None]
     family: str
-    extra_dims: tuple[sp.Symbol, ...] = ()
-    """Symbols besides N, d, h, b that its costs depend on (e.g. Latte's L)."""
+    core: CoreFn | None = None
+    """(g, q, k, v) -> y over per-head tensors (b, h, N, ·)."""
+    layer: LayerFn | None = None
+    """(g, x) -> y over (b, N, d_embed), for variants defined together with their projections."""
+    decode: DecodeFn | None = None
+    """One generated token given N tokens of context (KV cache or recurrent state)."""
+    qk_width: sp.Expr = d
+    """Per-head width of the query/key inputs (d; Latte's latent logits have L)."""
+    causal: bool = False
+    causal_form: str | None = None
+    """The registered causal counterpart of a bidirectional variant."""
+
+    @property
+    def scopes(self) -> list[str]:
+        from costmodel.scopes import SCOPES
+
+        return [s for s in SCOPES if (s != "core" or self.core) and (s != "decode" or self.decode)]
 
 
 REGISTRY: dict[str, Variant] = {}
 
 
-def variant(name: str, summary: str, *, source: str, family: str, extra_dims: tuple[sp.Symbol, ...] = ()):
-    """Register a builder under a canonical name."""
+def variant(name: str, summary: str, *, source: str, family: str, **options) -> Callable[[CoreFn], CoreFn]:
+    """Register an attention core under a canonical name."""
 
-    def register(build: Callable[[Graph], None]) -> Callable[[Graph], None]:
-        if name in REGISTRY:
-            raise RuntimeError(f"variant {name} registered twice")
-        REGISTRY[name] = Variant(name, summary, source, build, family, extra_dims)
-        return build
+    def register(core: CoreFn) -> CoreFn:
+        _add(Variant(name, summary, source, family, core=core, **options))
+        return core
 
     return register
 
 
-def qkv(g: Graph, dv: sp.Expr = d) -> tuple[Tensor, Tensor, Tensor]:
-    """Per-head queries, keys and values, shape (b, h, N, d)."""
-    return g.input("Q", b, h, N, d), g.input("K", b, h, N, d), g.input("V", b, h, N, dv)
+def layer_variant(name: str, summary: str, *, source: str, family: str, **options) -> Callable[[LayerFn], LayerFn]:
+    """Register a variant that only exists as a whole layer (its projections are part of it)."""
+
+    def register(layer: LayerFn) -> LayerFn:
+        _add(Variant(name, summary, source, family, layer=layer, **options))
+        return layer
+
+    return register
+
+
+def decode_step(*names: str) -> Callable[[DecodeFn], DecodeFn]:
+    """Attach a one-token decoding step to registered variants."""
+
+    def register(fn: DecodeFn) -> DecodeFn:
+        for name in names:
+            REGISTRY[name] = replace(REGISTRY[name], decode=fn)
+        return fn
+
+    return register
+
+
+def _add(v: Variant) -> None:
+    if v.name in REGISTRY:
+        raise RuntimeError(f"variant {v.name} registered twice")
+    REGISTRY[v.name] = v
 
 
 def get_variant(name: str) -> Variant:
@@ -66,16 +106,13 @@ def all_variants() -> list[Variant]:
     return list(REGISTRY.values())
 
 
-@lru_cache(maxsize=None)
-def derive(name: str) -> Derived:
-    """Build a variant's graph and derive its costs (cached per process)."""
-    v = get_variant(name)
-    g = Graph(v.name)
-    v.build(g)
-    if not g.ops or not g.outputs:
-        raise RuntimeError(f"variant {name} produced no ops or no output")
-    return Derived(g)
+@cache
+def derive(name: str, scope: str = "core", mode: str = "inference") -> Derived:
+    """Build a variant's graph at a scope and mode and derive its costs (cached per process)."""
+    from costmodel.scopes import build_graph
+
+    return Derived(build_graph(get_variant(name), scope, mode))
 
 
 def _load() -> None:
-    from costmodel.variants import softmax, taylorshift  # noqa: F401  (registers on import)
+    from costmodel.variants import hosseini, latte, linear, softmax, taylorshift  # noqa: F401 (registration)

@@ -6,9 +6,9 @@ V scaled by 1/N, output scaled by √(N/d)), so their outputs are interchangeabl
 
 from __future__ import annotations
 
-from costmodel.graph import Graph
+from costmodel.graph import Graph, Tensor
 from costmodel.symbols import h
-from costmodel.variants import qkv, variant
+from costmodel.variants import variant
 
 PAPER = "Nauen et al., TaylorShift, arXiv 2403.02920v1 (Eqs. 1, 3; Algorithm 1)"
 
@@ -19,15 +19,14 @@ PAPER = "Nauen et al., TaylorShift, arXiv 2403.02920v1 (Eqs. 1, 3; Algorithm 1)"
     source=PAPER,
     family="taylorshift",
 )
-def direct(g: Graph) -> None:
-    Q, K, V = qkv(g)
+def direct(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
     g.param("τ", h)
     Q = g.map("l2normalize", "Q", Q, gain="τ", label="Q ← τ·Q/‖Q‖")
     K = g.map("l2normalize", "K", K, label="K ← K/‖K‖")
     S = g.matmul("S", Q, K.T)
     P = g.map("poly2", "P", S, label="P ← S²/2 + S + 1")
     P = g.map("normalize_rows", "P", P, inplace=True, gain="√(d/N)", label="P ← P / (√(d/N)·rowsum P)")
-    g.output(g.matmul("Y", P, V))
+    return g.matmul("Y", P, V)
 
 
 @variant(
@@ -36,8 +35,7 @@ def direct(g: Graph) -> None:
     source=PAPER,
     family="taylorshift",
 )
-def efficient(g: Graph) -> None:
-    Q, K, V = qkv(g)
+def efficient(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
     g.param("τ", h)
     V = g.augment("V", V, gain="1/N", label="V ← [√(d/N)·1, V]/N")
     Q = g.map("l2normalize", "Q", Q, gain="α·τ", label="Q ← α·τ·Q/‖Q‖")
@@ -51,4 +49,4 @@ def efficient(g: Graph) -> None:
     Y = g.map("scale", "Ŷ", Y, inplace=True, label="Ŷ ← Ŷ/2")
     Y = g.matmul("Ŷ", Q, KV, into=Y, gain="α²", label="Ŷ ← Ŷ + α²·Q(KᵀV)")
     Y = g.binary("add", "Ŷ", Y, s, inplace=True, gain="α⁴", label="Ŷ ← Ŷ + α⁴·ΣV")
-    g.output(g.binary("div", "Y", Y.cols(1), Y.cols(0, 1), label="Y ← Ŷ[:, 1:] / Ŷ[:, :1]"))
+    return g.binary("div", "Y", Y.cols(1), Y.cols(0, 1), label="Y ← Ŷ[:, 1:] / Ŷ[:, :1]")

@@ -1,0 +1,105 @@
+"""Options shared by several commands, and the checks that turn bad values into one-line errors."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import sympy as sp
+import typer
+
+from cli.app import fail
+from costmodel.conventions import DEFAULT, get_convention
+from costmodel.crossover import Setting
+from costmodel.derive import dtype_bytes
+from costmodel.scopes import MODES, SCOPES
+from costmodel.symbols import D, L, b, d, h, r
+from costmodel.variants import get_variant
+
+D_VALUES = typer.Option(None, "--d", help="Head dimension; repeat for several.")
+HEADS = typer.Option(1, "--h", help="Heads.")
+BATCH = typer.Option(1, "--b", help="Batch size.")
+EMBED = typer.Option(None, "--d-embed", help="Embedding width; sets d = d_embed / h.")
+LATENTS = typer.Option(None, "--L", help="Latte latent states per head (default: L = d).")
+RATIO = typer.Option(4, "--r", help="MLP ratio (block and model scopes).")
+DEPTH = typer.Option(12, "--depth", help="Encoder depth D (model scope).")
+CONVENTION = typer.Option(DEFAULT, "--convention", help="FLOP convention (see `attn-cost conventions`).")
+DTYPE = typer.Option("fp32", "--dtype", help="fp32, bf16 or fp16: bytes per element for memory and traffic.")
+SCOPE = typer.Option(
+    None,
+    "--scope",
+    help="core, layer, block, model or decode (default: core, or layer for variants that only exist as layers).",
+)
+MODE = typer.Option("inference", "--mode", help="inference or training.")
+CAUSAL = typer.Option(
+    False, "--causal", help="Use each variant's causal form (softmax → softmax-causal, linear → linear-causal, ...)."
+)
+JSON = typer.Option(False, "--json", help="Print JSON instead of tables.")
+
+
+def positive(value: int | None, flag: str) -> int | None:
+    if value is not None and value < 1:
+        fail(f"{flag} must be a positive integer, got {value}")
+    return value
+
+
+def head_dims(d_values: list[int] | None, embed: int | None, heads: int, default: list[int]) -> list[int]:
+    """Head dims to use: --d values, or d_embed / h when --d-embed is given."""
+    positive(heads, "--h")
+    if embed is not None:
+        positive(embed, "--d-embed")
+        if d_values:
+            fail("give either --d or --d-embed, not both")
+        if embed % heads:
+            fail(f"--h {heads} does not divide --d-embed {embed}; choose h among its divisors")
+        return [embed // heads]
+    for v in d_values or []:
+        positive(v, "--d")
+    return list(d_values or default)
+
+
+def sizes(dv: int, heads: int, batch: int, latents: int | None, ratio: int, depth: int) -> dict[sp.Symbol, int]:
+    """Every dimension except N; L defaults to d."""
+    for value, flag in ((batch, "--b"), (latents, "--L"), (ratio, "--r"), (depth, "--depth")):
+        positive(value, flag)
+    return {d: dv, h: heads, b: batch, L: latents or dv, r: ratio, D: depth}
+
+
+def variant_names(names: list[str], causal: bool) -> list[str]:
+    """Check names against the catalogue; with --causal, swap each for its causal form."""
+    out = []
+    for name in names:
+        v = get_variant(name)
+        if causal and not v.causal:
+            if v.causal_form is None:
+                fail(f"{name} has no causal form in its paper")
+            name = v.causal_form
+        out.append(name)
+    return out
+
+
+def parse_pair(text: str) -> tuple[str, str]:
+    """'softmax:linear' -> ('softmax', 'linear')."""
+    parts = text.split(":")
+    if len(parts) != 2 or not all(parts):
+        fail(f"--pair takes A:B (two variant names), got {text!r}")
+    return parts[0], parts[1]
+
+
+def setting(convention: str, dtype: str, scope: str | None, mode: str, names: list[str]) -> Setting:
+    """Validate the counting options; the scope defaults to the smallest one every variant has."""
+    get_convention(convention)
+    dtype_bytes(dtype)
+    if mode not in MODES:
+        fail(f"unknown mode {mode!r} (known: {', '.join(MODES)})")
+    if scope is None:
+        scope = "core" if all("core" in get_variant(n).scopes for n in names) else "layer"
+    elif scope not in SCOPES:
+        fail(f"unknown scope {scope!r} (known: {', '.join(SCOPES)})")
+    for n in names:
+        if scope not in get_variant(n).scopes:
+            fail(f"{n} has no {scope} scope (it has: {', '.join(get_variant(n).scopes)})")
+    return Setting(convention, dtype, scope, mode)
+
+
+def optional_int_list(value: Optional[list[int]]) -> list[int]:
+    return list(value or [])

@@ -1,0 +1,112 @@
+"""From an attention core to a layer, an encoder block, a whole model, or one decoding step.
+
+The surroundings are written once here, so every variant gets the same projections, norms, MLP
+and residuals, and the difference between two models is exactly the difference of their attention.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sympy as sp
+
+from costmodel.errors import UserError
+from costmodel.graph import Graph, Tensor
+from costmodel.symbols import D, N, b, d, h, r
+
+SCOPES: dict[str, str] = {
+    "core": "the attention mechanism alone: per-head Q, K, V in (b×h×N×d), per-head output out",
+    "layer": "a multi-head attention layer: X (b×N×hd) in, Q/K/V projections, heads, output projection",
+    "block": "a pre-norm encoder block: LayerNorm, attention layer, residual, LayerNorm, MLP (ratio r), residual",
+    "model": "an encoder of depth D: D blocks and a final LayerNorm",
+    "decode": "one autoregressive step: the cost of token N+1 with N tokens in a KV cache or a recurrent state",
+}
+MODES: dict[str, str] = {
+    "inference": "forward pass only; every tensor is freed after its last use",
+    "training": "forward + backward FLOPs; tensors that backward needs stay alive to the end of the forward pass",
+}
+
+
+def build_graph(variant, scope: str, mode: str) -> Graph:
+    """The op list of `variant` at `scope` in `mode`."""
+    if scope not in SCOPES:
+        raise UserError(f"unknown scope {scope!r} (known: {', '.join(SCOPES)})")
+    if mode not in MODES:
+        raise UserError(f"unknown mode {mode!r} (known: {', '.join(MODES)})")
+    if scope not in variant.scopes:
+        what = "it is defined with its projections: use --scope layer" if scope == "core" else "it has no decoding step"
+        raise UserError(f"{variant.name} has no {scope} scope: {what}")
+    g = Graph(variant.name, training=mode == "training")
+    if scope == "core":
+        q = g.input("Q", b, h, N, variant.qk_width)
+        k = g.input("K", b, h, N, variant.qk_width)
+        v = g.input("V", b, h, N, d)
+        g.output(variant.core(g, q, k, v))
+    elif scope == "decode":
+        variant.decode(g)
+    else:
+        x = g.input("X", b, N, h * d)
+        g.output(SURROUNDINGS[scope](g, variant, x))
+    if not g.ops or not g.outputs:
+        raise RuntimeError(f"{variant.name} at scope {scope} produced no ops")
+    return g
+
+
+def attention_layer(g: Graph, variant, x: Tensor) -> Tensor:
+    """The variant's own layer, or standard Q/K/V/O projections around its core."""
+    if variant.layer is not None:
+        return variant.layer(g, x)
+    return projected(g, variant.core, x, qk_width=variant.qk_width)
+
+
+def projected(
+    g: Graph,
+    core: Callable[[Graph, Tensor, Tensor, Tensor], Tensor],
+    x: Tensor,
+    *,
+    qk_width: sp.Expr = d,
+    project: tuple[str, ...] = ("Q", "K", "V"),
+    values: Tensor | None = None,
+) -> Tensor:
+    """Multi-head attention around a core: project (or slice x for) Q, K and V, split the heads,
+    run the core, merge the heads, project out. Biases on every projection."""
+    width = {"Q": qk_width, "K": qk_width, "V": d}
+    heads = {}
+    for name in ("Q", "K", "V"):
+        if name == "V" and values is not None:
+            src = values
+        elif name in project:
+            src = g.linear(name, x, g.param(f"W_{name}", h * d, h * width[name]), g.param(f"b_{name}", h * width[name]))
+        else:
+            src = x  # sliced per head from the input itself
+        split = src.view(b, N, h, width[name]).swap(1, 2)
+        heads[name] = g.copy(f"{name}ₕ", split, label=f"{name}ₕ ← split heads of {src.name}")
+    y = core(g, heads["Q"], heads["K"], heads["V"])
+    merged = g.copy("Yₘ", y.swap(1, 2), label="Yₘ ← merge heads").view(b, N, h * d)
+    return g.linear("O", merged, g.param("W_O", h * d, h * d), g.param("b_O", h * d))
+
+
+def layernorm(g: Graph, name: str, x: Tensor) -> Tensor:
+    g.param(f"γ_{name}", x.shape[-1])
+    g.param(f"β_{name}", x.shape[-1])
+    return g.map("layernorm", name, x, label=f"{name} ← LayerNorm({x.name})")
+
+
+def block(g: Graph, variant, x: Tensor) -> Tensor:
+    """x + Attn(LN(x)), then x + MLP(LN(x)) with a GELU MLP of width r·d_embed."""
+    width = h * d
+    a = attention_layer(g, variant, layernorm(g, "LN₁", x))
+    x = g.binary("add", "x₁", x, a, label="x₁ ← x + Attn")
+    m = g.linear("M₁", layernorm(g, "LN₂", x), g.param("W_1", width, r * width), g.param("b_1", r * width))
+    m = g.map("gelu", "G", m, label="G ← GELU(M₁)")
+    m = g.linear("M₂", m, g.param("W_2", r * width, width), g.param("b_2", width))
+    return g.binary("add", "x₂", x, m, label="x₂ ← x₁ + MLP")
+
+
+def model(g: Graph, variant, x: Tensor) -> Tensor:
+    with g.loop(D, "layers"):
+        x = block(g, variant, x)
+    return layernorm(g, "LN_f", x)
+
+
+SURROUNDINGS = {"layer": attention_layer, "block": block, "model": model}

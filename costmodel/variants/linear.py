@@ -1,0 +1,89 @@
+"""Linear attention with the elu+1 feature map (Katharopoulos et al., "Transformers are RNNs", 2020).
+
+Three ways to compute it, with very different memory (the paper's Sec. 3.2-3.4):
+bidirectional φ(Q)(φ(K)ᵀV); causal as a materialised cumulative sum of φ(K_j)V_jᵀ (N·d·d_v);
+causal as the recurrence s_i = s_{i-1} + φ(k_i)v_iᵀ (constant state, one token at a time).
+No ε is added to the denominator: φ > 0 keeps it positive.
+"""
+
+from __future__ import annotations
+
+from costmodel.graph import Graph, Tensor
+from costmodel.symbols import N, b, d, h
+from costmodel.variants import decode_step, variant
+
+PAPER = "Katharopoulos et al., Transformers are RNNs, ICML 2020 (Eqs. 6, 9-12, 16-20)"
+
+
+@variant(
+    "linear",
+    "linear attention φ(Q)(φ(K)ᵀV) / φ(Q)Σφ(K), φ = elu + 1: O(N d d_v) time, no N×N matrix",
+    source=PAPER,
+    family="linear",
+    causal_form="linear-causal",
+)
+def linear(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
+    fK = g.map("elu1", "φ(K)", K)
+    KV = g.matmul("φ(K)ᵀV", fK.T, V)
+    z = g.reduce("sum", "Σφ(K)", fK, axis=-2, label="z ← Σⱼ φ(Kⱼ)")
+    fQ = g.map("elu1", "φ(Q)", Q)
+    num = g.matmul("num", fQ, KV, label="num ← φ(Q)(φ(K)ᵀV)")
+    den = g.matmul("den", fQ, z.T, label="den ← φ(Q)·z")
+    return g.binary("div", "Y", num, den, inplace=True, label="Y ← num / den")
+
+
+@variant(
+    "linear-causal",
+    "causal linear attention via a materialised cumulative sum Sᵢ = Σ_{j≤i} φ(Kⱼ)Vⱼᵀ (N·d·d_v memory)",
+    source=PAPER,
+    family="linear",
+    causal=True,
+)
+def linear_causal(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
+    fK = g.map("elu1", "φ(K)", K)
+    S = g.outer("S", fK, V, label="Sᵢ ← φ(Kᵢ)⊗Vᵢ")
+    S = g.map("cumsum", "S", S, inplace=True, label="Sᵢ ← Σ_{j≤i} φ(Kⱼ)Vⱼᵀ")
+    z = g.map("cumsum", "z", fK, inplace=True, label="zᵢ ← Σ_{j≤i} φ(Kⱼ)")
+    fQ = g.map("elu1", "φ(Q)", Q)
+    q = fQ.view(b, h, N, 1, d)
+    num = g.matmul("num", q, S.view(b, h, N, d, d), label="numᵢ ← φ(Qᵢ)ᵀSᵢ")
+    den = g.matmul("den", q, z.view(b, h, N, d, 1), label="denᵢ ← φ(Qᵢ)ᵀzᵢ")
+    return g.binary("div", "Y", num, den, inplace=True, label="Y ← num / den").view(b, h, N, d)
+
+
+def recurrent_step(g: Graph, q: Tensor, k: Tensor, v: Tensor, S: Tensor, z: Tensor) -> Tensor:
+    """One token: s += φ(k)vᵀ, z += φ(k), y = φ(q)ᵀs / φ(q)ᵀz (the paper's Eqs. 18-20)."""
+    fk = g.map("elu1", "φ(k)", k)
+    kv = g.outer("φ(k)vᵀ", fk, v)
+    S = g.binary("add", "s", S, kv.view(b, h, d, d), inplace=True, label="s ← s + φ(k)vᵀ")
+    z = g.binary("add", "z", z, fk.view(b, h, d, 1), inplace=True, label="z ← z + φ(k)")
+    fq = g.map("elu1", "φ(q)", q).view(b, h, 1, d)
+    num = g.matmul("num", fq, S, label="num ← φ(q)ᵀs")
+    den = g.matmul("den", fq, z, label="den ← φ(q)ᵀz")
+    return g.binary("div", "y", num, den, inplace=True, label="y ← num / den")
+
+
+@variant(
+    "linear-recurrent",
+    "causal linear attention as an RNN: state s (d×d_v) and z (d) updated one token at a time",
+    source=PAPER,
+    family="linear",
+    causal=True,
+)
+def linear_recurrent(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
+    S = g.zeros("s", b, h, d, d)
+    z = g.zeros("z", b, h, d, 1)
+    Y = g.zeros("Y", b, h, N, d, label="Y ← empty output")
+    with g.loop(N, "tokens"):
+        y = recurrent_step(g, Q.select(2, "qₜ"), K.select(2, "kₜ"), V.select(2, "vₜ"), S, z)
+        g.store(Y.select(2, "Yₜ"), y, label="Yₜ ← y")
+    return Y
+
+
+@decode_step("linear-causal", "linear-recurrent")
+def linear_decode(g: Graph) -> None:
+    q, k, v = (g.input(n, b, h, d) for n in ("q", "k", "v"))
+    S = g.input("s", b, h, d, d)
+    z = g.input("z", b, h, d, 1)
+    g.keep(S, z)  # the recurrent state outlives the step
+    g.output(recurrent_step(g, q, k, v, S, z))
