@@ -21,6 +21,7 @@ import sympy as sp
 from costmodel.conventions import DEFAULT, PublishedConvention, get_convention
 from costmodel.derive import dominant_for_large
 from costmodel.errors import UserError
+from costmodel.polyterms import in_n, terms
 from costmodel.symbols import N, d
 from costmodel.variants import derive, get_variant
 
@@ -69,16 +70,10 @@ def cost_branches(name: str, cost: str, setting: Setting = Setting()) -> tuple[s
 
 def at_sizes(branches: tuple[sp.Expr, ...], dims: dict[sp.Symbol, int], what: str) -> list[Poly]:
     """Substitute every dimension but N and return exact polynomial coefficients in N."""
-    out = []
-    for e in branches:
-        e = sp.expand(e.xreplace(dims))
-        missing = e.free_symbols - {N}
-        if missing:
-            names = ", ".join(sorted(str(s) for s in missing))
-            raise UserError(f"{what} depends on {names}: give a value for it")
-        coeffs = sp.Poly(e, N).all_coeffs()
-        out.append(tuple(Fraction(int(c.p), int(c.q)) for c in coeffs))
-    return out
+    try:
+        return [in_n(terms(e), dims) for e in branches]
+    except KeyError as missing:
+        raise UserError(f"{what} depends on {missing.args[0]}: give a value for it") from None
 
 
 def evaluate(polys: list[Poly], x: Fraction | int) -> Fraction:

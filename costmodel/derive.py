@@ -14,7 +14,7 @@ import sympy as sp
 from costmodel.conventions import Convention, backward_factor
 from costmodel.errors import UserError
 from costmodel.graph import Graph, Op, Storage
-from costmodel.symbols import N
+from costmodel.polyterms import leads_for_large_n, nonneg_when_at_least_one, subtract, terms
 
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2}
 
@@ -52,54 +52,31 @@ class Step:
 
 
 def nonneg_for_dims_at_least_one(expr: sp.Expr) -> bool:
-    """True if expr >= 0 whenever every symbol in it is >= 1 (sufficient test: shift each
-    symbol by one and require non-negative coefficients)."""
-    expr = sp.expand(expr)
-    if expr.is_number:
-        return bool(expr >= 0)
-    shifted = sp.expand(expr.xreplace({s: s + 1 for s in expr.free_symbols}))
-    return all(c >= 0 for c in shifted.as_coefficients_dict().values())
+    """True if expr >= 0 whenever every size in it is >= 1 (sufficient test, see polyterms)."""
+    return nonneg_when_at_least_one(terms(sp.sympify(expr)))
 
 
 def prune_dominated(branches: list[sp.Expr]) -> list[sp.Expr]:
     """Drop branches that another branch bounds from above for every size >= 1."""
-    unique: list[sp.Expr] = []
+    unique: list[tuple[sp.Expr, dict]] = []
     for e in branches:
-        if not any(sp.expand(e - u) == 0 for u in unique):
-            unique.append(e)
-    keep = []
-    for i, e in enumerate(unique):
-        dominated = any(j != i and nonneg_for_dims_at_least_one(o - e) for j, o in enumerate(unique))
-        if not dominated:
-            keep.append(e)
-    return keep
+        t = terms(e)
+        if all(t != u for _, u in unique):
+            unique.append((e, t))
+    return [
+        e
+        for i, (e, t) in enumerate(unique)
+        if not any(j != i and nonneg_when_at_least_one(subtract(u, t)) for j, (_, u) in enumerate(unique))
+    ]
 
 
-def dominant_for_large(branches: list[sp.Expr], var: sp.Symbol = N) -> sp.Expr | None:
-    """The branch that is the maximum once `var` is large enough, if that can be decided."""
-    for cand in branches:
-        if all(_leads(cand - other, var) for other in branches if other is not cand):
-            return cand
+def dominant_for_large(branches: list[sp.Expr]) -> sp.Expr | None:
+    """The branch that is the maximum once N is large enough, if that can be decided."""
+    ts = [terms(e) for e in branches]
+    for i, cand in enumerate(ts):
+        if all(leads_for_large_n(subtract(cand, other)) for j, other in enumerate(ts) if j != i):
+            return branches[i]
     return None
-
-
-def _leads(diff: sp.Expr, var: sp.Symbol) -> bool:
-    """diff >= 0 once var is large, for all large enough values of the other dims."""
-    diff = sp.expand(diff)
-    if diff == 0:
-        return True
-    poly = sp.Poly(diff, var)
-    lead = next(c for c in poly.all_coeffs() if sp.expand(c) != 0)
-    return nonneg_for_dims_at_least_one(lead) or _eventually_positive(lead)
-
-
-def _eventually_positive(expr: sp.Expr) -> bool:
-    """True if the highest-total-degree part of a polynomial has only positive terms."""
-    terms = sp.Poly(expr, *sorted(expr.free_symbols, key=str)).terms() if expr.free_symbols else []
-    if not terms:
-        return bool(expr > 0)
-    top = max(sum(m) for m, _ in terms)
-    return all(c > 0 for m, c in terms if sum(m) == top)
 
 
 @dataclass(frozen=True)
