@@ -190,7 +190,8 @@ class Derived:
                 reach = op.index
                 for lp in self._loops_of(op.index):
                     first, last = span[lp]
-                    if t.storage.producer < first:  # made outside this loop: needed for all of it
+                    carried = t.storage.id in self.graph.loops[lp].carried
+                    if t.storage.producer < first and not carried:  # made outside: needed for all of it
                         reach = max(reach, last)
                 last_use[t.storage.id] = max(last_use.get(t.storage.id, -1), reach)
             lse = op.attrs.get("lse")

@@ -106,6 +106,9 @@ class Loop:
     count: sp.Expr
     label: str
     parent: int | None
+    carried: frozenset[int] = frozenset()
+    """Storages that enter as the loop's running value (the residual stream): each iteration
+    reads the previous one's result, so the loop does not hold them for its whole length."""
 
 
 @dataclass(eq=False)
@@ -151,14 +154,16 @@ class Graph:
     _open: list[Loop] = field(default_factory=list)
 
     @contextmanager
-    def loop(self, count: sp.Expr | int, label: str) -> Iterator[Loop]:
+    def loop(self, count: sp.Expr | int, label: str, carried: tuple[Tensor, ...] = ()) -> Iterator[Loop]:
         """Ops written inside run `count` times (tokens of a recurrence, layers of an encoder).
 
         Memory is walked over one iteration: a tensor from outside that the body reads stays
-        alive for the whole loop; a tensor made inside is freed within the iteration unless it
-        is the loop's result (carried out) or kept.
+        alive for the whole loop (unless it is `carried`: the running value the first iteration
+        starts from); a tensor made inside is freed within the iteration unless it is the loop's
+        result or kept.
         """
-        lp = Loop(len(self.loops), sp.sympify(count), label, self._open[-1].index if self._open else None)
+        parent = self._open[-1].index if self._open else None
+        lp = Loop(len(self.loops), sp.sympify(count), label, parent, frozenset(t.storage.id for t in carried))
         self.loops.append(lp)
         self._open.append(lp)
         try:
@@ -327,7 +332,8 @@ class Graph:
         )
         lse = self._new(f"lse({name})", (*bq, nq), producer=len(self.ops) - 1, dtype="fp32")
         self.ops[-1].attrs["lse"] = lse
-        self.keep(lse)
+        if self.training:
+            self.ops[-1].attrs["saved"].append(lse)  # backward needs the row log-sum-exp
         return out
 
     # -- internals ---------------------------------------------------------------------------
@@ -394,7 +400,8 @@ class Graph:
 _SYMBOL = {"add": "+", "mul": "⊙", "div": "/"}
 
 _ROW_SCRATCH = {
-    # kinds that hold one value per row (a norm, a row sum) while they run
+    # kinds that hold values per row while they run: a norm, a row sum, LayerNorm's mean and 1/std
     "l2normalize": lambda t: t.rows,
     "normalize_rows": lambda t: t.rows,
+    "layernorm": lambda t: 2 * t.rows,
 }

@@ -104,7 +104,7 @@ def block(g: Graph, variant, x: Tensor) -> Tensor:
 
 
 def model(g: Graph, variant, x: Tensor) -> Tensor:
-    with g.loop(D, "layers"):
+    with g.loop(D, "layers", carried=(x,)):
         x = block(g, variant, x)
     return layernorm(g, "LN_f", x)
 

@@ -5,7 +5,8 @@ the paper's code splits its L over the H heads, so its L is our h·L) and values
 Bidirectional: softmax_L(Q)·softmax_N(K)ᵀ·V. Causal: normalise over s <= t with cumulative sums,
 either materialised (O(N·L·d) memory) or one token at a time with a running maximum (the paper's
 scan, Listing 1). The vectorised causal form shifts K by its maximum over the whole sequence before
-exp (the ratio ṽ/α does not change); the sequential form uses the running maximum, as the paper does.
+exp (the ratio ṽ/α does not change); the sequential form keeps a running maximum, as the paper does
+(updated token by token, where the paper's code precomputes it with cummax).
 """
 
 from __future__ import annotations
@@ -53,24 +54,26 @@ def latte_causal(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
     return y.view(b, h, N, d)
 
 
-def scan_step(g: Graph, q: Tensor, k: Tensor, v: Tensor, prev: Tensor, c: Tensor, alpha: Tensor, Vt: Tensor) -> Tensor:
-    """One token of Listing 1: rescale the sums to the new running maximum c, add the token, read out."""
-    back = g.binary("sub", "r", prev, c, label="r ← m_prev − m")
+def scan_step(g: Graph, p: Tensor, k: Tensor, v: Tensor, m: Tensor, alpha: Tensor, Vt: Tensor) -> Tensor:
+    """One token of Listing 1: move the sums to the new running maximum, add the token, read out."""
+    top = g.binary("maximum", "m'", m, k, label="m' ← max(m, k)")
+    back = g.binary("sub", "r", m, top, label="r ← m − m'")
     back = g.map("exp", "r", back, inplace=True, label="r ← exp(r)")
-    add = g.binary("sub", "a", k, c, label="a ← k − m")
+    add = g.binary("sub", "a", k, top, label="a ← k − m'")
     add = g.map("exp", "a", add, inplace=True, label="a ← exp(a)")
     alpha = g.binary("mul", "α", alpha, back, inplace=True, label="α ← α·r")
     alpha = g.binary("add", "α", alpha, add, inplace=True, label="α ← α + a")
     Vt = g.binary("mul", "ṽ", Vt, back.view(b, h, L, 1), inplace=True, label="ṽ ← ṽ·r")
     av = g.outer("a⊗v", add, v)
     Vt = g.binary("add", "ṽ", Vt, av.view(b, h, L, d), inplace=True, label="ṽ ← ṽ + a⊗v")
-    gamma = g.binary("div", "γ", q, alpha, label="γ ← p(l|t) / α")
+    g.store(m, top, label="m ← m'")
+    gamma = g.binary("div", "γ", p, alpha, label="γ ← p(l|t) / α")
     return g.matmul("y", gamma.view(b, h, 1, L), Vt, label="y ← γᵀṽ")
 
 
 @variant(
     "latte-recurrent",
-    "Latte, causal and sequential (the paper's scan): O(NLd) time, O(NL + Ld) memory",
+    "Latte, causal and sequential (the paper's scan, running maximum for stability): O(NLd) time, O(NL + Ld) memory",
     source=PAPER,
     family="latte",
     qk_width=L,
@@ -78,15 +81,12 @@ def scan_step(g: Graph, q: Tensor, k: Tensor, v: Tensor, prev: Tensor, c: Tensor
 )
 def latte_recurrent(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
     P = g.map("softmax", "p(l|t)", Q, label="p(l|t) ← softmax over L of Q")
-    C = g.map("cummax", "m", K, label="mₜ ← max_{s≤t} Kₛ")
+    m = g.zeros("m", b, h, L, label="m ← −∞")
     alpha = g.zeros("α", b, h, L)
     Vt = g.zeros("ṽ", b, h, L, d)
     Y = g.zeros("Y", b, h, N, d, label="Y ← empty output")
     with g.loop(N, "tokens"):
-        m_prev = C.select(2, "m_{t-1}")
-        y = scan_step(
-            g, P.select(2, "p(l|t)ₜ"), K.select(2, "kₜ"), V.select(2, "vₜ"), m_prev, C.select(2, "mₜ"), alpha, Vt
-        )
+        y = scan_step(g, P.select(2, "p(l|t)ₜ"), K.select(2, "kₜ"), V.select(2, "vₜ"), m, alpha, Vt)
         g.store(Y.select(2, "Yₜ"), y, label="Yₜ ← y")
     return Y
 
@@ -96,12 +96,9 @@ def latte_decode(g: Graph) -> None:
     q = g.input("q", b, h, L)
     k = g.input("k", b, h, L)
     v = g.input("v", b, h, d)
-    m_prev = g.input("m", b, h, L)
+    m = g.input("m", b, h, L)
     alpha = g.input("α", b, h, L)
     Vt = g.input("ṽ", b, h, L, d)
-    g.keep(m_prev, alpha, Vt)  # the recurrent state outlives the step
+    g.keep(m, alpha, Vt)  # the recurrent state outlives the step
     p = g.map("softmax", "p(l|t)", q)
-    m = g.binary("maximum", "m'", m_prev, k, label="m' ← max(m, k)")
-    y = scan_step(g, p, k, v, m_prev, m, alpha, Vt)
-    g.store(m_prev, m, label="m ← m'")
-    g.output(y)
+    g.output(scan_step(g, p, k, v, m, alpha, Vt))

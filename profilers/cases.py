@@ -1,0 +1,225 @@
+"""A runnable case: one variant at one scope and size, with its parameters and a way to make inputs.
+
+The surroundings (projections, head split and merge, LayerNorm, MLP, residuals, the layer loop)
+follow `costmodel.scopes` line for line, so every scope can be traced against its op list.
+Parameters are created on the first call: run a case once (a warm-up) before measuring it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F  # noqa: N812
+from torch import Tensor
+
+from costmodel.errors import UserError
+from costmodel.symbols import L
+from costmodel.variants import get_variant
+from profilers.reference import REFERENCES, Reference, softmax, take
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Concrete sizes; L defaults to d (latents per head), r and D to a small ViT-like encoder."""
+
+    N: int
+    d: int
+    h: int = 1
+    b: int = 1
+    L: int | None = None
+    r: int = 4
+    D: int = 2
+
+    @property
+    def latents(self) -> int:
+        return self.L or self.d
+
+    @property
+    def width(self) -> int:
+        return self.h * self.d
+
+    def symbols(self) -> dict:
+        """The same sizes keyed by the engine's sympy symbols."""
+        from costmodel.symbols import BY_NAME
+
+        return {BY_NAME[k]: v for k, v in self.as_dict().items()}
+
+    def as_dict(self) -> dict[str, int]:
+        return {"N": self.N, "d": self.d, "h": self.h, "b": self.b, "L": self.latents, "r": self.r, "D": self.D}
+
+
+class Params:
+    """Deterministic weights, made on first use."""
+
+    def __init__(self, dtype: torch.dtype, device: str, seed: int) -> None:
+        self.dtype, self.device = dtype, device
+        self.gen = torch.Generator(device="cpu").manual_seed(seed)
+        self.cache: dict[str, Tensor] = {}
+
+    def get(self, name: str, *shape: int, std: float | None = None, mean: float = 0.0) -> Tensor:
+        if name not in self.cache:
+            std = std if std is not None else 1 / math.sqrt(shape[-1])
+            w = torch.randn(*shape, generator=self.gen) * std + mean
+            self.cache[name] = w.to(device=self.device, dtype=self.dtype)
+        return self.cache[name]
+
+
+@dataclass
+class Case:
+    """What a profiler needs: `run(inputs)` consumes a list made by `make_inputs()`."""
+
+    variant: str
+    scope: str
+    sizes: Sizes
+    dtype: str
+    device: str
+    run: Callable[[list[Tensor]], Tensor]
+    make_inputs: Callable[[], list[Tensor]]
+    params: Params | None = None
+    """The weights (made on the first call)."""
+
+
+def build_case(variant: str, scope: str, sizes: Sizes, dtype: str = "fp32", device: str = "cpu", seed: int = 0) -> Case:
+    """The runnable reference of `variant` at `scope`."""
+    v = get_variant(variant)
+    if scope not in v.scopes:
+        raise UserError(f"{variant} has no {scope} scope (it has: {', '.join(v.scopes)})")
+    if dtype not in DTYPES:
+        raise UserError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPES)})")
+    ref = REFERENCES[variant]
+    s = sizes
+    qk = s.latents if v.qk_width == L else s.d
+    params = Params(DTYPES[dtype], device, seed)
+    core = _bind_core(ref, s, device)
+
+    def inputs(*shapes: tuple[int, ...]) -> Callable[[], list[Tensor]]:
+        def make() -> list[Tensor]:
+            gen = torch.Generator(device="cpu").manual_seed(seed + 1)
+            return [torch.randn(*shape, generator=gen).to(device=device, dtype=DTYPES[dtype]) for shape in shapes]
+
+        return make
+
+    if scope == "core":
+        make = inputs((s.b, s.h, s.N, qk), (s.b, s.h, s.N, qk), (s.b, s.h, s.N, s.d))
+        return Case(variant, scope, s, dtype, device, core, make, params)
+    if scope == "decode":
+        return Case(variant, scope, s, dtype, device, ref.decode, _decode_inputs(variant, s, inputs), params)
+    surround = SURROUNDINGS[scope]
+
+    def run(box: list[Tensor]) -> Tensor:
+        return surround(ref, core, box, params, s, qk)
+
+    return Case(variant, scope, s, dtype, device, run, inputs((s.b, s.N, s.width)), params)
+
+
+def _bind_core(ref: Reference, s: Sizes, device: str) -> Callable[[list[Tensor]], Tensor] | None:
+    if ref.core is None:
+        return None
+    if ref.core is softmax and ref.options.get("causal"):
+        mask = torch.ones(s.N, s.N, dtype=torch.bool, device=device).triu_(1)  # a constant buffer
+        return lambda box: softmax(box, mask=mask)
+    return lambda box: ref.core(box, **ref.options)
+
+
+def _decode_inputs(variant: str, s: Sizes, inputs) -> Callable[[], list[Tensor]]:
+    """Inputs of one decoding step with N tokens of context, in the engine's order."""
+    b, h, n, d, lat = s.b, s.h, s.N, s.d, s.latents
+    if variant.startswith("softmax"):
+        return inputs((b, h, 1, d), (b, h, 1, d), (b, h, 1, d), (b, h, n + 1, d), (b, h, n + 1, d))
+    if variant.startswith("linear"):
+        make = inputs((b, h, d), (b, h, d), (b, h, d), (b, h, d, d), (b, h, d, 1))
+
+        def state_positive() -> list[Tensor]:  # s and z are sums of φ(k) > 0
+            q, k, v, st, z = make()
+            return [q, k, v, st.abs_(), z.abs_().add_(1)]
+
+        return state_positive
+    make = inputs((b, h, lat), (b, h, lat), (b, h, d), (b, h, lat), (b, h, lat), (b, h, lat, d))
+
+    def alpha_positive() -> list[Tensor]:
+        q, k, v, m, alpha, vt = make()
+        return [q, k, v, m, alpha.abs_().add_(1), vt]
+
+    return alpha_positive
+
+
+# -- the surroundings, as costmodel.scopes writes them ---------------------------------------------
+
+
+def projected(
+    core: Callable[[list[Tensor]], Tensor],
+    box: list[Tensor],
+    params: Params,
+    s: Sizes,
+    qk: int,
+    project: str = "QKV",
+    values: list[Tensor] | None = None,
+) -> Tensor:
+    """Project (or slice x for) Q, K, V; split heads; core; merge heads; output projection."""
+    (x,) = take(box)
+    width = {"Q": qk, "K": qk, "V": s.d}
+    heads = []
+    for name in "QKV":
+        if name == "V" and values:
+            (src,) = take(values)
+        elif name in project:
+            w = params.get(f"W_{name}", s.h * width[name], s.width)  # F.linear keeps (out, in)
+            src = F.linear(x, w, params.get(f"b_{name}", s.h * width[name], std=0.02))
+        else:
+            src = x  # the head's slice of the input
+        if name == "V":
+            del x  # its last use
+        heads.append(src.view(s.b, s.N, s.h, width[name]).transpose(1, 2).contiguous())
+        del src
+    y = core(heads)
+    merged = y.transpose(1, 2).contiguous().view(s.b, s.N, s.width)
+    del y
+    return F.linear(merged, params.get("W_O", s.width, s.width), params.get("b_O", s.width, std=0.02))
+
+
+def attention_layer(ref: Reference, core, box: list[Tensor], params: Params, s: Sizes, qk: int) -> Tensor:
+    if ref.layer is None:
+        return projected(core, box, params, s, qk)
+    if ref.layer == "super":
+        v = torch.matmul(params.get("W_A", s.N, s.N), box[0])
+        v.add_(params.get("b_A", s.N, 1, std=0.02))
+        values = [v]
+        del v
+        return projected(_plain_softmax, box, params, s, qk, project="Q", values=values)
+    return projected(_plain_softmax, box, params, s, qk, project=ref.layer)
+
+
+def _plain_softmax(box: list[Tensor]) -> Tensor:
+    return softmax(box)
+
+
+def layer_norm(x: Tensor, params: Params, name: str) -> Tensor:
+    n = x.shape[-1]
+    return F.layer_norm(x, (n,), params.get(f"γ_{name}", n, std=0.02, mean=1.0), params.get(f"β_{name}", n, std=0.02))
+
+
+def block(ref: Reference, core, box: list[Tensor], params: Params, s: Sizes, qk: int) -> Tensor:
+    (x,) = take(box)
+    a = attention_layer(ref, core, [layer_norm(x, params, "LN1")], params, s, qk)
+    x = x + a
+    del a
+    w1, b1 = params.get("W_1", s.r * s.width, s.width), params.get("b_1", s.r * s.width, std=0.02)
+    m = F.linear(layer_norm(x, params, "LN2"), w1, b1)
+    m = F.gelu(m)
+    m = F.linear(m, params.get("W_2", s.width, s.r * s.width), params.get("b_2", s.width, std=0.02))
+    return x + m
+
+
+def model(ref: Reference, core, box: list[Tensor], params: Params, s: Sizes, qk: int) -> Tensor:
+    """D blocks (sharing one set of weights: weights are never counted) and a final LayerNorm."""
+    for _ in range(s.D):
+        box = [block(ref, core, box, params, s, qk)]
+    return layer_norm(take(box)[0], params, "LN_f")
+
+
+SURROUNDINGS = {"layer": attention_layer, "block": block, "model": model}

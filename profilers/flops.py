@@ -1,0 +1,86 @@
+"""PyTorch's own FLOP count of every reference implementation, against the engine's `matmul` convention.
+
+torch.utils.flop_counter.FlopCounterMode counts matrix products (mm, bmm, addmm, baddbmm, SDPA).
+PyTorch registers its SDPA formula for the CUDA kernels only; the CPU flash kernel is mapped here to
+the same PyTorch functions (sdpa_flop_count and its backward), so both devices count alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import product
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
+
+from costmodel.conventions import MATMUL
+from costmodel.variants import all_variants, derive
+from profilers.cases import Case, Sizes, build_case
+
+aten = torch.ops.aten
+
+
+def _cpu_sdpa(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
+    return sdpa_flop_count(query_shape, key_shape, value_shape)
+
+
+def _cpu_sdpa_backward(grad_out_shape, query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
+    return sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
+
+
+CPU_SDPA = {
+    aten._scaled_dot_product_flash_attention_for_cpu: _cpu_sdpa,
+    aten._scaled_dot_product_flash_attention_for_cpu_backward: _cpu_sdpa_backward,
+}
+
+GRID = [Sizes(N=n, d=dd, h=hh, b=bb, L=5, D=2) for n, dd, hh, bb in product((7, 16), (4, 8), (1, 3), (1, 2))]
+"""Sizes every variant is counted at: odd and even N, several d, heads and batches."""
+
+
+def counted(case: Case, training: bool = False) -> int:
+    """FLOPs FlopCounterMode reports for one call (forward, or forward and backward)."""
+    inputs = case.make_inputs()
+    if training:
+        case.run([t.clone() for t in inputs])  # make the parameters, then make them trainable
+        for t in [*inputs, *case.params.cache.values()]:
+            t.requires_grad_(True)
+    with FlopCounterMode(display=False, custom_mapping=CPU_SDPA) as mode:
+        if training:
+            case.run(list(inputs)).sum().backward()
+        else:
+            with torch.no_grad():
+                case.run(inputs)
+    return mode.get_total_flops()
+
+
+def derived(variant: str, scope: str, sizes: Sizes, mode: str = "inference") -> int:
+    """The engine's `matmul` count at the same sizes."""
+    return int(derive(variant, scope, mode).flops(MATMUL).xreplace(sizes.symbols()))
+
+
+@dataclass
+class FlopCheck:
+    variant: str
+    scope: str
+    sizes: Sizes
+    derived: int
+    counted: int
+
+    @property
+    def ok(self) -> bool:
+        return self.derived == self.counted
+
+
+def check_flops(
+    variants: list[str] | None = None, scopes: tuple[str, ...] = ("core", "layer", "decode"), grid: list[Sizes] = GRID
+) -> list[FlopCheck]:
+    """Every (variant, scope, size) of the grid, counted both ways."""
+    names = variants or [v.name for v in all_variants()]
+    out = []
+    for name in names:
+        available = next(v for v in all_variants() if v.name == name).scopes
+        for scope in (s for s in scopes if s in available):
+            for sizes in grid:
+                case = build_case(name, scope, sizes)
+                out.append(FlopCheck(name, scope, sizes, derived(name, scope, sizes), counted(case)))
+    return out

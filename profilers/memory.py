@@ -1,0 +1,92 @@
+"""Peak memory of one call: a live-tensor tracer on CPU, the CUDA caching allocator on GPU.
+
+The tracer is a TorchDispatchMode that sees every tensor an aten op returns. It tracks storages
+(views share one), notices a storage is gone when its last tensor dies, and records the largest
+total of live bytes at the moment each op's outputs exist: the quantity the engine's liveness walk
+models (inputs until their last use, intermediates, outputs; scratch inside a kernel is not seen).
+"""
+
+from __future__ import annotations
+
+import gc
+
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from profilers.cases import Case
+
+
+class LiveTensorTracer(TorchDispatchMode):
+    """Counts live storage bytes as ops run; `peak` is the maximum seen."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live: dict[int, tuple[StorageWeakRef, int]] = {}
+        self.current = 0
+        self.peak = 0
+        self.peak_op = ""
+
+    def track(self, t: torch.Tensor) -> None:
+        storage = t.untyped_storage()
+        key = storage._cdata
+        if key not in self.live:
+            self.live[key] = (StorageWeakRef(storage), storage.nbytes())
+            self.current += storage.nbytes()
+            if self.current > self.peak:
+                self.peak = self.current
+
+    def _sweep(self) -> None:
+        for key in [k for k, (ref, _) in self.live.items() if ref.expired()]:
+            self.current -= self.live.pop(key)[1]
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self._sweep()
+        kwargs = kwargs or {}
+        existing = {t.untyped_storage()._cdata for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)}
+        out = func(*args, **kwargs)
+        before = self.peak
+        for t in tree_flatten(out)[0]:
+            # a view or an in-place result of an argument is no allocation (e.g. W.t() of a weight)
+            if isinstance(t, torch.Tensor) and t.untyped_storage()._cdata not in existing:
+                self.track(t)
+        if self.peak > before:
+            self.peak_op = str(func)
+        return out
+
+
+def traced_peak(case: Case) -> tuple[int, str]:
+    """Peak live bytes of one call of `case` and the aten op at which it was reached.
+
+    Runs the case once untraced first, so that parameters exist before the measurement.
+    """
+    with torch.no_grad():
+        case.run(case.make_inputs())
+        gc.collect()
+        tracer = LiveTensorTracer()
+        inputs = case.make_inputs()
+        for t in inputs:
+            tracer.track(t)
+        del t  # the loop variable would keep the last input alive
+        with tracer:
+            out = case.run(inputs)
+        del out
+    return tracer.peak, tracer.peak_op
+
+
+def cuda_peak(case: Case) -> int:
+    """Peak bytes the CUDA caching allocator held for one call, inputs included, above what
+    was held before the inputs existed (parameters and constants excluded)."""
+    with torch.no_grad():
+        case.run(case.make_inputs())
+        gc.collect()
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        inputs = case.make_inputs()
+        out = case.run(inputs)
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated() - base
+        del out
+    return peak
