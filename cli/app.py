@@ -8,6 +8,7 @@ them, so the analytic commands start fast.
 from __future__ import annotations
 
 import sys
+from typing import NoReturn
 
 import typer
 
@@ -23,8 +24,11 @@ app = typer.Typer(
 )
 
 
-def fail(message: str) -> typer.Exit:
-    """Raise-able: print one error line and exit 2."""
+INTERRUPTED = 130
+
+
+def fail(message: str) -> NoReturn:
+    """Stop with bad input: `main` prints the message as one line and exits 2."""
     raise UserError(message)
 
 
@@ -42,7 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         return _error(str(e))
     except (typer.Abort, KeyboardInterrupt):
-        return _error("interrupted", code=130)
+        result = INTERRUPTED
+    if result == INTERRUPTED:  # typer turns Ctrl-C into exit code 130 itself
+        return _error("interrupted; measurements made so far are saved: run the same command again to resume", code=130)
     return result if isinstance(result, int) else 0
 
 

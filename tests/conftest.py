@@ -35,7 +35,7 @@ def attn_cost(tmp_path):
     """Call the CLI in a fresh process; returns a Result with code, out, err and json()."""
 
     def run(*args: str, env: dict | None = None, timeout: float = 600) -> Result:
-        full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
+        full_env = {**os.environ, "COLUMNS": "200", "ATTN_COST_HOME": str(tmp_path / "home"), **(env or {})}
         proc = subprocess.run(
             [*_script(), *args], capture_output=True, text=True, env=full_env, timeout=timeout, cwd=tmp_path
         )

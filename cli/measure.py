@@ -1,0 +1,269 @@
+"""Commands that run real kernels: profile, measure, check-flops. torch is imported inside them."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from cli import options as o
+from cli.analytic import emit
+from cli.app import app, fail
+
+console = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+GPU = typer.Option(False, "--gpu", help="Measure on CUDA (an error if there is none).")
+CPU = typer.Option(False, "--cpu", help="Measure on the CPU even if CUDA is present.")
+THREADS = typer.Option(None, "--threads", help="CPU threads (default: torch's default); recorded with every result.")
+REPEATS = typer.Option(7, "--repeats", help="Timed runs per length (after warm-up).")
+STORE = typer.Option(
+    None, "--store", help="Results directory (default: $ATTN_COST_HOME/results or ~/.local/share/attn-cost/results)."
+)
+
+
+@contextmanager
+def progress():
+    """A spinner on stderr that shows what is being measured; yields a notify(message) function."""
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err, transient=True
+    ) as p:
+        task = p.add_task("starting", total=None)
+        yield lambda message: p.update(task, description=message)
+
+
+def open_measurer(gpu: bool, cpu: bool, threads: int | None, store: Path | None, scope: str, dtype: str, repeats: int):
+    """Pick the device, fix the threads, open the device's result store."""
+    import torch
+
+    from profilers.device import fingerprint, select_device
+    from profilers.profile import Measurer
+    from profilers.store import ResultStore
+
+    device = select_device(gpu, cpu)
+    if threads is not None:
+        o.positive(threads, "--threads")
+        torch.set_num_threads(threads)
+    o.positive(repeats, "--repeats")
+    results = ResultStore(fingerprint(device), store)
+    for warning in results.warnings:
+        err.print(f"warning: {escape(warning)}")
+    return Measurer(device, results, scope=scope, dtype=dtype, repeats=repeats)
+
+
+@app.command()
+def profile(
+    pair: Optional[list[str]] = typer.Option(
+        None, "--pair", help="A:B, repeatable. Default: taylorshift-direct:taylorshift-efficient."
+    ),
+    d_values: Optional[list[int]] = o.D_VALUES,
+    heads: int = o.HEADS,
+    batch: int = o.BATCH,
+    latents: Optional[int] = o.LATENTS,
+    scope: Optional[str] = o.SCOPE,
+    dtype: str = o.DTYPE,
+    convention: str = o.CONVENTION,
+    cost: str = typer.Option("both", "--cost", help="time, memory or both."),
+    gpu: bool = GPU,
+    cpu: bool = CPU,
+    threads: Optional[int] = THREADS,
+    repeats: int = REPEATS,
+    max_lengths: int = typer.Option(15, "--max-lengths", help="At most this many lengths timed per pair and d."),
+    max_n: Optional[int] = typer.Option(
+        None, "--max-n", help="Longest sequence tried (default 16384 on CPU, 65536 on CUDA)."
+    ),
+    store: Optional[Path] = STORE,
+    as_json: bool = o.JSON,
+) -> None:
+    """Measure where B overtakes A in time (N0) and peak memory (N1), starting from the analytic prediction."""
+    from profilers.cases import Sizes
+    from profilers.profile import profile_pair
+
+    pairs = [
+        tuple(o.variant_names(list(o.parse_pair(p)), False))
+        for p in (pair or ["taylorshift-direct:taylorshift-efficient"])
+    ]
+    ds = o.head_dims(d_values, None, heads, default=[16])
+    st = o.setting(convention, dtype, scope, "inference", sorted({n for p in pairs for n in p}))
+    if st.scope == "model":
+        fail("profile measures core, layer, block or decode scopes (a whole model is many blocks: use --scope block)")
+    costs = {"both": ("time", "memory"), "time": ("time",), "memory": ("memory",)}.get(cost)
+    if costs is None:
+        fail(f"--cost takes time, memory or both, got {cost!r}")
+    o.positive(max_lengths, "--max-lengths"), o.positive(batch, "--b"), o.positive(latents, "--L")
+    measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats)
+    n_max = max_n or (65536 if measurer.device == "cuda" else 16384)
+    results = []
+    with progress() as notify:
+        measurer.notify = notify
+        for a, b in pairs:
+            for dv in ds:
+                sizes = Sizes(N=1, d=dv, h=heads, b=batch, L=latents)
+                results.append(
+                    profile_pair(a, b, sizes, measurer, st, costs=costs, max_lengths=max_lengths, n_max=n_max)
+                )
+    rows = [r.as_json() for r in results]
+    if as_json:
+        emit({"device": measurer.store.device, "store": str(measurer.store.path), **st.as_json(), "results": rows})
+        return
+    _profile_table(rows, measurer)
+
+
+def _profile_table(rows: list[dict], measurer) -> None:
+    dev = measurer.store.device
+    table = Table(
+        title=f"Measured transition points on {dev['name']} ({dev['kind']}, {dev['threads']} threads)",
+        box=box.SIMPLE_HEAD,
+    )
+    for col in ("A", "B", "d", "N0 model", "N0 measured", "N1 model", "N1 measured", "timed", "s"):
+        table.add_column(col, justify="left" if col in "AB" else "right", overflow="fold")
+    for r in rows:
+        table.add_row(
+            r["a"], r["b"], str(r["d"]),
+            _n(r["analytic_n0"]), _measured(r, "n0"), _n(r["analytic_n1"]), _measured(r, "n1"),
+            str(r["lengths_timed"]), f"{r['seconds']:.0f}",
+        )  # fmt: skip
+    console.print(table)
+    console.print(f"{measurer.measured} new measurements; all results in {measurer.store.path}")
+
+
+def _n(value) -> str:
+    return "—" if value is None else f"{value:,}"
+
+
+def _measured(row: dict, which: str) -> str:
+    value, unc, verdict = row[f"measured_{which}"], row[f"{which}_uncertainty"], row[f"{which}_verdict"]
+    if value is None:
+        return {"b-cheaper-throughout": "B always", "a-cheaper-throughout": "A up to max-n"}.get(
+            verdict or "", verdict or "—"
+        )
+    return f"{value:,.0f}" if not unc else f"{value:,.0f} ± {unc:,.0f}"
+
+
+@app.command()
+def measure(
+    variant: list[str] = typer.Option(..., "--variant", help="Repeatable."),
+    n: list[int] = typer.Option(..., "--n", help="Sequence lengths; repeatable."),
+    d_values: Optional[list[int]] = o.D_VALUES,
+    heads: int = o.HEADS,
+    batch: int = o.BATCH,
+    latents: Optional[int] = o.LATENTS,
+    scope: Optional[str] = o.SCOPE,
+    dtype: str = o.DTYPE,
+    gpu: bool = GPU,
+    cpu: bool = CPU,
+    threads: Optional[int] = THREADS,
+    repeats: int = REPEATS,
+    store: Optional[Path] = STORE,
+    as_json: bool = o.JSON,
+) -> None:
+    """Time and peak memory of variants at given lengths (a sweep for plots and fits), with the model's prediction."""
+    from costmodel.conventions import MATMUL
+    from costmodel.variants import derive
+    from profilers.cases import Sizes
+
+    names = o.variant_names(variant, False)
+    ds = o.head_dims(d_values, None, heads, default=[16])
+    lengths = [o.positive(x, "--n") for x in n]
+    st = o.setting("full", dtype, scope, "inference", names)
+    measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats)
+    rows = []
+    with progress() as notify:
+        measurer.notify = notify
+        for dv in ds:
+            for length in lengths:
+                sizes = Sizes(N=length, d=dv, h=heads, b=batch, L=latents)
+                times = measurer.time(names, sizes)
+                for name, t in zip(names, times, strict=True):
+                    derived = derive(name, st.scope)
+                    syms = sizes.symbols()
+                    rows.append(
+                        {
+                            "variant": name,
+                            **sizes.as_dict(),
+                            "seconds": t.median if t else None,
+                            "seconds_iqr": t.iqr if t else None,
+                            "peak_bytes": measurer.memory(name, sizes),
+                            "predicted_peak_bytes": int(derived.peak(dtype).at(syms)[0]),
+                            "flops_matmul": int(derived.flops(MATMUL).xreplace(syms)),
+                        }
+                    )
+    if as_json:
+        emit({"device": measurer.store.device, **st.as_json(), "results": rows})
+        return
+    table = Table(title=f"Measured on {measurer.store.device['name']}", box=box.SIMPLE_HEAD)
+    for col in ("variant", "N", "d", "median ms", "IQR ms", "peak bytes", "modelled bytes"):
+        table.add_column(col, justify="left" if col == "variant" else "right")
+    for r in rows:
+        ms = "oom" if r["seconds"] is None else f"{1e3 * r['seconds']:.3f}"
+        iqr = "" if r["seconds_iqr"] is None else f"{1e3 * r['seconds_iqr']:.3f}"
+        peak = "oom" if r["peak_bytes"] is None else f"{r['peak_bytes']:,}"
+        table.add_row(r["variant"], str(r["N"]), str(r["d"]), ms, iqr, peak, f"{r['predicted_peak_bytes']:,}")
+    console.print(table)
+
+
+@app.command("check-flops")
+def check_flops(
+    variant: Optional[list[str]] = typer.Option(None, "--variant", help="Repeatable. Default: every variant."),
+    scope: Optional[list[str]] = typer.Option(None, "--scope", help="Repeatable. Default: core, layer and decode."),
+    as_json: bool = o.JSON,
+) -> None:
+    """Count FLOPs of every reference implementation with PyTorch's FlopCounterMode over a grid of
+    (N, d, h, b) and compare with the engine's `matmul` convention. Exit code 1 on any mismatch."""
+    from costmodel.scopes import SCOPES
+    from costmodel.variants import get_variant
+    from profilers.flops import GRID
+    from profilers.flops import check_flops as run_checks
+
+    names = [get_variant(v).name for v in variant] if variant else None
+    for s in scope or []:
+        if s not in SCOPES:
+            fail(f"unknown scope {s!r} (known: {', '.join(SCOPES)})")
+    with progress() as notify:
+        notify(f"counting FLOPs over {len(GRID)} sizes per variant and scope")
+        checks = run_checks(names, tuple(scope or ("core", "layer", "decode")))
+    bad = [c for c in checks if not c.ok]
+    if as_json:
+        emit(
+            {
+                "checked": len(checks),
+                "mismatches": len(bad),
+                "results": [
+                    {
+                        "variant": c.variant,
+                        "scope": c.scope,
+                        **c.sizes.as_dict(),
+                        "derived": c.derived,
+                        "counted": c.counted,
+                        "ok": c.ok,
+                    }
+                    for c in checks
+                ],
+            }
+        )
+    else:
+        table = Table(title="FlopCounterMode against the engine's matmul convention", box=box.SIMPLE_HEAD)
+        for col in ("variant", "scope", "sizes", "agree"):
+            table.add_column(col)
+        groups: dict[tuple[str, str], list] = {}
+        for c in checks:
+            groups.setdefault((c.variant, c.scope), []).append(c)
+        for (name, sc), cs in groups.items():
+            n_ok = sum(c.ok for c in cs)
+            table.add_row(name, sc, str(len(cs)), "yes" if n_ok == len(cs) else f"[red]{len(cs) - n_ok} differ[/]")
+        console.print(table)
+        for c in bad:
+            console.print(
+                f"  mismatch: {c.variant} {c.scope} {c.sizes.as_dict()}: engine {c.derived:,} vs PyTorch {c.counted:,}"
+            )
+        console.print(f"{len(checks) - len(bad)} of {len(checks)} agree exactly.")
+    if bad:
+        sys.exit(1)

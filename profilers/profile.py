@@ -1,0 +1,202 @@
+"""Measure variants and find their measured transition points, reusing every stored measurement."""
+
+from __future__ import annotations
+
+import gc
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from costmodel.crossover import Setting, crossover
+from profilers.cases import Sizes, build_case
+from profilers.memory import cuda_peak, traced_peak
+from profilers.search import Probe, Transition, find_transition
+from profilers.store import ResultStore, record_key
+from profilers.timing import OutOfMemory, TimeStats, time_cases
+
+Notify = Callable[[str], None]
+
+
+@dataclass
+class Measurer:
+    """Times and peak memory of reference implementations on one device, through the store."""
+
+    device: str
+    store: ResultStore
+    scope: str = "core"
+    dtype: str = "fp32"
+    repeats: int = 7
+    warmup: int = 2
+    notify: Notify = lambda message: None
+    measured: int = 0
+    """Measurements actually run (not found in the store)."""
+
+    def _key(self, kind: str, variant: str, sizes: Sizes) -> str:
+        return record_key(kind, variant, self.scope, self.dtype, sizes.as_dict(), self.store.device)
+
+    def time(self, variants: list[str], sizes: Sizes, repeats: int | None = None) -> list[TimeStats | None]:
+        """Seconds per call of each variant (None: out of memory), timed in alternation."""
+        keys = [self._key("time", v, sizes) for v in variants]
+        stored = [self.store.get(k) for k in keys]
+        runs = repeats or self.repeats
+        if all(r is not None and (r["status"] == "oom" or r["time"]["runs"] >= runs) for r in stored):
+            return [_stats(r) for r in stored]
+        self.notify(f"timing {' vs '.join(variants)} at N = {sizes.N:,}")
+        cases = [build_case(v, self.scope, sizes, self.dtype, self.device) for v in variants]
+        try:
+            stats: list[TimeStats | None] = time_cases(cases, runs, self.warmup)
+            status = ["ok"] * len(variants)
+        except OutOfMemory:
+            stats, status = self._time_one_by_one(cases, runs)
+        del cases
+        gc.collect()
+        for key, v, s, st in zip(keys, variants, stats, status, strict=True):
+            self._record("time", key, v, sizes, {"time": s.as_json() if s else None, "status": st})
+        self.measured += len(variants)
+        return stats
+
+    def _time_one_by_one(self, cases, runs: int) -> tuple[list[TimeStats | None], list[str]]:
+        stats, status = [], []
+        for c in cases:
+            try:
+                stats.append(time_cases([c], runs, self.warmup)[0])
+                status.append("ok")
+            except OutOfMemory:
+                stats.append(None)
+                status.append("oom")
+        return stats, status
+
+    def memory(self, variant: str, sizes: Sizes) -> int | None:
+        """Peak bytes of one call (None: out of memory)."""
+        key = self._key("memory", variant, sizes)
+        rec = self.store.get(key)
+        if rec is not None:
+            return rec["memory"]["peak_bytes"] if rec["status"] == "ok" else None
+        self.notify(f"peak memory of {variant} at N = {sizes.N:,}")
+        case = build_case(variant, self.scope, sizes, self.dtype, self.device)
+        try:
+            if self.device == "cuda":
+                peak, method, op = cuda_peak(case), "cuda-allocator", None
+            else:
+                (peak, op), method = traced_peak(case), "tracer"
+            memory, status = {"peak_bytes": peak, "method": method, "peak_op": op}, "ok"
+        except (MemoryError, RuntimeError) as e:
+            if "memory" not in str(e).lower() and not isinstance(e, MemoryError):
+                raise
+            memory, status = None, "oom"
+        del case
+        gc.collect()
+        self._record("memory", key, variant, sizes, {"memory": memory, "status": status})
+        self.measured += 1
+        return memory["peak_bytes"] if memory else None
+
+    def _record(self, kind: str, key: str, variant: str, sizes: Sizes, values: dict) -> None:
+        self.store.add(
+            {
+                "kind": kind,
+                "key": key,
+                "variant": variant,
+                "scope": self.scope,
+                "dtype": self.dtype,
+                "sizes": sizes.as_dict(),
+                **values,
+            }
+        )
+
+
+def _stats(record: dict) -> TimeStats | None:
+    return TimeStats(**record["time"]) if record["status"] == "ok" and record["time"] else None
+
+
+@dataclass
+class PairProfile:
+    """Analytic and measured transition points of one pair at one size."""
+
+    a: str
+    b: str
+    sizes: Sizes
+    analytic_n0: int | None
+    analytic_n1: int | None
+    speed: Transition | None
+    memory: Transition | None
+    seconds: float
+
+    def as_json(self) -> dict:
+        def pick(t: Transition | None, what: str):
+            return getattr(t, what) if t is not None and t.verdict == "found" else None
+
+        return {
+            "a": self.a,
+            "b": self.b,
+            "d": self.sizes.d,
+            "heads": self.sizes.h,
+            "batch": self.sizes.b,
+            "analytic_n0": self.analytic_n0,
+            "analytic_n1": self.analytic_n1,
+            "measured_n0": _round(pick(self.speed, "measured")),
+            "measured_n1": _round(pick(self.memory, "measured")),
+            "n0_uncertainty": _round(pick(self.speed, "uncertainty")),
+            "n1_uncertainty": _round(pick(self.memory, "uncertainty")),
+            "n0_verdict": self.speed.verdict if self.speed else None,
+            "n1_verdict": self.memory.verdict if self.memory else None,
+            "lengths_timed": len(self.speed.probes) if self.speed else 0,
+            "lengths_traced": len(self.memory.probes) if self.memory else 0,
+            "speed": self.speed.as_json() if self.speed else None,
+            "memory": self.memory.as_json() if self.memory else None,
+            "seconds": round(self.seconds, 2),
+        }
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 1)
+
+
+def profile_pair(
+    a: str,
+    b: str,
+    sizes: Sizes,
+    measurer: Measurer,
+    setting: Setting,
+    *,
+    costs: tuple[str, ...] = ("time", "memory"),
+    max_lengths: int = 15,
+    n_max: int = 16384,
+    rel_tol: float = 0.02,
+) -> PairProfile:
+    """Measure where B overtakes A in time (N0) and in peak memory (N1), starting from the prediction."""
+    t0 = time.perf_counter()
+    dims = replace(sizes, N=1).symbols()
+    n0 = crossover(a, b, "flops", dims, setting, exact=False).n
+    n1 = crossover(a, b, "memory", dims, setting, exact=False).n
+
+    def at(n: int) -> Sizes:
+        return replace(sizes, N=n)
+
+    def speed(n: int) -> Probe:
+        ta, tb = measurer.time([a, b], at(n))
+        probe = _time_probe(n, ta, tb)
+        if probe.marginal:  # too close to call: time both again with more runs
+            ta, tb = measurer.time([a, b], at(n), repeats=3 * measurer.repeats)
+            probe = _time_probe(n, ta, tb)
+        return probe
+
+    def memory(n: int) -> Probe:
+        ma, mb = measurer.memory(a, at(n)), measurer.memory(b, at(n))
+        return Probe(n, None if ma is None else float(ma), None if mb is None else float(mb))
+
+    speed_t = memory_t = None
+    if "time" in costs:
+        speed_t = find_transition(speed, n0 or 256, n_min=2, n_max=n_max, max_probes=max_lengths, rel_tol=rel_tol)
+    if "memory" in costs:
+        memory_t = find_transition(
+            memory, n1 or 256, n_min=2, n_max=n_max, max_probes=4 * max_lengths, rel_tol=0, exact=True
+        )
+    return PairProfile(a, b, sizes, n0, n1, speed_t, memory_t, time.perf_counter() - t0)
+
+
+def _time_probe(n: int, ta: TimeStats | None, tb: TimeStats | None) -> Probe:
+    if ta is None or tb is None:
+        return Probe(n, ta.median if ta else None, tb.median if tb else None)
+    noise = math.hypot(ta.median_se, tb.median_se) / ta.median
+    return Probe(n, ta.median, tb.median, noise)

@@ -1,0 +1,135 @@
+"""Find a measured transition point with few measurements: bracket from the prediction, then bisect.
+
+`compare(n)` measures both variants at length n and says whether B is no more expensive than A.
+Starting from the analytic prediction, the search doubles or halves n until the answer flips,
+then bisects until the bracket is narrower than the tolerance. The crossing is placed by linear
+interpolation of the relative difference between the two bracketing lengths; its uncertainty
+combines half the bracket with the measurement noise carried through that interpolation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class Probe:
+    """One length measured for both variants."""
+
+    n: int
+    a: float | None
+    """Cost of A (seconds or bytes); None if it ran out of memory."""
+    b: float | None
+    noise: float = 0.0
+    """Standard error of (a - b) / a."""
+
+    @property
+    def rel_diff(self) -> float:
+        """(a - b) / a: positive where B is cheaper."""
+        if self.a is None:
+            return 1.0
+        if self.b is None:
+            return -1.0
+        return (self.a - self.b) / self.a if self.a else 0.0
+
+    @property
+    def b_cheaper(self) -> bool:
+        if self.a is None or self.b is None:
+            return self.a is None and self.b is not None
+        return self.b <= self.a
+
+    @property
+    def marginal(self) -> bool:
+        return abs(self.rel_diff) < 2 * self.noise
+
+
+@dataclass
+class Transition:
+    """Where B became no more expensive than A, as measured."""
+
+    verdict: str
+    """found | b-cheaper-throughout | a-cheaper-throughout | out-of-memory | budget"""
+    measured: float | None = None
+    uncertainty: float | None = None
+    bracket: tuple[int, int] | None = None
+    probes: list[Probe] = field(default_factory=list)
+
+    def as_json(self) -> dict:
+        return {
+            "verdict": self.verdict,
+            "measured": self.measured,
+            "uncertainty": self.uncertainty,
+            "bracket": list(self.bracket) if self.bracket else None,
+            "probes": [{**asdict(p), "b_cheaper": p.b_cheaper, "marginal": p.marginal} for p in self.probes],
+        }
+
+
+def find_transition(
+    compare: Callable[[int], Probe],
+    start: int,
+    *,
+    n_min: int = 1,
+    n_max: int,
+    max_probes: int,
+    rel_tol: float,
+    exact: bool = False,
+) -> Transition:
+    """Bracket and bisect on integer n. `exact` (deterministic costs such as traced memory) brackets
+    with steps of 1, 2, 4, ... around the prediction and bisects down to adjacent integers."""
+    probes: dict[int, Probe] = {}
+
+    def probe(n: int) -> Probe:
+        if n not in probes:
+            probes[n] = compare(n)
+        return probes[n]
+
+    def done(verdict: str, lo: int | None = None, hi: int | None = None) -> Transition:
+        ordered = [probes[n] for n in sorted(probes)]
+        if lo is None or hi is None:
+            return Transition(verdict, probes=ordered)
+        return _place(ordered, probes[lo], probes[hi], exact)
+
+    n = max(n_min, min(n_max, start))
+    first = probe(n)
+    if first.a is None and first.b is None:
+        return done("out-of-memory")
+    lo: int | None = None if first.b_cheaper else n
+    hi: int | None = n if first.b_cheaper else None
+    step = 1
+    while lo is None or hi is None:  # bracket: steps of 1, 2, 4, ... when exact, else halve or double
+        if len(probes) >= max_probes:
+            return done("budget")
+        if hi is not None:
+            if hi <= n_min:
+                return done("b-cheaper-throughout")
+            n = max(n_min, hi - step if exact else hi // 2)
+        else:
+            if lo >= n_max:
+                return done("a-cheaper-throughout")
+            n = min(n_max, lo + step if exact else lo * 2)
+        step *= 2
+        if probe(n).b_cheaper:
+            hi = n
+        else:
+            lo = n
+    while hi - lo > (1 if exact else max(1, math.ceil(rel_tol * lo))) and len(probes) < max_probes:  # bisect
+        mid = (lo + hi) // 2
+        if probe(mid).b_cheaper:
+            hi = mid
+        else:
+            lo = mid
+    return done("found", lo, hi)
+
+
+def _place(ordered: list[Probe], lo: Probe, hi: Probe, exact: bool) -> Transition:
+    """Put the crossing between the last length where A was cheaper and the first where B was."""
+    width = hi.n - lo.n
+    if exact or width <= 1:
+        return Transition("found", float(hi.n), 0.0 if width <= 1 else width / 2, (lo.n, hi.n), ordered)
+    r_lo, r_hi = lo.rel_diff, hi.rel_diff
+    slope = (r_hi - r_lo) / width
+    n_star = lo.n + (-r_lo / slope if slope > 0 else width / 2)
+    noise = math.hypot(lo.noise, hi.noise) / slope if slope > 0 else width
+    return Transition("found", n_star, math.hypot(width / 2, noise), (lo.n, hi.n), ordered)

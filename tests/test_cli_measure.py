@@ -1,0 +1,95 @@
+"""The measuring commands as a user runs them (on the CPU; CUDA paths are exercised on a GPU)."""
+
+from __future__ import annotations
+
+import pytest
+
+TS = "taylorshift-direct:taylorshift-efficient"
+
+
+def test_memory_crossover_of_the_taylorshift_pair_matches_the_analytic_one(attn_cost) -> None:
+    r = attn_cost("profile", "--pair", TS, "--d", "8", "--d", "16", "--d", "32", "--cost", "memory", "--cpu", "--json")
+    assert r.code == 0, r.err
+    rows = r.json()["results"]
+    assert [x["d"] for x in rows] == [8, 16, 32]
+    for row in rows:
+        assert abs(row["measured_n1"] - row["analytic_n1"]) <= 0.01 * row["analytic_n1"]
+        assert row["n1_uncertainty"] == 0 and row["lengths_timed"] == 0
+
+
+def test_speed_crossover_is_reported_with_its_uncertainty(attn_cost) -> None:
+    r = attn_cost("profile", "--pair", TS, "--d", "16", "--cpu", "--repeats", "5", "--json")
+    assert r.code == 0, r.err
+    (row,) = r.json()["results"]
+    for key in ("analytic_n0", "analytic_n1", "measured_n0", "measured_n1", "n0_uncertainty", "n1_uncertainty"):
+        assert key in row
+    assert row["analytic_n0"] == 273 and row["analytic_n1"] == 159
+    assert row["n0_verdict"] == "found" and row["measured_n0"] > 0 and row["n0_uncertainty"] > 0
+    lo, hi = row["speed"]["bracket"]
+    assert lo <= row["measured_n0"] <= hi
+    assert row["lengths_timed"] <= 15
+    # a second run resumes from the store and measures nothing new
+    again = attn_cost("profile", "--pair", TS, "--d", "16", "--cpu", "--repeats", "5", "--json")
+    assert again.json()["results"][0]["measured_n0"] == row["measured_n0"]
+
+
+def test_gpu_without_cuda_is_one_line_and_exit_code_2(attn_cost) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    r = attn_cost("profile", "--gpu")
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1 and "needs CUDA" in r.err
+
+
+def test_a_torn_results_line_is_a_warning_and_a_foreign_file_an_error(attn_cost, tmp_path) -> None:
+    store = tmp_path / "store"
+    ok = attn_cost("measure", "--variant", "softmax", "--n", "16", "--d", "8", "--store", str(store), "--json")
+    assert ok.code == 0, ok.err
+    (path,) = store.glob("*.jsonl")
+    with path.open("a") as f:
+        f.write('{"schema": 1, "kin\n')
+    warned = attn_cost("measure", "--variant", "softmax", "--n", "16", "--d", "8", "--store", str(store), "--json")
+    assert warned.code == 0 and "line skipped" in warned.err
+    path.write_text("this is not a results file\n")
+    bad = attn_cost("measure", "--variant", "softmax", "--n", "16", "--d", "8", "--store", str(store))
+    assert bad.code == 2 and len(bad.err.strip().splitlines()) == 1 and "not an attn-cost results file" in bad.err
+
+
+def test_measure_reports_time_and_modelled_memory(attn_cost) -> None:
+    r = attn_cost(
+        "measure", "--variant", "softmax", "--variant", "linear", "--n", "32", "--n", "64", "--d", "8", "--json"
+    )
+    assert r.code == 0, r.err
+    rows = r.json()["results"]
+    assert len(rows) == 4
+    for row in rows:
+        assert row["seconds"] > 0 and row["peak_bytes"] == row["predicted_peak_bytes"]
+
+
+def test_check_flops_passes_and_fails_with_the_right_exit_codes(attn_cost, monkeypatch) -> None:
+    r = attn_cost("check-flops", "--variant", "taylorshift-efficient", "--variant", "latte-recurrent", "--json")
+    assert r.code == 0, r.err
+    data = r.json()
+    assert data["mismatches"] == 0 and data["checked"] > 0
+
+    import profilers.flops as flops
+    from cli.app import main
+
+    real = flops.derived
+    monkeypatch.setattr(flops, "derived", lambda *a, **k: real(*a, **k) + 1)
+    with pytest.raises(SystemExit) as stop:
+        main(["check-flops", "--variant", "softmax", "--scope", "core"])
+    assert stop.value.code == 1
+
+
+def test_an_interrupted_command_says_so_and_exits_130(monkeypatch, capsys) -> None:
+    import profilers.profile as prof
+    from cli.app import main
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(prof, "profile_pair", interrupt)
+    assert main(["profile", "--cpu", "--d", "8"]) == 130
+    assert "resume" in capsys.readouterr().err

@@ -1,0 +1,162 @@
+"""Crossover search on synthetic costs, and the result store's resume and corruption handling."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from costmodel.crossover import Setting
+from costmodel.errors import UserError
+from profilers.cases import Sizes
+from profilers.device import fingerprint
+from profilers.profile import Measurer, profile_pair
+from profilers.search import Probe, find_transition
+from profilers.store import ResultStore, read_records
+
+# -- search ----------------------------------------------------------------------------------
+
+
+def _exact(a, b):
+    return lambda n: Probe(n, float(a(n)), float(b(n)))
+
+
+def test_exact_search_finds_the_integer_crossing_with_few_probes() -> None:
+    # a = N², b = 100N + 7: b <= a from N = 101
+    t = find_transition(
+        _exact(lambda n: n * n, lambda n: 100 * n + 7), 90, n_max=10**6, max_probes=60, rel_tol=0, exact=True
+    )
+    assert t.verdict == "found" and t.measured == 101 and t.uncertainty == 0
+    assert len(t.probes) <= 10
+
+
+def test_exact_search_from_a_correct_prediction_needs_two_probes() -> None:
+    t = find_transition(
+        _exact(lambda n: n * n, lambda n: 100 * n + 7), 101, n_max=10**6, max_probes=60, rel_tol=0, exact=True
+    )
+    assert t.measured == 101 and len(t.probes) == 2
+
+
+def test_noisy_search_brackets_the_true_crossing() -> None:
+    rng = random.Random(1)
+    true = 1234.0
+
+    def compare(n: int) -> Probe:
+        a = n * n * (1 + rng.gauss(0, 0.01))
+        b = true * n * (1 + rng.gauss(0, 0.01))
+        return Probe(n, a, b, noise=0.014)
+
+    t = find_transition(compare, 300, n_max=10**6, max_probes=15, rel_tol=0.02)
+    assert t.verdict == "found" and len(t.probes) <= 15
+    lo, hi = t.bracket
+    assert hi - lo <= 0.02 * lo + 1
+    assert abs(t.measured - true) <= 3 * t.uncertainty + 1
+
+
+def test_search_verdicts_when_there_is_no_crossing() -> None:
+    cheaper = find_transition(_exact(lambda n: 2 * n, lambda n: n), 64, n_max=4096, max_probes=30, rel_tol=0.02)
+    assert cheaper.verdict == "b-cheaper-throughout" and cheaper.measured is None
+    dearer = find_transition(_exact(lambda n: n, lambda n: 2 * n), 64, n_max=4096, max_probes=30, rel_tol=0.02)
+    assert dearer.verdict == "a-cheaper-throughout"
+    budget = find_transition(_exact(lambda n: n, lambda n: 2 * n), 64, n_max=10**9, max_probes=5, rel_tol=0.02)
+    assert budget.verdict == "budget" and len(budget.probes) == 5
+
+
+def test_running_out_of_memory_counts_against_the_variant_that_did() -> None:
+    # A runs out of memory from N = 500 on: B wins there
+    t = find_transition(
+        lambda n: Probe(n, None if n >= 500 else 1.0, 2.0), 64, n_max=10**5, max_probes=40, rel_tol=0, exact=True
+    )
+    assert t.verdict == "found" and t.measured == 500
+
+
+# -- store -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def store_dir(tmp_path):
+    return tmp_path / "results"
+
+
+def _record(key: str) -> dict:
+    return {"kind": "memory", "key": key, "variant": "softmax", "memory": {"peak_bytes": 1}, "status": "ok"}
+
+
+def test_records_survive_a_new_store_and_writes_leave_no_temporary_files(store_dir) -> None:
+    device = fingerprint("cpu")
+    store = ResultStore(device, store_dir)
+    store.add(_record("k1"))
+    store.add(_record("k2"))
+    again = ResultStore(device, store_dir)
+    assert set(again.records) >= {"k1", "k2"}
+    assert [p.name for p in store_dir.iterdir()] == [store.path.name]
+
+
+def test_a_corrupt_line_is_reported_skipped_and_kept(store_dir) -> None:
+    device = fingerprint("cpu")
+    store = ResultStore(device, store_dir)
+    store.add(_record("k1"))
+    with store.path.open("a") as f:
+        f.write('{"schema": 1, "kind": "time", "key": "torn", "varia\n')
+    again = ResultStore(device, store_dir)
+    assert any(":2: not valid JSON" in w for w in again.warnings)
+    again.add(_record("k3"))
+    lines = store.path.read_text().splitlines()
+    assert len(lines) == 3 and '"key": "torn", "varia' in lines[1]  # never silently dropped
+
+
+def test_a_file_that_is_not_a_results_file_is_an_error(tmp_path) -> None:
+    bad = tmp_path / "x.jsonl"
+    bad.write_text("hello\nworld\n")
+    with pytest.raises(UserError, match="not an attn-cost results file"):
+        read_records(bad)
+    bad.write_bytes(b"\xff\xfe\x00binary")
+    with pytest.raises(UserError, match="not UTF-8"):
+        read_records(bad)
+
+
+def test_records_of_another_device_are_ignored_with_a_warning(store_dir) -> None:
+    device = fingerprint("cpu")
+    store = ResultStore(device, store_dir)
+    other = {**_record("k9"), "schema": 1, "device": {**device, "name": "Some Other CPU"}}
+    store.path.parent.mkdir(parents=True, exist_ok=True)
+    store.path.write_text(json.dumps(other) + "\n")
+    again = ResultStore(device, store_dir)
+    assert "k9" not in again.records and any("Some Other CPU" in w for w in again.warnings)
+
+
+def test_an_interrupted_profile_resumes_without_repeating_measurements(store_dir, monkeypatch) -> None:
+    """Timings are synthetic (A = N², B = 300N, no noise) so the count of measurements is exact."""
+    import profilers.profile as prof
+    from profilers.timing import TimeStats
+
+    calls = {"n": 0, "limit": 3}
+
+    def fake_timer(cases, repeats, warmup):
+        calls["n"] += 1
+        if calls["n"] > calls["limit"]:
+            raise KeyboardInterrupt
+        n = cases[0].sizes.N
+        cost = {"taylorshift-direct": n * n, "taylorshift-efficient": 300 * n}
+        return [TimeStats(*(cost[c.variant] * 1e-9,) * 5, repeats, warmup) for c in cases]
+
+    monkeypatch.setattr(prof, "time_cases", fake_timer)
+    sizes = Sizes(N=1, d=8)
+    pair = ("taylorshift-direct", "taylorshift-efficient")
+
+    def run() -> tuple[Measurer, object]:
+        m = Measurer("cpu", ResultStore(fingerprint("cpu"), store_dir), repeats=3)
+        return m, profile_pair(*pair, sizes, m, Setting(), costs=("time",))
+
+    with pytest.raises(KeyboardInterrupt):
+        run()
+    assert len(ResultStore(fingerprint("cpu"), store_dir).records) == 6  # three lengths, both variants, on disk
+
+    calls.update(n=0, limit=10**9)
+    second, result = run()
+    assert result.speed.verdict == "found" and result.speed.bracket[0] < 300 <= result.speed.bracket[1]
+    assert calls["n"] == len(result.speed.probes) - 3  # only the lengths not measured before the interrupt
+    calls["n"] = 0
+    third, again = run()
+    assert calls["n"] == 0 and third.measured == 0 and again.speed.measured == result.speed.measured
