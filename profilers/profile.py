@@ -13,7 +13,7 @@ from profilers.cases import Sizes, build_case
 from profilers.memory import cuda_peak, traced_peak
 from profilers.search import Probe, Transition, find_transition
 from profilers.store import ResultStore, record_key
-from profilers.timing import OutOfMemory, TimeStats, time_cases
+from profilers.timing import OutOfMemoryError, TimeStats, time_cases
 
 Notify = Callable[[str], None]
 
@@ -47,7 +47,7 @@ class Measurer:
         try:
             stats: list[TimeStats | None] = time_cases(cases, runs, self.warmup)
             status = ["ok"] * len(variants)
-        except OutOfMemory:
+        except OutOfMemoryError:
             stats, status = self._time_one_by_one(cases, runs)
         del cases
         gc.collect()
@@ -62,7 +62,7 @@ class Measurer:
             try:
                 stats.append(time_cases([c], runs, self.warmup)[0])
                 status.append("ok")
-            except OutOfMemory:
+            except OutOfMemoryError:
                 stats.append(None)
                 status.append("oom")
         return stats, status

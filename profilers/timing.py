@@ -16,7 +16,7 @@ import torch
 from profilers.cases import Case
 
 
-class OutOfMemory(Exception):
+class OutOfMemoryError(Exception):
     """The device ran out of memory: a result to record, not a crash."""
 
 
@@ -73,7 +73,7 @@ def _timer(device: str):
 
 
 def time_cases(cases: list[Case], repeats: int = 7, warmup: int = 2) -> list[TimeStats]:
-    """Time several cases in alternation; raises OutOfMemory if any of them does not fit."""
+    """Time several cases in alternation; raises OutOfMemoryError if any of them does not fit."""
     once = _timer(cases[0].device)
     times: list[list[float]] = [[] for _ in cases]
     try:
@@ -86,9 +86,9 @@ def time_cases(cases: list[Case], repeats: int = 7, warmup: int = 2) -> list[Tim
                 for i, (c, x) in enumerate(zip(cases, inputs, strict=True)):
                     times[i].append(once(c, x))
     except (torch.cuda.OutOfMemoryError, MemoryError) as e:
-        raise OutOfMemory(str(e).splitlines()[0] if str(e) else "out of memory") from None
+        raise OutOfMemoryError(str(e).splitlines()[0] if str(e) else "out of memory") from None
     except RuntimeError as e:
         if "out of memory" in str(e).lower() or "can't allocate memory" in str(e).lower():
-            raise OutOfMemory(str(e).splitlines()[0]) from None
+            raise OutOfMemoryError(str(e).splitlines()[0]) from None
         raise
     return [TimeStats.from_times(t, warmup) for t in times]

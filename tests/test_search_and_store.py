@@ -154,7 +154,7 @@ def test_an_interrupted_profile_resumes_without_repeating_measurements(store_dir
     assert len(ResultStore(fingerprint("cpu"), store_dir).records) == 6  # three lengths, both variants, on disk
 
     calls.update(n=0, limit=10**9)
-    second, result = run()
+    _, result = run()
     assert result.speed.verdict == "found" and result.speed.bracket[0] < 300 <= result.speed.bracket[1]
     assert calls["n"] == len(result.speed.probes) - 3  # only the lengths not measured before the interrupt
     calls["n"] = 0
