@@ -44,7 +44,7 @@ def open_measurer(gpu: bool, cpu: bool, threads: int | None, store: Path | None,
     """Pick the device, fix the threads, open the device's result store."""
     import torch
 
-    from profilers.device import fingerprint, select_device
+    from profilers.device import prepare, select_device
     from profilers.profile import Measurer
     from profilers.store import ResultStore
 
@@ -53,7 +53,7 @@ def open_measurer(gpu: bool, cpu: bool, threads: int | None, store: Path | None,
         o.positive(threads, "--threads")
         torch.set_num_threads(threads)
     o.positive(repeats, "--repeats")
-    results = ResultStore(fingerprint(device), store)
+    results = ResultStore(prepare(device), store)
     for warning in results.warnings:
         err.print(f"warning: {escape(warning)}")
     return Measurer(device, results, scope=scope, dtype=dtype, repeats=repeats)
@@ -267,3 +267,166 @@ def check_flops(
         console.print(f"{len(checks) - len(bad)} of {len(checks)} agree exactly.")
     if bad:
         sys.exit(1)
+
+
+@app.command()
+def validate(
+    pair: Optional[list[str]] = typer.Option(
+        None, "--pair", help="A:B, repeatable. Default: the TaylorShift pair and softmax:linear."
+    ),
+    d_values: Optional[list[int]] = typer.Option(None, "--d", help="Head dims to check; repeatable (default 32)."),
+    fit_d: Optional[list[int]] = typer.Option(
+        None, "--fit-d", help="Head dims to fit on; repeatable (default 8, 16, 64)."
+    ),
+    heads: int = o.HEADS,
+    batch: int = o.BATCH,
+    latents: Optional[int] = o.LATENTS,
+    scope: Optional[str] = o.SCOPE,
+    dtype: str = o.DTYPE,
+    convention: str = o.CONVENTION,
+    gpu: bool = GPU,
+    cpu: bool = CPU,
+    threads: Optional[int] = THREADS,
+    repeats: int = REPEATS,
+    max_n: Optional[int] = typer.Option(
+        None, "--max-n", help="Longest sequence measured (default 16384 on CPU, 65536 on CUDA)."
+    ),
+    store: Optional[Path] = STORE,
+    save: bool = typer.Option(
+        True, "--save/--no-save", help="Write the fitted device profile (see `attn-cost devices`)."
+    ),
+    use: Optional[str] = typer.Option(
+        None, "--profile", help="Check an existing profile of this device instead of fitting one."
+    ),
+    as_json: bool = o.JSON,
+) -> None:
+    """Fit per-device corrections on some head dims and print analytic, corrected and measured N0/N1 side by side."""
+    from profilers.cases import Sizes
+    from profilers.corrections import load_profile, user_profiles_dir
+    from profilers.validate import validate as run_validation
+
+    existing = load_profile(use) if use else None
+    pairs = [
+        tuple(o.variant_names(list(o.parse_pair(p)), False))
+        for p in (pair or ["taylorshift-direct:taylorshift-efficient", "softmax:linear"])
+    ]
+    check = o.head_dims(d_values, None, heads, default=[32])
+    fit = o.head_dims(fit_d, None, heads, default=[8, 16, 64])
+    if len(set(fit)) < 2:
+        fail("--fit-d needs at least two head dims: the constants must hold across d to predict another one")
+    st = o.setting(convention, dtype, scope, "inference", sorted({n for p in pairs for n in p}))
+    o.positive(batch, "--b"), o.positive(latents, "--L")
+    measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats)
+    n_max = max_n or (65536 if measurer.device == "cuda" else 16384)
+    with progress() as notify:
+        measurer.notify = notify
+        template = Sizes(N=1, d=1, h=heads, b=batch, L=latents)
+        profile, rows = run_validation(pairs, check, fit, template, measurer, st, n_max=n_max, existing=existing)
+    path = profile.save(user_profiles_dir()) if save and existing is None else None
+    if as_json:
+        emit({**profile.as_json(), "saved_to": str(path) if path else None, "results": rows})
+        return
+    _validation_tables(profile, rows, fit, path)
+
+
+def _validation_tables(profile, rows: list[dict], fit: list[int], path) -> None:
+    dev = profile.device
+    table = Table(
+        title=f"Transition points on {dev['name']} ({dev['kind']}): fitted on d = {', '.join(map(str, fit))}",
+        box=box.SIMPLE_HEAD,
+    )
+    for col in (
+        "A",
+        "B",
+        "d",
+        "N0 analytic",
+        "N0 corrected",
+        "N0 measured",
+        "N1 analytic",
+        "N1 corrected",
+        "N1 measured",
+    ):
+        table.add_column(col, justify="left" if col in "AB" else "right", overflow="fold")
+    for r in rows:
+        d_cell = f"{r['d']} (held out)" if r["held_out"] else str(r["d"])
+        cells = []
+        for k in ("0", "1"):
+            cells += [
+                _with_err(r[f"analytic_n{k}"], r[f"analytic_n{k}_error"]),
+                _with_err(r[f"corrected_n{k}"], r[f"corrected_n{k}_error"]),
+                _measured(r, f"n{k}"),
+            ]
+        table.add_row(r["a"], r["b"], d_cell, *cells)
+    console.print(table)
+    fits = Table(title="Fitted constants: t = t_launch·K + F/P + B/W", box=box.SIMPLE_HEAD)
+    for col in (
+        "variant",
+        "t_launch µs",
+        "P GFLOP/s",
+        "W GB/s",
+        "points",
+        "median |err|",
+        "max |err|",
+        "memory scale",
+        "offset B",
+    ):
+        fits.add_column(col, justify="left" if col == "variant" else "right")
+    for name, tf in profile.time.items():
+        mf = profile.memory.get(name)
+        fits.add_row(
+            name,
+            f"{tf.launch_s * 1e6:.2f}",
+            "—" if tf.flops_per_s is None else f"{tf.flops_per_s / 1e9:.1f}",
+            "—" if tf.bytes_per_s is None else f"{tf.bytes_per_s / 1e9:.1f}",
+            str(tf.points),
+            f"{100 * tf.median_rel_err:.1f}%",
+            f"{100 * tf.max_rel_err:.1f}%",
+            "" if mf is None else f"{mf.scale:.4f}",
+            "" if mf is None else f"{mf.offset_bytes:,.0f}",
+        )
+    console.print(fits)
+    console.print(
+        "Errors are relative to the measured point. — : not limited by that resource (its constant fitted to zero)."
+    )
+    if path:
+        console.print(f"Saved the device profile to {path}; use it with `attn-cost crossover --device {profile.slug}`.")
+
+
+def _with_err(value, err) -> str:
+    if value is None:
+        return "—"
+    return f"{value:,.0f}" if err is None else f"{value:,.0f} ({100 * err:+.0f}%)"
+
+
+@app.command()
+def devices(as_json: bool = o.JSON) -> None:
+    """List the device profiles: shipped with attn-cost and fitted here by `attn-cost validate`."""
+    from profilers.corrections import known_profiles, load_profile
+
+    found = [(name, path, load_profile(str(path))) for name, path in known_profiles().items()]
+    if as_json:
+        emit(
+            [
+                {
+                    "name": n,
+                    "path": str(p),
+                    "device": prof.device,
+                    "variants": sorted(prof.time),
+                    "created": prof.created,
+                }
+                for n, p, prof in found
+            ]
+        )
+        return
+    if not found:
+        console.print("No device profiles yet: `attn-cost validate` measures this device and writes one.")
+        return
+    table = Table(title="Device profiles", box=box.SIMPLE_HEAD)
+    for col in ("name", "device", "torch", "threads", "variants", "created", "file"):
+        table.add_column(col, overflow="fold")
+    for n, p, prof in found:
+        dev = prof.device
+        table.add_row(
+            n, dev["name"], dev["torch"], str(dev["threads"]), ", ".join(sorted(prof.time)), prof.created, str(p)
+        )
+    console.print(table)

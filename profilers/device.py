@@ -1,18 +1,23 @@
-"""Which device a measurement runs on, and the fingerprint that names its results."""
+"""Which device a measurement runs on, and the fingerprint that names its results.
+
+torch is imported inside the functions that need it: device names are read on the analytic path too.
+"""
 
 from __future__ import annotations
 
+import ctypes
+import hashlib
 import platform
 import re
 from pathlib import Path
-
-import torch
 
 from costmodel.errors import UserError
 
 
 def select_device(gpu: bool, cpu: bool) -> str:
     """'cuda' for --gpu (which requires CUDA), 'cpu' for --cpu, CUDA if present otherwise."""
+    import torch
+
     if gpu and cpu:
         raise UserError("give --gpu or --cpu, not both")
     if gpu and not torch.cuda.is_available():
@@ -23,18 +28,59 @@ def select_device(gpu: bool, cpu: bool) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def cpu_name() -> str:
+def steady_cpu_allocator() -> str:
+    """Pin glibc's malloc so large tensors reuse warm heap memory on every call.
+
+    By default glibc moves its mmap threshold as blocks are freed, so a tensor of a few MB is
+    sometimes served from the heap (fast) and sometimes from freshly mapped pages (a page fault
+    per 4 KB): the same call then takes one time or twice it, and measured crossovers jump around.
+    A fixed threshold of 1 GiB and no trimming make every call after the warm-up reuse memory,
+    as PyTorch's CUDA caching allocator does on a GPU.
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return "system default (not glibc)"
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    if libc.mallopt(m_mmap_threshold, 1 << 30) == 1 and libc.mallopt(m_trim_threshold, 2**31 - 1) == 1:
+        return "glibc, mmap threshold pinned at 1 GiB, no trim"
+    return "glibc default (mallopt refused)"
+
+
+def prepare(device: str) -> dict:
+    """Make measurements on `device` repeatable and return its fingerprint."""
+    info = fingerprint(device)
+    if device == "cpu":
+        info["allocator"] = steady_cpu_allocator()
+    return info
+
+
+def cpu_info() -> dict[str, str]:
+    """The CPU's model name and the fields that tell models with the same name apart."""
+    fields = {
+        "model name": "name",
+        "cpu family": "family",
+        "model": "model",
+        "stepping": "stepping",
+        "cache size": "cache",
+    }
+    info: dict[str, str] = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key in fields and fields[key] not in info:
+                info[fields[key]] = value.strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine() or "unknown cpu"
+    info.setdefault("name", platform.processor() or platform.machine() or "unknown cpu")
+    return info
 
 
 def fingerprint(device: str) -> dict:
     """What identifies the hardware and software a measurement ran on."""
+    import torch
+
     info = {
         "kind": device,
         "torch": torch.__version__,
@@ -50,12 +96,22 @@ def fingerprint(device: str) -> dict:
             cuda=torch.version.cuda,
         )
     else:
-        info.update(name=cpu_name(), machine=platform.machine())
+        import os
+
+        cpu = cpu_info()
+        info.update(name=cpu.pop("name"), machine=platform.machine(), cpus=os.cpu_count(), **cpu)
     return info
 
 
+IDENTITY = ("family", "model", "stepping", "cache", "cpus", "allocator", "capability", "memory_bytes")
+"""Fingerprint fields besides the name that must match for two measurements to share a device."""
+
+
 def slug(info: dict) -> str:
-    """A file-name-safe device name: cpu-intel-xeon-platinum-8481c, cuda-nvidia-h100-80gb-hbm3."""
+    """A file-name-safe device name plus a short hash of what else identifies it (model, cache,
+    core count, torch major.minor): cpu-amd-epyc-3f9a1c, cuda-nvidia-h100-80gb-hbm3-7be2d0."""
     name = re.sub(r"\(r\)|\(tm\)|cpu @.*|@.*", "", info["name"].lower())
     name = re.sub(r"[^a-z0-9]+", "-", name).strip("-")
-    return f"{info['kind']}-{name}"
+    torch_minor = ".".join(str(info.get("torch", "")).split("+")[0].split(".")[:2])
+    identity = "|".join(str(info.get(k, "")) for k in IDENTITY) + "|" + torch_minor
+    return f"{info['kind']}-{name}-{hashlib.sha1(identity.encode()).hexdigest()[:6]}"

@@ -112,6 +112,7 @@ class ResultStore:
                 f.write(old + json.dumps(record, sort_keys=True) + "\n")
                 f.flush()
                 os.fsync(f.fileno())
+            os.chmod(tmp, 0o644)
             os.replace(tmp, self.path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

@@ -1,0 +1,106 @@
+"""Fit corrections on some head dims and check them on others: analytic, corrected and measured side by side."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from costmodel.crossover import Setting
+from costmodel.errors import UserError
+from profilers.cases import Sizes
+from profilers.corrections import DeviceProfile, corrected_points, fit_memory, fit_time
+from profilers.profile import Measurer, profile_pair
+
+SWEEP = [2 ** (k / 2) for k in range(-6, 4)]
+"""Lengths timed for a fit, as multiples of the transition point: N*/8 ... 2.8·N*."""
+
+
+def sweep_lengths(center: float, n_max: int) -> list[int]:
+    return sorted({min(n_max, max(8, round(center * f))) for f in SWEEP})
+
+
+def fit_profile(measurer: Measurer, variants: list[str], fit_d: list[int], template: Sizes) -> DeviceProfile:
+    """Fit every variant on the stored measurements at the fit head dims (and the template's h, b, L)."""
+    time_samples: dict[str, list] = {v: [] for v in variants}
+    memory_samples: dict[str, list] = {v: [] for v in variants}
+    from costmodel.variants import derive
+
+    for rec in measurer.store.records.values():
+        s = rec.get("sizes", {})
+        if rec["variant"] not in time_samples or rec["status"] != "ok":
+            continue
+        if (rec["scope"], rec["dtype"]) != (measurer.scope, measurer.dtype) or s.get("d") not in fit_d:
+            continue
+        if (s.get("h"), s.get("b")) != (template.h, template.b) or (template.L and s.get("L") != template.L):
+            continue
+        if rec["kind"] == "time":
+            time_samples[rec["variant"]].append((s, rec["time"]["median"]))
+        else:
+            sizes = Sizes(**{k: s[k] for k in ("N", "d", "h", "b", "L", "r", "D")})
+            modelled = int(derive(rec["variant"], measurer.scope).peak(measurer.dtype).at(sizes.symbols())[0])
+            memory_samples[rec["variant"]].append((modelled, rec["memory"]["peak_bytes"]))
+    profile = DeviceProfile(measurer.store.device, measurer.scope, measurer.dtype)
+    for v in variants:
+        profile.time[v] = fit_time(time_samples[v], v, measurer.scope, measurer.dtype)
+        profile.memory[v] = fit_memory(memory_samples[v])
+    return profile
+
+
+def validate(
+    pairs: list[tuple[str, str]],
+    check_d: list[int],
+    fit_d: list[int],
+    template: Sizes,
+    measurer: Measurer,
+    setting: Setting,
+    *,
+    n_max: int = 16384,
+    max_lengths: int = 15,
+    existing: DeviceProfile | None = None,
+) -> tuple[DeviceProfile, list[dict]]:
+    """Measure (reusing the store), fit on `fit_d` (or use an `existing` profile of this same
+    device, to check it without refitting), and compare on every head dim."""
+    if existing is not None and existing.slug != measurer.store.path.stem:
+        raise UserError(
+            f"device profile {existing.slug} was fitted on {existing.device.get('name')} "
+            f"(torch {existing.device.get('torch')}); this is {measurer.store.path.stem}: "
+            "fit one here with `attn-cost validate`"
+        )
+    measured = {}
+    for a, b in pairs:
+        for dv in sorted(set(fit_d) | set(check_d)):
+            sizes = replace(template, N=1, d=dv)
+            measured[(a, b, dv)] = profile_pair(a, b, sizes, measurer, setting, max_lengths=max_lengths, n_max=n_max)
+    for a, b in pairs:
+        for dv in fit_d if existing is None else []:
+            p = measured[(a, b, dv)]
+            center = (p.speed.measured if p.speed else None) or p.analytic_n0 or 256
+            for n in sweep_lengths(center, n_max):
+                measurer.time([a, b], replace(template, N=n, d=dv))
+            for n in sweep_lengths(p.analytic_n1 or 256, n_max)[::3]:
+                measurer.memory(a, replace(template, N=n, d=dv))
+                measurer.memory(b, replace(template, N=n, d=dv))
+    variants = sorted({v for pair in pairs for v in pair})
+    profile = existing or fit_profile(measurer, variants, fit_d, template)
+    missing = [v for v in variants if v not in profile.time]
+    if missing:
+        raise UserError(f"device profile {profile.slug} has no fit for {', '.join(missing)}")
+    rows = []
+    for (a, b, dv), p in measured.items():
+        dims = replace(template, N=1, d=dv).symbols()
+        fitted_on = profile.time[a].fit_d
+        row = {**p.as_json(), "held_out": dv not in fitted_on, **corrected_points(profile, a, b, dims, setting)}
+        for k in ("0", "1"):
+            truth = row[f"measured_n{k}"]
+            for kind in ("analytic", "corrected"):
+                guess = row[f"{kind}_n{k}"]
+                row[f"{kind}_n{k}_error"] = None if truth in (None, 0) or guess is None else (guess - truth) / truth
+        rows.append({k: v for k, v in row.items() if k not in ("speed", "memory")})
+    profile.measured = [
+        {
+            k: r[k]
+            for k in ("a", "b", "d", "heads", "batch", "measured_n0", "n0_uncertainty", "measured_n1", "n1_uncertainty")
+        }
+        for r in rows
+    ]
+    profile.validation = rows
+    return profile, rows

@@ -1,0 +1,188 @@
+"""Fitting per-device corrections: known constants are recovered, bad inputs are refused."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from scipy.optimize import brentq
+
+from costmodel.crossover import Setting
+from costmodel.errors import UserError
+from profilers.corrections import (
+    DeviceProfile,
+    corrected_n,
+    corrected_time_curve,
+    fit_memory,
+    fit_time,
+    load_profile,
+    time_features,
+)
+from profilers.corrections import _value as value_at
+
+TRUE = {"launch_s": 5e-6, "seconds_per_flop": 1 / 50e9, "seconds_per_byte": 1 / 10e9}
+
+
+def synthetic(variant: str, noise: float, seed: int = 0) -> list[tuple[dict, float]]:
+    """Timings a device with the TRUE constants would produce, with multiplicative noise."""
+    rng = random.Random(seed)
+    feats = time_features(variant, "core", "fp32")
+    out = []
+    for d in (8, 16, 32):
+        for n in (64, 128, 256, 512, 1024, 2048, 4096):
+            sizes = {"N": n, "d": d, "h": 1, "b": 1, "L": d}
+            k, f, b = (value_at(e, sizes) for e in feats)
+            t = TRUE["launch_s"] * k + TRUE["seconds_per_flop"] * f + TRUE["seconds_per_byte"] * b
+            out.append((sizes, t * (1 + rng.gauss(0, noise))))
+    return out
+
+
+@pytest.mark.parametrize("variant", ["taylorshift-efficient", "taylorshift-direct", "softmax", "linear-recurrent"])
+def test_known_constants_are_recovered_from_exact_timings(variant: str) -> None:
+    exact = fit_time(synthetic(variant, 0.0), variant)
+    for name, true in TRUE.items():
+        assert getattr(exact, name) == pytest.approx(true, rel=1e-6)
+
+
+@pytest.mark.parametrize("variant", ["taylorshift-efficient", "taylorshift-direct", "softmax"])
+def test_known_constants_are_recovered_from_noisy_timings(variant: str) -> None:
+    """1% noise; variants where every term carries a visible share of the time."""
+    noisy = fit_time(synthetic(variant, 0.01), variant)
+    for name, true in TRUE.items():
+        assert getattr(noisy, name) == pytest.approx(true, rel=0.1)
+    assert noisy.median_rel_err < 0.02 and noisy.r2 > 0.99
+    assert noisy.flops_per_s == pytest.approx(50e9, rel=0.1) and noisy.bytes_per_s == pytest.approx(10e9, rel=0.1)
+
+
+def test_a_constant_the_data_does_not_need_fits_to_zero() -> None:
+    """Non-negative least squares: no negative 'speed', and unused resources come out as zero."""
+    samples = [
+        (s, 2e-6 * value_at(time_features("softmax", "core", "fp32")[0], s)) for s, _ in synthetic("softmax", 0.0)
+    ]
+    fit = fit_time(samples, "softmax")
+    assert fit.launch_s == pytest.approx(2e-6) and fit.seconds_per_flop == 0 and fit.flops_per_s is None
+
+
+def test_corrected_crossover_is_where_the_fitted_curves_cross() -> None:
+    setting = Setting()
+    fits = {v: fit_time(synthetic(v, 0.0), v) for v in ("taylorshift-direct", "taylorshift-efficient")}
+    from costmodel.symbols import b, d, h
+
+    dims = {d: 24, h: 1, b: 1}
+    curves = {v: corrected_time_curve(f, v, dims, setting) for v, f in fits.items()}
+    n = corrected_n(curves["taylorshift-direct"], curves["taylorshift-efficient"])
+
+    def gap(x: float) -> float:  # the same constants evaluated independently, at real N
+        sizes = {"N": x, "d": 24, "h": 1, "b": 1, "L": 24}
+        t = {}
+        for v in fits:
+            k, f, bb = (value_at(e, sizes) for e in time_features(v, "core", "fp32"))
+            t[v] = TRUE["launch_s"] * k + TRUE["seconds_per_flop"] * f + TRUE["seconds_per_byte"] * bb
+        return t["taylorshift-direct"] - t["taylorshift-efficient"]
+
+    assert n == pytest.approx(brentq(gap, 2, 10**5), rel=1e-6)
+
+
+def test_memory_offset_and_scale_are_recovered() -> None:
+    pairs = [(m, int(1.02 * m + 4096)) for m in (10_000, 50_000, 200_000, 1_000_000)]
+    fit = fit_memory(pairs)
+    assert fit.scale == pytest.approx(1.02, rel=1e-4) and fit.offset_bytes == pytest.approx(4096, abs=2)
+    exact = fit_memory([(m, m) for m in (1, 2, 3)])
+    assert (exact.scale, exact.offset_bytes, exact.max_abs_residual_bytes) == (1.0, 0.0, 0.0)
+
+
+def test_too_few_points_is_an_error() -> None:
+    with pytest.raises(UserError, match="at least 4 timings"):
+        fit_time(synthetic("softmax", 0.0)[:3], "softmax")
+    with pytest.raises(UserError, match="at least 2 memory"):
+        fit_memory([(10, 10)])
+
+
+def test_unknown_device_name_gets_a_suggestion() -> None:
+    with pytest.raises(UserError, match="unknown device"):
+        load_profile("cpu-nonexistent-device")
+
+
+def test_a_broken_profile_file_is_an_error(tmp_path) -> None:
+    bad = tmp_path / "x.json"
+    bad.write_text("{not json")
+    with pytest.raises(UserError, match="not a readable device profile"):
+        load_profile(str(bad))
+    bad.write_text(json.dumps({"schema": 1, "device": {}}))
+    with pytest.raises(UserError, match="not an attn-cost device profile"):
+        load_profile(str(bad))
+
+
+def _profile_file(tmp_path, device_name: str = "Synthetic CPU") -> str:
+    fits = {v: fit_time(synthetic(v, 0.0), v) for v in ("softmax", "linear")}
+    device = {"kind": "cpu", "name": device_name, "torch": "2.13.0", "threads": 2}
+    prof = DeviceProfile(device, "core", "fp32", time=fits, memory={v: fit_memory([(1, 1), (2, 2)]) for v in fits})
+    prof.measured = [
+        {
+            "a": "softmax",
+            "b": "linear",
+            "d": 32,
+            "heads": 1,
+            "batch": 1,
+            "measured_n0": 123.0,
+            "n0_uncertainty": 4.0,
+            "measured_n1": 32.0,
+            "n1_uncertainty": 0.0,
+        }
+    ]
+    return str(prof.save(tmp_path))
+
+
+def test_crossover_with_a_device_profile(attn_cost, tmp_path) -> None:
+    path = _profile_file(tmp_path)
+    r = attn_cost("crossover", "--d", "32", "--pair", "softmax:linear", "--device", path, "--json")
+    assert r.code == 0, r.err
+    (row,) = r.json()["results"]
+    assert row["corrected_n0"] is not None and row["measured_n0"] == 123.0 and row["corrected_n1"] == row["n1"]
+    shown = attn_cost("crossover", "--d", "32", "--pair", "softmax:linear", "--device", path)
+    assert shown.code == 0 and "N0 corrected" in shown.out
+
+
+def test_crossover_with_an_unknown_device_is_one_line(attn_cost) -> None:
+    r = attn_cost("crossover", "--d", "64", "--device", "no-such-gpu")
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1 and "unknown device" in r.err
+
+
+def test_validating_a_profile_of_another_device_is_refused(attn_cost, tmp_path) -> None:
+    path = _profile_file(tmp_path, "Some Other CPU")
+    r = attn_cost("validate", "--pair", "softmax:linear", "--profile", path, "--cpu")
+    assert r.code == 2 and "fitted on Some Other CPU" in r.err and len(r.err.strip().splitlines()) == 1
+
+
+def test_validate_fits_on_some_head_dims_and_checks_another(attn_cost) -> None:
+    r = attn_cost(
+        "validate",
+        "--pair",
+        "softmax:linear",
+        "--fit-d",
+        "8",
+        "--fit-d",
+        "16",
+        "--d",
+        "12",
+        "--repeats",
+        "3",
+        "--cpu",
+        "--json",
+    )
+    assert r.code == 0, r.err
+    data = r.json()
+    rows = {x["d"]: x for x in data["results"]}
+    assert rows[12]["held_out"] and not rows[8]["held_out"]
+    for key in ("analytic_n0", "corrected_n0", "measured_n0", "analytic_n1", "corrected_n1", "measured_n1"):
+        assert key in rows[12]
+    assert rows[12]["measured_n1"] == rows[12]["analytic_n1"] == rows[12]["corrected_n1"]
+    assert set(data["time"]) == {"softmax", "linear"} and data["saved_to"]
+    listed = attn_cost("devices", "--json")
+    assert any(p["name"] == data["slug"] for p in listed.json())
+
+
+def test_validate_needs_two_fit_dims(attn_cost) -> None:
+    r = attn_cost("validate", "--fit-d", "16")
+    assert r.code == 2 and "at least two head dims" in r.err

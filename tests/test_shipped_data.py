@@ -1,0 +1,65 @@
+"""The measurements and device profile that ship with attn-cost are consistent with each other and the engine."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from costmodel.crossover import Setting, crossover
+from costmodel.symbols import b, d, h
+from profilers.corrections import SHIPPED as PROFILES
+from profilers.corrections import corrected_points, load_profile
+from profilers.store import SHIPPED as RESULTS
+from profilers.store import ResultStore
+
+PROFILE_FILES = sorted(PROFILES.glob("*.json"))
+
+
+@pytest.fixture(params=PROFILE_FILES, ids=lambda p: p.stem)
+def shipped(request):
+    return load_profile(str(request.param))
+
+
+def test_every_shipped_profile_has_its_measurements(shipped) -> None:
+    assert (RESULTS / f"{shipped.slug}.jsonl").exists()
+
+
+def test_refitting_the_shipped_measurements_gives_the_shipped_constants(shipped, tmp_path) -> None:
+    from profilers.cases import Sizes
+    from profilers.profile import Measurer
+    from profilers.validate import fit_profile
+
+    store = ResultStore(shipped.device, tmp_path)  # reads the shipped results for this device
+    fit_d = shipped.time["softmax"].fit_d
+    refit = fit_profile(Measurer("cpu", store), sorted(shipped.time), fit_d, Sizes(N=1, d=1))
+    for name, fit in shipped.time.items():
+        assert refit.time[name].coefficients() == pytest.approx(fit.coefficients(), rel=1e-9, abs=1e-18)
+
+
+def test_measured_memory_crossovers_equal_the_analytic_ones(shipped) -> None:
+    for row in shipped.validation:
+        assert row["measured_n1"] == row["analytic_n1"] == row["corrected_n1"]
+
+
+def test_shipped_validation_rows_match_a_fresh_computation(shipped) -> None:
+    for row in shipped.validation:
+        dims = {d: row["d"], h: row["heads"], b: row["batch"]}
+        setting = Setting(scope=shipped.scope, dtype=shipped.dtype)
+        assert row["analytic_n0"] == crossover(row["a"], row["b"], "flops", dims, setting, exact=False).n
+        assert corrected_points(shipped, row["a"], row["b"], dims, setting)["corrected_n0"] == row["corrected_n0"]
+
+
+def test_crossover_with_the_shipped_device(attn_cost, shipped) -> None:
+    r = attn_cost("crossover", "--d", "32", "--pair", "softmax:linear", "--device", shipped.slug, "--json")
+    assert r.code == 0, r.err
+    (row,) = r.json()["results"]
+    (expected,) = [v for v in shipped.validation if (v["a"], v["b"], v["d"]) == ("softmax", "linear", 32)]
+    assert row["corrected_n0"] == expected["corrected_n0"] and row["measured_n0"] == expected["measured_n0"]
+
+
+def test_results_file_lines_are_all_valid_records() -> None:
+    for path in RESULTS.glob("*.jsonl"):
+        for line in path.read_text().splitlines():
+            rec = json.loads(line)
+            assert rec["schema"] == 1 and rec["status"] in ("ok", "oom")
