@@ -19,7 +19,7 @@ def text(expr: sp.Expr) -> str:
     if isinstance(expr, sp.Max):
         return "max(" + ", ".join(text(a) for a in expr.args) + ")"
     num, den = sp.fraction(sp.together(expr))
-    if den.free_symbols:
+    if den.free_symbols and len(sp.Add.make_args(sp.expand(den))) > 1:  # a monomial denominator stays term-wise
         return f"({text(num)})/({text(den)})"
     expr = sp.expand(expr)
     factor, rest = _split_common(expr)

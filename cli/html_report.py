@@ -1,0 +1,396 @@
+"""Render the report's data as one self-contained HTML page (plotly.js inlined once, no network)."""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+
+import plotly.graph_objects as go
+import sympy as sp
+from plotly.offline import get_plotlyjs
+from plotly.subplots import make_subplots
+
+from costmodel import display
+from costmodel.symbols import BY_NAME
+
+PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
+COST_TITLE = {"flops": "FLOPs", "memory": "peak memory (bytes)", "traffic": "memory traffic (bytes)"}
+PAIR_KEY = {"flops": "n0", "memory": "n1", "traffic": "n_traffic"}
+CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; line-height: 1.45; }
+h1 { margin-bottom: 0.2em; } h2 { margin-top: 2em; border-bottom: 1px solid #ccc; padding-bottom: 0.2em; }
+table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ddd; padding: 0.3em 0.6em; text-align: right; }
+th { background: #f4f4f4; } td.l, th.l { text-align: left; }
+.note { color: #555; font-size: 0.92em; } .bad { color: #b00; } .good { color: #070; }
+code { background: #f6f6f6; padding: 0 0.2em; } details { margin: 0.6em 0; }
+"""
+
+
+def render(data: dict) -> str:
+    """The whole page."""
+    colors = {v: PALETTE[i % len(PALETTE)] for i, v in enumerate(data["variants"])}
+    st = data["setting"]
+    parts = [
+        f"<h1>attn-cost report</h1><p class='note'>FLOPs counted with the <code>{st['convention']}</code> "
+        f"convention; bytes for <code>{st['dtype']}</code>; scope <code>{st['scope']}</code>, {st['mode']}; "
+        "one head, batch 1 unless stated. A transition point N is the smallest sequence length from which B costs "
+        "no more than A.</p>",
+        _section("Transition points", _transition_table(data)),
+        _section("Cost against sequence length", _curves(data, colors)),
+        _section("Transition points against head dimension", _versus_d(data)),
+        _section("Heads at a fixed embedding width", _heads(data, colors)),
+        _section("Predicted against measured, per device", _devices(data)),
+        _section("Derived formulas and the ops they come from", _formulas(data)),
+    ]
+    payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")  # never closes the script tag
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>attn-cost report</title>"
+        f"<style>{CSS}</style><script>{get_plotlyjs()}</script></head><body>"
+        + "".join(parts)
+        + f"<script type='application/json' id='attn-cost-data'>{payload}</script></body></html>"
+    )
+
+
+def _section(title: str, body: str) -> str:
+    return f"<section><h2>{html.escape(title)}</h2>{body}</section>"
+
+
+def _figure(fig: go.Figure, div_id: str) -> str:
+    fig.update_layout(
+        template="plotly_white", margin={"l": 60, "r": 20, "t": 60, "b": 50}, legend={"orientation": "h", "y": -0.18}
+    )
+    return fig.to_html(
+        full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False, "responsive": True}
+    )
+
+
+def _n(value) -> str:
+    if value is None:
+        return "—"
+    return f"{value:,.0f}" if isinstance(value, (int, float)) else html.escape(str(value))
+
+
+def _table(head: list[str], rows: list[list[str]], left: int = 1) -> str:
+    """An HTML table of already-escaped cells; the first `left` columns are text, the rest numbers."""
+
+    def cell(tag: str, i: int, value: str) -> str:
+        return f"<{tag} class='l'>{value}</{tag}>" if i < left else f"<{tag}>{value}</{tag}>"
+
+    lines = ["<tr>" + "".join(cell("th", i, h) for i, h in enumerate(head)) + "</tr>"]
+    lines += ["<tr>" + "".join(cell("td", i, c) for i, c in enumerate(row)) + "</tr>" for row in rows]
+    return "<table>" + "".join(lines) + "</table>"
+
+
+def _transition_table(data: dict) -> str:
+    rows = data["transitions"]
+    device = any("corrected_n0" in r for r in rows)
+    head = ["A", "B", "d", "N0 (FLOPs)", "N1 (memory)", "N traffic"]
+    head += ["N0 corrected", "N0 measured", "N1 measured"] if device else []
+    cells = []
+    for r in rows:
+        extra = [r.get("corrected_n0"), r.get("measured_n0"), r.get("measured_n1")] if device else []
+        cells.append(
+            [
+                html.escape(r["a"]),
+                html.escape(r["b"]),
+                *(_n(c) for c in [r["d"], r["n0"], r["n1"], r["n_traffic"], *extra]),
+            ]
+        )
+    out = [_table(head, cells, left=2)]
+    closed = {}
+    for r in rows:
+        for cost, key in PAIR_KEY.items():
+            if r[cost]["exact"]:
+                closed[f"{key}({r['a']} → {r['b']})"] = display.text(sp.sympify(r[cost]["exact"], locals=dict(BY_NAME)))
+    if closed:
+        forms = "; ".join(f"{html.escape(k)} = {html.escape(v)}" for k, v in closed.items())
+        out.append(f"<p class='note'>Closed forms of the crossing (before rounding up): {forms}.</p>")
+    return "".join(out)
+
+
+def _curves(data: dict, colors: dict) -> str:
+    out = [
+        "<p class='note'>Analytic cost of each variant (lines, log axes). Dashed vertical lines mark the analytic "
+        "transition points of each pair on that cost; where a device profile was given, measured points are drawn as "
+        "markers, and the measured time panel marks the measured speed crossover (solid) next to the analytic one "
+        "(dashed).</p>"
+    ]
+    measured = data.get("measured") or {}
+    for dv in data["d"]:
+        key = str(dv)
+        has_time = any(measured.get(key, {}).get(v, {}).get("time") for v in data["variants"])
+        titles = [COST_TITLE[c] for c in ("flops", "memory", "traffic")] + (["measured time (s)"] if has_time else [])
+        fig = make_subplots(rows=1, cols=len(titles), subplot_titles=titles, horizontal_spacing=0.06)
+        for v in data["variants"]:
+            for col, cost in enumerate(("flops", "memory", "traffic"), start=1):
+                fig.add_trace(
+                    go.Scatter(
+                        x=data["grid"],
+                        y=data["curves"][key][v][cost],
+                        mode="lines",
+                        name=v,
+                        legendgroup=v,
+                        showlegend=col == 1,
+                        line={"color": colors[v]},
+                    ),
+                    row=1,
+                    col=col,
+                )
+            points = measured.get(key, {}).get(v, {})
+            if points.get("memory"):
+                n, m = zip(*points["memory"], strict=True)
+                fig.add_trace(
+                    go.Scatter(
+                        x=n,
+                        y=m,
+                        mode="markers",
+                        name=f"{v} measured",
+                        legendgroup=v,
+                        showlegend=False,
+                        marker={"color": colors[v], "symbol": "circle-open"},
+                    ),
+                    row=1,
+                    col=2,
+                )
+            if has_time and points.get("time"):
+                n, t, lo, hi = zip(*points["time"], strict=True)
+                err = {
+                    "type": "data",
+                    "array": [b - a for a, b in zip(t, hi, strict=True)],
+                    "arrayminus": [a - b for a, b in zip(t, lo, strict=True)],
+                }
+                fig.add_trace(
+                    go.Scatter(
+                        x=n,
+                        y=t,
+                        mode="markers",
+                        name=f"{v} measured",
+                        legendgroup=v,
+                        showlegend=False,
+                        marker={"color": colors[v], "size": 5},
+                        error_y=err,
+                    ),
+                    row=1,
+                    col=4,
+                )
+        for row in (r for r in data["transitions"] if r["d"] == dv):
+            for col, cost in enumerate(("flops", "memory", "traffic"), start=1):
+                if row[PAIR_KEY[cost]]:
+                    _mark(fig, row[PAIR_KEY[cost]], col, f"{PAIR_KEY[cost].upper()} {row[PAIR_KEY[cost]]:,}", "dash")
+            if has_time:
+                for m in measured.get("transitions", []):
+                    if (m["a"], m["b"], m["d"]) == (row["a"], row["b"], dv) and m.get("measured_n0"):
+                        _mark(fig, m["measured_n0"], 4, f"N0 measured {m['measured_n0']:,.0f}", "solid")
+                if row["n0"]:
+                    _mark(fig, row["n0"], 4, "", "dash")
+        fig.update_xaxes(type="log", title_text="N")
+        fig.update_yaxes(type="log")
+        fig.update_layout(title=f"d = {dv}", height=420)
+        out.append(_figure(fig, f"curves-d{dv}"))
+    return "".join(out)
+
+
+def _mark(fig: go.Figure, n: float, col: int, text: str, dash: str) -> None:
+    """A labelled vertical line at N on a log axis: plotly takes the line in data units and the
+    label in log10 units there, so they are added separately."""
+    fig.add_vline(x=n, line_dash=dash, line_color="#888", row=1, col=col)
+    if text:
+        fig.add_annotation(
+            x=math.log10(n),
+            y=1,
+            yref="y domain",
+            text=text,
+            showarrow=False,
+            textangle=-90,
+            xanchor="right",
+            yanchor="top",
+            font={"size": 9},
+            row=1,
+            col=col,
+        )
+
+
+def _versus_d(data: dict) -> str:
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["N0 (FLOPs)", "N1 (peak memory)"])
+    for i, item in enumerate(data["versus_d"]):
+        color = PALETTE[i % len(PALETTE)]
+        label = f"{item['a']} → {item['b']}"
+        for col, key in ((1, "n0"), (2, "n1")):
+            fig.add_trace(
+                go.Scatter(
+                    x=item["d"],
+                    y=item[key],
+                    mode="lines+markers",
+                    name=label,
+                    legendgroup=label,
+                    showlegend=col == 1,
+                    line={"color": color},
+                ),
+                row=1,
+                col=col,
+            )
+        if "corrected_n0" in item:
+            fig.add_trace(
+                go.Scatter(
+                    x=item["d"],
+                    y=item["corrected_n0"],
+                    mode="lines",
+                    name=f"{label}, corrected",
+                    line={"color": color, "dash": "dot"},
+                ),
+                row=1,
+                col=1,
+            )
+        measured = [
+            m for m in (data.get("measured") or {}).get("transitions", []) if (m["a"], m["b"]) == (item["a"], item["b"])
+        ]
+        for col, key in ((1, "measured_n0"), (2, "measured_n1")):
+            pts = [(m["d"], m[key]) for m in measured if m.get(key)]
+            if pts:
+                x, y = zip(*pts, strict=True)
+                fig.add_trace(
+                    go.Scatter(
+                        x=x,
+                        y=y,
+                        mode="markers",
+                        name=f"{label}, measured",
+                        legendgroup=label + "m",
+                        showlegend=col == 1,
+                        marker={"color": color, "symbol": "diamond", "size": 9},
+                    ),
+                    row=1,
+                    col=col,
+                )
+    fig.update_xaxes(type="log", title_text="head dimension d")
+    fig.update_yaxes(type="log", title_text="N")
+    fig.update_layout(height=420)
+    return (
+        "<p class='note'>Analytic transition points for every d (lines); corrected (dotted) and measured (diamonds) "
+        "where a device profile was given.</p>" + _figure(fig, "versus-d")
+    )
+
+
+def _heads(data: dict, colors: dict) -> str:
+    info = data["heads"]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["FLOPs", "peak memory (bytes)"])
+    for item in info["results"]:
+        col = 1 if item["cost"] == "flops" else 2
+        hs = [row["h"] for row in item["table"]]
+        fig.add_trace(
+            go.Scatter(
+                x=hs,
+                y=[row["value"] for row in item["table"]],
+                mode="lines+markers",
+                name=item["variant"],
+                legendgroup=item["variant"],
+                showlegend=col == 1,
+                line={"color": colors.get(item["variant"])},
+            ),
+            row=1,
+            col=col,
+        )
+    fig.update_xaxes(type="log", title_text="heads h (d = d_embed / h)")
+    fig.update_yaxes(type="log")
+    fig.update_layout(height=400)
+    note = f"<p class='note'>d_embed = {info['d_embed']}, N = {info['n']:,}; h runs over the divisors of d_embed.</p>"
+    return note + _figure(fig, "heads")
+
+
+def _devices(data: dict) -> str:
+    if not data["devices"]:
+        return "<p class='note'>No device profile: run <code>attn-cost validate</code> on a device to add one.</p>"
+    out = []
+    for dev in data["devices"]:
+        info = dev["device"]
+        out.append(
+            f"<h3>{html.escape(info['name'])} ({html.escape(info['kind'])}, torch {html.escape(info['torch'])}, "
+            f"{info['threads']} threads)</h3><p class='note'>Profile <code>{html.escape(dev['name'])}</code>, "
+            f"fitted {html.escape(dev['created'])}.</p>"
+        )
+        head = [
+            "A",
+            "B",
+            "d",
+            "N0 analytic",
+            "N0 corrected",
+            "N0 measured",
+            "N1 analytic",
+            "N1 corrected",
+            "N1 measured",
+        ]
+        rows = []
+        for r in dev["validation"]:
+            row = [html.escape(r["a"]), html.escape(r["b"]), f"{r['d']}{' (held out)' if r.get('held_out') else ''}"]
+            for k in ("0", "1"):
+                unc = r.get(f"n{k}_uncertainty")
+                row += [
+                    _with_err(r[f"analytic_n{k}"], r.get(f"analytic_n{k}_error")),
+                    _with_err(r[f"corrected_n{k}"], r.get(f"corrected_n{k}_error")),
+                    _n(r[f"measured_n{k}"]) + (f" ± {unc:,.0f}" if unc else ""),
+                ]
+            rows.append(row)
+        out.append(_table(head, rows, left=2))
+        fits = [
+            [
+                html.escape(name),
+                f"{fit['launch_s'] * 1e6:.2f}",
+                "—" if not fit["flops_per_s"] else f"{fit['flops_per_s'] / 1e9:.0f}",
+                "—" if not fit["bytes_per_s"] else f"{fit['bytes_per_s'] / 1e9:.1f}",
+                str(fit["points"]),
+                f"{100 * fit['median_rel_err']:.1f}%",
+            ]
+            for name, fit in dev["time"].items()
+        ]
+        out.append(_table(["variant", "t_launch (µs)", "P (GFLOP/s)", "W (GB/s)", "points", "median |error|"], fits))
+        out.append(
+            "<p class='note'>Fitted per variant: t = t_launch·K + F/P + B/W (K kernels, F matrix-product FLOPs, "
+            "B unfused bytes). Errors in brackets are relative to the measured point; — means the resource never "
+            "limited the variant.</p>"
+        )
+    return "".join(out)
+
+
+def _with_err(value, err) -> str:
+    if value is None:
+        return "—"
+    if err is None:
+        return _n(value)
+    cls = "good" if abs(err) <= 0.1 else "bad"
+    return f"{_n(value)} <span class='{cls}'>({100 * err:+.0f}%)</span>"
+
+
+def _formulas(data: dict) -> str:
+    def fmt(plain: str) -> str:
+        return html.escape(display.text(sp.sympify(plain, locals=dict(BY_NAME))))
+
+    out = []
+    for name, f in data["formulas"].items():
+        peak = f["peak_elements"]
+        large = f"; for large N {fmt(peak['large_n'])} (step {peak['large_n_step']})" if peak["large_n"] else ""
+        body = [
+            f"<p>{html.escape(f['summary'])} <span class='note'>({html.escape(f['source'])})</span></p>",
+            _table(["FLOPs convention", "count"], [[c, fmt(v)] for c, v in f["flops"].items()], left=2),
+            f"<p>Peak memory (elements): {fmt(peak['max'])}{large}</p>",
+            f"<p>Memory traffic (bytes, {html.escape(f['dtype'])}): {fmt(f['traffic_bytes'])}. "
+            f"Parameters: {fmt(f['params'])}.</p>",
+        ]
+        for pub in f["published"]:
+            mark = (
+                "<span class='good'>equal</span>"
+                if pub["matches"]
+                else f"<span class='bad'>differs</span> ({html.escape(pub['why'])})"
+            )
+            body.append(
+                f"<p class='note'>{html.escape(pub['where'])}: {html.escape(pub['formula'])} — {mark}, "
+                f"compared with the derived {html.escape(pub['compare_to'])}.</p>"
+            )
+        ops = [
+            [str(op["step"]), html.escape(op["label"]), op["kind"], fmt(op["flops"]), fmt(op["live_elements"])]
+            for op in f["ops"]
+        ]
+        table = _table(["#", "op", "kind", "FLOPs", "live elements"], ops, left=5)
+        body.append(f"<details><summary>Op table</summary>{table}</details>")
+        out.append(f"<h3>{html.escape(name)}</h3>" + "".join(body))
+    return "".join(out)

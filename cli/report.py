@@ -1,0 +1,209 @@
+"""`attn-cost report`: everything the engine derives and the profiler measured, in one offline HTML file.
+
+The numbers come from the same functions as the terminal commands (`transition_row` is what
+`crossover --json` prints), and the full data set is embedded in the page as JSON, so the report
+can be checked against the CLI and re-plotted without the tool.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from cli import options as o
+from cli.analytic import console, emit, formula_data
+from cli.app import app, fail
+from costmodel.crossover import COSTS, DEFAULT_PAIRS, Setting, at_sizes, cost_branches, evaluate, transition_row
+from costmodel.heads import heads as head_tradeoff
+from costmodel.symbols import D, L, b, d, h, r
+
+
+def length_grid(top: int, points: int = 64) -> list[int]:
+    """Geometric sequence lengths from 8 to `top`."""
+    return sorted({round(8 * (top / 8) ** (i / (points - 1))) for i in range(points)})
+
+
+def gather(
+    variants: list[str],
+    pairs: list[tuple[str, str]],
+    ds: list[int],
+    embed: int,
+    n_heads: int,
+    device: str | None,
+    setting: Setting,
+) -> dict:
+    """All the report's numbers, JSON-ready."""
+    profile = _device_profile(device)
+    dims = {dv: {d: dv, h: 1, b: 1, L: dv, r: 4, D: 12} for dv in ds}
+    rows = [transition_row(a, bb, dims[dv], setting) for a, bb in pairs for dv in ds]
+    if profile is not None:
+        from profilers.corrections import add_device_columns
+
+        add_device_columns(rows, device)
+    top = max([4096] + [4 * (row[k] or 0) for row in rows for k in ("n0", "n1")])
+    grid = length_grid(min(top, 1 << 20))
+    curves = {
+        str(dv): {
+            v: {
+                c: [float(evaluate(at_sizes(cost_branches(v, c, setting), dims[dv], v), n)) for n in grid]
+                for c in COSTS
+            }
+            for v in variants
+        }
+        for dv in ds
+    }
+    d_grid = [4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]
+    versus_d = [
+        {"a": a, "b": bb, "d": d_grid, **_versus_d(a, bb, d_grid, setting, device if profile else None)}
+        for a, bb in pairs
+    ]
+    head_rows = [
+        {
+            "variant": v,
+            "cost": c,
+            "table": [{"h": hv, "d": dv, "value": val} for hv, dv, val in res.table],
+            "best_h": res.best_h,
+        }
+        for v in variants
+        if "core" in _scopes(v)
+        for c in ("flops", "memory")
+        for res in [head_tradeoff(v, c, embed, n=n_heads, convention=setting.convention, dtype=setting.dtype)]
+    ]
+    return {
+        "setting": setting.as_json(),
+        "variants": variants,
+        "pairs": [list(p) for p in pairs],
+        "d": ds,
+        "grid": grid,
+        "curves": curves,
+        "transitions": rows,
+        "versus_d": versus_d,
+        "heads": {"d_embed": embed, "n": n_heads, "results": head_rows},
+        "formulas": {
+            v: formula_data(v, setting.convention, setting.dtype, setting.scope, setting.mode) for v in variants
+        },
+        "measured": _measured(profile, variants, ds, setting) if profile else {},
+        "devices": _devices(device),
+    }
+
+
+def _scopes(variant: str) -> list[str]:
+    from costmodel.variants import get_variant
+
+    return get_variant(variant).scopes
+
+
+def _device_profile(device: str | None):
+    if device is None:
+        return None
+    from profilers.corrections import load_profile
+
+    return load_profile(device)
+
+
+def _versus_d(a: str, bb: str, d_grid: list[int], setting: Setting, device: str | None) -> dict:
+    out: dict[str, list] = {"n0": [], "n1": []}
+    rows = [transition_row(a, bb, {d: dv, h: 1, b: 1, L: dv, r: 4, D: 12}, setting) for dv in d_grid]
+    out["n0"] = [row["n0"] for row in rows]
+    out["n1"] = [row["n1"] for row in rows]
+    if device is not None:
+        from profilers.corrections import add_device_columns
+
+        add_device_columns(rows, device)
+        out["corrected_n0"] = [row["corrected_n0"] for row in rows]
+    return out
+
+
+def _measured(profile, variants: list[str], ds: list[int], setting: Setting) -> dict:
+    """Measured time and memory points of the device, per head dim and variant (single head, batch 1)."""
+    from profilers.store import ResultStore
+
+    store = ResultStore(profile.device)
+    out: dict[str, dict] = {str(dv): {v: {"time": [], "memory": []} for v in variants} for dv in ds}
+    for rec in store.records.values():
+        s = rec.get("sizes", {})
+        if rec["status"] != "ok" or (rec["scope"], rec["dtype"]) != (setting.scope, setting.dtype):
+            continue
+        if rec["variant"] not in variants or s.get("d") not in ds or (s.get("h"), s.get("b")) != (1, 1):
+            continue
+        slot = out[str(s["d"])][rec["variant"]]
+        if rec["kind"] == "time":
+            t = rec["time"]
+            slot["time"].append([s["N"], t["median"], t["q1"], t["q3"]])
+        else:
+            slot["memory"].append([s["N"], rec["memory"]["peak_bytes"]])
+    for by_variant in out.values():
+        for slot in by_variant.values():
+            slot["time"].sort()
+            slot["memory"].sort()
+    out["transitions"] = profile.measured
+    return out
+
+
+def _devices(device: str | None) -> list[dict]:
+    """Every device profile available (the chosen one first): constants and predicted vs measured."""
+    from profilers.corrections import known_profiles, load_profile
+
+    chosen = [load_profile(device)] if device else []
+    others = [
+        load_profile(str(path)) for name, path in known_profiles().items() if not chosen or name != chosen[0].slug
+    ]
+    return [
+        {
+            "name": prof.slug,
+            "device": prof.device,
+            "created": prof.created,
+            "time": {k: v.as_json() for k, v in prof.time.items()},
+            "validation": prof.validation,
+        }
+        for prof in chosen + others
+    ]
+
+
+@app.command()
+def report(
+    html: Path = typer.Option(..., "--html", help="Where to write the report (one self-contained HTML file)."),
+    variant: Optional[list[str]] = typer.Option(
+        None, "--variant", help="Repeatable. Default: the variants of the pairs."
+    ),
+    pair: Optional[list[str]] = typer.Option(
+        None, "--pair", help="A:B, repeatable. Default: the TaylorShift pair and softmax:taylorshift-efficient."
+    ),
+    d_values: Optional[list[int]] = typer.Option(None, "--d", help="Head dims; repeatable (default 16, 32, 64)."),
+    embed: int = typer.Option(256, "--d-embed", help="Embedding width for the heads trade-off."),
+    n: int = typer.Option(1024, "--n", help="Sequence length for the heads trade-off (memory depends on it)."),
+    device: Optional[str] = typer.Option(
+        None, "--device", help="Device profile for corrected and measured points (`attn-cost devices`)."
+    ),
+    convention: str = o.CONVENTION,
+    dtype: str = o.DTYPE,
+    scope: Optional[str] = o.SCOPE,
+    as_json: bool = typer.Option(False, "--json", help="Also print the report's data as JSON."),
+) -> None:
+    """Write an offline HTML report: cost curves, crossovers vs d, heads, formulas, predicted vs measured."""
+    from cli.html_report import render
+
+    pairs = [tuple(o.variant_names(list(o.parse_pair(p)), False)) for p in pair] if pair else list(DEFAULT_PAIRS)
+    names = o.variant_names(variant, False) if variant else sorted({v for p in pairs for v in p}, key=_order(pairs))
+    ds = o.head_dims(d_values, None, 1, default=[16, 32, 64])
+    o.positive(embed, "--d-embed"), o.positive(n, "--n")
+    st = o.setting(convention, dtype, scope, "inference", sorted(set(names) | {v for p in pairs for v in p}))
+    if html.suffix.lower() not in (".html", ".htm"):
+        fail(f"--html wants a file name ending in .html, got {html}")
+    if not html.parent.exists():
+        fail(f"the folder {html.parent} does not exist")
+    data = gather(names, pairs, ds, embed, n, device, st)
+    html.write_text(render(data), encoding="utf-8")
+    if as_json:
+        emit(data)
+        return
+    size = html.stat().st_size
+    console.print(f"Wrote {html} ({size / 1e6:.1f} MB, self-contained: open it in any browser, offline).")
+
+
+def _order(pairs: list[tuple[str, str]]):
+    seen = [v for p in pairs for v in p]
+    return lambda v: seen.index(v) if v in seen else math.inf

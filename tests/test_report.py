@@ -1,0 +1,112 @@
+"""The HTML report: self-contained, consistent with the CLI, and drawn by a real browser."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+PAIRS = ["--pair", "taylorshift-direct:taylorshift-efficient", "--pair", "softmax:linear"]
+
+
+def _embedded(path: Path) -> dict:
+    text = path.read_text(encoding="utf-8")
+    payload = re.search(r"<script type='application/json' id='attn-cost-data'>(.*?)</script>", text, re.S).group(1)
+    return json.loads(payload.replace("<\\/", "</"))
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> Path:
+    """One report with the shipped CPU profile, made once for the module through the real CLI."""
+    import subprocess
+    import sys
+
+    from profilers.corrections import SHIPPED
+
+    out = tmp_path_factory.mktemp("report") / "report.html"
+    (device,) = [p.stem for p in SHIPPED.glob("*.json")][:1] or [None]
+    args = ["report", "--html", str(out), *PAIRS, "--d", "16", "--d", "32"] + (["--device", device] if device else [])
+    script = Path(sys.executable).with_name("attn-cost")
+    proc = subprocess.run([str(script), *args], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_report_is_self_contained(report: Path) -> None:
+    text = report.read_text(encoding="utf-8")
+    assert "<script src=" not in text and "<link" not in text  # plotly.js is inlined, nothing is fetched
+    figures = len(_embedded(report)["d"]) + 2  # cost curves per d, transition points vs d, heads
+    assert text.count("Plotly.newPlot") == figures
+    assert "mathjax" not in text.lower().split("</script>", 1)[1]  # no figure asks for MathJax
+
+
+def test_report_numbers_match_crossover_json(report: Path, attn_cost) -> None:
+    data = _embedded(report)
+    cli = attn_cost("crossover", *PAIRS, "--d", "16", "--d", "32", "--json").json()["results"]
+    keys = ("a", "b", "d", "n0", "n1", "n_traffic")
+    assert [{k: r[k] for k in keys} for r in data["transitions"]] == [{k: r[k] for k in keys} for r in cli]
+
+
+def test_report_carries_formulas_heads_and_devices(report: Path) -> None:
+    data = _embedded(report)
+    assert set(data["formulas"]) == {"taylorshift-direct", "taylorshift-efficient", "softmax", "linear"}
+    assert data["heads"]["d_embed"] == 256 and data["heads"]["results"]
+    assert data["devices"] and data["devices"][0]["validation"]
+    assert any(points["time"] for points in data["measured"]["32"].values())
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--html", "out.txt"], "ending in .html"),
+        (["--html", "no/such/folder/out.html"], "does not exist"),
+        (["--html", "out.html", "--device", "no-such-gpu"], "unknown device"),
+        (["--html", "out.html", "--variant", "softmx"], "did you mean"),
+    ],
+)
+def test_report_bad_input(attn_cost, args: list[str], needle: str) -> None:
+    r = attn_cost("report", *args)
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1 and needle in r.err
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (Debian: apt-get install chromium)")
+def test_report_renders_in_headless_chromium(report: Path) -> None:
+    """Every figure is drawn, the console stays clean, no request leaves the file; a screenshot is kept."""
+    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    errors: list[str] = []
+    requests: list[str] = []
+    flags = [
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--no-first-run",
+    ]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=flags)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("request", lambda r: requests.append(r.url))
+        page.goto(report.as_uri())
+        figures = len(_embedded(report)["d"]) + 2
+        page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot').length >= {figures}")
+        plots = page.evaluate("document.querySelectorAll('.js-plotly-plot').length")
+        drawn = page.evaluate(
+            "[...document.querySelectorAll('.js-plotly-plot')]"
+            ".filter(d => d.querySelectorAll('.main-svg .scatterlayer .trace path').length > 0).length"
+        )
+        shot = Path(os.environ.get("ATTN_COST_SCREENSHOT", report.with_suffix(".png")))
+        page.screenshot(path=str(shot), full_page=True)
+        browser.close()
+    assert plots == figures and drawn == plots
+    assert errors == []
+    assert [u for u in requests if not u.startswith("file:")] == []
+    assert shot.stat().st_size > 10_000
