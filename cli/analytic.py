@@ -24,7 +24,7 @@ from costmodel.crossover import cheapest as cheapest_of
 from costmodel.derive import multihead
 from costmodel.heads import heads as head_tradeoff
 from costmodel.scopes import MODES, SCOPES
-from costmodel.symbols import BY_NAME, b
+from costmodel.symbols import BY_NAME, L, b
 from costmodel.variants import all_variants, derive, get_variant
 
 console = Console(highlight=False)
@@ -69,7 +69,12 @@ def crossover(
     pairs = _pairs(pair, every, baseline, causal, scope)
     names = sorted({n for p in pairs for n in p})
     st = o.setting(convention, dtype, scope, mode, names)
-    rows = [transition_row(a, bb, o.sizes(dv, heads, batch, latents, ratio, depth), st) for a, bb in pairs for dv in ds]
+    tied = () if latents else (L,)  # L defaults to d, so closed forms follow d with it
+    rows = [
+        transition_row(a, bb, o.sizes(dv, heads, batch, latents, ratio, depth), st, tied)
+        for a, bb in pairs
+        for dv in ds
+    ]
     if device is not None:
         from profilers.corrections import add_device_columns
 

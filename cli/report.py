@@ -38,7 +38,7 @@ def gather(
     """All the report's numbers, JSON-ready."""
     profile = _device_profile(device)
     dims = {dv: {d: dv, h: 1, b: 1, L: dv, r: 4, D: 12} for dv in ds}
-    rows = [transition_row(a, bb, dims[dv], setting) for a, bb in pairs for dv in ds]
+    rows = [transition_row(a, bb, dims[dv], setting, (L,)) for a, bb in pairs for dv in ds]
     if profile is not None:
         from profilers.corrections import add_device_columns
 
@@ -106,7 +106,7 @@ def _device_profile(device: str | None):
 
 def _versus_d(a: str, bb: str, d_grid: list[int], setting: Setting, device: str | None) -> dict:
     out: dict[str, list] = {"n0": [], "n1": []}
-    rows = [transition_row(a, bb, {d: dv, h: 1, b: 1, L: dv, r: 4, D: 12}, setting) for dv in d_grid]
+    rows = [transition_row(a, bb, {d: dv, h: 1, b: 1, L: dv, r: 4, D: 12}, setting, (L,)) for dv in d_grid]
     out["n0"] = [row["n0"] for row in rows]
     out["n1"] = [row["n1"] for row in rows]
     if device is not None:

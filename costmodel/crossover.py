@@ -168,15 +168,19 @@ def crossover(
     setting: Setting = Setting(),
     *,
     exact: bool = True,
+    tied_to_d: tuple[sp.Symbol, ...] = (),
 ) -> Crossover:
-    """The transition point between two variants on one cost at fixed dims (all but N)."""
+    """The transition point between two variants on one cost at fixed dims (all but N).
+
+    `tied_to_d` names sizes that equal d by default (Latte's L): the closed form then follows d
+    with them, instead of holding them at today's value."""
     get_variant(a), get_variant(b)
     pa = at_sizes(cost_branches(a, cost, setting), dims, a)
     pb = at_sizes(cost_branches(b, cost, setting), dims, b)
     out = Crossover(a, b, cost, {str(k): int(v) for k, v in dims.items()}, **compare(pa, pb))
     if exact and out.root is not None and d in dims:
-        others = _freeze({k: v for k, v in dims.items() if k != d})
-        out.exact = exact_root(a, b, cost, setting, others, dims[d], out.root)
+        others = _freeze({k: v for k, v in dims.items() if k != d and k not in tied_to_d})
+        out.exact = exact_root(a, b, cost, setting, others, dims[d], out.root, tuple(tied_to_d))
     return out
 
 
@@ -214,10 +218,10 @@ def _freeze(dims: dict[sp.Symbol, int]) -> tuple[tuple[sp.Symbol, int], ...]:
 
 @cache
 def _symbolic_roots(
-    a: str, b: str, cost: str, setting: Setting, others: tuple[tuple[sp.Symbol, int], ...]
+    a: str, b: str, cost: str, setting: Setting, others: tuple[tuple[sp.Symbol, int], ...], tied: tuple[sp.Symbol, ...]
 ) -> tuple[sp.Expr, ...]:
     """Roots in N (as functions of d) of the difference of the large-N branches."""
-    fixed = dict(others)
+    fixed = {**dict(others), **{s: d for s in tied}}
     ea = dominant_for_large([sp.expand(e.xreplace(fixed)) for e in cost_branches(a, cost, setting)])
     eb = dominant_for_large([sp.expand(e.xreplace(fixed)) for e in cost_branches(b, cost, setting)])
     if ea is None or eb is None:
@@ -247,10 +251,11 @@ def exact_root(
     others: tuple[tuple[sp.Symbol, int], ...],
     dval: int,
     root: float,
+    tied: tuple[sp.Symbol, ...] = (),
 ) -> sp.Expr | None:
     """The closed form (in d) of the crossing at `root`, if the large-N branches give one that matches it."""
-    for cand in _symbolic_roots(a, b, cost, setting, others):
-        value = complex(cand.xreplace({d: dval}).evalf())
+    for cand in _symbolic_roots(a, b, cost, setting, others, tied):
+        value = complex(cand.xreplace({d: sp.Integer(dval)}).evalf())
         if abs(value.imag) < 1e-9 and abs(value.real - root) <= 1e-6 * max(1.0, root):
             return cand
     return None
@@ -269,7 +274,9 @@ TABLE_COSTS = {"flops": "n0", "memory": "n1", "traffic": "n_traffic"}
 """Each cost and the key its transition point has in a table row (N0, N1 as in TaylorShift)."""
 
 
-def transition_row(a: str, b: str, dims: dict[sp.Symbol, int], setting: Setting = Setting()) -> dict:
+def transition_row(
+    a: str, b: str, dims: dict[sp.Symbol, int], setting: Setting = Setting(), tied_to_d: tuple[sp.Symbol, ...] = ()
+) -> dict:
     """All three transition points of one pair at fixed dims, as a JSON-ready dict."""
     from costmodel.display import plain
 
@@ -277,7 +284,7 @@ def transition_row(a: str, b: str, dims: dict[sp.Symbol, int], setting: Setting 
     sizes = {JSON_DIM_NAMES.get(str(k), str(k)): int(v) for k, v in dims.items() if k in used or str(k) in "dhb"}
     row: dict = {"a": a, "b": b, **sizes, **setting.as_json()}
     for cost, key in TABLE_COSTS.items():
-        c = crossover(a, b, cost, dims, setting)
+        c = crossover(a, b, cost, dims, setting, tied_to_d=tied_to_d)
         row[key] = c.n
         row[cost] = {
             "n": c.n,

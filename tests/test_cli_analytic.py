@@ -198,3 +198,15 @@ def test_bad_catalogue_input(attn_cost, args: list[str], needle: str) -> None:
     assert r.code == 2 and r.out == ""
     lines = r.err.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], r.err
+
+
+def test_closed_forms_follow_latents_tied_to_d(attn_cost) -> None:
+    """softmax 4N²d + 6N² against Latte 4NLd + 10NL: N = (4Ld + 10L)/(4d + 6), with L = d unless --L is given."""
+    import sympy as sp
+
+    d = sp.Symbol("d", positive=True, integer=True)
+    tied = attn_cost("crossover", "--d", "64", "--pair", "softmax:latte", "--json").json()["results"][0]
+    fixed = attn_cost("crossover", "--d", "64", "--pair", "softmax:latte", "--L", "32", "--json").json()["results"][0]
+    for row, latents in ((tied, d), (fixed, 32)):
+        exact = sp.sympify(row["flops"]["exact"], locals={"d": d})
+        assert sp.simplify(exact - (4 * latents * d + 10 * latents) / (4 * d + 6)) == 0
