@@ -454,7 +454,7 @@ def _heads_sentence(r) -> str:
     if r.condition is not None and r.d_star:
         opt = ", ".join(f"d ≈ {x:.3g} (h ≈ {r.d_embed / x:.4g})" for x in r.d_star)
         where = "outside 1..d_embed" if all(not 1 <= hv <= r.d_embed for hv in r.h_star) else "inside the range"
-        s += f" Continuous optimum where {display.text(r.condition)} = 0: {opt}, {where}."
+        s += f" Continuous optimum of the large-N formula, where {display.text(r.condition)} = 0: {opt}, {where}."
     elif r.condition is None:
         s += " No interior optimum: the cost is monotone in h."
     return s

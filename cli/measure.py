@@ -28,6 +28,9 @@ REPEATS = typer.Option(7, "--repeats", help="Timed runs per length (after warm-u
 STORE = typer.Option(
     None, "--store", help="Results directory (default: $ATTN_COST_HOME/results or ~/.local/share/attn-cost/results)."
 )
+FRESH = typer.Option(
+    False, "--fresh", help="Measure every length again instead of reusing stored (and shipped) results."
+)
 
 
 @contextmanager
@@ -40,7 +43,16 @@ def progress():
         yield lambda message: p.update(task, description=message)
 
 
-def open_measurer(gpu: bool, cpu: bool, threads: int | None, store: Path | None, scope: str, dtype: str, repeats: int):
+def open_measurer(
+    gpu: bool,
+    cpu: bool,
+    threads: int | None,
+    store: Path | None,
+    scope: str,
+    dtype: str,
+    repeats: int,
+    fresh: bool = False,
+):
     """Pick the device, fix the threads, open the device's result store."""
     import torch
 
@@ -53,7 +65,7 @@ def open_measurer(gpu: bool, cpu: bool, threads: int | None, store: Path | None,
         o.positive(threads, "--threads")
         torch.set_num_threads(threads)
     o.positive(repeats, "--repeats")
-    results = ResultStore(prepare(device), store)
+    results = ResultStore(prepare(device), store, reuse=not fresh)
     for warning in results.warnings:
         err.print(f"warning: {escape(warning)}")
     return Measurer(device, results, scope=scope, dtype=dtype, repeats=repeats)
@@ -81,6 +93,7 @@ def profile(
         None, "--max-n", help="Longest sequence tried (default 16384 on CPU, 65536 on CUDA)."
     ),
     store: Optional[Path] = STORE,
+    fresh: bool = FRESH,
     as_json: bool = o.JSON,
 ) -> None:
     """Measure where B overtakes A in time (N0) and peak memory (N1), starting from the analytic prediction."""
@@ -99,7 +112,7 @@ def profile(
     if costs is None:
         fail(f"--cost takes time, memory or both, got {cost!r}")
     o.positive(max_lengths, "--max-lengths"), o.positive(batch, "--b"), o.positive(latents, "--L")
-    measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats)
+    measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats, fresh)
     n_max = max_n or (65536 if measurer.device == "cuda" else 16384)
     results = []
     with progress() as notify:
@@ -132,7 +145,10 @@ def _profile_table(rows: list[dict], measurer) -> None:
             str(r["lengths_timed"]), f"{r['seconds']:.0f}",
         )  # fmt: skip
     console.print(table)
-    console.print(f"{measurer.measured} new measurements; all results in {measurer.store.path}")
+    if measurer.measured:
+        console.print(f"{measurer.measured} new measurements, saved in {measurer.store.path}")
+    else:
+        console.print("Nothing new to measure: every length was already stored (--fresh measures them again).")
 
 
 def _n(value) -> str:
@@ -163,6 +179,7 @@ def measure(
     threads: Optional[int] = THREADS,
     repeats: int = REPEATS,
     store: Optional[Path] = STORE,
+    fresh: bool = FRESH,
     as_json: bool = o.JSON,
 ) -> None:
     """Time and peak memory of variants at given lengths (a sweep for plots and fits), with the model's prediction."""
@@ -174,7 +191,7 @@ def measure(
     ds = o.head_dims(d_values, None, heads, default=[16])
     lengths = [o.positive(x, "--n") for x in n]
     st = o.setting("full", dtype, scope, "inference", names)
-    measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats)
+    measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats, fresh)
     rows = []
     with progress() as notify:
         measurer.notify = notify
@@ -292,6 +309,7 @@ def validate(
         None, "--max-n", help="Longest sequence measured (default 16384 on CPU, 65536 on CUDA)."
     ),
     store: Optional[Path] = STORE,
+    fresh: bool = FRESH,
     save: bool = typer.Option(
         True, "--save/--no-save", help="Write the fitted device profile (see `attn-cost devices`)."
     ),
@@ -316,7 +334,7 @@ def validate(
         fail("--fit-d needs at least two head dims: the constants must hold across d to predict another one")
     st = o.setting(convention, dtype, scope, "inference", sorted({n for p in pairs for n in p}))
     o.positive(batch, "--b"), o.positive(latents, "--L")
-    measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats)
+    measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats, fresh)
     n_max = max_n or (65536 if measurer.device == "cuda" else 16384)
     with progress() as notify:
         measurer.notify = notify

@@ -72,13 +72,16 @@ def _problem(line: str) -> str | None:
 class ResultStore:
     """The results of one device: look a measurement up, add one."""
 
-    def __init__(self, device: dict, root: Path | None = None) -> None:
+    def __init__(self, device: dict, root: Path | None = None, *, shipped: bool = True, reuse: bool = True) -> None:
+        """`shipped`: also read the measurements that ship with attn-cost for this device.
+        `reuse`: look measurements up at all (False measures everything again, still saving it)."""
         self.device = device
         self.root = root or default_root()
         self.path = self.root / f"{slug(device)}.jsonl"
         self.records: dict[str, dict] = {}
         self.warnings: list[str] = []
-        for path in (SHIPPED / self.path.name, self.path):
+        sources = ([SHIPPED / self.path.name] if shipped else []) + [self.path]
+        for path in sources if reuse else []:
             if path.exists():
                 records, warnings = read_records(path)
                 self.warnings += warnings

@@ -8,7 +8,9 @@ TS = "taylorshift-direct:taylorshift-efficient"
 
 
 def test_memory_crossover_of_the_taylorshift_pair_matches_the_analytic_one(attn_cost) -> None:
-    r = attn_cost("profile", "--pair", TS, "--d", "8", "--d", "16", "--d", "32", "--cost", "memory", "--cpu", "--json")
+    r = attn_cost(
+        "profile", "--pair", TS, "--d", "8", "--d", "16", "--d", "32", "--cost", "memory", "--cpu", "--fresh", "--json"
+    )
     assert r.code == 0, r.err
     rows = r.json()["results"]
     assert [x["d"] for x in rows] == [8, 16, 32]
@@ -18,7 +20,7 @@ def test_memory_crossover_of_the_taylorshift_pair_matches_the_analytic_one(attn_
 
 
 def test_speed_crossover_is_reported_with_its_uncertainty(attn_cost) -> None:
-    r = attn_cost("profile", "--pair", TS, "--d", "16", "--cpu", "--repeats", "5", "--json")
+    r = attn_cost("profile", "--pair", TS, "--d", "16", "--cpu", "--repeats", "5", "--fresh", "--json")
     assert r.code == 0, r.err
     (row,) = r.json()["results"]
     for key in ("analytic_n0", "analytic_n1", "measured_n0", "measured_n1", "n0_uncertainty", "n1_uncertainty"):
@@ -44,7 +46,9 @@ def test_gpu_without_cuda_is_one_line_and_exit_code_2(attn_cost) -> None:
 
 def test_a_torn_results_line_is_a_warning_and_a_foreign_file_an_error(attn_cost, tmp_path) -> None:
     store = tmp_path / "store"
-    ok = attn_cost("measure", "--variant", "softmax", "--n", "16", "--d", "8", "--store", str(store), "--json")
+    ok = attn_cost(
+        "measure", "--variant", "softmax", "--n", "16", "--d", "8", "--store", str(store), "--fresh", "--json"
+    )
     assert ok.code == 0, ok.err
     (path,) = store.glob("*.jsonl")
     with path.open("a") as f:

@@ -169,6 +169,7 @@ def test_validate_fits_on_some_head_dims_and_checks_another(attn_cost) -> None:
         "--repeats",
         "3",
         "--cpu",
+        "--fresh",
         "--json",
     )
     assert r.code == 0, r.err

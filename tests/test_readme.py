@@ -1,0 +1,50 @@
+"""The README tells the truth about the code: its catalogue, its commands, its set-up lines."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+README = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+
+
+def _table_names(heading: str) -> list[str]:
+    section = README.split(heading, 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `([a-z0-9-]+)`", section, flags=re.M)
+
+
+def test_catalogue_table_lists_exactly_the_registered_variants() -> None:
+    from costmodel.variants import all_variants
+
+    listed = _table_names("## The variant catalogue")
+    assert sorted(listed) == sorted(v.name for v in all_variants())
+    for v in all_variants():
+        row = next(line for line in README.splitlines() if line.startswith(f"| `{v.name}` |"))
+        assert row.rstrip(" |").endswith(", ".join(v.scopes))
+
+
+def test_commands_table_lists_exactly_the_cli_commands() -> None:
+    import cli.commands  # noqa: F401
+    from cli.app import app
+
+    section = README.split("## Commands", 1)[1].split("\n## ", 1)[0]
+    listed = {
+        name for cell in re.findall(r"^\| ([^|]+) \|", section, flags=re.M) for name in re.findall(r"`([a-z-]+)`", cell)
+    }
+    registered = {c.name or c.callback.__name__.replace("_", "-") for c in app.registered_commands}
+    assert listed == registered
+
+
+def test_conventions_table_lists_exactly_the_conventions() -> None:
+    from costmodel.conventions import CONVENTIONS, PUBLISHED_CONVENTIONS
+
+    listed = _table_names("## FLOP conventions")
+    assert sorted(listed) == sorted([*CONVENTIONS, *PUBLISHED_CONVENTIONS])
+
+
+def test_the_first_lines_are_the_two_set_up_commands_ci_runs() -> None:
+    block = README.split("```sh\n", 1)[1].split("```", 1)[0].splitlines()
+    assert block[0] == "# install and run the main job" and block[1].endswith("attn-cost crossover --d 64")
+    assert block[2] == "# install and run the tests" and block[3].endswith("&& pytest")
+    ci = (Path(__file__).parents[1] / ".ci" / "run").read_text()
+    assert "# install and run the tests" in ci
