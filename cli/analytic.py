@@ -25,6 +25,7 @@ from costmodel.derive import multihead
 from costmodel.heads import heads as head_tradeoff
 from costmodel.scopes import MODES, SCOPES
 from costmodel.symbols import BY_NAME, L, b
+from costmodel.symbols import DESCRIPTIONS as SYMBOLS
 from costmodel.variants import all_variants, derive, get_variant
 
 console = Console(highlight=False)
@@ -517,6 +518,7 @@ def conventions(as_json: bool = o.JSON) -> None:
         "op_kinds": KINDS,
         "scopes": SCOPES,
         "modes": MODES,
+        "symbols": SYMBOLS,
     }
     if as_json:
         emit(data)
@@ -527,6 +529,7 @@ def conventions(as_json: bool = o.JSON) -> None:
         ("Op kinds (as `full` counts them)", KINDS),
         ("Scopes", SCOPES),
         ("Modes", MODES),
+        ("Symbols", SYMBOLS),
     ):
         table = Table(title=title, box=box.SIMPLE_HEAD, show_header=False)
         table.add_column(overflow="fold")

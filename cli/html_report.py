@@ -13,6 +13,7 @@ from plotly.subplots import make_subplots
 
 from costmodel import display
 from costmodel.symbols import BY_NAME
+from profilers.corrections import VALIDATION_COLUMNS
 
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
 COST_TITLE = {"flops": "FLOPs", "memory": "peak memory (bytes)", "traffic": "memory traffic (bytes)"}
@@ -309,17 +310,7 @@ def _devices(data: dict) -> str:
             f"{info['threads']} threads)</h3><p class='note'>Profile <code>{html.escape(dev['name'])}</code>, "
             f"fitted {html.escape(dev['created'])}.</p>"
         )
-        head = [
-            "A",
-            "B",
-            "d",
-            "N0 analytic",
-            "N0 corrected",
-            "N0 measured",
-            "N1 analytic",
-            "N1 corrected",
-            "N1 measured",
-        ]
+        head = list(VALIDATION_COLUMNS)
         rows = []
         for r in dev["validation"]:
             row = [html.escape(r["a"]), html.escape(r["b"]), f"{r['d']}{' (held out)' if r.get('held_out') else ''}"]

@@ -348,22 +348,14 @@ def validate(
 
 
 def _validation_tables(profile, rows: list[dict], fit: list[int], path) -> None:
+    from profilers.corrections import VALIDATION_COLUMNS
+
     dev = profile.device
     table = Table(
         title=f"Transition points on {dev['name']} ({dev['kind']}): fitted on d = {', '.join(map(str, fit))}",
         box=box.SIMPLE_HEAD,
     )
-    for col in (
-        "A",
-        "B",
-        "d",
-        "N0 analytic",
-        "N0 corrected",
-        "N0 measured",
-        "N1 analytic",
-        "N1 corrected",
-        "N1 measured",
-    ):
+    for col in VALIDATION_COLUMNS:
         table.add_column(col, justify="left" if col in "AB" else "right", overflow="fold")
     for r in rows:
         d_cell = f"{r['d']} (held out)" if r["held_out"] else str(r["d"])

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import sympy as sp
 import typer
 
@@ -99,7 +97,3 @@ def setting(convention: str, dtype: str, scope: str | None, mode: str, names: li
         if scope not in get_variant(n).scopes:
             fail(f"{n} has no {scope} scope (it has: {', '.join(get_variant(n).scopes)})")
     return Setting(convention, dtype, scope, mode)
-
-
-def optional_int_list(value: Optional[list[int]]) -> list[int]:
-    return list(value or [])

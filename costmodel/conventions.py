@@ -195,9 +195,6 @@ class Convention:
         """What `full` counts for this op that this convention does not."""
         return sp.expand(FULL.op_flops(op) - self.op_flops(op))
 
-    def counts(self, kind: str) -> bool:
-        return kind in self.rules
-
 
 FULL = Convention(
     "full",

@@ -164,7 +164,9 @@ def profile_pair(
     n_max: int = 16384,
     rel_tol: float = 0.02,
 ) -> PairProfile:
-    """Measure where B overtakes A in time (N0) and in peak memory (N1), starting from the prediction."""
+    """Measure where B overtakes A in time (N0) and in peak memory (N1), starting from the prediction.
+
+    `sizes` gives every size but N, which is what the search varies (its N is ignored)."""
     t0 = time.perf_counter()
     dims = replace(sizes, N=1).symbols()
     n0 = crossover(a, b, "flops", dims, setting, exact=False).n

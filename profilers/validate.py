@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from costmodel.crossover import Setting
 from costmodel.errors import UserError
+from costmodel.variants import derive
 from profilers.cases import Sizes
 from profilers.corrections import DeviceProfile, corrected_points, fit_memory, fit_time
 from profilers.profile import Measurer, profile_pair
@@ -22,8 +23,6 @@ def fit_profile(measurer: Measurer, variants: list[str], fit_d: list[int], templ
     """Fit every variant on the stored measurements at the fit head dims (and the template's h, b, L)."""
     time_samples: dict[str, list] = {v: [] for v in variants}
     memory_samples: dict[str, list] = {v: [] for v in variants}
-    from costmodel.variants import derive
-
     for rec in measurer.store.records.values():
         s = rec.get("sizes", {})
         if rec["variant"] not in time_samples or rec["status"] != "ok":
