@@ -1,4 +1,4 @@
-"""Wall-clock cost of a whole profile of one pair, from an empty result store, as a user runs it.
+"""Wall-clock cost of a whole profile of one pair, measuring every length (--fresh), as a user runs it.
 
     python benchmarks/bench_profile.py                 # TaylorShift pair, d = 16, CPU
     python benchmarks/bench_profile.py --pair softmax:linear --d 32
@@ -26,7 +26,7 @@ def main() -> None:
     opts = parser.parse_args()
     script = Path(sys.executable).with_name("attn-cost")
     with tempfile.TemporaryDirectory() as home:
-        cmd = [str(script), "profile", "--pair", opts.pair, "--d", opts.d, opts.device, "--json"]
+        cmd = [str(script), "profile", "--pair", opts.pair, "--d", opts.d, opts.device, "--fresh", "--json"]
         t0 = time.perf_counter()
         proc = subprocess.run(
             cmd, capture_output=True, text=True, env={**os.environ, "ATTN_COST_HOME": home}, check=True
