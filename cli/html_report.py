@@ -125,36 +125,14 @@ def _curves(data: dict, colors: dict) -> str:
         titles = [COST_TITLE[c] for c in ("flops", "memory", "traffic")] + (["measured time (s)"] if has_time else [])
         fig = make_subplots(rows=1, cols=len(titles), subplot_titles=titles, horizontal_spacing=0.06)
         for v in data["variants"]:
+            line = {"mode": "lines", "line": {"color": colors[v]}}
             for col, cost in enumerate(("flops", "memory", "traffic"), start=1):
-                fig.add_trace(
-                    go.Scatter(
-                        x=data["grid"],
-                        y=data["curves"][key][v][cost],
-                        mode="lines",
-                        name=v,
-                        legendgroup=v,
-                        showlegend=col == 1,
-                        line={"color": colors[v]},
-                    ),
-                    row=1,
-                    col=col,
-                )
+                _trace(fig, col, data["grid"], data["curves"][key][v][cost], v, v, col == 1, **line)
             points = measured.get(key, {}).get(v, {})
             if points.get("memory"):
                 n, m = zip(*points["memory"], strict=True)
-                fig.add_trace(
-                    go.Scatter(
-                        x=n,
-                        y=m,
-                        mode="markers",
-                        name=f"{v} measured",
-                        legendgroup=v,
-                        showlegend=False,
-                        marker={"color": colors[v], "symbol": "circle-open"},
-                    ),
-                    row=1,
-                    col=2,
-                )
+                dots = {"mode": "markers", "marker": {"color": colors[v], "symbol": "circle-open"}}
+                _trace(fig, 2, n, m, f"{v} measured", v, False, **dots)
             if has_time and points.get("time"):
                 n, t, lo, hi = zip(*points["time"], strict=True)
                 err = {
@@ -162,20 +140,8 @@ def _curves(data: dict, colors: dict) -> str:
                     "array": [b - a for a, b in zip(t, hi, strict=True)],
                     "arrayminus": [a - b for a, b in zip(t, lo, strict=True)],
                 }
-                fig.add_trace(
-                    go.Scatter(
-                        x=n,
-                        y=t,
-                        mode="markers",
-                        name=f"{v} measured",
-                        legendgroup=v,
-                        showlegend=False,
-                        marker={"color": colors[v], "size": 5},
-                        error_y=err,
-                    ),
-                    row=1,
-                    col=4,
-                )
+                dots = {"mode": "markers", "marker": {"color": colors[v], "size": 5}, "error_y": err}
+                _trace(fig, 4, n, t, f"{v} measured", v, False, **dots)
         for row in (r for r in data["transitions"] if r["d"] == dv):
             for col, cost in enumerate(("flops", "memory", "traffic"), start=1):
                 if row[PAIR_KEY[cost]]:
@@ -191,6 +157,11 @@ def _curves(data: dict, colors: dict) -> str:
         fig.update_layout(title=f"d = {dv}", height=420)
         out.append(_figure(fig, f"curves-d{dv}"))
     return "".join(out)
+
+
+def _trace(fig: go.Figure, col: int, x, y, name: str, group: str, legend: bool, **style) -> None:
+    """One trace in subplot `col` of a one-row figure."""
+    fig.add_trace(go.Scatter(x=x, y=y, name=name, legendgroup=group, showlegend=legend, **style), row=1, col=col)
 
 
 def _mark(fig: go.Figure, n: float, col: int, text: str, dash: str) -> None:
@@ -215,55 +186,22 @@ def _mark(fig: go.Figure, n: float, col: int, text: str, dash: str) -> None:
 
 def _versus_d(data: dict) -> str:
     fig = make_subplots(rows=1, cols=2, subplot_titles=["N0 (FLOPs)", "N1 (peak memory)"])
+    transitions = (data.get("measured") or {}).get("transitions", [])
     for i, item in enumerate(data["versus_d"]):
         color = PALETTE[i % len(PALETTE)]
         label = f"{item['a']} → {item['b']}"
         for col, key in ((1, "n0"), (2, "n1")):
-            fig.add_trace(
-                go.Scatter(
-                    x=item["d"],
-                    y=item[key],
-                    mode="lines+markers",
-                    name=label,
-                    legendgroup=label,
-                    showlegend=col == 1,
-                    line={"color": color},
-                ),
-                row=1,
-                col=col,
-            )
+            _trace(fig, col, item["d"], item[key], label, label, col == 1, mode="lines+markers", line={"color": color})
         if "corrected_n0" in item:
-            fig.add_trace(
-                go.Scatter(
-                    x=item["d"],
-                    y=item["corrected_n0"],
-                    mode="lines",
-                    name=f"{label}, corrected",
-                    line={"color": color, "dash": "dot"},
-                ),
-                row=1,
-                col=1,
-            )
-        measured = [
-            m for m in (data.get("measured") or {}).get("transitions", []) if (m["a"], m["b"]) == (item["a"], item["b"])
-        ]
+            dotted = {"mode": "lines", "line": {"color": color, "dash": "dot"}}
+            _trace(fig, 1, item["d"], item["corrected_n0"], f"{label}, corrected", label + "c", True, **dotted)
+        measured = [m for m in transitions if (m["a"], m["b"]) == (item["a"], item["b"])]
         for col, key in ((1, "measured_n0"), (2, "measured_n1")):
             pts = [(m["d"], m[key]) for m in measured if m.get(key)]
             if pts:
                 x, y = zip(*pts, strict=True)
-                fig.add_trace(
-                    go.Scatter(
-                        x=x,
-                        y=y,
-                        mode="markers",
-                        name=f"{label}, measured",
-                        legendgroup=label + "m",
-                        showlegend=col == 1,
-                        marker={"color": color, "symbol": "diamond", "size": 9},
-                    ),
-                    row=1,
-                    col=col,
-                )
+                diamonds = {"mode": "markers", "marker": {"color": color, "symbol": "diamond", "size": 9}}
+                _trace(fig, col, x, y, f"{label}, measured", label + "m", col == 1, **diamonds)
     fig.update_xaxes(type="log", title_text="head dimension d")
     fig.update_yaxes(type="log", title_text="N")
     fig.update_layout(height=420)
@@ -278,20 +216,10 @@ def _heads(data: dict, colors: dict) -> str:
     fig = make_subplots(rows=1, cols=2, subplot_titles=["FLOPs", "peak memory (bytes)"])
     for item in info["results"]:
         col = 1 if item["cost"] == "flops" else 2
+        v = item["variant"]
         hs = [row["h"] for row in item["table"]]
-        fig.add_trace(
-            go.Scatter(
-                x=hs,
-                y=[row["value"] for row in item["table"]],
-                mode="lines+markers",
-                name=item["variant"],
-                legendgroup=item["variant"],
-                showlegend=col == 1,
-                line={"color": colors.get(item["variant"])},
-            ),
-            row=1,
-            col=col,
-        )
+        values = [row["value"] for row in item["table"]]
+        _trace(fig, col, hs, values, v, v, col == 1, mode="lines+markers", line={"color": colors.get(v)})
     fig.update_xaxes(type="log", title_text="heads h (d = d_embed / h)")
     fig.update_yaxes(type="log")
     fig.update_layout(height=400)
