@@ -96,8 +96,7 @@ def _pairs(
         wanted = scope or "core"
         others = [v.name for v in all_variants() if v.name != base and wanted in v.scopes and (v.causal or not causal)]
         return [(base, other) for other in others]
-    raw = [o.parse_pair(p) for p in pair] if pair else list(DEFAULT_PAIRS)
-    return [tuple(o.variant_names(list(p), causal)) for p in raw]
+    return o.pairs(pair, list(DEFAULT_PAIRS), causal)
 
 
 def _crossover_table(rows: list[dict], heads: int, batch: int, device: str | None) -> None:

@@ -100,10 +100,7 @@ def profile(
     from profilers.cases import Sizes
     from profilers.profile import profile_pair
 
-    pairs = [
-        tuple(o.variant_names(list(o.parse_pair(p)), False))
-        for p in (pair or ["taylorshift-direct:taylorshift-efficient"])
-    ]
+    pairs = o.pairs(pair, [("taylorshift-direct", "taylorshift-efficient")])
     ds = o.head_dims(d_values, None, heads, default=[16])
     st = o.setting(convention, dtype, scope, "inference", sorted({n for p in pairs for n in p}))
     if st.scope == "model":
@@ -324,10 +321,7 @@ def validate(
     from profilers.validate import validate as run_validation
 
     existing = load_profile(use) if use else None
-    pairs = [
-        tuple(o.variant_names(list(o.parse_pair(p)), False))
-        for p in (pair or ["taylorshift-direct:taylorshift-efficient", "softmax:linear"])
-    ]
+    pairs = o.pairs(pair, [("taylorshift-direct", "taylorshift-efficient"), ("softmax", "linear")])
     check = o.head_dims(d_values, None, heads, default=[32])
     fit = o.head_dims(fit_d, None, heads, default=[8, 16, 64])
     if len(set(fit)) < 2:

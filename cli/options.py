@@ -75,12 +75,16 @@ def variant_names(names: list[str], causal: bool) -> list[str]:
     return out
 
 
-def parse_pair(text: str) -> tuple[str, str]:
-    """'softmax:linear' -> ('softmax', 'linear')."""
-    parts = text.split(":")
-    if len(parts) != 2 or not all(parts):
-        fail(f"--pair takes A:B (two variant names), got {text!r}")
-    return parts[0], parts[1]
+def pairs(texts: list[str] | None, default: list[tuple[str, str]], causal: bool = False) -> list[tuple[str, str]]:
+    """--pair values ('softmax:linear') checked against the catalogue, or the default pairs."""
+    out = []
+    for text in texts or [":".join(p) for p in default]:
+        parts = text.split(":")
+        if len(parts) != 2 or not all(parts):
+            fail(f"--pair takes A:B (two variant names), got {text!r}")
+        first, second = variant_names(parts, causal)
+        out.append((first, second))
+    return out
 
 
 def setting(convention: str, dtype: str, scope: str | None, mode: str, names: list[str]) -> Setting:

@@ -186,7 +186,7 @@ def report(
     """Write an offline HTML report: cost curves, crossovers vs d, heads, formulas, predicted vs measured."""
     from cli.html_report import render
 
-    pairs = [tuple(o.variant_names(list(o.parse_pair(p)), False)) for p in pair] if pair else list(DEFAULT_PAIRS)
+    pairs = o.pairs(pair, list(DEFAULT_PAIRS))
     names = o.variant_names(variant, False) if variant else sorted({v for p in pairs for v in p}, key=_order(pairs))
     ds = o.head_dims(d_values, None, 1, default=[16, 32, 64])
     o.positive(embed, "--d-embed"), o.positive(n, "--n")
