@@ -1,5 +1,5 @@
 """`python -m cli` runs the same entry point as the `attn-cost` script."""
 
-from cli.app import run
+from attn_cost.cli.app import run
 
 run()

@@ -10,23 +10,30 @@ from typing import Optional
 
 import sympy as sp
 import typer
+from attn_cost.cli import options as o
+from attn_cost.cli.app import app, fail
+from attn_cost.costmodel import display
+from attn_cost.costmodel.conventions import CONVENTIONS, FULL, KINDS, PUBLISHED_CONVENTIONS, get_convention
+from attn_cost.costmodel.crossover import (
+    COSTS,
+    DEFAULT_PAIRS,
+    TABLE_COSTS,
+    at_sizes,
+    cost_branches,
+    evaluate,
+    transition_row,
+)
+from attn_cost.costmodel.crossover import cheapest as cheapest_of
+from attn_cost.costmodel.derive import multihead
+from attn_cost.costmodel.heads import heads as head_tradeoff
+from attn_cost.costmodel.scopes import MODES, SCOPES
+from attn_cost.costmodel.symbols import BY_NAME, L, b
+from attn_cost.costmodel.symbols import DESCRIPTIONS as SYMBOLS
+from attn_cost.costmodel.variants import all_variants, derive, get_variant
 from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
-
-from cli import options as o
-from cli.app import app, fail
-from costmodel import display
-from costmodel.conventions import CONVENTIONS, FULL, KINDS, PUBLISHED_CONVENTIONS, get_convention
-from costmodel.crossover import COSTS, DEFAULT_PAIRS, TABLE_COSTS, at_sizes, cost_branches, evaluate, transition_row
-from costmodel.crossover import cheapest as cheapest_of
-from costmodel.derive import multihead
-from costmodel.heads import heads as head_tradeoff
-from costmodel.scopes import MODES, SCOPES
-from costmodel.symbols import BY_NAME, L, b
-from costmodel.symbols import DESCRIPTIONS as SYMBOLS
-from costmodel.variants import all_variants, derive, get_variant
 
 console = Console(highlight=False)
 COST_LABEL = {"flops": "N0 (FLOPs)", "memory": "N1 (memory)", "traffic": "N traffic"}
@@ -77,7 +84,7 @@ def crossover(
         for dv in ds
     ]
     if device is not None:
-        from profilers.corrections import add_device_columns
+        from attn_cost.profilers.corrections import add_device_columns
 
         add_device_columns(rows, device)
     if as_json:
@@ -352,7 +359,7 @@ def formula(
 
 def formula_data(name: str, convention: str, dtype: str, scope: str = "core", mode: str = "inference") -> dict:
     """Everything `formula --json` prints, as plain data."""
-    from costmodel.published import compare_published
+    from attn_cost.costmodel.published import compare_published
 
     derived = derive(name, scope, mode)
     conv = get_convention(convention)

@@ -11,8 +11,7 @@ import sys
 from typing import NoReturn
 
 import typer
-
-from costmodel.errors import UserError
+from attn_cost.costmodel.errors import UserError
 
 app = typer.Typer(
     name="attn-cost",
@@ -34,7 +33,7 @@ def fail(message: str) -> NoReturn:
 
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit code."""
-    from cli import commands  # noqa: F401  (registers the commands)
+    from attn_cost.cli import commands  # noqa: F401  (registers the commands)
 
     try:
         result = app(args=argv, prog_name="attn-cost", standalone_mode=False)

@@ -8,12 +8,11 @@ import math
 
 import plotly.graph_objects as go
 import sympy as sp
+from attn_cost.costmodel import display
+from attn_cost.costmodel.symbols import BY_NAME
+from attn_cost.profilers.corrections import VALIDATION_COLUMNS
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
-
-from costmodel import display
-from costmodel.symbols import BY_NAME
-from profilers.corrections import VALIDATION_COLUMNS
 
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
 COST_TITLE = {"flops": "FLOPs", "memory": "peak memory (bytes)", "traffic": "memory traffic (bytes)"}

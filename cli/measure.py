@@ -8,15 +8,14 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from attn_cost.cli import options as o
+from attn_cost.cli.analytic import emit
+from attn_cost.cli.app import app, fail
 from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
-
-from cli import options as o
-from cli.analytic import emit
-from cli.app import app, fail
 
 console = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -55,10 +54,9 @@ def open_measurer(
 ):
     """Pick the device, fix the threads, open the device's result store."""
     import torch
-
-    from profilers.device import prepare, select_device
-    from profilers.profile import Measurer
-    from profilers.store import ResultStore
+    from attn_cost.profilers.device import prepare, select_device
+    from attn_cost.profilers.profile import Measurer
+    from attn_cost.profilers.store import ResultStore
 
     device = select_device(gpu, cpu)
     if threads is not None:
@@ -97,8 +95,8 @@ def profile(
     as_json: bool = o.JSON,
 ) -> None:
     """Measure where B overtakes A in time (N0) and peak memory (N1), starting from the analytic prediction."""
-    from profilers.cases import Sizes
-    from profilers.profile import profile_pair
+    from attn_cost.profilers.cases import Sizes
+    from attn_cost.profilers.profile import profile_pair
 
     pairs = o.pairs(pair, [("taylorshift-direct", "taylorshift-efficient")])
     ds = o.head_dims(d_values, None, heads, default=[16])
@@ -180,9 +178,9 @@ def measure(
     as_json: bool = o.JSON,
 ) -> None:
     """Time and peak memory of variants at given lengths (a sweep for plots and fits), with the model's prediction."""
-    from costmodel.conventions import MATMUL
-    from costmodel.variants import derive
-    from profilers.cases import Sizes
+    from attn_cost.costmodel.conventions import MATMUL
+    from attn_cost.costmodel.variants import derive
+    from attn_cost.profilers.cases import Sizes
 
     names = o.variant_names(variant, False)
     ds = o.head_dims(d_values, None, heads, default=[16])
@@ -232,10 +230,10 @@ def check_flops(
 ) -> None:
     """Count FLOPs of every reference implementation with PyTorch's FlopCounterMode over a grid of
     (N, d, h, b) and compare with the engine's `matmul` convention. Exit code 1 on any mismatch."""
-    from costmodel.scopes import SCOPES
-    from costmodel.variants import get_variant
-    from profilers.flops import GRID
-    from profilers.flops import check_flops as run_checks
+    from attn_cost.costmodel.scopes import SCOPES
+    from attn_cost.costmodel.variants import get_variant
+    from attn_cost.profilers.flops import GRID
+    from attn_cost.profilers.flops import check_flops as run_checks
 
     names = [get_variant(v).name for v in variant] if variant else None
     for s in scope or []:
@@ -316,9 +314,9 @@ def validate(
     as_json: bool = o.JSON,
 ) -> None:
     """Fit per-device corrections on some head dims and print analytic, corrected and measured N0/N1 side by side."""
-    from profilers.cases import Sizes
-    from profilers.corrections import load_profile, user_profiles_dir
-    from profilers.validate import validate as run_validation
+    from attn_cost.profilers.cases import Sizes
+    from attn_cost.profilers.corrections import load_profile, user_profiles_dir
+    from attn_cost.profilers.validate import validate as run_validation
 
     existing = load_profile(use) if use else None
     pairs = o.pairs(pair, [("taylorshift-direct", "taylorshift-efficient"), ("softmax", "linear")])
@@ -342,7 +340,7 @@ def validate(
 
 
 def _validation_tables(profile, rows: list[dict], fit: list[int], path) -> None:
-    from profilers.corrections import VALIDATION_COLUMNS
+    from attn_cost.profilers.corrections import VALIDATION_COLUMNS
 
     dev = profile.device
     table = Table(
@@ -405,7 +403,7 @@ def _with_err(value, err) -> str:
 @app.command()
 def devices(as_json: bool = o.JSON) -> None:
     """List the device profiles: shipped with attn-cost and fitted here by `attn-cost validate`."""
-    from profilers.corrections import known_profiles, load_profile
+    from attn_cost.profilers.corrections import known_profiles, load_profile
 
     found = [(name, path, load_profile(str(path))) for name, path in known_profiles().items()]
     if as_json:

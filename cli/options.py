@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import sympy as sp
 import typer
-
-from cli.app import fail
-from costmodel.conventions import DEFAULT, get_convention
-from costmodel.crossover import Setting
-from costmodel.derive import dtype_bytes
-from costmodel.scopes import MODES, SCOPES
-from costmodel.symbols import D, L, b, d, h, r
-from costmodel.variants import get_variant
+from attn_cost.cli.app import fail
+from attn_cost.costmodel.conventions import DEFAULT, get_convention
+from attn_cost.costmodel.crossover import Setting
+from attn_cost.costmodel.derive import dtype_bytes
+from attn_cost.costmodel.scopes import MODES, SCOPES
+from attn_cost.costmodel.symbols import D, L, b, d, h, r
+from attn_cost.costmodel.variants import get_variant
 
 D_VALUES = typer.Option(None, "--d", help="Head dimension; repeat for several.")
 HEADS = typer.Option(1, "--h", help="Heads.")

@@ -12,13 +12,20 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-
-from cli import options as o
-from cli.analytic import console, emit, formula_data
-from cli.app import app, fail
-from costmodel.crossover import COSTS, DEFAULT_PAIRS, Setting, at_sizes, cost_branches, evaluate, transition_row
-from costmodel.heads import heads as head_tradeoff
-from costmodel.symbols import D, L, b, d, h, r
+from attn_cost.cli import options as o
+from attn_cost.cli.analytic import console, emit, formula_data
+from attn_cost.cli.app import app, fail
+from attn_cost.costmodel.crossover import (
+    COSTS,
+    DEFAULT_PAIRS,
+    Setting,
+    at_sizes,
+    cost_branches,
+    evaluate,
+    transition_row,
+)
+from attn_cost.costmodel.heads import heads as head_tradeoff
+from attn_cost.costmodel.symbols import D, L, b, d, h, r
 
 
 def length_grid(top: int, points: int = 64) -> list[int]:
@@ -40,7 +47,7 @@ def gather(
     dims = {dv: {d: dv, h: 1, b: 1, L: dv, r: 4, D: 12} for dv in ds}
     rows = [transition_row(a, bb, dims[dv], setting, (L,)) for a, bb in pairs for dv in ds]
     if profile is not None:
-        from profilers.corrections import add_device_columns
+        from attn_cost.profilers.corrections import add_device_columns
 
         add_device_columns(rows, device)
     top = max([4096] + [4 * (row[k] or 0) for row in rows for k in ("n0", "n1")])
@@ -91,7 +98,7 @@ def gather(
 
 
 def _scopes(variant: str) -> list[str]:
-    from costmodel.variants import get_variant
+    from attn_cost.costmodel.variants import get_variant
 
     return get_variant(variant).scopes
 
@@ -99,7 +106,7 @@ def _scopes(variant: str) -> list[str]:
 def _device_profile(device: str | None):
     if device is None:
         return None
-    from profilers.corrections import load_profile
+    from attn_cost.profilers.corrections import load_profile
 
     return load_profile(device)
 
@@ -110,7 +117,7 @@ def _versus_d(a: str, bb: str, d_grid: list[int], setting: Setting, device: str 
     out["n0"] = [row["n0"] for row in rows]
     out["n1"] = [row["n1"] for row in rows]
     if device is not None:
-        from profilers.corrections import add_device_columns
+        from attn_cost.profilers.corrections import add_device_columns
 
         add_device_columns(rows, device)
         out["corrected_n0"] = [row["corrected_n0"] for row in rows]
@@ -119,7 +126,7 @@ def _versus_d(a: str, bb: str, d_grid: list[int], setting: Setting, device: str 
 
 def _measured(profile, variants: list[str], ds: list[int], setting: Setting) -> dict:
     """Measured time and memory points of the device, per head dim and variant (single head, batch 1)."""
-    from profilers.store import ResultStore
+    from attn_cost.profilers.store import ResultStore
 
     store = ResultStore(profile.device)
     out: dict[str, dict] = {str(dv): {v: {"time": [], "memory": []} for v in variants} for dv in ds}
@@ -145,7 +152,7 @@ def _measured(profile, variants: list[str], ds: list[int], setting: Setting) -> 
 
 def _devices(device: str | None) -> list[dict]:
     """Every device profile available (the chosen one first): constants and predicted vs measured."""
-    from profilers.corrections import known_profiles, load_profile
+    from attn_cost.profilers.corrections import known_profiles, load_profile
 
     chosen = [load_profile(device)] if device else []
     others = [
@@ -184,7 +191,7 @@ def report(
     as_json: bool = typer.Option(False, "--json", help="Also print the report's data as JSON."),
 ) -> None:
     """Write an offline HTML report: cost curves, crossovers vs d, heads, formulas, predicted vs measured."""
-    from cli.html_report import render
+    from attn_cost.cli.html_report import render
 
     pairs = o.pairs(pair, list(DEFAULT_PAIRS))
     names = o.variant_names(variant, False) if variant else sorted({v for p in pairs for v in p}, key=_order(pairs))

@@ -13,9 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import sympy as sp
-
-from costmodel.errors import UserError
-from costmodel.graph import Op
+from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.graph import Op
 
 Rule = Callable[[Op], sp.Expr]
 
@@ -245,7 +244,7 @@ class PublishedConvention:
     """Variant -> total per sample in sympy syntax over N, d, h (multiplied by the batch b)."""
 
     def total(self, variant: str) -> sp.Expr:
-        from costmodel.symbols import BY_NAME, b
+        from attn_cost.costmodel.symbols import BY_NAME, b
 
         if variant not in self.formulas:
             raise UserError(

@@ -17,13 +17,12 @@ from itertools import pairwise
 
 import numpy as np
 import sympy as sp
-
-from costmodel.conventions import DEFAULT, PublishedConvention, get_convention
-from costmodel.derive import dominant_for_large
-from costmodel.errors import UserError
-from costmodel.polyterms import in_n, terms
-from costmodel.symbols import N, d
-from costmodel.variants import derive, get_variant
+from attn_cost.costmodel.conventions import DEFAULT, PublishedConvention, get_convention
+from attn_cost.costmodel.derive import dominant_for_large
+from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.polyterms import in_n, terms
+from attn_cost.costmodel.symbols import N, d
+from attn_cost.costmodel.variants import derive, get_variant
 
 COSTS: dict[str, str] = {
     "flops": "floating-point operations (under a convention)",
@@ -278,7 +277,7 @@ def transition_row(
     a: str, b: str, dims: dict[sp.Symbol, int], setting: Setting = Setting(), tied_to_d: tuple[sp.Symbol, ...] = ()
 ) -> dict:
     """All three transition points of one pair at fixed dims, as a JSON-ready dict."""
-    from costmodel.display import plain
+    from attn_cost.costmodel.display import plain
 
     used = {s for name in (a, b) for c in TABLE_COSTS for e in cost_branches(name, c, setting) for s in e.free_symbols}
     sizes = {JSON_DIM_NAMES.get(str(k), str(k)): int(v) for k, v in dims.items() if k in used or str(k) in "dhb"}

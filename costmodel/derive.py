@@ -10,11 +10,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import sympy as sp
-
-from costmodel.conventions import Convention, backward_factor
-from costmodel.errors import UserError
-from costmodel.graph import Graph, Op, Storage
-from costmodel.polyterms import leads_for_large_n, nonneg_when_at_least_one, subtract, terms
+from attn_cost.costmodel.conventions import Convention, backward_factor
+from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.graph import Graph, Op, Storage
+from attn_cost.costmodel.polyterms import leads_for_large_n, nonneg_when_at_least_one, subtract, terms
 
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2}
 
@@ -235,6 +234,6 @@ class Derived:
 
 def multihead(expr: sp.Expr) -> sp.Expr:
     """Rewrite a per-head-dimension formula in terms of the embedding width: d = d_embed / h."""
-    from costmodel.symbols import d, d_embed, h
+    from attn_cost.costmodel.symbols import d, d_embed, h
 
     return sp.expand(expr.xreplace({d: d_embed / h}))

@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import sympy as sp
-
-from costmodel.errors import ModelError
+from attn_cost.costmodel.errors import ModelError
 
 Shape = tuple[sp.Expr, ...]
 ONE = sp.Integer(1)
@@ -361,7 +360,7 @@ class Graph:
     def _op(self, kind, inputs, out, inplace, workspace, attrs, label) -> Op:
         loop = self._open[-1].index if self._open else None
         if self.training:
-            from costmodel.conventions import SAVES
+            from attn_cost.costmodel.conventions import SAVES
 
             saved = SAVES.get(kind, ())
             attrs["saved"] = [t for i, t in enumerate(inputs) if i in saved] + ([out] if "out" in saved else [])

@@ -11,12 +11,11 @@ from itertools import pairwise
 
 import numpy as np
 import sympy as sp
-
-from costmodel.conventions import DEFAULT
-from costmodel.crossover import Setting, at_sizes, cost_branches, evaluate
-from costmodel.derive import dominant_for_large
-from costmodel.errors import UserError
-from costmodel.symbols import N, b, d, d_embed, h
+from attn_cost.costmodel.conventions import DEFAULT
+from attn_cost.costmodel.crossover import Setting, at_sizes, cost_branches, evaluate
+from attn_cost.costmodel.derive import dominant_for_large
+from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.symbols import N, b, d, d_embed, h
 
 
 @dataclass

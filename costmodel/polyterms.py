@@ -15,8 +15,7 @@ from itertools import product
 from math import comb, prod
 
 import sympy as sp
-
-from costmodel.symbols import BY_NAME
+from attn_cost.costmodel.symbols import BY_NAME
 
 GENS: tuple[sp.Symbol, ...] = tuple(BY_NAME.values())
 """The generators, in a fixed order: N first."""

@@ -10,11 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import sympy as sp
-
-from costmodel import display
-from costmodel.conventions import HOSSEINI_EQ24, get_convention
-from costmodel.derive import multihead
-from costmodel.symbols import BY_NAME, b, h
+from attn_cost.costmodel import display
+from attn_cost.costmodel.conventions import HOSSEINI_EQ24, get_convention
+from attn_cost.costmodel.derive import multihead
+from attn_cost.costmodel.symbols import BY_NAME, b, h
 
 
 @dataclass(frozen=True)
@@ -89,7 +88,7 @@ PUBLISHED: tuple[Published, ...] = (
 
 def derived_counterpart(pub: Published) -> sp.Expr:
     """The engine's value for what a published formula states."""
-    from costmodel.variants import derive
+    from attn_cost.costmodel.variants import derive
 
     scope = "layer" if pub.form == "layer" else "core"
     mode = "training" if pub.quantity == "flops:hosseini-eq24" else "inference"

@@ -9,10 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import sympy as sp
-
-from costmodel.errors import UserError
-from costmodel.graph import Graph, Tensor
-from costmodel.symbols import D, N, b, d, h, r
+from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.graph import Graph, Tensor
+from attn_cost.costmodel.symbols import D, N, b, d, h, r
 
 SCOPES: dict[str, str] = {
     "core": "the attention mechanism alone: per-head Q, K, V in (b×h×N×d), per-head output out",

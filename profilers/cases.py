@@ -13,12 +13,11 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F  # noqa: N812
+from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.symbols import L
+from attn_cost.costmodel.variants import get_variant
+from attn_cost.profilers.reference import REFERENCES, Reference, softmax, take
 from torch import Tensor
-
-from costmodel.errors import UserError
-from costmodel.symbols import L
-from costmodel.variants import get_variant
-from profilers.reference import REFERENCES, Reference, softmax, take
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -45,7 +44,7 @@ class Sizes:
 
     def symbols(self) -> dict:
         """The same sizes keyed by the engine's sympy symbols."""
-        from costmodel.symbols import BY_NAME
+        from attn_cost.costmodel.symbols import BY_NAME
 
         return {BY_NAME[k]: v for k, v in self.as_dict().items()}
 

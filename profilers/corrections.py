@@ -29,11 +29,10 @@ from pathlib import Path
 
 import numpy as np
 import sympy as sp
-
-from costmodel.conventions import MATMUL
-from costmodel.crossover import Poly, Setting, at_sizes, compare
-from costmodel.errors import UserError
-from costmodel.variants import derive
+from attn_cost.costmodel.conventions import MATMUL
+from attn_cost.costmodel.crossover import Poly, Setting, at_sizes, compare
+from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.variants import derive
 
 SCHEMA = 1
 SHIPPED = Path(__file__).parent / "data" / "devices"
@@ -131,7 +130,7 @@ def fit_memory(samples: list[tuple[int, int]]) -> MemoryFit:
 
 
 def _value(expr: sp.Expr, sizes: dict) -> float:
-    from costmodel.symbols import BY_NAME
+    from attn_cost.costmodel.symbols import BY_NAME
 
     return float(expr.xreplace({BY_NAME[k]: v for k, v in sizes.items() if k in BY_NAME}))
 
@@ -144,7 +143,7 @@ def corrected_time_curve(fit: TimeFit, variant: str, dims: dict, setting: Settin
 
 
 def corrected_memory_curve(fit: MemoryFit, variant: str, dims: dict, setting: Setting) -> list[Poly]:
-    from costmodel.crossover import cost_branches
+    from attn_cost.costmodel.crossover import cost_branches
 
     scale, offset = sp.Rational(Fraction(fit.scale)), sp.Rational(Fraction(fit.offset_bytes))
     branches = tuple(sp.expand(scale * e + offset) for e in cost_branches(variant, "memory", setting))
@@ -180,7 +179,7 @@ class DeviceProfile:
 
     @property
     def slug(self) -> str:
-        from profilers.device import slug
+        from attn_cost.profilers.device import slug
 
         return slug(self.device)
 
@@ -229,7 +228,7 @@ class DeviceProfile:
 
 
 def user_profiles_dir() -> Path:
-    from profilers.store import default_root
+    from attn_cost.profilers.store import default_root
 
     return default_root().parent / "devices"
 
@@ -245,7 +244,7 @@ def known_profiles() -> dict[str, Path]:
 
 def load_profile(name: str) -> DeviceProfile:
     """A device profile by name (see `attn-cost devices`) or by path to its JSON file."""
-    from costmodel.conventions import unknown
+    from attn_cost.costmodel.conventions import unknown
 
     path = Path(name)
     if not (path.suffix == ".json" and path.exists()):
@@ -262,7 +261,7 @@ def load_profile(name: str) -> DeviceProfile:
 
 def add_device_columns(rows: list[dict], name: str) -> None:
     """Add corrected_n0/n1 and measured_n0/n1 of a device profile to crossover table rows."""
-    from costmodel.symbols import BY_NAME
+    from attn_cost.costmodel.symbols import BY_NAME
 
     profile = load_profile(name)
     for row in rows:

@@ -11,7 +11,7 @@ import platform
 import re
 from pathlib import Path
 
-from costmodel.errors import UserError
+from attn_cost.costmodel.errors import UserError
 
 
 def select_device(gpu: bool, cpu: bool) -> str:

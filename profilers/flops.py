@@ -11,11 +11,10 @@ from dataclasses import dataclass
 from itertools import product
 
 import torch
+from attn_cost.costmodel.conventions import MATMUL
+from attn_cost.costmodel.variants import all_variants, derive
+from attn_cost.profilers.cases import Case, Sizes, build_case
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
-
-from costmodel.conventions import MATMUL
-from costmodel.variants import all_variants, derive
-from profilers.cases import Case, Sizes, build_case
 
 aten = torch.ops.aten
 

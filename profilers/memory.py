@@ -11,11 +11,10 @@ from __future__ import annotations
 import gc
 
 import torch
+from attn_cost.profilers.cases import Case
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
-
-from profilers.cases import Case
 
 
 class LiveTensorTracer(TorchDispatchMode):

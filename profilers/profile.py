@@ -8,12 +8,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from costmodel.crossover import Setting, crossover
-from profilers.cases import Sizes, build_case
-from profilers.memory import cuda_peak, traced_peak
-from profilers.search import Probe, Transition, find_transition
-from profilers.store import ResultStore, record_key
-from profilers.timing import OutOfMemoryError, TimeStats, time_cases
+from attn_cost.costmodel.crossover import Setting, crossover
+from attn_cost.profilers.cases import Sizes, build_case
+from attn_cost.profilers.memory import cuda_peak, traced_peak
+from attn_cost.profilers.search import Probe, Transition, find_transition
+from attn_cost.profilers.store import ResultStore, record_key
+from attn_cost.profilers.timing import OutOfMemoryError, TimeStats, time_cases
 
 Notify = Callable[[str], None]
 

@@ -14,8 +14,8 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from costmodel.errors import UserError
-from profilers.device import slug
+from attn_cost.costmodel.errors import UserError
+from attn_cost.profilers.device import slug
 
 SCHEMA = 1
 SHIPPED = Path(__file__).parent / "data" / "results"

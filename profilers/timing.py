@@ -12,8 +12,7 @@ import time
 from dataclasses import asdict, dataclass
 
 import torch
-
-from profilers.cases import Case
+from attn_cost.profilers.cases import Case
 
 
 class OutOfMemoryError(Exception):

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from costmodel.crossover import Setting
-from costmodel.errors import UserError
-from costmodel.variants import derive
-from profilers.cases import Sizes
-from profilers.corrections import DeviceProfile, corrected_points, fit_memory, fit_time
-from profilers.profile import Measurer, profile_pair
+from attn_cost.costmodel.crossover import Setting
+from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.variants import derive
+from attn_cost.profilers.cases import Sizes
+from attn_cost.profilers.corrections import DeviceProfile, corrected_points, fit_memory, fit_time
+from attn_cost.profilers.profile import Measurer, profile_pair
 
 SWEEP = [2 ** (k / 2) for k in range(-6, 4)]
 """Lengths timed for a fit, as multiples of the transition point: N*/8 ... 2.8·N*."""

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 import sympy as sp
-
-from costmodel.conventions import get_convention
-from costmodel.crossover import Setting, cheapest, crossover
-from costmodel.symbols import L, N, b, d, h
-from costmodel.variants import all_variants, derive
+from attn_cost.costmodel.conventions import get_convention
+from attn_cost.costmodel.crossover import Setting, cheapest, crossover
+from attn_cost.costmodel.symbols import L, N, b, d, h
+from attn_cost.costmodel.variants import all_variants, derive
 
 FULL = get_convention("full")
 MATMUL = get_convention("matmul")
@@ -70,7 +69,7 @@ def test_eq24_is_available_as_a_convention_and_differs_from_the_derived_count() 
     st = Setting("hosseini-eq24", scope="layer", mode="training")
     dims = {d: 32, h: 4, b: 1}
     assert crossover("softmax", "efficient-attention", "flops", dims, st).verdict == "always"
-    from costmodel.published import compare_published
+    from attn_cost.costmodel.published import compare_published
 
     (eq24,) = [p for p in compare_published("efficient-attention") if "Eq. 24" in p["where"]]
     assert not eq24["matches"] and "projection" in eq24["why"]
@@ -188,7 +187,7 @@ def test_every_variant_builds_at_every_scope_it_claims() -> None:
 
 def test_surroundings_cancel_in_flop_crossovers() -> None:
     """Projections, norms and MLP cost the same for both variants, so N0 does not move with scope."""
-    from costmodel.symbols import D, r
+    from attn_cost.costmodel.symbols import D, r
 
     dims = {d: 32, h: 8, b: 1, L: 32, r: 4, D: 12}
     core = crossover("softmax", "taylorshift-efficient", "flops", dims).n
@@ -197,7 +196,7 @@ def test_surroundings_cancel_in_flop_crossovers() -> None:
 
 
 def test_model_parameters_grow_with_depth() -> None:
-    from costmodel.symbols import D, r
+    from attn_cost.costmodel.symbols import D, r
 
     params = derive("softmax", "model").params
     width = h * d

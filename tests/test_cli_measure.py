@@ -77,8 +77,8 @@ def test_check_flops_passes_and_fails_with_the_right_exit_codes(attn_cost, monke
     data = r.json()
     assert data["mismatches"] == 0 and data["checked"] > 0
 
-    import profilers.flops as flops
-    from cli.app import main
+    import attn_cost.profilers.flops as flops
+    from attn_cost.cli.app import main
 
     real = flops.derived
     monkeypatch.setattr(flops, "derived", lambda *a, **k: real(*a, **k) + 1)
@@ -88,8 +88,8 @@ def test_check_flops_passes_and_fails_with_the_right_exit_codes(attn_cost, monke
 
 
 def test_an_interrupted_command_says_so_and_exits_130(monkeypatch, capsys) -> None:
-    import profilers.profile as prof
-    from cli.app import main
+    import attn_cost.profilers.profile as prof
+    from attn_cost.cli.app import main
 
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt

@@ -6,11 +6,9 @@ import json
 import random
 
 import pytest
-from scipy.optimize import brentq
-
-from costmodel.crossover import Setting
-from costmodel.errors import UserError
-from profilers.corrections import (
+from attn_cost.costmodel.crossover import Setting
+from attn_cost.costmodel.errors import UserError
+from attn_cost.profilers.corrections import (
     DeviceProfile,
     corrected_n,
     corrected_time_curve,
@@ -19,7 +17,8 @@ from profilers.corrections import (
     load_profile,
     time_features,
 )
-from profilers.corrections import _value as value_at
+from attn_cost.profilers.corrections import _value as value_at
+from scipy.optimize import brentq
 
 TRUE = {"launch_s": 5e-6, "seconds_per_flop": 1 / 50e9, "seconds_per_byte": 1 / 10e9}
 
@@ -67,7 +66,7 @@ def test_a_constant_the_data_does_not_need_fits_to_zero() -> None:
 def test_corrected_crossover_is_where_the_fitted_curves_cross() -> None:
     setting = Setting()
     fits = {v: fit_time(synthetic(v, 0.0), v) for v in ("taylorshift-direct", "taylorshift-efficient")}
-    from costmodel.symbols import b, d, h
+    from attn_cost.costmodel.symbols import b, d, h
 
     dims = {d: 24, h: 1, b: 1}
     curves = {v: corrected_time_curve(f, v, dims, setting) for v, f in fits.items()}

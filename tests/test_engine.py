@@ -6,14 +6,13 @@ from fractions import Fraction
 
 import pytest
 import sympy as sp
-
-from costmodel.conventions import FULL, MATMUL, TAYLORSHIFT_V1
-from costmodel.crossover import compare
-from costmodel.derive import Derived, nonneg_for_dims_at_least_one, prune_dominated
-from costmodel.display import text
-from costmodel.errors import ModelError
-from costmodel.graph import Graph
-from costmodel.symbols import N, d
+from attn_cost.costmodel.conventions import FULL, MATMUL, TAYLORSHIFT_V1
+from attn_cost.costmodel.crossover import compare
+from attn_cost.costmodel.derive import Derived, nonneg_for_dims_at_least_one, prune_dominated
+from attn_cost.costmodel.display import text
+from attn_cost.costmodel.errors import ModelError
+from attn_cost.costmodel.graph import Graph
+from attn_cost.costmodel.symbols import N, d
 
 
 def _chain() -> Derived:

@@ -14,7 +14,7 @@ def _table_names(heading: str) -> list[str]:
 
 
 def test_catalogue_table_lists_exactly_the_registered_variants() -> None:
-    from costmodel.variants import all_variants
+    from attn_cost.costmodel.variants import all_variants
 
     listed = _table_names("## The variant catalogue")
     assert sorted(listed) == sorted(v.name for v in all_variants())
@@ -24,8 +24,8 @@ def test_catalogue_table_lists_exactly_the_registered_variants() -> None:
 
 
 def test_commands_table_lists_exactly_the_cli_commands() -> None:
-    import cli.commands  # noqa: F401
-    from cli.app import app
+    import attn_cost.cli.commands  # noqa: F401
+    from attn_cost.cli.app import app
 
     section = README.split("## Commands", 1)[1].split("\n## ", 1)[0]
     listed = {
@@ -36,7 +36,7 @@ def test_commands_table_lists_exactly_the_cli_commands() -> None:
 
 
 def test_conventions_table_lists_exactly_the_conventions() -> None:
-    from costmodel.conventions import CONVENTIONS, PUBLISHED_CONVENTIONS
+    from attn_cost.costmodel.conventions import CONVENTIONS, PUBLISHED_CONVENTIONS
 
     listed = _table_names("## FLOP conventions")
     assert sorted(listed) == sorted([*CONVENTIONS, *PUBLISHED_CONVENTIONS])

@@ -6,8 +6,7 @@ import math
 
 import pytest
 import torch
-
-from profilers.cases import Sizes, build_case
+from attn_cost.profilers.cases import Sizes, build_case
 
 EQUIVALENT = [
     ("taylorshift-direct", "taylorshift-efficient"),
@@ -98,7 +97,7 @@ def test_a_decoding_step_continues_the_sequence(recurrent: str, full: str) -> No
     q, k, v = whole.make_inputs()
     with torch.no_grad():
         expected = whole.run([q.clone(), k.clone(), v.clone()])[:, :, -1]
-        from profilers import reference as ref
+        from attn_cost.profilers import reference as ref
 
         if recurrent == "linear-recurrent":
             s = q.new_zeros(1, 2, 4, 4)

@@ -25,7 +25,7 @@ def report(tmp_path_factory) -> Path:
     import subprocess
     import sys
 
-    from profilers.corrections import SHIPPED
+    from attn_cost.profilers.corrections import SHIPPED
 
     out = tmp_path_factory.mktemp("report") / "report.html"
     (device,) = [p.stem for p in SHIPPED.glob("*.json")][:1] or [None]

@@ -6,14 +6,13 @@ import json
 import random
 
 import pytest
-
-from costmodel.crossover import Setting
-from costmodel.errors import UserError
-from profilers.cases import Sizes
-from profilers.device import fingerprint
-from profilers.profile import Measurer, profile_pair
-from profilers.search import Probe, find_transition
-from profilers.store import ResultStore, read_records
+from attn_cost.costmodel.crossover import Setting
+from attn_cost.costmodel.errors import UserError
+from attn_cost.profilers.cases import Sizes
+from attn_cost.profilers.device import fingerprint
+from attn_cost.profilers.profile import Measurer, profile_pair
+from attn_cost.profilers.search import Probe, find_transition
+from attn_cost.profilers.store import ResultStore, read_records
 
 # -- search ----------------------------------------------------------------------------------
 
@@ -128,8 +127,8 @@ def test_records_of_another_device_are_ignored_with_a_warning(store_dir) -> None
 
 def test_an_interrupted_profile_resumes_without_repeating_measurements(store_dir, monkeypatch) -> None:
     """Timings are synthetic (A = N², B = 300N, no noise) so the count of measurements is exact."""
-    import profilers.profile as prof
-    from profilers.timing import TimeStats
+    import attn_cost.profilers.profile as prof
+    from attn_cost.profilers.timing import TimeStats
 
     calls = {"n": 0, "limit": 3}
 

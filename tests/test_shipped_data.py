@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from costmodel.crossover import Setting, crossover
-from costmodel.symbols import b, d, h
-from profilers.corrections import SHIPPED as PROFILES
-from profilers.corrections import corrected_points, load_profile
-from profilers.store import SHIPPED as RESULTS
-from profilers.store import ResultStore
+from attn_cost.costmodel.crossover import Setting, crossover
+from attn_cost.costmodel.symbols import b, d, h
+from attn_cost.profilers.corrections import SHIPPED as PROFILES
+from attn_cost.profilers.corrections import corrected_points, load_profile
+from attn_cost.profilers.store import SHIPPED as RESULTS
+from attn_cost.profilers.store import ResultStore
 
 PROFILE_FILES = sorted(PROFILES.glob("*.json"))
 
@@ -26,9 +25,9 @@ def test_every_shipped_profile_has_its_measurements(shipped) -> None:
 
 
 def test_refitting_the_shipped_measurements_gives_the_shipped_constants(shipped, tmp_path) -> None:
-    from profilers.cases import Sizes
-    from profilers.profile import Measurer
-    from profilers.validate import fit_profile
+    from attn_cost.profilers.cases import Sizes
+    from attn_cost.profilers.profile import Measurer
+    from attn_cost.profilers.validate import fit_profile
 
     store = ResultStore(shipped.device, tmp_path)  # reads the shipped results for this device
     fit_d = shipped.time["softmax"].fit_d

@@ -10,13 +10,12 @@ import math
 
 import pytest
 import sympy as sp
-
-from costmodel.conventions import get_convention
-from costmodel.crossover import Setting, crossover
-from costmodel.derive import multihead
-from costmodel.heads import heads
-from costmodel.symbols import BY_NAME, N, b, d, h
-from costmodel.variants import derive
+from attn_cost.costmodel.conventions import get_convention
+from attn_cost.costmodel.crossover import Setting, crossover
+from attn_cost.costmodel.derive import multihead
+from attn_cost.costmodel.heads import heads
+from attn_cost.costmodel.symbols import BY_NAME, N, b, d, h
+from attn_cost.costmodel.variants import derive
 
 SINGLE = {b: 1, h: 1}
 

@@ -13,12 +13,11 @@ from dataclasses import dataclass, replace
 from functools import cache
 
 import sympy as sp
-
-from costmodel.conventions import unknown
-from costmodel.derive import Derived
-from costmodel.errors import UserError
-from costmodel.graph import Graph, Tensor
-from costmodel.symbols import d
+from attn_cost.costmodel.conventions import unknown
+from attn_cost.costmodel.derive import Derived
+from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.graph import Graph, Tensor
+from attn_cost.costmodel.symbols import d
 
 CoreFn = Callable[[Graph, Tensor, Tensor, Tensor], Tensor]
 LayerFn = Callable[[Graph, Tensor], Tensor]
@@ -47,7 +46,7 @@ class Variant:
 
     @property
     def scopes(self) -> list[str]:
-        from costmodel.scopes import SCOPES
+        from attn_cost.costmodel.scopes import SCOPES
 
         return [s for s in SCOPES if (s != "core" or self.core) and (s != "decode" or self.decode)]
 
@@ -109,10 +108,10 @@ def all_variants() -> list[Variant]:
 @cache
 def derive(name: str, scope: str = "core", mode: str = "inference") -> Derived:
     """Build a variant's graph at a scope and mode and derive its costs (cached per process)."""
-    from costmodel.scopes import build_graph
+    from attn_cost.costmodel.scopes import build_graph
 
     return Derived(build_graph(get_variant(name), scope, mode))
 
 
 def _load() -> None:
-    from costmodel.variants import hosseini, latte, linear, softmax, taylorshift  # noqa: F401 (registration)
+    from attn_cost.costmodel.variants import hosseini, latte, linear, softmax, taylorshift  # noqa: F401 (registration)

@@ -9,11 +9,11 @@ multiplies the input from the left once, shared by all heads (the same FLOPs as 
 
 from __future__ import annotations
 
-from costmodel.graph import Graph, Tensor
-from costmodel.scopes import projected
-from costmodel.symbols import N
-from costmodel.variants import layer_variant
-from costmodel.variants.softmax import softmax_core
+from attn_cost.costmodel.graph import Graph, Tensor
+from attn_cost.costmodel.scopes import projected
+from attn_cost.costmodel.symbols import N
+from attn_cost.costmodel.variants import layer_variant
+from attn_cost.costmodel.variants.softmax import softmax_core
 
 PAPER = "Hosseini et al., Cost-Effective Attention Mechanisms (Sec. 3; Tables of parameters; Eq. 24)"
 

@@ -11,9 +11,9 @@ exp (the ratio ṽ/α does not change); the sequential form keeps a running maxi
 
 from __future__ import annotations
 
-from costmodel.graph import Graph, Tensor
-from costmodel.symbols import L, N, b, d, h
-from costmodel.variants import decode_step, variant
+from attn_cost.costmodel.graph import Graph, Tensor
+from attn_cost.costmodel.symbols import L, N, b, d, h
+from attn_cost.costmodel.variants import decode_step, variant
 
 PAPER = "Dolga et al., Latte, arXiv 2402.17512v2 (Eqs. 5-9, 14-16; Listing 1)"
 

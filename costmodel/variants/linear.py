@@ -8,9 +8,9 @@ No ε is added to the denominator: φ > 0 keeps it positive.
 
 from __future__ import annotations
 
-from costmodel.graph import Graph, Tensor
-from costmodel.symbols import N, b, d, h
-from costmodel.variants import decode_step, variant
+from attn_cost.costmodel.graph import Graph, Tensor
+from attn_cost.costmodel.symbols import N, b, d, h
+from attn_cost.costmodel.variants import decode_step, variant
 
 PAPER = "Katharopoulos et al., Transformers are RNNs, ICML 2020 (Eqs. 6, 9-12, 16-20)"
 

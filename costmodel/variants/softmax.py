@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from costmodel.graph import Graph, Tensor
-from costmodel.symbols import N, b, d, h
-from costmodel.variants import decode_step, variant
+from attn_cost.costmodel.graph import Graph, Tensor
+from attn_cost.costmodel.symbols import N, b, d, h
+from attn_cost.costmodel.variants import decode_step, variant
 
 VASWANI = "Vaswani et al. 2017; PyTorch scaled_dot_product_attention"
 

@@ -6,9 +6,9 @@ V scaled by 1/N, output scaled by √(N/d)), so their outputs are interchangeabl
 
 from __future__ import annotations
 
-from costmodel.graph import Graph, Tensor
-from costmodel.symbols import h
-from costmodel.variants import variant
+from attn_cost.costmodel.graph import Graph, Tensor
+from attn_cost.costmodel.symbols import h
+from attn_cost.costmodel.variants import variant
 
 PAPER = "Nauen et al., TaylorShift, arXiv 2403.02920v1 (Eqs. 1, 3; Algorithm 1)"
 
