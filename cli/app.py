@@ -1,29 +1,66 @@
 """The `attn-cost` command line: typer app, shared options and the single error path.
 
-Bad input of any kind (a click usage error, a `UserError` from the engine) ends as one line on
-stderr and exit code 2. Heavy modules (torch, plotly) are imported inside the commands that need
-them, so the analytic commands start fast.
+Bad input of any kind (a click usage error, a `UserError` from the engine, an OS error such as an
+unwritable path or a full disk) ends as one line on stderr and exit code 2. Heavy modules (torch,
+plotly) are imported inside the commands that need them, so the analytic commands start fast.
 """
 
 from __future__ import annotations
 
+import os
 import sys
-from typing import NoReturn
+from typing import NoReturn, Optional
 
 import typer
 from attn_cost.costmodel.errors import UserError
 
+HELP = """FLOPs, peak memory and traffic of attention variants, their crossovers, and checks on real kernels.
+
+\b
+Terms used by every command:
+  N        sequence length (tokens); d head dimension, h heads, b batch.
+  N0       the length from which variant B needs no more FLOPs than A.
+  N1       the length from which B needs no more peak memory than A.
+  traffic  bytes read + written when every op runs as its own kernel
+           (unfused); N traffic is the crossover on it.
+
+Every command takes --help; tables are for people, --json is for machines."""
+
 app = typer.Typer(
     name="attn-cost",
-    help="FLOPs, peak memory and traffic of attention variants, their crossovers, and checks on real kernels.",
+    help=HELP,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 
 
 INTERRUPTED = 130
+_state = {"measuring": False}
+
+
+def measuring_started() -> None:
+    """Called once a command starts writing measurements: Ctrl-C then says they are kept."""
+    _state["measuring"] = True
+
+
+def _version(value: bool) -> None:
+    if value:
+        from attn_cost import __version__
+
+        print(f"attn-cost {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _top(
+    version: Optional[bool] = typer.Option(
+        None, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    pass
 
 
 def fail(message: str) -> NoReturn:
@@ -35,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit code."""
     from attn_cost.cli import commands  # noqa: F401  (registers the commands)
 
+    _state["measuring"] = False
     try:
         result = app(args=argv, prog_name="attn-cost", standalone_mode=False)
     except typer.TyperException as e:  # typer's (vendored click) usage and parameter errors
@@ -46,9 +84,39 @@ def main(argv: list[str] | None = None) -> int:
         return _error(str(e))
     except (typer.Abort, KeyboardInterrupt):
         result = INTERRUPTED
+    except RecursionError:
+        return _error("the input is too large to handle (recursion limit reached); try smaller sizes")
+    except MemoryError:
+        return _error("out of memory; try smaller sizes")
+    except OSError as e:
+        return _error(describe_os_error(e))
+    except SystemExit:
+        if _stdout_broken():  # typer answers a broken pipe with sys.exit(1)
+            return _error("cannot write the output: the reading end of the pipe closed early")
+        raise
     if result == INTERRUPTED:  # typer turns Ctrl-C into exit code 130 itself
-        return _error("interrupted; measurements made so far are saved: run the same command again to resume", code=130)
+        return interrupted()
     return result if isinstance(result, int) else 0
+
+
+def interrupted() -> int:
+    """The Ctrl-C line; only commands that measure keep something worth resuming."""
+    if _state["measuring"]:
+        return _error("interrupted; measurements made so far are saved: run the same command again to resume", 130)
+    return _error("interrupted", code=130)
+
+
+def describe_os_error(e: OSError) -> str:
+    """One line for an OS error: what failed, on which path, in the system's words."""
+    reason = e.strerror or e.__class__.__name__
+    where = f"{e.filename}: " if e.filename else ""
+    if e.filename is None and e.errno in (28, 32, 5):  # ENOSPC, EPIPE, EIO with no file: the output stream
+        return f"cannot write the output ({reason})"
+    return f"{where}{reason}"
+
+
+def _stdout_broken() -> bool:
+    return type(sys.stdout).__name__ == "PacifyFlushWrapper"
 
 
 def _with_help_hint(e: typer.TyperException) -> str:
@@ -58,10 +126,38 @@ def _with_help_hint(e: typer.TyperException) -> str:
 
 
 def _error(message: str, code: int = 2) -> int:
-    sys.stderr.write(f"attn-cost: error: {message}\n")
+    try:
+        sys.stderr.write(f"attn-cost: error: {' '.join(message.split())}\n")
+        sys.stderr.flush()
+    except OSError:
+        pass
     return code
 
 
+def finish(code: int) -> int:
+    """Flush stdout; a full disk or a closed pipe there becomes one line on stderr and exit 2."""
+    try:
+        sys.stdout.flush()
+    except OSError as e:
+        _silence_stdout()
+        return _error(describe_os_error(e) if not isinstance(e, BrokenPipeError) else _PIPE)
+    return code
+
+
+_PIPE = "cannot write the output: the reading end of the pipe closed early"
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's own flush at exit stays quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def run() -> None:
-    """setuptools entry point."""
-    sys.exit(main())
+    """setuptools entry point (kept for `python -m`; the console script uses `attn_cost.cli.entry`)."""
+    from attn_cost.cli.entry import run as entry_run
+
+    entry_run()
