@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from attn_cost.costmodel.crossover import Setting, crossover
+from attn_cost.profilers import sdpa
 from attn_cost.profilers.cases import Sizes, build_case
 from attn_cost.profilers.memory import cuda_peak, traced_peak
 from attn_cost.profilers.search import Probe, Transition, find_transition
@@ -29,11 +30,14 @@ class Measurer:
     repeats: int = 7
     warmup: int = 2
     notify: Notify = lambda message: None
+    sdpa_backend: str | None = None
+    """SDPA kernel forced for softmax-fused (None: PyTorch's choice); see profilers/sdpa.py."""
     measured: int = 0
     """Measurements actually run (not found in the store)."""
 
     def _key(self, kind: str, variant: str, sizes: Sizes) -> str:
-        return record_key(kind, variant, self.scope, self.dtype, sizes.as_dict(), self.store.device)
+        key = record_key(kind, variant, self.scope, self.dtype, sizes.as_dict(), self.store.device)
+        return key + sdpa.key_suffix(variant, self.sdpa_backend)
 
     def time(self, variants: list[str], sizes: Sizes, repeats: int | None = None) -> list[TimeStats | None]:
         """Seconds per call of each variant (None: out of memory), timed in alternation."""
@@ -43,7 +47,9 @@ class Measurer:
         if all(r is not None and (r["status"] == "oom" or r["time"]["runs"] >= runs) for r in stored):
             return [_stats(r) for r in stored]
         self.notify(f"timing {' vs '.join(variants)} at N = {sizes.N:,}")
-        cases = [build_case(v, self.scope, sizes, self.dtype, self.device) for v in variants]
+        cases = [
+            sdpa.bind(build_case(v, self.scope, sizes, self.dtype, self.device), self.sdpa_backend) for v in variants
+        ]
         try:
             stats: list[TimeStats | None] = time_cases(cases, runs, self.warmup)
             status = ["ok"] * len(variants)
@@ -74,7 +80,7 @@ class Measurer:
         if rec is not None:
             return rec["memory"]["peak_bytes"] if rec["status"] == "ok" else None
         self.notify(f"peak memory of {variant} at N = {sizes.N:,}")
-        case = build_case(variant, self.scope, sizes, self.dtype, self.device)
+        case = sdpa.bind(build_case(variant, self.scope, sizes, self.dtype, self.device), self.sdpa_backend)
         try:
             if self.device == "cuda":
                 peak, method, op = cuda_peak(case), "cuda-allocator", None
@@ -100,6 +106,7 @@ class Measurer:
                 "scope": self.scope,
                 "dtype": self.dtype,
                 "sizes": sizes.as_dict(),
+                **sdpa.record_fields(variant, self.sdpa_backend, self.device, self.dtype, sizes.d),
                 **values,
             }
         )
