@@ -95,6 +95,9 @@ def fingerprint(device: str) -> dict:
             memory_bytes=props.total_memory,
             cuda=torch.version.cuda,
         )
+        from attn_cost.profilers.gpu_timing import device_properties
+
+        info.update(device_properties())  # SM count, L2, clocks, timer: recorded, not part of the identity
     else:
         import os
 
