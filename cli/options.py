@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
+from contextvars import ContextVar
+from typing import Optional
+
 import sympy as sp
 import typer
 from attn_cost.cli.app import fail
 from attn_cost.costmodel.conventions import DEFAULT, get_convention
+from attn_cost.costmodel.counting import Counting
 from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.derive import dtype_bytes
 from attn_cost.costmodel.scopes import MODES, SCOPES
@@ -31,6 +38,30 @@ CAUSAL = typer.Option(
     False, "--causal", help="Use each variant's causal form (softmax → softmax-causal, linear → linear-causal, ...)."
 )
 JSON = typer.Option(False, "--json", help="Print JSON instead of tables.")
+CAUSAL_COUNT = typer.Option(
+    None,
+    "--causal-count",
+    help="Scores a causal kernel is charged for: dense (default; FlopCounterMode), triangle (exact), "
+    "tiles (the blocks a tiled kernel computes, --tile), half (FlashAttention's benchmark).",
+)
+TILE = typer.Option(128, "--tile", help="Tile size T for --causal-count tiles (exact when T divides N).")
+BACKWARD = typer.Option(
+    None,
+    "--backward",
+    help="Backward of the score products in training: autograd (2x forward, default) or recompute "
+    "(2.5x: FlashAttention recomputes QKᵀ).",
+)
+N_KV = typer.Option(
+    None, "--n-kv", help="Key/value length when it differs from the query length N (core scope; N <= N_kv)."
+)
+ALIGN = typer.Option(
+    "bottom-right",
+    "--align",
+    help="Causal mask alignment when N differs from N_kv: bottom-right (decode, chunked prefill) or top-left.",
+)
+COUNTING_OPTIONS = {"causal_count": CAUSAL_COUNT, "tile": TILE, "backward": BACKWARD, "n_kv": N_KV, "align": ALIGN}
+"""The counting switches `with_counting` adds to a command; `setting` reads what the user chose."""
+_COUNTING: ContextVar[dict | None] = ContextVar("counting", default=None)
 
 
 def positive(value: int | None, flag: str) -> int | None:
@@ -86,6 +117,48 @@ def pairs(texts: list[str] | None, default: list[tuple[str, str]], causal: bool 
     return out
 
 
+def with_counting(command: Callable) -> Callable:
+    """Give a command the counting switches (--causal-count, --tile, --backward, --n-kv, --align).
+
+    Put it under `@app.command()`; the command calls `setting` as before and gets them in `Setting.counting`.
+    """
+    extra = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=kind)
+        for (name, opt), kind in zip(
+            COUNTING_OPTIONS.items(), (Optional[str], int, Optional[str], Optional[int], str), strict=True
+        )
+    ]
+    sig = inspect.signature(command, eval_str=True)
+
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        token = _COUNTING.set({name: kwargs.pop(name) for name in COUNTING_OPTIONS})
+        try:
+            return command(*args, **kwargs)
+        finally:
+            _COUNTING.reset(token)
+
+    run.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])
+    run.__annotations__ = {**command.__annotations__, **{p.name: p.annotation for p in extra}}
+    return run
+
+
+def counting(convention: str, scope: str) -> Counting:
+    """The counting rules the user chose; a convention may imply some (flash-bench: half, recompute)."""
+    chosen = _COUNTING.get() or {}
+    implied = getattr(get_convention(convention), "counting", {})
+    n_kv = chosen.get("n_kv")
+    if n_kv is not None and scope != "core":
+        fail(f"--n-kv applies to the attention core (--scope core), not to the {scope} scope")
+    return Counting(
+        causal=chosen.get("causal_count") or implied.get("causal", "dense"),
+        tile=chosen.get("tile", 128),
+        backward=chosen.get("backward") or implied.get("backward", "autograd"),
+        n_kv=n_kv,
+        align=chosen.get("align", "bottom-right"),
+    )
+
+
 def setting(convention: str, dtype: str, scope: str | None, mode: str, names: list[str]) -> Setting:
     """Validate the counting options; the scope defaults to the smallest one every variant has."""
     get_convention(convention)
@@ -99,4 +172,4 @@ def setting(convention: str, dtype: str, scope: str | None, mode: str, names: li
     for n in names:
         if scope not in get_variant(n).scopes:
             fail(f"{n} has no {scope} scope (it has: {', '.join(get_variant(n).scopes)})")
-    return Setting(convention, dtype, scope, mode)
+    return Setting(convention, dtype, scope, mode, counting(convention, scope))

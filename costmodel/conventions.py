@@ -10,9 +10,10 @@ GEMM's alpha) cost one multiply per element they touch under `full` and nothing 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sympy as sp
+from attn_cost.costmodel.counting import F_bwd, score_op
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.graph import Op
 
@@ -61,11 +62,15 @@ def _fused_matmuls(op: Op) -> sp.Expr:
 
 
 def _fused_full(op: Op) -> sp.Expr:
-    """The two GEMMs, the 1/√d scale and a 5-op softmax on every score the kernel computes
-    (with is_causal the kernel skips the blocks above the diagonal: N(N+1)/2 scores)."""
+    """The two GEMMs, the 1/√d scale and a 5-op softmax on every score (with is_causal, the share the
+    kernel computes is the factor F_causal of `counting`, applied like for a materialised mask)."""
     a = op.attrs
-    scores = a["nq"] * (a["nq"] + 1) / 2 if a["causal"] else a["nq"] * a["nk"]
-    return a["batch"] * scores * (2 * (a["dqk"] + a["dv"]) + 6)
+    return a["batch"] * a["nq"] * a["nk"] * (2 * (a["dqk"] + a["dv"]) + 6)
+
+
+def _score_matmul(op: Op) -> sp.Expr:
+    """A product over the score matrix (QKᵀ, PV); every other product is left out."""
+    return _matmul(op) if score_op(op) else sp.Integer(0)
 
 
 SAVES: dict[str, tuple] = {
@@ -90,11 +95,14 @@ SAVES: dict[str, tuple] = {
 
 def backward_factor(op: Op) -> sp.Expr:
     """Backward FLOPs as a multiple of forward FLOPs: products need a gradient for each operand
-    (2x); element-wise ops and reductions need one pass (1x); fused attention recomputes the
-    scores and needs five products for two (what FlopCounterMode counts)."""
+    (2x; the products over the score matrix get the named factor F_bwd, 2 or FlashAttention's 2.5
+    with recomputation, see `counting`); element-wise ops and reductions need one pass (1x); fused
+    attention recomputes the scores and needs five products for two (what FlopCounterMode counts)."""
     if op.kind == "fused_attention":
         a = op.attrs
         return sp.Rational(1) * (3 * a["dqk"] + 2 * a["dv"]) / (a["dqk"] + a["dv"])
+    if op.kind == "matmul" and score_op(op):
+        return F_bwd
     if op.kind in ("matmul", "linear", "outer", "mul", "div"):
         return sp.Integer(2)
     return sp.Integer(1)
@@ -181,6 +189,8 @@ class Convention:
     source: str
     rules: Mapping[str, Rule]
     count_gains: bool = False
+    counting: Mapping[str, str] = field(default_factory=dict)
+    """Counting switches this convention implies unless the user sets them (`--causal-count`, `--backward`)."""
 
     def op_flops(self, op: Op) -> sp.Expr:
         """FLOPs of one op under this convention (0 for kinds it leaves out)."""
@@ -227,7 +237,18 @@ MATMUL = Convention(
     {"matmul": _matmul, "linear": _linear_matmul_only, "fused_attention": _fused_matmuls},
 )
 
-CONVENTIONS: dict[str, Convention] = {c.name: c for c in (TAYLORSHIFT_V1, TAYLORSHIFT_ICPR, MATMUL, FULL)}
+FLASH_BENCH = Convention(
+    "flash-bench",
+    "the FlashAttention benchmark's accounting: only the two products over the score matrix, 4·b·h·N²·d "
+    "forward, halved when causal, backward 2.5x forward (implies --causal-count half --backward recompute)",
+    "Dao et al., FlashAttention benchmarks (benchmarks/benchmark_flash_attention.py, flops())",
+    {"matmul": _score_matmul, "fused_attention": _fused_matmuls},
+    counting={"causal": "half", "backward": "recompute"},
+)
+
+CONVENTIONS: dict[str, Convention] = {
+    c.name: c for c in (TAYLORSHIFT_V1, TAYLORSHIFT_ICPR, MATMUL, FULL, FLASH_BENCH)
+}
 DEFAULT = TAYLORSHIFT_V1.name
 
 

@@ -11,6 +11,7 @@ from functools import cached_property
 
 import sympy as sp
 from attn_cost.costmodel.conventions import Convention, backward_factor
+from attn_cost.costmodel.counting import DEFAULT_COUNTING, Counting, causal_factor, causal_graph
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.graph import Graph, Op, Storage
 from attn_cost.costmodel.polyterms import leads_for_large_n, nonneg_when_at_least_one, subtract, terms
@@ -136,17 +137,29 @@ class Derived:
         """How many times an op's cost is paid: its loop repeats, times forward + backward in training."""
         return op.repeat * (1 + backward_factor(op)) if self.graph.training else op.repeat
 
-    def op_flops(self, op: Op, convention: Convention) -> sp.Expr:
-        """FLOPs of one op of this graph, loops and backward included."""
-        return sp.expand(convention.op_flops(op) * self._passes(op))
+    @cached_property
+    def causal(self) -> bool:
+        """The graph masks its scores causally (its score ops carry the factor F_causal)."""
+        return causal_graph(self.ops)
 
-    def flops(self, convention: Convention) -> sp.Expr:
-        """Total FLOPs under a convention."""
-        return sp.expand(sum((self.op_flops(op, convention) for op in self.ops), sp.Integer(0)))
+    def _counted(self, op: Op) -> sp.Expr:
+        """Loops, backward and the causal share of one op, the counting factors left as symbols."""
+        return self._passes(op) * causal_factor(op, self.causal)
 
-    def left_out(self, convention: Convention) -> sp.Expr:
+    def op_flops(self, op: Op, convention: Convention, counting: Counting | None = DEFAULT_COUNTING) -> sp.Expr:
+        """FLOPs of one op of this graph, loops and backward included; counting=None keeps F_causal, F_bwd."""
+        expr = convention.op_flops(op) * self._counted(op)
+        return counting.apply(expr) if counting is not None else sp.expand(expr)
+
+    def flops(self, convention: Convention, counting: Counting | None = DEFAULT_COUNTING) -> sp.Expr:
+        """Total FLOPs under a convention and counting rules (None: the named factors stay symbols)."""
+        total = sum((self.op_flops(op, convention, None) for op in self.ops), sp.Integer(0))
+        return counting.apply(total) if counting is not None else sp.expand(total)
+
+    def left_out(self, convention: Convention, counting: Counting | None = DEFAULT_COUNTING) -> sp.Expr:
         """FLOPs that `full` counts and this convention does not."""
-        return sp.expand(sum((convention.left_out(op) * self._passes(op) for op in self.ops), sp.Integer(0)))
+        total = sum((convention.left_out(op) * self._counted(op) for op in self.ops), sp.Integer(0))
+        return counting.apply(total) if counting is not None else sp.expand(total)
 
     def peak(self, unit: str = "elements") -> PeakMemory:
         """Peak live memory in elements, or in bytes for a dtype name."""

@@ -15,10 +15,11 @@ from itertools import product
 from math import comb, prod
 
 import sympy as sp
+from attn_cost.costmodel.counting import N_kv
 from attn_cost.costmodel.symbols import BY_NAME
 
-GENS: tuple[sp.Symbol, ...] = tuple(BY_NAME.values())
-"""The generators, in a fixed order: N first."""
+GENS: tuple[sp.Symbol, ...] = (*BY_NAME.values(), N_kv)
+"""The generators, in a fixed order: N first (N_kv, the key length of `--n-kv`, last)."""
 N_INDEX = 0
 
 Terms = dict[tuple[int, ...], Fraction]

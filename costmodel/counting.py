@@ -1,0 +1,176 @@
+"""Counting rules the field argues about, as named switches substituted at the end.
+
+A FLOP total is first derived with named factors left in it (xlstm_scaling_laws style):
+
+- `F_causal`: the share of the N×N_kv score matrix a causal kernel really computes. It multiplies
+  every op over a causal score matrix (the two products, the scale, the softmax) and the fused
+  kernel with `is_causal`.
+- `F_bwd`: backward FLOPs per forward FLOP of the materialised score products (QKᵀ and PV).
+
+Only then does a `Counting` substitute its values, so `attn-cost formula --symbolic` shows which
+factor a number rests on, and every output records the rules it used.
+
+Score counts for query length N and key length M (N <= M: decode, chunked prefill, self-attention):
+
+| rule | bottom-right (query i sees keys <= i + M − N) | top-left (query i sees keys <= i) |
+|---|---|---|
+| dense | N·M | N·M |
+| triangle | N·M − N(N−1)/2 | N(N+1)/2 |
+| tiles (T) | N·M − N(N−T)/2 | N(N+T)/2 |
+| half | N·M/2 | N·M/2 |
+
+`tiles` counts the T×T blocks a blocked kernel (FlashAttention) computes, diagonal blocks in full; it
+is exact when T divides N and M. `half` is the FlashAttention benchmark's own accounting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.symbols import N
+
+F_causal = sp.Symbol("F_causal", positive=True)
+"""Share of the score matrix a causal kernel computes (1 for a dense count)."""
+F_bwd = sp.Symbol("F_bwd", positive=True)
+"""Backward FLOPs per forward FLOP of the materialised score products."""
+N_kv = sp.Symbol("N_kv", positive=True, integer=True)
+"""Key/value length when it differs from the query length N (`--n-kv`)."""
+
+CAUSAL_COUNTS: dict[str, str] = {
+    "dense": "every score of the N×N_kv matrix, masked ones too: what a dense kernel and FlopCounterMode do",
+    "triangle": "exactly the scores the causal mask keeps: N(N+1)/2 for N = N_kv",
+    "tiles": "the T×T tiles a blocked kernel computes, diagonal tiles in full: N(N+T)/2 for N = N_kv (T divides N)",
+    "half": "half of the dense count: the FlashAttention benchmark's accounting",
+}
+BACKWARDS: dict[str, str] = {
+    "autograd": "the score products' backward is 2× forward (a gradient for each operand), as autograd runs it",
+    "recompute": "the score products' backward is 2.5× forward: QKᵀ is recomputed (FlashAttention's accounting)",
+}
+ALIGNS: dict[str, str] = {
+    "bottom-right": "query i sees keys up to i + N_kv − N: the queries are the last N of N_kv tokens (decode, "
+    "chunked prefill; FlashAttention 2.1+, PyTorch's causal_lower_right)",
+    "top-left": "query i sees keys up to i: the mask starts at the first key (PyTorch is_causal, causal_upper_left)",
+}
+SYMBOLS: dict[str, str] = {
+    "F_causal": "share of the score matrix a causal kernel computes (--causal-count)",
+    "F_bwd": "backward FLOPs per forward FLOP of the materialised score products (--backward)",
+    "N_kv": "key/value length when it differs from the query length N (--n-kv)",
+}
+BACKWARD_FACTOR = {"autograd": sp.Integer(2), "recompute": sp.Rational(5, 2)}
+
+
+@dataclass(frozen=True)
+class Counting:
+    """One choice of every counting switch."""
+
+    causal: str = "dense"
+    tile: int = 128
+    backward: str = "autograd"
+    n_kv: int | None = None
+    align: str = "bottom-right"
+
+    def __post_init__(self) -> None:
+        for value, known, flag in (
+            (self.causal, CAUSAL_COUNTS, "--causal-count"),
+            (self.backward, BACKWARDS, "--backward"),
+            (self.align, ALIGNS, "--align"),
+        ):
+            if value not in known:
+                raise UserError(f"unknown {flag} {value!r} (known: {', '.join(known)})")
+        for value, flag in ((self.tile, "--tile"), (self.n_kv, "--n-kv")):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise UserError(f"{flag} must be a positive integer, got {value}")
+
+    @property
+    def key_length(self) -> sp.Expr:
+        """The key length the graphs are built with: N_kv when it differs from N."""
+        return N_kv if self.n_kv is not None else N
+
+    def scores(self, nq: sp.Expr = N, nk: sp.Expr | None = None) -> sp.Expr:
+        """Scores a causal kernel computes for nq queries over nk keys (valid for nq <= nk)."""
+        nk = self.key_length if nk is None else nk
+        if self.causal == "dense":
+            return nq * nk
+        if self.causal == "half":
+            return nq * nk / 2
+        step = 1 if self.causal == "triangle" else self.tile
+        if self.align == "top-left":
+            return sp.expand(nq * (nq + step) / 2)
+        return sp.expand(nq * nk - nq * (nq - step) / 2)
+
+    def values(self) -> dict[sp.Symbol, sp.Expr]:
+        """What each named factor stands for under these rules."""
+        nk = self.key_length
+        return {F_causal: sp.cancel(self.scores(N, nk) / (N * nk)), F_bwd: BACKWARD_FACTOR[self.backward]}
+
+    def apply(self, expr: sp.Expr) -> sp.Expr:
+        """Substitute the named factors (N_kv stays a dimension: it is set with the other sizes)."""
+        return sp.expand(sp.sympify(expr).xreplace(self.values()))
+
+    def assumptions(self) -> list[str]:
+        """Where the substituted count is exact."""
+        out = []
+        if self.causal == "tiles":
+            out.append(f"T = {self.tile} divides N" + (" and N_kv" if self.n_kv is not None else ""))
+        if self.n_kv is not None and self.causal in ("triangle", "tiles"):
+            out.append("N <= N_kv")
+        return out
+
+    def as_json(self) -> dict:
+        return {
+            "causal_count": self.causal,
+            "tile": self.tile if self.causal == "tiles" else None,
+            "backward": self.backward,
+            "backward_factor": str(BACKWARD_FACTOR[self.backward]),
+            "n_kv": self.n_kv,
+            "align": self.align,
+            "causal_scores": str(self.scores()),
+            "assumes": self.assumptions(),
+        }
+
+    def caption(self) -> str:
+        """One short line for a table's caption."""
+        causal = f"tiles T={self.tile}" if self.causal == "tiles" else self.causal
+        kv = f", N_kv={self.n_kv:,} {self.align}" if self.n_kv is not None else ""
+        if self.n_kv is None and self.causal in ("triangle", "tiles") and self.align != "bottom-right":
+            kv = f", {self.align}"
+        bwd = "2x" if self.backward == "autograd" else "2.5x"
+        return f"Causal: {causal}{kv}. Backward: {bwd} score products."
+
+
+DEFAULT_COUNTING = Counting()
+
+
+def _is_len(size: sp.Expr) -> bool:
+    return bool(sp.sympify(size).free_symbols & {N, N_kv})
+
+
+def score_tensor(t) -> bool:
+    """An activation of scores: keys along the last axis, queries (or one query) along the one before."""
+    if len(t.shape) < 2 or (t.storage.producer == -1 and t.storage.id == -1):  # a learned weight
+        return False
+    return _is_len(t.shape[-1]) and (_is_len(t.shape[-2]) or t.shape[-2] == 1)
+
+
+def score_op(op) -> bool:
+    """An op over a score matrix: QKᵀ, the scale, mask and softmax, P·V; or a fused attention kernel."""
+    if op.kind == "fused_attention":
+        return True
+    return any(score_tensor(t) for t in (op.output, *op.inputs))
+
+
+def causal_graph(ops) -> bool:
+    """The graph masks its scores causally (a `mask` op on a score matrix)."""
+    return any(op.kind == "mask" and not op.attrs.get("window") and score_op(op) for op in ops)
+
+
+def causal_factor(op, causal: bool) -> sp.Expr:
+    """F_causal for an op over a square causal score matrix (not a single decoding query), else 1."""
+    if op.kind == "fused_attention":
+        return F_causal if op.attrs.get("causal") and op.attrs["nq"] != 1 else sp.Integer(1)
+    if not causal:
+        return sp.Integer(1)
+    square = any(score_tensor(t) and _is_len(t.shape[-2]) for t in (op.output, *op.inputs))
+    return F_causal if square else sp.Integer(1)
