@@ -18,7 +18,8 @@ from itertools import pairwise
 import numpy as np
 import sympy as sp
 from attn_cost.costmodel.conventions import DEFAULT, PublishedConvention, get_convention
-from attn_cost.costmodel.derive import dominant_for_large
+from attn_cost.costmodel.counting import DEFAULT_COUNTING, Counting, N_kv
+from attn_cost.costmodel.derive import dominant_for_large, prune_dominated
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.polyterms import in_n, terms
 from attn_cost.costmodel.symbols import N, d
@@ -36,15 +37,22 @@ Poly = tuple[Fraction, ...]
 
 @dataclass(frozen=True)
 class Setting:
-    """How costs are counted: FLOP convention, element type, scope and mode."""
+    """How costs are counted: FLOP convention, element type, scope, mode and the counting rules."""
 
     convention: str = DEFAULT
     dtype: str = "fp32"
     scope: str = "core"
     mode: str = "inference"
+    counting: Counting = DEFAULT_COUNTING
 
-    def as_json(self) -> dict[str, str]:
-        return {"convention": self.convention, "dtype": self.dtype, "scope": self.scope, "mode": self.mode}
+    def as_json(self) -> dict:
+        return {
+            "convention": self.convention,
+            "dtype": self.dtype,
+            "scope": self.scope,
+            "mode": self.mode,
+            "counting": self.counting.as_json(),
+        }
 
 
 @cache
@@ -59,12 +67,18 @@ def cost_branches(name: str, cost: str, setting: Setting = Setting()) -> tuple[s
                 f"{conv.name} gives {conv.mode} totals of a {conv.scope}: use --scope {conv.scope} --mode {conv.mode}"
             )
         return (conv.total(name),)
-    derived = derive(name, setting.scope, setting.mode)
+    counting = setting.counting
+    derived = derive(name, setting.scope, setting.mode, counting.n_kv is not None)
     if cost == "flops":
-        return (derived.flops(conv),)
-    if cost == "memory":
-        return tuple(derived.peak(setting.dtype).branches)
-    return (derived.traffic(setting.dtype),)
+        out: tuple[sp.Expr, ...] = (derived.flops(conv, counting),)
+    elif cost == "memory":
+        out = tuple(derived.peak(setting.dtype).branches)
+    else:
+        out = (derived.traffic(setting.dtype),)
+    if counting.n_kv is None:
+        return out
+    fixed = tuple(sp.expand(e.xreplace({N_kv: counting.n_kv})) for e in out)  # a key length set like a size
+    return tuple(prune_dominated(list(fixed))) if cost == "memory" else fixed
 
 
 def at_sizes(branches: tuple[sp.Expr, ...], dims: dict[sp.Symbol, int], what: str) -> list[Poly]:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import sympy as sp
-from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.counting import N_kv, causal_graph
+from attn_cost.costmodel.errors import ModelError, UserError
 from attn_cost.costmodel.graph import Graph, Tensor
 from attn_cost.costmodel.symbols import D, N, b, d, h, r
 
@@ -26,8 +27,8 @@ MODES: dict[str, str] = {
 }
 
 
-def build_graph(variant, scope: str, mode: str) -> Graph:
-    """The op list of `variant` at `scope` in `mode`."""
+def build_graph(variant, scope: str, mode: str, kv: bool = False) -> Graph:
+    """The op list of `variant` at `scope` in `mode`; kv: keys and values of length N_kv (core scope)."""
     if scope not in SCOPES:
         raise UserError(f"unknown scope {scope!r} (known: {', '.join(SCOPES)})")
     if mode not in MODES:
@@ -36,11 +37,22 @@ def build_graph(variant, scope: str, mode: str) -> Graph:
         what = "it is defined with its projections: use --scope layer" if scope == "core" else "it has no decoding step"
         raise UserError(f"{variant.name} has no {scope} scope: {what}")
     g = Graph(variant.name, training=mode == "training")
+    if kv and scope != "core":
+        raise UserError(f"--n-kv applies to the attention core (--scope core), not to the {scope} scope")
     if scope == "core":
+        keys = N_kv if kv else N
         q = g.input("Q", b, h, N, variant.qk_width)
-        k = g.input("K", b, h, N, variant.qk_width)
-        v = g.input("V", b, h, N, d)
-        g.output(variant.core(g, q, k, v))
+        k = g.input("K", b, h, keys, variant.qk_width)
+        v = g.input("V", b, h, keys, d)
+        try:
+            g.output(variant.core(g, q, k, v))
+        except ModelError:
+            if not kv:
+                raise
+            what = f"{variant.name} is written for equal query and key lengths"
+            raise UserError(f"{what}: --n-kv does not apply") from None
+        if kv and (g.loops or (variant.causal and not (causal_graph(g.ops) or _fused_causal(g)))):
+            raise UserError(f"{variant.name} runs its causal form over the query positions: --n-kv does not apply")
     elif scope == "decode":
         variant.decode(g)
     else:
@@ -49,6 +61,10 @@ def build_graph(variant, scope: str, mode: str) -> Graph:
     if not g.ops or not g.outputs:
         raise RuntimeError(f"{variant.name} at scope {scope} produced no ops")
     return g
+
+
+def _fused_causal(g: Graph) -> bool:
+    return any(op.kind == "fused_attention" and op.attrs.get("causal") for op in g.ops)
 
 
 def attention_layer(g: Graph, variant, x: Tensor) -> Tensor:

@@ -106,11 +106,12 @@ def all_variants() -> list[Variant]:
 
 
 @cache
-def derive(name: str, scope: str = "core", mode: str = "inference") -> Derived:
-    """Build a variant's graph at a scope and mode and derive its costs (cached per process)."""
+def derive(name: str, scope: str = "core", mode: str = "inference", kv: bool = False) -> Derived:
+    """Build a variant's graph at a scope and mode and derive its costs (cached per process);
+    kv: keys and values of their own length N_kv (`--n-kv`)."""
     from attn_cost.costmodel.scopes import build_graph
 
-    return Derived(build_graph(get_variant(name), scope, mode))
+    return Derived(build_graph(get_variant(name), scope, mode, kv))
 
 
 def _load() -> None:
