@@ -11,9 +11,23 @@ from typing import Optional
 import sympy as sp
 import typer
 from attn_cost.cli import options as o
+from attn_cost.cli import render
 from attn_cost.cli.app import app, fail
+from attn_cost.cli.render import Col, glue, right
 from attn_cost.costmodel import display
 from attn_cost.costmodel.conventions import CONVENTIONS, FULL, KINDS, PUBLISHED_CONVENTIONS, get_convention
+from attn_cost.costmodel.counting import (
+    ALIGNS,
+    BACKWARDS,
+    CAUSAL_COUNTS,
+    DEFAULT_COUNTING,
+    Counting,
+    F_bwd,
+    F_causal,
+    N_kv,
+    describe,
+)
+from attn_cost.costmodel.counting import SYMBOLS as COUNTING_NAMES
 from attn_cost.costmodel.crossover import (
     COSTS,
     DEFAULT_PAIRS,
@@ -30,12 +44,11 @@ from attn_cost.costmodel.scopes import MODES, SCOPES
 from attn_cost.costmodel.symbols import BY_NAME, L, b
 from attn_cost.costmodel.symbols import DESCRIPTIONS as SYMBOLS
 from attn_cost.costmodel.variants import all_variants, derive, get_variant
-from rich import box
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 console = Console(highlight=False)
+COUNTING_SYMBOLS = {str(x): x for x in (F_causal, F_bwd, N_kv)}
 COST_LABEL = {"flops": "N0 (FLOPs)", "memory": "N1 (memory)", "traffic": "N traffic"}
 DECODE_DEFAULT = ["softmax-causal", "softmax-fused-causal", "linear-recurrent", "latte-recurrent"]
 COST_SHORT = {"flops": "N0", "memory": "N1", "traffic": "N_traffic"}
@@ -49,8 +62,9 @@ def emit(data) -> None:
 
 
 @app.command()
+@o.with_counting
 def crossover(
-    d_values: Optional[list[int]] = o.D_VALUES,
+    d_values: Optional[list[int]] = o.head_dim_option("crossover"),
     pair: Optional[list[str]] = typer.Option(
         None, "--pair", help="A:B, repeatable. Default: the TaylorShift pair and softmax:taylorshift-efficient."
     ),
@@ -73,7 +87,7 @@ def crossover(
     as_json: bool = o.JSON,
 ) -> None:
     """From which sequence length N variant B is no more expensive than A: N0 (FLOPs), N1 (peak memory), traffic."""
-    ds = o.head_dims(d_values, embed, heads, default=[8, 16, 32, 64, 128])
+    ds = o.head_dims(d_values, embed, heads, default=o.D_DEFAULT["crossover"])
     pairs = _pairs(pair, every, baseline, causal, scope)
     names = sorted({n for p in pairs for n in p})
     st = o.setting(convention, dtype, scope, mode, names)
@@ -108,20 +122,14 @@ def _pairs(
 
 def _crossover_table(rows: list[dict], heads: int, batch: int, device: str | None) -> None:
     first = rows[0]
-    table = Table(
-        title=f"B is no more expensive than A from N = …  ({first['scope']}, {first['mode']}, h={heads}, b={batch})",
-        caption=f"N0: FLOPs ({first['convention']}). N1: peak memory ({first['dtype']}). Traffic: unfused bytes.",
-        box=box.SIMPLE_HEAD,
-    )
-    for col in ("A", "B", "d", *COST_LABEL.values()):
-        table.add_column(col, justify="right" if col[0] in "dN" else "left", overflow="fold")
+    columns = [Col("A"), Col("B"), right("d"), right("N0"), right("N1"), right("N traffic")]
     if device is not None:
-        for col in ("N0 corrected", "N0 measured", "N1 corrected", "N1 measured"):
-            table.add_column(col, justify="right")
+        columns += [right("N0 corrected"), right("N0 measured"), right("N1 corrected"), right("N1 measured")]
     closed: dict[str, str] = {}
     notes: list[str] = []
+    cells = []
     for row in rows:
-        cells = [_cell(row[cost]) for cost in TABLE_COSTS]
+        costs = [_cell(row[cost]) for cost in TABLE_COSTS]
         for cost, info in ((c, row[c]) for c in TABLE_COSTS):
             if info["exact"] and info["verdict"] in ("crosses", "multiple"):
                 closed[f"{COST_SHORT[cost]}({row['a']} → {row['b']})"] = display.text(
@@ -132,14 +140,23 @@ def _crossover_table(rows: list[dict], heads: int, batch: int, device: str | Non
         extra = []
         if device is not None:
             extra = [_num(row.get(k)) for k in ("corrected_n0", "measured_n0", "corrected_n1", "measured_n1")]
-        table.add_row(row["a"], row["b"], str(row["d"]), *cells, *extra)
-    console.print(table)
+        cells.append([row["a"], row["b"], str(row["d"]), *costs, *extra])
+    render.table(
+        f"B is no more expensive than A from N = …  ({first['scope']}, {first['mode']}, h={heads}, b={batch})",
+        columns,
+        cells,
+        keys=3,
+        caption=f"N0: FLOPs ({first['convention']}). N1: peak memory ({first['dtype']}). "
+        "N traffic: unfused bytes moved. "
+        + describe(first["counting"])
+        + (" —: not measured at this setting." if device is not None else ""),
+    )
     if closed:
-        console.print("Closed forms (the crossing before rounding up, large-N branches):")
+        render.line("Closed forms (the crossing before rounding up, large-N branches):")
         for key, value in closed.items():
-            console.print(f"  {key} = {value}")
+            render.formula(key, value)
     for note in notes:
-        console.print(f"  {escape(note)}")
+        render.sentence(note)
 
 
 def _cell(info: dict) -> str:
@@ -157,11 +174,12 @@ def _num(value) -> str:
 
 
 @app.command()
+@o.with_counting
 def cheapest(
     variant: Optional[list[str]] = typer.Option(
         None, "--variant", help="Repeatable. Default: softmax, linear, taylorshift-efficient, latte."
     ),
-    d_values: Optional[list[int]] = o.D_VALUES,
+    d_values: Optional[list[int]] = o.head_dim_option("cheapest"),
     cost: Optional[list[str]] = typer.Option(
         None, "--cost", help="flops, memory, traffic; repeatable (default: all three)."
     ),
@@ -186,7 +204,7 @@ def cheapest(
     for c in costs:
         if c not in COSTS:
             fail(f"unknown cost {c!r} (known: {', '.join(COSTS)})")
-    ds = o.head_dims(d_values, embed, heads, default=[64])
+    ds = o.head_dims(d_values, embed, heads, default=o.D_DEFAULT["cheapest"])
     st = o.setting(convention, dtype, scope, mode, names)
     results = []
     for dv in ds:
@@ -204,20 +222,24 @@ def cheapest(
         emit({"variants": names, **st.as_json(), "results": results})
         return
     for item in results:
-        table = Table(title=f"Cheapest in {item['cost']} (d = {item['d']}, {st.scope}, {st.mode})", box=box.SIMPLE_HEAD)
-        table.add_column("N from", justify="right")
-        table.add_column("to", justify="right")
-        table.add_column("cheapest")
-        for iv in item["intervals"]:
-            hi = "∞" if iv["to"] is None else f"{iv['to']:,.1f}"
-            table.add_row(f"{iv['from']:,.1f}", hi, " = ".join(iv["cheapest"]))
-        console.print(table)
+        cells = [
+            [f"{iv['from']:,.1f}", "∞" if iv["to"] is None else f"{iv['to']:,.1f}", " = ".join(iv["cheapest"])]
+            for iv in item["intervals"]
+        ]
+        render.table(
+            f"Cheapest in {item['cost']} (d = {item['d']}, {st.scope}, {st.mode})",
+            [right("N from"), right("to"), Col("cheapest")],
+            cells,
+            keys=2,
+            caption=st.counting.caption(),
+        )
 
 
 # -- decode --------------------------------------------------------------------------------------
 
 
 @app.command()
+@o.with_counting
 def decode(
     variant: Optional[list[str]] = typer.Option(
         None, "--variant", help="Repeatable. Default: every variant with a decoding step."
@@ -225,7 +247,7 @@ def decode(
     n: Optional[list[int]] = typer.Option(
         None, "--n", help="Tokens already in context; repeatable (default 1k, 4k, 16k, 64k)."
     ),
-    d_values: Optional[list[int]] = o.D_VALUES,
+    d_values: Optional[list[int]] = o.head_dim_option("decode"),
     heads: int = o.HEADS,
     batch: int = o.BATCH,
     embed: Optional[int] = o.EMBED,
@@ -237,7 +259,7 @@ def decode(
     """Cost of generating token N+1: a KV cache (softmax) against a recurrent state (linear, Latte)."""
     names = [get_variant(x).name for x in (variant or DECODE_DEFAULT)]
     contexts = [o.positive(x, "--n") for x in (n or [1024, 4096, 16384, 65536])]
-    ds = o.head_dims(d_values, embed, heads, default=[64])
+    ds = o.head_dims(d_values, embed, heads, default=o.D_DEFAULT["decode"])
     st = o.setting(convention, dtype, "decode", "inference", names)
     rows = []
     for dv in ds:
@@ -262,23 +284,25 @@ def decode(
             "memory": f"peak bytes ({dtype}: cache or state)",
             "traffic": f"bytes moved ({dtype})",
         }[c]
-        table = Table(title=f"Per generated token: {unit}", box=box.SIMPLE_HEAD)
-        table.add_column("variant")
-        table.add_column("d", justify="right")
-        for x in contexts:
-            table.add_column(f"N={x:,}", justify="right")
-        table.add_column("×(2N)/(N)", justify="right")
-        for row in rows:
-            vals = [f"{v:,}" for v in row[c]["per_token"].values()]
-            table.add_row(row["variant"], str(row["d"]), *vals, f"{row[c]['growth_when_context_doubles']:.3f}")
-        console.print(table)
-    console.print("A ratio of 1.000 is constant cost per token; 2.000 grows linearly with the context.")
+        columns = [Col("variant"), right("d"), *(right(f"N={x:,}") for x in contexts), right("×(2N)/(N)")]
+        cells = [
+            [
+                row["variant"],
+                str(row["d"]),
+                *(f"{v:,}" for v in row[c]["per_token"].values()),
+                f"{row[c]['growth_when_context_doubles']:.3f}",
+            ]
+            for row in rows
+        ]
+        render.table(f"Per generated token: {unit}", columns, cells, keys=2)
+    render.prose("A ratio of 1.000 is constant cost per token; 2.000 grows linearly with the context.")
 
 
 # -- formula -------------------------------------------------------------------------------------
 
 
 @app.command()
+@o.with_counting
 def formula(
     variant: str = typer.Argument(..., help="Variant name (see `attn-cost variants`)."),
     convention: str = o.CONVENTION,
@@ -295,73 +319,101 @@ def formula(
     conv = get_convention(st.convention)
     if conv.name in PUBLISHED_CONVENTIONS:
         fail(f"{conv.name} is a published total, not a per-op convention: `formula` shows it beside the derived count")
-    data = formula_data(v.name, conv.name, dtype, st.scope, mode)
+    data = formula_data(v.name, conv.name, dtype, st.scope, mode, st.counting)
     if as_json:
         emit(data)
         return
-    derived = derive(v.name, st.scope, mode)
+    derived = derive(v.name, st.scope, mode, st.counting.n_kv is not None)
     fmt = display.latex if latex else display.text
-    console.print(f"[bold]{v.name}[/] ({st.scope}, {mode}) — {escape(v.summary)}\n  source: {escape(v.source)}")
-    ops = Table(
-        title=f"Ops (FLOPs under {conv.name}, per run; live = elements alive while the op runs)", box=box.SIMPLE_HEAD
-    )
-    for col in ("#", "op", "kind", "shape", "runs", "FLOPs", "left out", "live"):
-        ops.add_column(col, overflow="fold")
+    render.prose(f"[bold]{v.name}[/] ({st.scope}, {mode}) — {escape(v.summary)}\n  source: {escape(v.source)}")
+    cells = []
     for step in derived.steps:
         op = step.op
         lost = conv.left_out(op)
-        ops.add_row(
-            str(op.index + 1),
-            escape(op.label),
-            op.kind + (" (in place)" if op.inplace else ""),
-            "×".join(_dim(s) for s in op.output.shape),
-            "" if op.repeat == 1 else fmt(op.repeat),
-            fmt(conv.op_flops(op)),
-            "" if lost == 0 else fmt(lost),
-            fmt(step.elements()),
+        cells.append(
+            [
+                str(op.index + 1),
+                escape(op.label),
+                op.kind + (" (in place)" if op.inplace else ""),
+                "×".join(_dim(s) for s in op.output.shape),
+                "" if op.repeat == 1 else fmt(op.repeat),
+                fmt(conv.op_flops(op)),
+                "" if lost == 0 else fmt(lost),
+                fmt(step.elements()),
+            ]
         )
-    console.print(ops)
-    console.print("[bold]FLOPs[/]" + (" (forward + backward)" if mode == "training" else ""))
+    render.table(
+        f"Ops (FLOPs under {conv.name}, per run; live = elements alive while the op runs)",
+        [right("#"), Col("op"), Col("kind"), Col("shape"), Col("runs"), Col("FLOPs"), Col("left out"), Col("live")],
+        cells,
+        keys=2,
+    )
+    render.line("[bold]FLOPs[/]" + (" (forward + backward)" if mode == "training" else ""))
     for name, c in CONVENTIONS.items():
-        console.print(f"  {name:<17} {fmt(derived.flops(c))}")
-    lost = derived.left_out(conv)
+        render.line(f"  {name:<17} {fmt(derived.flops(c, st.counting))}")
+    if data["flops_named"] != data["flops"][conv.name]:
+        named = sp.sympify(data["flops_named"], locals={**BY_NAME, **COUNTING_SYMBOLS})
+        render.line(f"  {conv.name} with its named factors: {_named(named, fmt)}")
+        render.prose(f"  {', '.join(f'{k} = {v}' for k, v in data['factors'].items())}. {st.counting.caption()}")
+    lost = derived.left_out(conv, st.counting)
     if lost != 0:
         kinds = sorted({op.kind for op in derived.ops if conv.left_out(op) != 0})
-        console.print(f"  {conv.name} leaves out {fmt(lost)} (counted by full: {', '.join(kinds)})")
+        render.line(f"  {conv.name} leaves out {fmt(lost)} (counted by full: {', '.join(kinds)})")
     peak = derived.peak()
-    console.print("[bold]Peak memory[/] (elements)")
-    console.print(f"  {fmt(peak.expr)}")
+    render.line("[bold]Peak memory[/] (elements)")
+    render.line(f"  {fmt(peak.expr)}")
     if peak.dominant is not None:
         step = peak.dominant_step()
-        console.print(f"  for large N: {fmt(peak.dominant)}, at step {step.op.index + 1} ({escape(step.op.label)})")
+        render.line(f"  for large N: {fmt(peak.dominant)}, at step {step.op.index + 1} ({escape(step.op.label)})")
     pb = derived.peak(dtype)
     shown = pb.dominant if pb.dominant is not None else pb.expr
-    console.print(f"  bytes ({dtype}){' for large N' if pb.dominant is not None else ''}: {fmt(shown)}")
-    console.print(f"[bold]Traffic[/] (bytes, {dtype}, unfused): {fmt(derived.traffic(dtype))}")
-    console.print(f"[bold]Parameters[/]: {fmt(derived.params)}")
+    render.line(f"  bytes ({dtype}){' for large N' if pb.dominant is not None else ''}: {fmt(shown)}")
+    render.line(f"[bold]Traffic[/] (bytes, {dtype}, unfused): {fmt(derived.traffic(dtype))}")
+    render.line(f"[bold]Parameters[/]: {fmt(derived.params)}")
     if embed:
         one = {b: 1}
-        console.print(
-            f"[bold]Multi-head[/] (d = d_embed/h, b = 1): FLOPs {fmt(multihead(derived.flops(conv).xreplace(one)))}"
+        render.line(
+            f"[bold]Multi-head[/] (d = d_embed/h, b = 1): FLOPs "
+            f"{fmt(multihead(derived.flops(conv, st.counting).xreplace(one)))}"
         )
         if peak.dominant is not None:
-            console.print(f"  peak (large N): {fmt(multihead(peak.dominant.xreplace(one)))}")
+            render.line(f"  peak (large N): {fmt(multihead(peak.dominant.xreplace(one)))}")
     for pub in data["published"]:
         mark = (
             "✓ equal"
             if pub["matches"]
             else f"≠ derived − paper = {display.text(sp.sympify(pub['difference'], locals=dict(BY_NAME)))}"
         )
-        console.print(f"[bold]Paper[/] {escape(pub['where'])}: {pub['formula']} — {mark} ({pub['compare_to']})")
+        render.line(f"[bold]Paper[/] {escape(pub['where'])}: {pub['formula']} — {mark} ({pub['compare_to']})")
         if pub["why"]:
-            console.print(f"  {escape(pub['why'])}")
+            render.prose(f"  {escape(pub['why'])}")
 
 
-def formula_data(name: str, convention: str, dtype: str, scope: str = "core", mode: str = "inference") -> dict:
+def _named(expr: sp.Expr, fmt) -> str:
+    """A total grouped by its named counting factors: F_causal·(…) + F_bwd·F_causal·(…) + …"""
+    groups: dict[sp.Expr, sp.Expr] = {}
+    for term in sp.Add.make_args(sp.expand(expr)):
+        factors, rest = term.as_independent(F_causal, F_bwd, as_Add=False)[::-1]
+        groups[factors] = groups.get(factors, sp.Integer(0)) + rest
+    parts = []
+    for factors, rest in groups.items():
+        names = "·".join(str(f) for f in sp.Mul.make_args(factors) if f != 1)
+        parts.append(f"{names}·({fmt(rest)})" if names else fmt(rest))
+    return " + ".join(parts)
+
+
+def formula_data(
+    name: str,
+    convention: str,
+    dtype: str,
+    scope: str = "core",
+    mode: str = "inference",
+    counting: Counting = DEFAULT_COUNTING,
+) -> dict:
     """Everything `formula --json` prints, as plain data."""
     from attn_cost.costmodel.published import compare_published
 
-    derived = derive(name, scope, mode)
+    derived = derive(name, scope, mode, counting.n_kv is not None)
     conv = get_convention(convention)
     peak = derived.peak()
     step = peak.dominant_step()
@@ -373,9 +425,14 @@ def formula_data(name: str, convention: str, dtype: str, scope: str = "core", mo
         "scope": scope,
         "mode": mode,
         "convention": conv.name,
-        "flops": {c: display.plain(derived.flops(CONVENTIONS[c])) for c in CONVENTIONS},
+        "counting": counting.as_json(),
+        "flops": {c: display.plain(derived.flops(CONVENTIONS[c], counting)) for c in CONVENTIONS},
+        "flops_named": display.plain(derived.flops(conv, None)),
+        "factors": {str(k): display.plain(v) for k, v in counting.values().items()},
         "left_out": {
-            c: display.plain(derived.left_out(CONVENTIONS[c])) for c in CONVENTIONS if CONVENTIONS[c] is not FULL
+            c: display.plain(derived.left_out(CONVENTIONS[c], counting))
+            for c in CONVENTIONS
+            if CONVENTIONS[c] is not FULL
         },
         "peak_elements": {
             "max": display.plain(peak.expr),
@@ -415,6 +472,7 @@ def _dim(size: sp.Expr) -> str:
 
 
 @app.command()
+@o.with_counting
 def heads(
     embed: int = typer.Option(..., "--d-embed", help="Embedding width; h runs over its divisors."),
     n: int = typer.Option(1024, "--n", help="Sequence length (memory depends on it)."),
@@ -429,26 +487,24 @@ def heads(
     names = [get_variant(x).name for x in (variant or ["taylorshift-direct", "taylorshift-efficient"])]
     st = o.setting(convention, dtype, "core", "inference", names)
     results = [
-        head_tradeoff(x, cost, embed, n=n, batch=batch, convention=st.convention, dtype=dtype)
+        head_tradeoff(x, cost, embed, n=n, batch=batch, convention=st.convention, dtype=dtype, counting=st.counting)
         for x in names
         for cost in ("flops", "memory")
     ]
     if as_json:
-        emit({"d_embed": embed, "n": n, "batch": batch, "results": [_heads_json(r) for r in results]})
+        emit({"d_embed": embed, "n": n, "batch": batch, **st.as_json(), "results": [_heads_json(r) for r in results]})
         return
     for cost in ("flops", "memory"):
         rs = [r for r in results if r.cost == cost]
         unit = f"FLOPs ({convention})" if cost == "flops" else f"peak bytes ({dtype})"
-        table = Table(title=f"{unit} vs heads, d_embed = {embed}, N = {n}, b = {batch}", box=box.SIMPLE_HEAD)
-        table.add_column("h", justify="right")
-        table.add_column("d", justify="right")
+        render.table(
+            f"{unit} vs heads, d_embed = {embed}, N = {n}, b = {batch}",
+            [right("h"), right("d"), *(right(r.variant) for r in rs)],
+            [[str(hv), str(dv), *(_best(r, i) for r in rs)] for i, (hv, dv, _) in enumerate(rs[0].table)],
+            keys=2,
+        )
         for r in rs:
-            table.add_column(r.variant, justify="right")
-        for i, (hv, dv, _) in enumerate(rs[0].table):
-            table.add_row(str(hv), str(dv), *(_best(r, i) for r in rs))
-        console.print(table)
-        for r in rs:
-            console.print(f"  {r.variant}: {_heads_sentence(r)}")
+            render.sentence(f"{r.variant}: {_heads_sentence(r)}")
 
 
 def _best(r, i: int) -> str:
@@ -459,9 +515,9 @@ def _best(r, i: int) -> str:
 def _heads_sentence(r) -> str:
     s = f"{r.cost} {r.trend} over the divisors; best h = {r.best_h} (d = {r.d_embed // r.best_h})."
     if r.condition is not None and r.d_star:
-        opt = ", ".join(f"d ≈ {x:.3g} (h ≈ {r.d_embed / x:.4g})" for x in r.d_star)
+        opt = ", ".join(f"{glue(f'd ≈ {x:.3g}')} ({glue(f'h ≈ {r.d_embed / x:.4g}')})" for x in r.d_star)
         where = "outside 1..d_embed" if all(not 1 <= hv <= r.d_embed for hv in r.h_star) else "inside the range"
-        s += f" Continuous optimum of the large-N formula, where {display.text(r.condition)} = 0: {opt}, {where}."
+        s += f" Continuous optimum of the large-N formula, where {glue(display.text(r.condition))} = 0: {opt}, {where}."
     elif r.condition is None:
         s += " No interior optimum: the cost is monotone in h."
     return s
@@ -502,12 +558,11 @@ def variants(as_json: bool = o.JSON) -> None:
             ]
         )
         return
-    table = Table(title="Attention variants", box=box.SIMPLE_HEAD)
-    for col in ("name", "causal", "scopes", "what"):
-        table.add_column(col, overflow="fold")
-    for v in vs:
-        table.add_row(v.name, "yes" if v.causal else "", " ".join(v.scopes), escape(v.summary))
-    console.print(table)
+    render.table(
+        "Attention variants",
+        [Col("name"), Col("causal"), Col("scopes", prose=True), Col("what", prose=True)],
+        [[v.name, "yes" if v.causal else "", " ".join(v.scopes), escape(v.summary)] for v in vs],
+    )
 
 
 @app.command()
@@ -525,6 +580,7 @@ def conventions(as_json: bool = o.JSON) -> None:
         "scopes": SCOPES,
         "modes": MODES,
         "symbols": SYMBOLS,
+        "counting": {"causal_count": CAUSAL_COUNTS, "backward": BACKWARDS, "align": ALIGNS, "symbols": COUNTING_NAMES},
     }
     if as_json:
         emit(data)
@@ -536,10 +592,11 @@ def conventions(as_json: bool = o.JSON) -> None:
         ("Scopes", SCOPES),
         ("Modes", MODES),
         ("Symbols", SYMBOLS),
+        ("Counting rules: --causal-count", CAUSAL_COUNTS),
+        ("--backward", BACKWARDS),
+        ("--align (with --n-kv)", ALIGNS),
+        ("Named counting factors", COUNTING_NAMES),
     ):
-        table = Table(title=title, box=box.SIMPLE_HEAD, show_header=False)
-        table.add_column(overflow="fold")
-        table.add_column(overflow="fold")
-        for k, v in items.items():
-            table.add_row(k, escape(v))
-        console.print(table)
+        render.table(
+            title, [Col(""), Col("", prose=True)], [[k, escape(v)] for k, v in items.items()], show_header=False
+        )

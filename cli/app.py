@@ -63,6 +63,36 @@ def _top(
     pass
 
 
+METAVARS = {
+    "--pair": "A:B",
+    "--variant": "NAME",
+    "--baseline": "NAME",
+    "--device": "NAME",
+    "--profile": "NAME",
+    "--convention": "NAME",
+    "--dtype": "fp32|bf16|fp16",
+    "--mode": "inference|training",
+    "--cost": "COST",
+    "--scope": "SCOPE",
+    "--html": "FILE.html",
+    "--store": "DIR",
+}
+"""Metavars that say what a value looks like; other options show their type (INT, TEXT, PATH)."""
+
+
+def polish_help(command) -> None:
+    """Metavars for every option of every command: `--d INT [--d ...]` shows how to repeat an option,
+    `--pair A:B` what a value looks like (typer would print `<list[int]>`)."""
+    for sub in [command, *getattr(command, "commands", {}).values()]:
+        for param in sub.params:
+            if param.param_type_name != "option" or getattr(param, "is_flag", False) or not param.opts:
+                continue
+            flag = max(param.opts, key=len)
+            bare = param.bare_type().removeprefix("list[").removesuffix("]")
+            one = METAVARS.get(flag, {"int": "INT", "float": "FLOAT", "Path": "PATH"}.get(bare, "TEXT"))
+            param.metavar = f"{one} [{flag} ...]" if param.type_descriptor.is_list else one
+
+
 def fail(message: str) -> NoReturn:
     """Stop with bad input: `main` prints the message as one line and exits 2."""
     raise UserError(message)
@@ -74,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
 
     _state["measuring"] = False
     try:
-        result = app(args=argv, prog_name="attn-cost", standalone_mode=False)
+        command = typer.main.get_command(app)
+        polish_help(command)
+        result = command.main(args=argv, prog_name="attn-cost", standalone_mode=False)
     except typer.TyperException as e:  # typer's (vendored click) usage and parameter errors
         if type(e).__name__ == "NoArgsIsHelpError":  # `attn-cost` alone: help, exit 0
             print(e.ctx.get_help())

@@ -70,11 +70,12 @@ def open_measurer(
 
 
 @app.command()
+@o.with_counting
 def profile(
     pair: Optional[list[str]] = typer.Option(
         None, "--pair", help="A:B, repeatable. Default: taylorshift-direct:taylorshift-efficient."
     ),
-    d_values: Optional[list[int]] = o.D_VALUES,
+    d_values: Optional[list[int]] = o.head_dim_option("profile"),
     heads: int = o.HEADS,
     batch: int = o.BATCH,
     latents: Optional[int] = o.LATENTS,
@@ -99,7 +100,7 @@ def profile(
     from attn_cost.profilers.profile import profile_pair
 
     pairs = o.pairs(pair, [("taylorshift-direct", "taylorshift-efficient")])
-    ds = o.head_dims(d_values, None, heads, default=[16])
+    ds = o.head_dims(d_values, None, heads, default=o.D_DEFAULT["profile"])
     st = o.setting(convention, dtype, scope, "inference", sorted({n for p in pairs for n in p}))
     if st.scope == "model":
         fail("profile measures core, layer, block or decode scopes (a whole model is many blocks: use --scope block)")
@@ -160,10 +161,11 @@ def _measured(row: dict, which: str) -> str:
 
 
 @app.command()
+@o.with_counting
 def measure(
     variant: list[str] = typer.Option(..., "--variant", help="Repeatable."),
     n: list[int] = typer.Option(..., "--n", help="Sequence lengths; repeatable."),
-    d_values: Optional[list[int]] = o.D_VALUES,
+    d_values: Optional[list[int]] = o.head_dim_option("measure"),
     heads: int = o.HEADS,
     batch: int = o.BATCH,
     latents: Optional[int] = o.LATENTS,
@@ -183,7 +185,7 @@ def measure(
     from attn_cost.profilers.cases import Sizes
 
     names = o.variant_names(variant, False)
-    ds = o.head_dims(d_values, None, heads, default=[16])
+    ds = o.head_dims(d_values, None, heads, default=o.D_DEFAULT["measure"])
     lengths = [o.positive(x, "--n") for x in n]
     st = o.setting("full", dtype, scope, "inference", names)
     measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats, fresh)
@@ -282,6 +284,7 @@ def check_flops(
 
 
 @app.command()
+@o.with_counting
 def validate(
     pair: Optional[list[str]] = typer.Option(
         None, "--pair", help="A:B, repeatable. Default: the TaylorShift pair and softmax:linear."

@@ -6,7 +6,7 @@ import functools
 import inspect
 from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Optional
+from typing import Any, Optional
 
 import sympy as sp
 import typer
@@ -20,6 +20,22 @@ from attn_cost.costmodel.symbols import D, L, b, d, h, r
 from attn_cost.costmodel.variants import get_variant
 
 D_VALUES = typer.Option(None, "--d", help="Head dimension; repeat for several.")
+D_DEFAULT = {
+    "crossover": [8, 16, 32, 64, 128],
+    "cheapest": [64],
+    "decode": [64],
+    "profile": [16],
+    "measure": [16],
+}
+"""Head dims each command uses when no --d is given (shown in its help)."""
+
+
+def head_dim_option(command: str) -> Any:
+    """--d with the command's own default in its help."""
+    default = ", ".join(map(str, D_DEFAULT[command]))
+    return typer.Option(None, "--d", help="Head dimension; repeat for several.", show_default=default)
+
+
 HEADS = typer.Option(1, "--h", help="Heads.")
 BATCH = typer.Option(1, "--b", help="Batch size.")
 EMBED = typer.Option(None, "--d-embed", help="Embedding width; sets d = d_embed / h.")
@@ -64,9 +80,34 @@ COUNTING_OPTIONS = {"causal_count": CAUSAL_COUNT, "tile": TILE, "backward": BACK
 _COUNTING: ContextVar[dict | None] = ContextVar("counting", default=None)
 
 
+LIMITS = {
+    "--d": 1 << 16,
+    "--fit-d": 1 << 16,
+    "--h": 1 << 16,
+    "--b": 1 << 20,
+    "--L": 1 << 16,
+    "--r": 1 << 10,
+    "--depth": 10_000,
+    "--d-embed": 1 << 24,
+    "--n": 1 << 32,
+    "--n-kv": 1 << 32,
+    "--max-n": 1 << 32,
+    "--tile": 1 << 16,
+    "--repeats": 10_000,
+    "--max-lengths": 1_000,
+    "--threads": 4096,
+}
+"""The largest value each size option takes: beyond these no attention layer exists, and exact
+answers would only cost time (a head dim of 10^8, a context of 10^12 tokens)."""
+
+
 def positive(value: int | None, flag: str) -> int | None:
+    """A size option's value, checked: a positive integer no larger than its limit."""
     if value is not None and value < 1:
         fail(f"{flag} must be a positive integer, got {value}")
+    top = LIMITS.get(flag)
+    if value is not None and top is not None and value > top:
+        fail(f"{flag} {value:,} is beyond what attn-cost models (at most {top:,})")
     return value
 
 

@@ -1,6 +1,7 @@
 """The one way every command prints a table or a line: names, numbers and formulas are never split.
 
-A table is printed whole when it fits the width (COLUMNS, the terminal, or 80 when piped). When it
+The title is a line of its own above the table (wrapped between words at the width). A table
+is printed whole when it fits the width (COLUMNS, the terminal, or 80 when piped). When it
 does not, its value columns are stacked into several narrower tables that repeat the key columns
 (A, B, d ...); when even one value column beside the keys does not fit, every row becomes a block
 of `header: value` pairs. Cells that are names or numbers never wrap; only columns marked `prose`
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+import textwrap
 from dataclasses import dataclass
 
 from rich import box
@@ -19,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-MIN_PROSE = 24
+MIN_PROSE = 12
 """A sentence column is never squeezed below this many characters (or its longest word)."""
 
 
@@ -61,6 +63,42 @@ def line(text: str = "", *, markup: bool = True) -> None:
     """Print one line as is: never wrapped here, so a formula in it stays whole."""
     con = console()
     _emit(con, Text.from_markup(text) if markup else Text(text), soft_wrap=True)
+
+
+def formula(label: str, value: str, indent: int = 2) -> None:
+    """Print `label = value`; when that is wider than the width, the value goes whole on the next line."""
+    con = console()
+    pad = " " * indent
+    one = f"{pad}{label} = {value}"
+    if Text(one).cell_len <= con.width:
+        _emit(con, Text(one), soft_wrap=True)
+    else:
+        _emit(con, Text(f"{pad}{label} ="), Text(f"{pad}    {value}"), soft_wrap=True)
+
+
+GLUE = "\x00"
+"""Stands for a space that must not break a line (inside a formula or `≈ 0.47`); see `glue`."""
+
+
+def glue(text: str) -> str:
+    """Mark `text` (a formula, a number with its unit) as one unbreakable word for `sentence`."""
+    return text.replace(" ", GLUE)
+
+
+def sentence(text: str, indent: int = 2) -> None:
+    """Print plain text wrapped between words at the width, never inside a `glue`d part."""
+    con = console()
+    pad = " " * indent
+    lines = textwrap.wrap(
+        text,
+        width=max(con.width, 40),
+        initial_indent=pad,
+        subsequent_indent=pad + "  ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    for one in lines or [""]:
+        _emit(con, Text(one.replace(GLUE, " ")), soft_wrap=True)
 
 
 def prose(text: str, *, markup: bool = True) -> None:
@@ -111,13 +149,15 @@ def table(
     if groups is None or _table_width([needs[i] for i in key_idx + groups[0]]) > width:
         _blocks(con, title, columns, rows, caption)
         return
+    if title:
+        _emit(con, Text.from_markup(title))
     for n, group in enumerate(groups):
         idx = key_idx + group
         t = Table(
-            title=title if n == 0 else None,
             caption=caption if n == len(groups) - 1 else None,
             box=box.SIMPLE_HEAD,
             show_header=show_header,
+            caption_justify="left",
         )
         for i in idx:
             col = columns[i]

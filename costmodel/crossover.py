@@ -10,6 +10,7 @@ evaluation (rational arithmetic) per interval decides it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cache
@@ -218,11 +219,49 @@ def compare(pa: list[Poly], pb: list[Poly]) -> dict:
     if not negatives:
         return {"n": 1, "verdict": "always", "b_cheaper": cheaper}
     root = negatives[-1]
-    n = max(1, math.ceil(root - 1e-9 * max(1.0, root)))
-    while evaluate(pa, n) < evaluate(pb, n):
-        n += 1
+    losing_from = next(lo for lo, hi, s in reversed(segments) if s < 0)
+    n = first_integer_from(lambda x: evaluate(pa, x) >= evaluate(pb, x), root, losing_from)
     verdict = "crosses" if len(crossings) <= 1 else "multiple"
     return {"n": n, "verdict": verdict, "root": root, "crossings": crossings, "b_cheaper": cheaper}
+
+
+def first_integer_from(holds: Callable[[int], bool], near: float, floor: float = 1.0) -> int:
+    """The integer where `holds` turns true for good, from a float estimate `near` of the sign change.
+
+    `holds` is false on (floor, near) and true from near on; near is a float root, which can be off
+    by more than 1 at large N. Exact and O(log): an integer bracket (holds(lo) false, holds(hi) true)
+    is grown geometrically around ceil(near), then bisected. No step-by-one walk at any size."""
+    start = max(1, math.ceil(near - 1e-9 * max(1.0, near)))
+    step = 1
+    if holds(start):
+        hi, lo = start, None
+        while lo is None:
+            x = start - step
+            if x <= floor:  # the estimate was high: the losing interval starts at floor
+                x = max(1, math.floor(floor))
+                if x >= hi or holds(x):
+                    return hi  # no integer of the losing interval is below the estimate
+            if holds(x):
+                hi = x
+            else:
+                lo = x
+            step *= 2
+    else:
+        lo, hi = start, None
+        while hi is None:
+            x = start + step
+            if holds(x):
+                hi = x
+            else:
+                lo = x
+            step *= 2
+    while hi - lo > 1:  # invariant: holds(lo) is false, holds(hi) is true
+        mid = (lo + hi) // 2
+        if holds(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 def _freeze(dims: dict[sp.Symbol, int]) -> tuple[tuple[sp.Symbol, int], ...]:

@@ -6,12 +6,14 @@ as a condition on d when d_embed cancels out) and the best feasible integer h, a
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from itertools import pairwise
 
 import numpy as np
 import sympy as sp
 from attn_cost.costmodel.conventions import DEFAULT
+from attn_cost.costmodel.counting import DEFAULT_COUNTING, Counting
 from attn_cost.costmodel.crossover import Setting, at_sizes, cost_branches, evaluate
 from attn_cost.costmodel.derive import dominant_for_large
 from attn_cost.costmodel.errors import UserError
@@ -50,7 +52,14 @@ class HeadsResult:
 
 
 def divisors(n: int) -> list[int]:
-    return [k for k in range(1, n + 1) if n % k == 0]
+    """Every divisor of n, ascending, in O(√n) steps (pairs k, n // k with k <= √n)."""
+    small, large = [], []
+    for k in range(1, math.isqrt(n) + 1):
+        if n % k == 0:
+            small.append(k)
+            if k != n // k:
+                large.append(n // k)
+    return small + large[::-1]
 
 
 def heads(
@@ -63,11 +72,12 @@ def heads(
     convention: str = DEFAULT,
     dtype: str = "fp32",
     extra: dict[sp.Symbol, int] | None = None,
+    counting: Counting = DEFAULT_COUNTING,
 ) -> HeadsResult:
     """Cost of every feasible head count and the continuous optimum."""
     if embed < 1:
         raise UserError(f"--d-embed must be a positive integer, got {embed}")
-    branches = cost_branches(variant, cost, Setting(convention, dtype))
+    branches = cost_branches(variant, cost, Setting(convention, dtype, counting=counting))
     fixed = {b: batch, **(extra or {})}
     table = []
     for hv in divisors(embed):
