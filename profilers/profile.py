@@ -6,15 +6,22 @@ import gc
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from attn_cost.costmodel.crossover import Setting, crossover
 from attn_cost.profilers import sdpa
 from attn_cost.profilers.cases import Sizes, build_case
 from attn_cost.profilers.memory import cuda_peak, traced_peak
-from attn_cost.profilers.search import Probe, Transition, find_transition
+from attn_cost.profilers.search import (
+    Probe,
+    Transition,
+    crossing_of,
+    find_transition,
+    replicate_interval,
+    trend_breaks,
+)
 from attn_cost.profilers.store import ResultStore, record_key
-from attn_cost.profilers.timing import OutOfMemoryError, TimeStats, time_cases
+from attn_cost.profilers.timing import DisturbedError, OutOfMemoryError, Seen, TimeStats, cuda_clocks, time_cases
 
 Notify = Callable[[str], None]
 
@@ -33,40 +40,63 @@ class Measurer:
     sdpa_backend: str | None = None
     """SDPA kernel forced for softmax-fused (None: PyTorch's choice); see profilers/sdpa.py."""
     measured: int = 0
-    """Measurements actually run (not found in the store)."""
+    """Measurements actually run and stored (not found in the store)."""
+    reused: int = 0
+    """Timings found in the store instead of measured."""
+    seen: Seen = field(default_factory=Seen)
+    """What the disturbance detector saw over every timed run of this measurer."""
 
     def _key(self, kind: str, variant: str, sizes: Sizes) -> str:
         key = record_key(kind, variant, self.scope, self.dtype, sizes.as_dict(), self.store.device)
         return key + sdpa.key_suffix(variant, self.sdpa_backend)
 
-    def time(self, variants: list[str], sizes: Sizes, repeats: int | None = None) -> list[TimeStats | None]:
-        """Seconds per call of each variant (None: out of memory), timed in alternation."""
-        keys = [self._key("time", v, sizes) for v in variants]
-        stored = [self.store.get(k) for k in keys]
+    def time(
+        self,
+        variants: list[str],
+        sizes: Sizes,
+        repeats: int | None = None,
+        *,
+        fresh: bool = False,
+        replicate: int | None = None,
+    ) -> list[TimeStats | None]:
+        """Seconds per call of each variant (None: out of memory), timed in alternation and stored.
+        `fresh`: time them again even if stored (the new timings replace the stored ones).
+        `replicate`: the k-th repetition of this timing, stored under its own key (see `_speed_transition`)."""
+        suffix = "" if replicate is None else f"|replicate={replicate}"
+        keys = [self._key("time", v, sizes) + suffix for v in variants]
+        stored = [None if fresh else self.store.get(k) for k in keys]
         runs = repeats or self.repeats
         if all(r is not None and (r["status"] == "oom" or r["time"]["runs"] >= runs) for r in stored):
+            self.reused += len(variants)
             return [_stats(r) for r in stored]
+        stats, status = self._timed(variants, sizes, runs)
+        extra = {"clocks": cuda_clocks()} if self.device == "cuda" else {}
+        if replicate is not None:
+            extra["replicate"] = replicate
+        for key, v, s, st in zip(keys, variants, stats, status, strict=True):
+            self._record("time", key, v, sizes, {"time": s.as_json() if s else None, "status": st, **extra})
+        self.measured += len(variants)
+        return stats
+
+    def _timed(self, variants: list[str], sizes: Sizes, runs: int) -> tuple[list[TimeStats | None], list[str]]:
         self.notify(f"timing {' vs '.join(variants)} at N = {sizes.N:,}")
         cases = [
             sdpa.bind(build_case(v, self.scope, sizes, self.dtype, self.device), self.sdpa_backend) for v in variants
         ]
         try:
-            stats: list[TimeStats | None] = time_cases(cases, runs, self.warmup)
+            stats: list[TimeStats | None] = time_cases(cases, runs, self.warmup, seen=self.seen)
             status = ["ok"] * len(variants)
         except OutOfMemoryError:
             stats, status = self._time_one_by_one(cases, runs)
         del cases
         gc.collect()
-        for key, v, s, st in zip(keys, variants, stats, status, strict=True):
-            self._record("time", key, v, sizes, {"time": s.as_json() if s else None, "status": st})
-        self.measured += len(variants)
-        return stats
+        return stats, status
 
     def _time_one_by_one(self, cases, runs: int) -> tuple[list[TimeStats | None], list[str]]:
         stats, status = [], []
         for c in cases:
             try:
-                stats.append(time_cases([c], runs, self.warmup)[0])
+                stats.append(time_cases([c], runs, self.warmup, seen=self.seen)[0])
                 status.append("ok")
             except OutOfMemoryError:
                 stats.append(None)
@@ -78,6 +108,7 @@ class Measurer:
         key = self._key("memory", variant, sizes)
         rec = self.store.get(key)
         if rec is not None:
+            self.reused += 1
             return rec["memory"]["peak_bytes"] if rec["status"] == "ok" else None
         self.notify(f"peak memory of {variant} at N = {sizes.N:,}")
         case = sdpa.bind(build_case(variant, self.scope, sizes, self.dtype, self.device), self.sdpa_backend)
@@ -146,6 +177,8 @@ class PairProfile:
             "n0_uncertainty": _round(pick(self.speed, "uncertainty")),
             "n1_uncertainty": _round(pick(self.memory, "uncertainty")),
             "n0_verdict": self.speed.verdict if self.speed else None,
+            "n0_note": self.speed.note if self.speed else None,
+            "n0_replicates": [round(x, 1) for x in self.speed.replicates] if self.speed else [],
             "n1_verdict": self.memory.verdict if self.memory else None,
             "lengths_timed": len(self.speed.probes) if self.speed else 0,
             "lengths_traced": len(self.memory.probes) if self.memory else 0,
@@ -170,10 +203,12 @@ def profile_pair(
     max_lengths: int = 15,
     n_max: int = 16384,
     rel_tol: float = 0.02,
+    replicates: int = 4,
 ) -> PairProfile:
     """Measure where B overtakes A in time (N0) and in peak memory (N1), starting from the prediction.
 
-    `sizes` gives every size but N, which is what the search varies (its N is ignored)."""
+    `sizes` gives every size but N, which is what the search varies (its N is ignored). A found
+    speed crossover is checked (`_speed_transition`) and re-timed `replicates` times."""
     t0 = time.perf_counter()
     dims = replace(sizes, N=1).symbols()
     n0 = crossover(a, b, "flops", dims, setting, exact=False).n
@@ -182,8 +217,8 @@ def profile_pair(
     def at(n: int) -> Sizes:
         return replace(sizes, N=n)
 
-    def speed(n: int) -> Probe:
-        ta, tb = measurer.time([a, b], at(n))
+    def speed(n: int, fresh: bool = False) -> Probe:
+        ta, tb = measurer.time([a, b], at(n), fresh=fresh)
         probe = _time_probe(n, ta, tb)
         if probe.marginal:  # too close to call: time both again with more runs
             ta, tb = measurer.time([a, b], at(n), repeats=3 * measurer.repeats)
@@ -196,7 +231,7 @@ def profile_pair(
 
     speed_t = memory_t = None
     if "time" in costs:
-        speed_t = find_transition(speed, n0 or 256, n_min=2, n_max=n_max, max_probes=max_lengths, rel_tol=rel_tol)
+        speed_t = _speed_transition(speed, measurer, a, b, at, n0 or 256, n_max, max_lengths, rel_tol, replicates)
     if "memory" in costs:
         memory_t = find_transition(
             memory, n1 or 256, n_min=2, n_max=n_max, max_probes=4 * max_lengths, rel_tol=0, exact=True
@@ -208,4 +243,60 @@ def _time_probe(n: int, ta: TimeStats | None, tb: TimeStats | None) -> Probe:
     if ta is None or tb is None:
         return Probe(n, ta.median if ta else None, tb.median if tb else None)
     noise = math.hypot(ta.median_se, tb.median_se) / ta.median
-    return Probe(n, ta.median, tb.median, noise)
+    return Probe(n, ta.median, tb.median, noise, ta.median_se, tb.median_se)
+
+
+def _speed_transition(
+    speed: Callable[..., Probe],
+    measurer: Measurer,
+    a: str,
+    b: str,
+    at: Callable[[int], Sizes],
+    start: int,
+    n_max: int,
+    max_lengths: int,
+    rel_tol: float,
+    replicates: int,
+) -> Transition:
+    """Search, check the trend, re-time the bracket in alternation; never a crossover from disturbed timings.
+
+    1. Bracket and bisect (stored timings reused). 2. Each variant's time must not fall as N grows
+    beyond its noise: the lengths that break the trend are timed again (replacing the stored timings)
+    and the search repeated. 3. The bracket and two lengths 10 % outside it are re-timed `replicates`
+    times, alternating; if most replicates disagree with the bracket (A not cheaper at its low end, or
+    B not cheaper at its high end), that end is timed again and the search repeated. At most three
+    searches; after that the crossover is `inconsistent`. 4. Each replicate gives a crossing (a line
+    through its relative differences); the crossing reported is their median with a prediction interval
+    for one more run, which covers the drift between runs, not only the noise within one.
+    A device that stays disturbed ends the search with verdict `disturbed` and what was seen."""
+    try:
+        suspects: list[int] = []
+        for _ in range(3):
+            for n in suspects:
+                speed(n, fresh=True)
+            t = find_transition(speed, start, n_min=2, n_max=n_max, max_probes=max_lengths, rel_tol=rel_tol)
+            suspects = trend_breaks(t.probes)
+            if suspects:
+                continue
+            if t.verdict != "found" or replicates < 1:
+                return t
+            lo, hi = t.bracket
+            lengths = sorted({max(2, round(lo / 1.1)), lo, hi, min(n_max, round(hi * 1.1))})
+            runs = [
+                [_time_probe(n, *measurer.time([a, b], at(n), replicate=k)) for n in lengths]
+                for k in range(1, replicates + 1)
+            ]
+            at_lo = sum(not p.b_cheaper for r in runs for p in r if p.n == lo)
+            at_hi = sum(p.b_cheaper for r in runs for p in r if p.n == hi)
+            suspects = [n for n, agree in ((lo, at_lo), (hi, at_hi)) if 2 * agree < replicates]
+            if suspects:
+                continue
+            crossings = [t.measured] + [c for c in map(crossing_of, runs) if c is not None]
+            centre, half = replicate_interval(crossings, floor=max(t.uncertainty or 0.0, (hi - lo) / 2))
+            return replace(t, measured=centre, uncertainty=half, replicates=crossings)
+        return replace(t, verdict="inconsistent", measured=None, uncertainty=None, note=(
+            f"{a} and {b} timed again at N = {', '.join(f'{n:,}' for n in suspects)} still disagree with the "
+            "other lengths: the device is not steady enough to place the crossover"
+        ))  # fmt: skip
+    except DisturbedError as e:
+        return Transition("disturbed", note=str(e), seen=e.seen)

@@ -9,7 +9,9 @@ combines half the bracket with the measurement noise carried through that interp
 
 from __future__ import annotations
 
+import itertools
 import math
+import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
@@ -24,6 +26,9 @@ class Probe:
     b: float | None
     noise: float = 0.0
     """Standard error of (a - b) / a."""
+    a_se: float = 0.0
+    """Standard errors of a and b (for the trend check)."""
+    b_se: float = 0.0
 
     @property
     def rel_diff(self) -> float:
@@ -50,11 +55,17 @@ class Transition:
     """Where B became no more expensive than A, as measured."""
 
     verdict: str
-    """found | b-cheaper-throughout | a-cheaper-throughout | out-of-memory | budget"""
+    """found | b-cheaper-throughout | a-cheaper-throughout | out-of-memory | budget | disturbed | inconsistent"""
     measured: float | None = None
     uncertainty: float | None = None
     bracket: tuple[int, int] | None = None
     probes: list[Probe] = field(default_factory=list)
+    replicates: list[float] = field(default_factory=list)
+    """Crossings found by re-timing the bracket in alternation at the end (one per replicate)."""
+    note: str | None = None
+    """Why a crossover is not reported (disturbed, inconsistent), in one line."""
+    seen: dict | None = None
+    """What the disturbance detector saw, when it stopped the search."""
 
     def as_json(self) -> dict:
         return {
@@ -63,6 +74,9 @@ class Transition:
             "uncertainty": self.uncertainty,
             "bracket": list(self.bracket) if self.bracket else None,
             "probes": [{**asdict(p), "b_cheaper": p.b_cheaper, "marginal": p.marginal} for p in self.probes],
+            "replicates": [round(x, 1) for x in self.replicates],
+            "note": self.note,
+            "seen": self.seen,
         }
 
 
@@ -133,3 +147,45 @@ def _place(ordered: list[Probe], lo: Probe, hi: Probe, exact: bool) -> Transitio
     n_star = lo.n + (-r_lo / slope if slope > 0 else width / 2)
     noise = math.hypot(lo.noise, hi.noise) / slope if slope > 0 else width
     return Transition("found", n_star, math.hypot(width / 2, noise), (lo.n, hi.n), ordered)
+
+
+def trend_breaks(probes: list[Probe], tol: float = 0.02, sigmas: float = 3.0) -> list[int]:
+    """Lengths where a variant got cheaper as N grew, beyond its noise: both ends of each such step.
+
+    Attention costs never fall with N; a step down larger than `sigmas` standard errors plus `tol`
+    (relative) means one of the two timings is wrong, so both are to be measured again."""
+    bad: set[int] = set()
+    ordered = sorted(probes, key=lambda p: p.n)
+    for value, se in (("a", "a_se"), ("b", "b_se")):
+        points = [(p.n, getattr(p, value), getattr(p, se)) for p in ordered if getattr(p, value) is not None]
+        for (n1, t1, s1), (n2, t2, s2) in itertools.pairwise(points):
+            if t2 < t1 * (1 - tol) - sigmas * math.hypot(s1, s2):
+                bad |= {n1, n2}
+    return sorted(bad)
+
+
+def crossing_of(points: list[Probe]) -> float | None:
+    """Where a least-squares line through (n, (a - b)/a) crosses zero; None if it does not rise with n."""
+    from scipy.stats import linregress
+
+    usable = [p for p in points if p.a is not None and p.b is not None]
+    if len({p.n for p in usable}) < 2:
+        return None
+    fit = linregress([p.n for p in usable], [p.rel_diff for p in usable])
+    return -fit.intercept / fit.slope if fit.slope > 0 else None
+
+
+def replicate_interval(values: list[float], floor: float = 0.0, level: float = 0.95) -> tuple[float, float]:
+    """Centre and half-width of a `level` prediction interval for one more replicate (Student t).
+
+    The crossings of separate replicates differ by run-to-run drift as well as noise; the interval
+    for a further run is t_{(1+level)/2, k-1} · s · sqrt(1 + 1/k) wide on each side of the mean, and
+    never narrower than `floor` (the resolution of the search)."""
+    from scipy.stats import t as student_t
+
+    k = len(values)
+    centre = statistics.median(values)
+    if k < 2:
+        return centre, max(floor, abs(centre))
+    half = student_t.ppf((1 + level) / 2, k - 1) * statistics.stdev(values) * math.sqrt(1 + 1 / k)
+    return centre, max(floor, float(half))

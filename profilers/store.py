@@ -1,16 +1,26 @@
-"""Measurements on disk: one JSON-lines file per device, written atomically, read back to resume.
+"""Measurements on disk: one SQLite database of records, JSON lines for sharing and shipping.
 
-Every measurement becomes one record as soon as it is made. A write replaces the whole file
-through a temporary file and os.replace, so an interrupted run leaves either the old file or the
-new one, never half a line. Lines that do not parse (edited by hand, cut by a full disk) are
-reported with their file and line number, skipped, and kept in the file on later writes.
+Every measurement becomes one record as soon as it is made, written in its own transaction
+(stdlib `sqlite3`, WAL journal, a busy timeout): any number of processes can write at once and
+lose nothing, and a process killed at any moment leaves a valid database with every committed
+record and no temporary files beside it. Records are keyed by (device slug, record key) with a
+unique index, so a lookup stays one index probe at 100,000 records.
+
+JSON lines remain the sharing format (`attn-cost results export|import`) and the format of the
+measurements shipped in `profilers/data/results/`. Results files of earlier versions
+(`<results dir>/<device>.jsonl`) are imported once, the first time the database is opened.
+Every record read from any file passes one schema (`Record.check`); a line that fails it is
+reported with its line number, grouped by reason, and skipped.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
+import sqlite3
+import weakref
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -18,8 +28,17 @@ from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers.device import slug
 
 SCHEMA = 1
+"""Version of one record's JSON layout."""
+DB_SCHEMA = 1
+"""Version of the database's tables (kept in its `schema_version` table)."""
+DB_NAME = "results.db"
 SHIPPED = Path(__file__).parent / "data" / "results"
 """Measurements that ship with attn-cost (read-only): the devices its authors measured."""
+BUSY_TIMEOUT_S = 60.0
+KINDS = ("time", "memory")
+STATUSES = ("ok", "oom")
+FILTERS = ("device", "variant", "kind", "status", "scope", "dtype", "d", "n")
+"""Fields `ResultStore.select` filters on (device: slug or a part of the device name)."""
 
 
 def default_root() -> Path:
@@ -38,87 +57,401 @@ def record_key(kind: str, variant: str, scope: str, dtype: str, sizes: dict, dev
     return f"{kind}|{variant}|{scope}|{dtype}|{dims}{threads}"
 
 
-def read_records(path: Path) -> tuple[list[dict], list[str]]:
-    """Valid records of a results file, and one warning per line that is not one."""
-    records, warnings = [], []
+# -- one schema for a record -------------------------------------------------------------------
+
+
+def _is_num(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x and abs(x) != float("inf")
+
+
+@dataclass(frozen=True)
+class Record:
+    """One measurement as stored: the checked fields plus the whole JSON object."""
+
+    device: str
+    """The device slug (`device.slug` of the fingerprint)."""
+    key: str
+    kind: str
+    variant: str
+    scope: str
+    dtype: str
+    status: str
+    d: int | None
+    n: int | None
+    at: str
+    data: dict
+
+    @classmethod
+    def check(cls, obj: object) -> Record:
+        """The record in `obj`, or ValueError saying in a few words what is wrong with it."""
+        if not isinstance(obj, dict):
+            raise ValueError("not a JSON object")
+        if obj.get("schema") != SCHEMA:
+            raise ValueError(f"not an attn-cost record of schema {SCHEMA}")
+        for field in ("key", "kind", "variant", "scope", "dtype", "status", "at"):
+            if not isinstance(obj.get(field), str) or not obj[field]:
+                raise ValueError(f"field {field!r} missing or not a string")
+        device = obj.get("device")
+        if not isinstance(device, dict) or not all(isinstance(device.get(k), str) for k in ("name", "kind")):
+            raise ValueError("field 'device' missing or without a name and kind")
+        sizes = obj.get("sizes")
+        if not isinstance(sizes, dict) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in sizes.values()
+        ):
+            raise ValueError("field 'sizes' is not an object of positive integers")
+        kind, status = obj["kind"], obj["status"]
+        if kind not in KINDS:
+            raise ValueError(f"kind {kind!r} is not one of {', '.join(KINDS)}")
+        if status not in STATUSES:
+            raise ValueError(f"status {status!r} is not one of {', '.join(STATUSES)}")
+        if status == "ok":
+            value = obj.get(kind)
+            need = ("median", "q1", "q3", "min", "max", "runs") if kind == "time" else ("peak_bytes",)
+            if not isinstance(value, dict) or not all(_is_num(value.get(k)) and value[k] >= 0 for k in need):
+                raise ValueError(f"field {kind!r} missing or without numbers {', '.join(need)}")
+        try:
+            device_slug = slug(device)
+        except (KeyError, TypeError, AttributeError):
+            raise ValueError("field 'device' is not a device fingerprint") from None
+        return cls(
+            device_slug, obj["key"], kind, obj["variant"], obj["scope"], obj["dtype"], status,
+            sizes.get("d"), sizes.get("N"), obj["at"], obj,
+        )  # fmt: skip
+
+
+@dataclass
+class Problems:
+    """Lines of a file that are not records, grouped by reason: one warning per reason, not per line."""
+
+    path: Path
+    lines: dict[str, list[int]]
+
+    def warnings(self) -> list[str]:
+        return [
+            f"{self.path}: {len(numbers)} line{'s' if len(numbers) > 1 else ''} skipped ({reason}): "
+            f"line{'s' if len(numbers) > 1 else ''} {_ranges(numbers)}"
+            for reason, numbers in self.lines.items()
+        ]
+
+
+def _ranges(numbers: list[int], shown: int = 6) -> str:
+    spans: list[list[int]] = []
+    for n in numbers:
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    text = [str(a) if a == b else f"{a}-{b}" for a, b in spans[:shown]]
+    return ", ".join(text) + (f", … ({len(spans) - shown} more spans)" if len(spans) > shown else "")
+
+
+def read_jsonl(path: Path) -> tuple[list[Record], Problems]:
+    """Checked records of a JSON-lines file, and the lines that are not records."""
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise UserError(f"{path} is not an attn-cost results file (not UTF-8 text)") from None
+    except IsADirectoryError:
+        raise UserError(f"{path} is a directory, not a results file") from None
+    except OSError as e:
+        raise UserError(f"cannot read {path}: {e.strerror or e}") from None
+    records: list[Record] = []
+    problems = Problems(path, {})
     lines = text.splitlines()
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        problem = _problem(line)
-        if problem:
-            warnings.append(f"{path}:{number}: {problem}; line skipped (it stays in the file)")
-        else:
-            records.append(json.loads(line))
-    if lines and not records and any(line.strip() for line in lines):
+        try:
+            records.append(Record.check(json.loads(line)))
+        except json.JSONDecodeError as e:
+            problems.lines.setdefault(f"not valid JSON: {e.msg}", []).append(number)
+        except ValueError as e:
+            problems.lines.setdefault(str(e), []).append(number)
+    if not records and any(line.strip() for line in lines):
         raise UserError(f"{path} is not an attn-cost results file: none of its {len(lines)} lines is a record")
-    return records, warnings
+    return records, problems
 
 
-def _problem(line: str) -> str | None:
-    try:
-        rec = json.loads(line)
-    except json.JSONDecodeError as e:
-        return f"not valid JSON ({e.msg})"
-    if not isinstance(rec, dict) or rec.get("schema") != SCHEMA or "key" not in rec or "kind" not in rec:
-        return f"not an attn-cost record of schema {SCHEMA}"
-    return None
+def read_records(path: Path) -> tuple[list[dict], list[str]]:
+    """Valid records of a JSON-lines file (as dicts), and one warning per kind of bad line."""
+    records, problems = read_jsonl(path)
+    return [r.data for r in records], problems.warnings()
+
+
+def write_jsonl(records: Iterable[dict], out) -> int:
+    """Write records as JSON lines to a text stream; returns how many."""
+    count = 0
+    for rec in records:
+        out.write(json.dumps(rec, sort_keys=True) + "\n")
+        count += 1
+    return count
+
+
+# -- the database ------------------------------------------------------------------------------
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS records (
+    id INTEGER PRIMARY KEY,
+    device TEXT NOT NULL,
+    key TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    variant TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    dtype TEXT NOT NULL,
+    status TEXT NOT NULL,
+    d INTEGER,
+    n INTEGER,
+    at TEXT NOT NULL,
+    record TEXT NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS records_by_key ON records (device, key);
+CREATE INDEX IF NOT EXISTS records_by_variant ON records (variant, kind);
+CREATE TABLE IF NOT EXISTS migrated (file TEXT PRIMARY KEY, records INTEGER NOT NULL, at TEXT NOT NULL);
+"""
+
+_UPSERT = """
+INSERT INTO records (device, key, kind, variant, scope, dtype, status, d, n, at, record)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (device, key) DO UPDATE SET
+    kind = excluded.kind, variant = excluded.variant, scope = excluded.scope, dtype = excluded.dtype,
+    status = excluded.status, d = excluded.d, n = excluded.n, at = excluded.at, record = excluded.record
+"""
+
+
+def _row(r: Record) -> tuple:
+    return (r.device, r.key, r.kind, r.variant, r.scope, r.dtype, r.status, r.d, r.n, r.at, json.dumps(r.data))
+
+
+def database_path(root: Path | None) -> Path:
+    """The database file: `root` itself if it names a file (an existing one or *.db), else root/results.db."""
+    root = Path(root) if root is not None else default_root()
+    if root.is_file() or root.suffix in (".db", ".sqlite", ".sqlite3"):
+        return root
+    return root / DB_NAME
+
+
+class Database:
+    """One connection to the results database; every write is one transaction."""
+
+    def __init__(self, path: Path, *, create: bool = True) -> None:
+        self.path = path
+        self.warnings: list[str] = []
+        if not create and not path.exists():
+            raise FileNotFoundError(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"cannot create the results directory {path.parent}: {e.strerror or e}") from None
+        if path.is_dir():
+            raise UserError(f"{path} is a directory, not a results database; give --store the directory above it")
+        try:
+            self.con = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            self._finalizer = weakref.finalize(self, self.con.close)
+            self.con.execute("PRAGMA journal_mode = WAL")
+            self.con.execute("PRAGMA synchronous = NORMAL")
+            self._create()
+        except sqlite3.DatabaseError as e:
+            raise UserError(f"cannot open the results database {path}: {e}") from None
+        except OSError as e:
+            raise UserError(f"cannot open the results database {path}: {e.strerror or e}") from None
+
+    def _create(self) -> None:
+        with self.transaction():
+            for statement in _TABLES.strip().split(";"):
+                if statement.strip():
+                    self.con.execute(statement)
+            row = self.con.execute("SELECT max(version) FROM schema_version").fetchone()
+            version = row[0]
+            if version is None:
+                self.con.execute("INSERT INTO schema_version VALUES (?)", (DB_SCHEMA,))
+        if version is not None and version > DB_SCHEMA:
+            raise UserError(
+                f"{self.path} was written by a newer attn-cost (database schema {version}, this one reads "
+                f"{DB_SCHEMA}): upgrade attn-cost or use another --store"
+            )
+
+    class _Tx:
+        def __init__(self, con: sqlite3.Connection) -> None:
+            self.con = con
+
+        def __enter__(self) -> sqlite3.Connection:
+            self.con.execute("BEGIN IMMEDIATE")
+            return self.con
+
+        def __exit__(self, exc_type, exc, tb) -> None:
+            self.con.execute("ROLLBACK" if exc_type else "COMMIT")
+
+    def transaction(self) -> Database._Tx:
+        """BEGIN IMMEDIATE … COMMIT (ROLLBACK on any exception); waits up to the busy timeout for other writers."""
+        return Database._Tx(self.con)
+
+    def put(self, record: Record) -> None:
+        with self.transaction() as con:
+            con.execute(_UPSERT, _row(record))
+
+    def put_many(self, records: Iterable[Record], source: str | None = None) -> int:
+        """Several records in one transaction (an import); `source` marks a file as migrated in it too."""
+        rows = [_row(r) for r in records]
+        with self.transaction() as con:
+            if source is not None:
+                if con.execute("SELECT 1 FROM migrated WHERE file = ?", (source,)).fetchone():
+                    return 0
+                con.execute(
+                    "INSERT INTO migrated VALUES (?, ?, ?)",
+                    (source, len(rows), datetime.now(timezone.utc).isoformat(timespec="seconds")),
+                )
+            con.executemany(_UPSERT, rows)
+        return len(rows)
+
+    def migrated(self, source: str) -> bool:
+        return self.con.execute("SELECT 1 FROM migrated WHERE file = ?", (source,)).fetchone() is not None
+
+    def get(self, device: str, key: str) -> dict | None:
+        row = self.con.execute("SELECT record FROM records WHERE device = ? AND key = ?", (device, key)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def select(self, where: str = "", params: tuple = ()) -> Iterator[tuple[int, dict]]:
+        for rowid, text in self.con.execute(f"SELECT id, record FROM records {where} ORDER BY id", params):
+            yield rowid, json.loads(text)
+
+    def delete(self, ids: list[int]) -> int:
+        with self.transaction() as con:
+            con.executemany("DELETE FROM records WHERE id = ?", [(i,) for i in ids])
+        return len(ids)
+
+    def count(self) -> int:
+        return self.con.execute("SELECT count(*) FROM records").fetchone()[0]
+
+    def close(self) -> None:
+        self._finalizer()
+
+
+def _where(filters: dict) -> tuple[str, tuple, str | None]:
+    """SQL for the filters on indexed columns, and the device filter (matched on slug or name)."""
+    clauses, params = [], []
+    for field in ("variant", "kind", "status", "scope", "dtype", "d", "n"):
+        value = filters.get(field)
+        if value is not None:
+            clauses.append(f"{field} = ?")
+            params.append(value)
+    return ("WHERE " + " AND ".join(clauses) if clauses else ""), tuple(params), filters.get("device")
+
+
+def device_matches(rec: dict, device: str | None) -> bool:
+    """Whether a record is of the device named by a slug or a part of its name (None: any)."""
+    if device is None:
+        return True
+    needle = device.lower()
+    return needle == slug(rec["device"]) or needle in rec["device"]["name"].lower()
+
+
+def migrate_legacy(db: Database, root: Path) -> list[str]:
+    """Import each earlier-version results file (`root/*.jsonl`) once; returns warnings."""
+    warnings: list[str] = []
+    for path in sorted(root.glob("*.jsonl")) if root.is_dir() else []:
+        source = str(path.resolve())
+        if db.migrated(source):
+            continue
+        try:
+            records, problems = read_jsonl(path)
+        except UserError as e:
+            warnings.append(f"{e}; not imported")
+            continue
+        count = db.put_many(records, source=source)
+        warnings += problems.warnings()
+        if count:
+            warnings.append(f"imported {count} records from {path} into {db.path} (once; the file is left as it was)")
+    return warnings
+
+
+def open_database(root: Path | None = None, *, create: bool = True) -> Database:
+    """The results database under `root` (default: `default_root()`), earlier files migrated."""
+    path = database_path(root)
+    db = Database(path, create=create)
+    db.warnings += migrate_legacy(db, path.parent)
+    return db
+
+
+def select(db: Database, filters: dict) -> list[tuple[int, dict]]:
+    """(row id, record) of every stored record matching the filters (see FILTERS)."""
+    where, params, device = _where(filters)
+    return [(i, rec) for i, rec in db.select(where, params) if device_matches(rec, device)]
+
+
+def import_jsonl(db: Database, path: Path) -> tuple[int, list[str]]:
+    """Add the records of a JSON-lines file (of any devices) in one transaction; returns (count, warnings)."""
+    records, problems = read_jsonl(path)
+    return db.put_many(records), problems.warnings()
+
+
+# -- the store one device's measurements go through ------------------------------------------------
+
+
+def shipped_records(device_slug: str) -> tuple[dict[str, dict], list[str]]:
+    """The measurements shipped with attn-cost for one device, by key."""
+    path = SHIPPED / f"{device_slug}.jsonl"
+    if not path.exists():
+        return {}, []
+    records, problems = read_jsonl(path)
+    mine = [r for r in records if r.device == device_slug]
+    warnings = problems.warnings()
+    if len(mine) < len(records):
+        warnings.append(f"{path}: {len(records) - len(mine)} records of other devices ignored")
+    return {r.key: r.data for r in mine}, warnings
 
 
 class ResultStore:
     """The results of one device: look a measurement up, add one."""
 
     def __init__(self, device: dict, root: Path | None = None, *, shipped: bool = True, reuse: bool = True) -> None:
-        """`shipped`: also read the measurements that ship with attn-cost for this device.
-        `reuse`: look measurements up at all (False measures everything again, still saving it)."""
+        """`root`: results directory or database file (default `default_root()`).
+        `shipped`: also read the measurements that ship with attn-cost for this device.
+        `reuse`: look stored measurements up at all (False measures everything again, still saving it)."""
         self.device = device
-        self.root = root or default_root()
-        self.path = self.root / f"{slug(device)}.jsonl"
-        self.records: dict[str, dict] = {}
-        self.warnings: list[str] = []
-        sources = ([SHIPPED / self.path.name] if shipped else []) + [self.path]
-        for path in sources if reuse else []:
-            if path.exists():
-                records, warnings = read_records(path)
-                self.warnings += warnings
-                for rec in records:
-                    self._accept(rec, path)
+        self.slug = slug(device)
+        self.reuse = reuse
+        self.db = open_database(root)
+        self.path = self.db.path
+        self.warnings: list[str] = list(self.db.warnings)
+        self.shipped: dict[str, dict] = {}
+        if shipped and reuse:
+            self.shipped, warnings = shipped_records(self.slug)
+            self.warnings += warnings
+        self.session: dict[str, dict] = {}
+        """Records added through this store object (what this process measured)."""
 
-    def _accept(self, rec: dict, path: Path) -> None:
-        if slug(rec["device"]) != slug(self.device):
-            self.warnings.append(f"{path}: a record of {rec['device'].get('name')} in this device's file; ignored")
-            return
-        self.records[rec["key"]] = rec
+    @property
+    def records(self) -> dict[str, dict]:
+        """Every record of this device by key: shipped ones, overridden by stored ones (a full scan).
+        Replicates (timings repeated to see a crossover's spread) are left out: one point per setting."""
+        if self.reuse:
+            stored = {rec["key"]: rec for _, rec in self.db.select("WHERE device = ?", (self.slug,))}
+            merged = {**self.shipped, **stored, **self.session}
+        else:
+            merged = dict(self.session)
+        return {k: rec for k, rec in merged.items() if "replicate" not in rec}
 
     def get(self, key: str) -> dict | None:
-        return self.records.get(key)
+        """The stored measurement with this key (an index probe), else the shipped one, else None."""
+        if key in self.session:
+            return self.session[key]
+        if not self.reuse:
+            return None
+        return self.db.get(self.slug, key) or self.shipped.get(key)
 
     def add(self, record: dict) -> dict:
-        """Stamp, store and return a record; the file on disk is replaced atomically."""
+        """Stamp, check, store (one transaction) and return a record."""
         record = {
             "schema": SCHEMA,
             **record,
             "device": self.device,
             "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
-        self.root.mkdir(parents=True, exist_ok=True)
-        old = self.path.read_text(encoding="utf-8") if self.path.exists() else ""
-        if old and not old.endswith("\n"):
-            old += "\n"
-        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=f".{self.path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(old + json.dumps(record, sort_keys=True) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        self.records[record["key"]] = record
+        checked = Record.check(record)
+        self.db.put(checked)
+        self.session[record["key"]] = record
         return record
+
+    def close(self) -> None:
+        self.db.close()

@@ -58,10 +58,10 @@ def validate(
 ) -> tuple[DeviceProfile, list[dict]]:
     """Measure (reusing the store), fit on `fit_d` (or use an `existing` profile of this same
     device, to check it without refitting), and compare on every head dim."""
-    if existing is not None and existing.slug != measurer.store.path.stem:
+    if existing is not None and existing.slug != measurer.store.slug:
         raise UserError(
             f"device profile {existing.slug} was fitted on {existing.device.get('name')} "
-            f"(torch {existing.device.get('torch')}); this is {measurer.store.path.stem}: "
+            f"(torch {existing.device.get('torch')}); this is {measurer.store.slug}: "
             "fit one here with `attn-cost validate`"
         )
     measured = {}

@@ -78,31 +78,49 @@ def store_dir(tmp_path):
     return tmp_path / "results"
 
 
-def _record(key: str) -> dict:
-    return {"kind": "memory", "key": key, "variant": "softmax", "memory": {"peak_bytes": 1}, "status": "ok"}
+def _record(key: str, n: int = 16) -> dict:
+    return {
+        "kind": "memory",
+        "key": key,
+        "variant": "softmax",
+        "scope": "core",
+        "dtype": "fp32",
+        "sizes": {"N": n, "d": 8},
+        "memory": {"peak_bytes": 1},
+        "status": "ok",
+    }
 
 
-def test_records_survive_a_new_store_and_writes_leave_no_temporary_files(store_dir) -> None:
+def _legacy_line(device: dict, key: str) -> str:
+    return json.dumps({**_record(key), "schema": 1, "device": device, "at": "2026-01-01T00:00:00+00:00"})
+
+
+def test_records_survive_a_new_store_and_writes_leave_no_other_files(store_dir) -> None:
     device = fingerprint("cpu")
     store = ResultStore(device, store_dir)
     store.add(_record("k1"))
     store.add(_record("k2"))
+    store.close()
     again = ResultStore(device, store_dir)
-    assert set(again.records) >= {"k1", "k2"}
-    assert [p.name for p in store_dir.iterdir()] == [store.path.name]
+    assert set(again.records) >= {"k1", "k2"} and again.get("k1")["sizes"] == {"N": 16, "d": 8}
+    again.close()
+    assert [p.name for p in store_dir.iterdir()] == ["results.db"]  # WAL and shared-memory files gone
 
 
-def test_a_corrupt_line_is_reported_skipped_and_kept(store_dir) -> None:
+def test_earlier_json_lines_files_are_migrated_once_and_torn_lines_reported(store_dir) -> None:
     device = fingerprint("cpu")
-    store = ResultStore(device, store_dir)
-    store.add(_record("k1"))
-    with store.path.open("a") as f:
-        f.write('{"schema": 1, "kind": "time", "key": "torn", "varia\n')
-    again = ResultStore(device, store_dir)
-    assert any(":2: not valid JSON" in w for w in again.warnings)
-    again.add(_record("k3"))
-    lines = store.path.read_text().splitlines()
-    assert len(lines) == 3 and '"key": "torn", "varia' in lines[1]  # never silently dropped
+    store_dir.mkdir(parents=True)
+    legacy = store_dir / "cpu-old.jsonl"
+    legacy.write_text(_legacy_line(device, "k1") + '\n{"schema": 1, "kind": "time", "key": "torn", "varia\n')
+    first = ResultStore(device, store_dir)
+    assert first.get("k1") is not None
+    assert any("1 line skipped (not valid JSON" in w and "line 2" in w for w in first.warnings)
+    assert any("imported 1 records" in w for w in first.warnings)
+    first.close()
+    legacy.write_text(legacy.read_text() + _legacy_line(device, "k2") + "\n")  # edited after the migration
+    second = ResultStore(device, store_dir)
+    assert second.warnings == [] and second.get("k2") is None  # read once only
+    assert "torn" in legacy.read_text()  # the file itself is left as it was
 
 
 def test_a_file_that_is_not_a_results_file_is_an_error(tmp_path) -> None:
@@ -115,14 +133,45 @@ def test_a_file_that_is_not_a_results_file_is_an_error(tmp_path) -> None:
         read_records(bad)
 
 
-def test_records_of_another_device_are_ignored_with_a_warning(store_dir) -> None:
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        ({"device": None}, "'device'"),
+        ({"status": None}, "'status'"),
+        ({"time": None, "kind": "time"}, "'time'"),
+        ({"sizes": "N=16,d=8"}, "'sizes'"),
+        ({"status": "fine"}, "status 'fine'"),
+    ],
+)
+def test_records_that_are_json_but_not_records_are_named_by_reason(tmp_path, change, reason) -> None:
     device = fingerprint("cpu")
-    store = ResultStore(device, store_dir)
-    other = {**_record("k9"), "schema": 1, "device": {**device, "name": "Some Other CPU"}}
-    store.path.parent.mkdir(parents=True, exist_ok=True)
-    store.path.write_text(json.dumps(other) + "\n")
-    again = ResultStore(device, store_dir)
-    assert "k9" not in again.records and any("Some Other CPU" in w for w in again.warnings)
+    good = json.loads(_legacy_line(device, "k1"))
+    bad = {k: v for k, v in {**good, **change}.items() if v is not None}
+    path = tmp_path / "x.jsonl"
+    path.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+    records, warnings = read_records(path)
+    assert len(records) == 1 and len(warnings) == 1 and reason in warnings[0] and "line 2" in warnings[0]
+
+
+def test_hundreds_of_bad_lines_make_one_warning_with_counts_and_line_numbers(tmp_path) -> None:
+    device = fingerprint("cpu")
+    path = tmp_path / "x.jsonl"
+    bad = json.dumps({"schema": 1, "kind": "time"})
+    path.write_text("\n".join([_legacy_line(device, "k1")] + [bad] * 300 + [_legacy_line(device, "k2")]) + "\n")
+    records, warnings = read_records(path)
+    assert len(records) == 2
+    (warning,) = warnings
+    assert "300 lines skipped" in warning and "lines 2-301" in warning
+
+
+def test_records_of_another_device_stay_with_that_device(store_dir) -> None:
+    device = fingerprint("cpu")
+    other = {**device, "name": "Some Other CPU"}
+    store_dir.mkdir(parents=True)
+    (store_dir / "mixed.jsonl").write_text(_legacy_line(other, "k9") + "\n" + _legacy_line(device, "k1") + "\n")
+    mine = ResultStore(device, store_dir)
+    assert "k9" not in mine.records and "k1" in mine.records
+    assert ResultStore(other, store_dir).get("k9") is not None
 
 
 def test_an_interrupted_profile_resumes_without_repeating_measurements(store_dir, monkeypatch) -> None:
@@ -132,7 +181,7 @@ def test_an_interrupted_profile_resumes_without_repeating_measurements(store_dir
 
     calls = {"n": 0, "limit": 3}
 
-    def fake_timer(cases, repeats, warmup):
+    def fake_timer(cases, repeats, warmup, **kwargs):
         calls["n"] += 1
         if calls["n"] > calls["limit"]:
             raise KeyboardInterrupt
@@ -146,7 +195,7 @@ def test_an_interrupted_profile_resumes_without_repeating_measurements(store_dir
 
     def run() -> tuple[Measurer, object]:
         m = Measurer("cpu", ResultStore(fingerprint("cpu"), store_dir), repeats=3)
-        return m, profile_pair(*pair, sizes, m, Setting(), costs=("time",))
+        return m, profile_pair(*pair, sizes, m, Setting(), costs=("time",), replicates=2)
 
     with pytest.raises(KeyboardInterrupt):
         run()
@@ -155,7 +204,8 @@ def test_an_interrupted_profile_resumes_without_repeating_measurements(store_dir
     calls.update(n=0, limit=10**9)
     _, result = run()
     assert result.speed.verdict == "found" and result.speed.bracket[0] < 300 <= result.speed.bracket[1]
-    assert calls["n"] == len(result.speed.probes) - 3  # only the lengths not measured before the interrupt
+    bracket_and_outside = 4  # re-timed twice at the end (the two replicates)
+    assert calls["n"] == len(result.speed.probes) - 3 + 2 * bracket_and_outside  # nothing measured twice
     calls["n"] = 0
     third, again = run()
     assert calls["n"] == 0 and third.measured == 0 and again.speed.measured == result.speed.measured

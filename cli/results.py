@@ -1,0 +1,224 @@
+"""`attn-cost results ls|rm|export|import`: inspect, drop and share the stored measurements.
+
+The measurements live in one SQLite database (`profilers/store.py`); JSON lines are the format
+to share them in and the format of the measurements shipped with attn-cost. No torch here.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from attn_cost.cli import render
+from attn_cost.cli.analytic import emit
+from attn_cost.cli.app import app, fail
+from rich.console import Console
+from rich.markup import escape
+
+err = Console(stderr=True, highlight=False)
+
+results_app = typer.Typer(
+    help="Inspect, drop, export and import stored measurements (one SQLite database; JSON lines to share).",
+    no_args_is_help=True,
+)
+app.add_typer(results_app, name="results")
+
+STORE = typer.Option(
+    None,
+    "--store",
+    help="Results directory or database file (default: $ATTN_COST_HOME/results or ~/.local/share/attn-cost/results).",
+)
+DEVICE = typer.Option(None, "--device", help="Device slug (cpu-amd-epyc-bed586) or a part of the device's name.")
+VARIANT = typer.Option(None, "--variant", help="Only this variant.")
+KIND = typer.Option(None, "--kind", help="time or memory.")
+STATUS = typer.Option(None, "--status", help="ok or oom.")
+SCOPE = typer.Option(None, "--scope", help="Only this scope.")
+DTYPE = typer.Option(None, "--dtype", help="Only this dtype.")
+D = typer.Option(None, "--d", help="Only this head dimension.")
+N = typer.Option(None, "--n", help="Only this sequence length.")
+SHIPPED = typer.Option(False, "--shipped", help="Also the measurements shipped with attn-cost (read-only).")
+JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
+
+
+def _filters(device, variant, kind, status, scope, dtype, d, n) -> dict:
+    from attn_cost.profilers.store import KINDS, STATUSES
+
+    if kind is not None and kind not in KINDS:
+        fail(f"--kind takes {' or '.join(KINDS)}, got {kind!r}")
+    if status is not None and status not in STATUSES:
+        fail(f"--status takes {' or '.join(STATUSES)}, got {status!r}")
+    for value, flag in ((d, "--d"), (n, "--n")):
+        if value is not None and value < 1:
+            fail(f"{flag} must be a positive integer, got {value}")
+    found = dict(device=device, variant=variant, kind=kind, status=status, scope=scope, dtype=dtype, d=d, n=n)
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def _open(store: Path | None):
+    from attn_cost.profilers.store import open_database
+
+    db = open_database(store)
+    for warning in db.warnings:
+        err.print(f"warning: {escape(warning)}")
+    return db
+
+
+def _matching(store: Path | None, filters: dict, shipped: bool) -> tuple[object, list[tuple[int | None, dict]]]:
+    """(database, [(row id or None for a shipped record, record)]) of every record matching the filters."""
+    from attn_cost.profilers.store import SHIPPED as SHIPPED_DIR
+    from attn_cost.profilers.store import read_jsonl, select
+
+    db = _open(store)
+    rows: list[tuple[int | None, dict]] = list(select(db, filters))
+    if shipped:
+        for path in sorted(SHIPPED_DIR.glob("*.jsonl")):
+            records, _ = read_jsonl(path)
+            rows += [(None, r.data) for r in records if _match(r, filters)]
+    return db, rows
+
+
+def _match(r, filters: dict) -> bool:
+    from attn_cost.profilers.store import device_matches
+
+    fields = {"variant": r.variant, "kind": r.kind, "status": r.status, "scope": r.scope, "dtype": r.dtype}
+    fields.update(d=r.d, n=r.n)
+    return all(fields[k] == v for k, v in filters.items() if k != "device") and device_matches(
+        r.data, filters.get("device")
+    )
+
+
+@results_app.command("ls")
+def ls(
+    device: Optional[str] = DEVICE,
+    variant: Optional[str] = VARIANT,
+    kind: Optional[str] = KIND,
+    status: Optional[str] = STATUS,
+    scope: Optional[str] = SCOPE,
+    dtype: Optional[str] = DTYPE,
+    d: Optional[int] = D,
+    n: Optional[int] = N,
+    shipped: bool = SHIPPED,
+    limit: int = typer.Option(50, "--limit", help="Rows shown in the table (0: all); --json prints all."),
+    store: Optional[Path] = STORE,
+    as_json: bool = JSON,
+) -> None:
+    """List stored measurements, newest last, filtered by device, variant, kind, status, scope, dtype, d, N."""
+    from attn_cost.profilers.device import slug
+
+    db, rows = _matching(store, _filters(device, variant, kind, status, scope, dtype, d, n), shipped)
+    if as_json:
+        emit({"store": str(db.path), "count": len(rows), "results": [rec for _, rec in rows]})
+        return
+    if not rows:
+        render.line(f"No stored measurements match in {escape(str(db.path))}.")
+        return
+    if limit < 0:
+        fail(f"--limit must be 0 or more, got {limit}")
+    shown = rows if limit == 0 else rows[-limit:]
+    by_device: dict[str, list[dict]] = {}
+    for _, rec in shown:
+        by_device.setdefault(slug(rec["device"]), []).append(rec)
+    columns = [render.Col("variant"), render.Col("kind"), render.Col("scope"), render.Col("dtype")]
+    columns += [render.right("N"), render.right("d"), render.right("value")]
+    for device_slug, recs in by_device.items():
+        cells = [
+            [escape(str(x)) for x in (r["variant"], r["kind"], r["scope"], r["dtype"])]
+            + [str(r["sizes"].get("N", "")), str(r["sizes"].get("d", "")), _value(r)]
+            for r in recs
+        ]
+        render.table(escape(f"{device_slug}: {recs[0]['device']['name']}"), columns, cells, keys=1)
+    hidden = len(rows) - len(shown)
+    more = f"; the {hidden:,} oldest not shown (--limit 0 shows all)" if hidden else ""
+    where = escape(str(db.path)) + (" and the shipped files" if shipped else "")
+    render.line(f"{len(rows):,} records in {where}{more}.")
+
+
+def _value(rec: dict) -> str:
+    if rec["status"] != "ok":
+        return rec["status"]
+    if rec["kind"] == "time":
+        ms = 1e3 * rec["time"]["median"]
+        rep = f" r{rec['replicate']}" if "replicate" in rec else ""
+        return f"{ms:.3f} ms{rep}"
+    return f"{rec['memory']['peak_bytes']:,} B"
+
+
+@results_app.command("rm")
+def rm(
+    device: Optional[str] = DEVICE,
+    variant: Optional[str] = VARIANT,
+    kind: Optional[str] = KIND,
+    status: Optional[str] = STATUS,
+    scope: Optional[str] = SCOPE,
+    dtype: Optional[str] = DTYPE,
+    d: Optional[int] = D,
+    n: Optional[int] = N,
+    every: bool = typer.Option(False, "--all", help="Remove every record (needed when no filter is given)."),
+    store: Optional[Path] = STORE,
+    as_json: bool = JSON,
+) -> None:
+    """Remove the stored measurements that match the filters (the shipped ones are never touched)."""
+    filters = _filters(device, variant, kind, status, scope, dtype, d, n)
+    if not filters and not every:
+        fail("results rm needs a filter (--device, --variant, --kind, --status, --scope, --dtype, --d, --n) or --all")
+    db, rows = _matching(store, filters, shipped=False)
+    removed = db.delete([i for i, _ in rows if i is not None])
+    if as_json:
+        emit({"store": str(db.path), "removed": removed})
+    else:
+        render.line(f"Removed {removed:,} records from {escape(str(db.path))}.")
+
+
+@results_app.command("export")
+def export(
+    device: Optional[str] = DEVICE,
+    variant: Optional[str] = VARIANT,
+    kind: Optional[str] = KIND,
+    status: Optional[str] = STATUS,
+    scope: Optional[str] = SCOPE,
+    dtype: Optional[str] = DTYPE,
+    d: Optional[int] = D,
+    n: Optional[int] = N,
+    shipped: bool = SHIPPED,
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write to this file (default: stdout)."),
+    store: Optional[Path] = STORE,
+) -> None:
+    """Write the matching records as JSON lines: the format to share measurements and to ship them."""
+    from attn_cost.profilers.store import write_jsonl
+
+    _, rows = _matching(store, _filters(device, variant, kind, status, scope, dtype, d, n), shipped)
+    records = [rec for _, rec in rows]
+    if output is None:
+        write_jsonl(records, sys.stdout)
+        return
+    try:
+        with output.open("w", encoding="utf-8") as f:
+            count = write_jsonl(records, f)
+    except OSError as e:
+        fail(f"cannot write {output}: {e.strerror or e}")
+    err.print(f"Wrote {count:,} records to {output}.")
+
+
+@results_app.command("import")
+def import_(
+    paths: list[Path] = typer.Argument(..., help="JSON-lines files written by `attn-cost results export`."),
+    store: Optional[Path] = STORE,
+    as_json: bool = JSON,
+) -> None:
+    """Add the records of JSON-lines files to the database (a record with the same device and key is replaced)."""
+    from attn_cost.profilers.store import import_jsonl
+
+    db = _open(store)
+    counts = {}
+    for path in paths:
+        count, warnings = import_jsonl(db, path)
+        for warning in warnings:
+            err.print(f"warning: {escape(warning)}")
+        counts[str(path)] = count
+    if as_json:
+        emit({"store": str(db.path), "imported": counts})
+    else:
+        for path, count in counts.items():
+            render.line(f"Imported {count:,} records from {escape(path)} into {escape(str(db.path))}.")

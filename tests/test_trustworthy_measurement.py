@@ -1,0 +1,293 @@
+"""Disturbance detection on fed clock samples, the checks before a crossover is called found, and the
+SQLite store under concurrent writers and kills (real processes, no real load)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+from attn_cost.costmodel.crossover import Setting
+from attn_cost.profilers.cases import Sizes
+from attn_cost.profilers.search import Probe, crossing_of, replicate_interval, trend_breaks
+from attn_cost.profilers.store import ResultStore, open_database
+from attn_cost.profilers.timing import Clocks, Detector, DisturbedError, Seen, TimeStats, time_cases
+
+# -- the detector, fed samples -------------------------------------------------------------------
+
+
+def _pair(wall: float, cpu: float, wait: float = 0.0, steal: float = 0.0) -> tuple[Clocks, Clocks]:
+    before = Clocks(100.0, 5.0, 9.0, 1.0, 20.0)
+    return before, Clocks(100.0 + wall, 5.0 + cpu, 9.0 + 2 * cpu, 1.0 + wait, 20.0 + steal)
+
+
+def test_a_quiet_call_is_not_disturbed() -> None:
+    assert not Detector().judge(*_pair(0.010, 0.0099, wait=0.0001)).disturbed
+    assert not Detector().judge(*_pair(0.0001, 0.00009, wait=0.0001)).disturbed  # wake-up latency of workers
+
+
+@pytest.mark.parametrize(
+    "sample, reason",
+    [
+        (_pair(0.010, 0.010, wait=0.004), "run-queue wait"),  # a 4 ms scheduler tick spent waiting
+        (_pair(0.012, 0.002), "CPU time below wall time"),  # descheduled, without schedstat
+        (_pair(0.100, 0.099, steal=0.05), "steal"),  # five 10 ms ticks stolen by the hypervisor
+    ],
+)
+def test_each_sign_of_disturbance_is_seen(sample, reason) -> None:
+    v = Detector().judge(*sample)
+    assert v.disturbed and reason in v.reasons
+
+
+def test_one_steal_tick_in_a_long_call_is_not_a_disturbance() -> None:
+    assert not Detector().judge(*_pair(1.0, 0.99, steal=0.01)).disturbed
+
+
+class _Case:
+    """A stand-in for profilers.cases.Case: runs nothing."""
+
+    device = "cpu"
+    variant = "fake"
+
+    def make_inputs(self) -> list:
+        return []
+
+    def run(self, inputs: list) -> None:
+        return None
+
+
+def _fed(disturbed_calls: int) -> tuple[Detector, list[float]]:
+    """A detector whose first `disturbed_calls` calls see a 4 ms run-queue wait, the rest quiet."""
+    state = {"calls": 0, "t": 0.0}
+    slept: list[float] = []
+
+    def clock() -> Clocks:
+        call, half = divmod(state["calls"], 2)
+        state["calls"] += 1
+        if half:  # the reading after a call: 1 ms later
+            wait = 0.004 if call < disturbed_calls else 0.0
+            return Clocks(state["t"] + 0.001, state["t"] + 0.001, 0.0, state["t"] + wait)
+        state["t"] += 1.0
+        return Clocks(state["t"], state["t"], 0.0, state["t"])
+
+    return Detector(clock=clock, sleep=slept.append), slept
+
+
+def test_disturbed_rounds_are_thrown_away_and_timed_again_after_a_back_off() -> None:
+    detector, slept = _fed(disturbed_calls=5)  # rounds 1-2 fully, round 3 half disturbed
+    seen = Seen()
+    a, b = time_cases([_Case(), _Case()], repeats=5, warmup=1, detector=detector, seen=seen)
+    assert a.runs == b.runs == 5 and a.discarded == 3
+    assert slept == [0.05, 0.1, 0.2]  # doubling back-off
+    assert seen.calls == 16 and seen.disturbed == 5 and seen.reasons == {"run-queue wait": 5}
+
+
+def test_a_device_that_stays_disturbed_raises_with_what_was_seen() -> None:
+    detector, slept = _fed(disturbed_calls=10**6)
+    with pytest.raises(DisturbedError) as stop:
+        time_cases([_Case(), _Case()], repeats=3, warmup=0, detector=detector)
+    message = str(stop.value)
+    assert "stayed disturbed" in message and "\n" not in message and "run-queue wait" in message
+    assert stop.value.seen["disturbed"] == stop.value.seen["calls"] == 2 * (3 * 3 + 1)
+    assert max(slept) == detector.max_backoff_s
+
+
+def test_without_a_detector_every_run_is_kept() -> None:
+    (stats,) = time_cases([_Case()], repeats=4, warmup=0, detector=None)
+    assert stats.runs == 4 and stats.discarded == 0
+
+
+# -- checks before a crossover is called found ---------------------------------------------------
+
+
+def test_a_time_that_falls_as_n_grows_is_a_trend_break() -> None:
+    probes = [Probe(100, 1.0, 2.0, 0, 0.01, 0.01), Probe(200, 4.0, 4.0, 0, 0.01, 0.01), Probe(400, 3.0, 8.0, 0, 0.01)]
+    assert trend_breaks(probes) == [200, 400]  # A fell from 4.0 to 3.0
+    noisy = [Probe(100, 1.0, 2.0, 0, 0.2, 0.0), Probe(200, 0.9, 4.0, 0, 0.2, 0.0)]
+    assert trend_breaks(noisy) == []  # within its noise
+
+
+def test_the_crossing_of_replicates_comes_from_a_line_through_the_relative_differences() -> None:
+    # (a - b) / a = (n - 1000) / 2000 exactly: a = 2000, b = 3000 - n
+    points = [Probe(n, 2000.0, 3000.0 - n) for n in (900, 1000, 1100, 1200)]
+    assert crossing_of(points) == pytest.approx(1000.0)
+    assert crossing_of([Probe(n, 2000.0, 1000.0 + n) for n in (900, 1100)]) is None  # B gets dearer: no crossing
+
+
+def test_the_interval_covers_further_runs_at_its_level() -> None:
+    """Each simulated run has its own drift (σ = 40 tokens) and noise (σ = 10); the interval of one run's
+    five replicates must cover a new replicate about 95 % of the time (Student t prediction interval)."""
+    rng = random.Random(7)
+    inside = 0
+    trials = 2000
+    for _ in range(trials):
+        values = [1400 + rng.gauss(0, 41.2) for _ in range(5)]
+        centre, half = replicate_interval(values)
+        inside += abs(1400 + rng.gauss(0, 41.2) - centre) <= half
+    assert 0.92 <= inside / trials <= 0.99
+
+
+def test_a_disturbed_device_gives_no_crossover_and_says_why(tmp_path, monkeypatch) -> None:
+    import attn_cost.profilers.profile as prof
+
+    def disturbed(cases, repeats, warmup, **kwargs):
+        raise DisturbedError("the cpu stayed disturbed: 31 of 31 timed runs disturbed", {"calls": 31})
+
+    monkeypatch.setattr(prof, "time_cases", disturbed)
+    m = prof.Measurer("cpu", ResultStore(_device(), tmp_path))
+    row = prof.profile_pair(
+        "taylorshift-direct", "taylorshift-efficient", Sizes(N=1, d=8), m, Setting(), costs=("time",)
+    ).as_json()
+    assert row["measured_n0"] is None and row["n0_uncertainty"] is None and row["n0_verdict"] == "disturbed"
+    assert "stayed disturbed" in row["n0_note"] and row["speed"]["seen"] == {"calls": 31}
+    assert ResultStore(_device(), tmp_path).records == {}  # nothing stored as good
+
+
+@pytest.mark.parametrize(
+    "slow_variant, slow_n, timings",
+    [
+        # B looks dearer at 584 once: a later, longer length shows B's time falling (a trend break)
+        ("taylorshift-efficient", 584, 2),
+        # A looks dearer at 146 once, the top of the bracket: the replicates disagree with it
+        ("taylorshift-direct", 146, 4),  # first timing, two replicates, timed again
+    ],
+)
+def test_a_point_that_breaks_the_trend_or_the_bracket_is_measured_again(
+    tmp_path, monkeypatch, slow_variant, slow_n, timings
+) -> None:
+    """A = N², B = 300 N (no noise); the first timing of one variant at one length is 50× too slow."""
+    import attn_cost.profilers.profile as prof
+
+    timed: list[int] = []
+
+    def timer(cases, repeats, warmup, **kwargs):
+        n = cases[0].sizes.N
+        timed.append(n)
+        cost = {"taylorshift-direct": n * n, "taylorshift-efficient": 300 * n}
+        slow = 50 if n == slow_n and timed.count(n) == 1 else 1
+        return [
+            TimeStats(*(cost[c.variant] * 1e-9 * (slow if c.variant == slow_variant else 1),) * 5, repeats, 0)
+            for c in cases
+        ]
+
+    monkeypatch.setattr(prof, "time_cases", timer)
+    m = prof.Measurer("cpu", ResultStore(_device(), tmp_path), repeats=3)
+    t = prof.profile_pair(
+        "taylorshift-direct", "taylorshift-efficient", Sizes(N=1, d=8), m, Setting(), costs=("time",), replicates=2
+    ).speed
+    assert timed.count(slow_n) == timings
+    assert t.verdict == "found" and abs(t.measured - 300) <= t.uncertainty and t.uncertainty < 30
+
+
+# -- the SQLite store under concurrent writers and kills -----------------------------------------
+
+
+def _device() -> dict:
+    return {"kind": "cpu", "name": "Test CPU", "threads": 1, "torch": "2.13.0"}
+
+
+WRITER = """
+import sys
+from attn_cost.profilers.store import ResultStore
+root, tag, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+store = ResultStore({"kind": "cpu", "name": "Test CPU", "threads": 1, "torch": "2.13.0"}, root)
+for i in range(count):
+    store.add({"kind": "memory", "key": f"{tag}-{i}", "variant": "softmax", "scope": "core", "dtype": "fp32",
+               "sizes": {"N": i + 1, "d": 8}, "memory": {"peak_bytes": i}, "status": "ok"})
+    print(f"{tag}-{i}", flush=True)
+"""
+
+
+def _writers(root, processes: int, records: int) -> None:
+    procs = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(root), f"w{p}", str(records)], stdout=subprocess.DEVNULL)
+        for p in range(processes)
+    ]
+    assert [p.wait(timeout=300) for p in procs] == [0] * processes
+
+
+def _only_the_database(root) -> None:
+    open_database(root).close()  # the next open recovers the WAL of a killed writer, the close removes it
+    assert sorted(p.name for p in root.iterdir()) == ["results.db"]
+    con = sqlite3.connect(root / "results.db")
+    assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    con.close()
+
+
+def test_concurrent_writer_processes_lose_nothing(tmp_path) -> None:
+    _writers(tmp_path, processes=4, records=50)
+    assert open_database(tmp_path).count() == 200
+    _only_the_database(tmp_path)
+
+
+@pytest.mark.slow
+def test_eight_writers_of_500_records_leave_4000(tmp_path) -> None:
+    _writers(tmp_path, processes=8, records=500)
+    assert open_database(tmp_path).count() == 4000
+    _only_the_database(tmp_path)
+
+
+def kill_loop(root, kills: int, seed: int = 0) -> dict:
+    """SIGKILL a writer at random moments `kills` times; every record it reported committed must be there.
+    (Shared with benchmarks/bench_store.py.)"""
+    rng = random.Random(seed)
+    committed: set[str] = set()
+    for k in range(kills):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(root), f"k{k}", "100000"], stdout=subprocess.PIPE, text=True
+        )
+        os.set_blocking(proc.stdout.fileno(), False)
+        time.sleep(0.3 + rng.random() * 0.5)  # start-up, then a random moment of the write loop
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        committed |= set((proc.stdout.read() or "").split())
+        proc.stdout.close()
+    db = open_database(root)
+    keys = {rec["key"] for _, rec in db.select()}
+    db.close()
+    return {"kills": kills, "committed": len(committed), "lost": len(committed - keys), "stored": len(keys)}
+
+
+def test_killed_writers_leave_a_valid_database_and_no_debris(tmp_path) -> None:
+    result = kill_loop(tmp_path, kills=5)
+    assert result["committed"] > 0 and result["lost"] == 0
+    _only_the_database(tmp_path)
+
+
+def test_a_lookup_is_an_index_probe(tmp_path) -> None:
+    db = open_database(tmp_path)
+    plan = db.con.execute("EXPLAIN QUERY PLAN SELECT record FROM records WHERE device = ? AND key = ?", ("a", "b"))
+    assert "USING INDEX records_by_key" in " ".join(str(row) for row in plan.fetchall())
+    db.close()
+
+
+def test_export_then_import_round_trips_every_record(tmp_path, attn_cost) -> None:
+    store = ResultStore(_device(), tmp_path / "a")
+    for i in range(5):
+        store.add({**json.loads(WRITER_RECORD), "key": f"r{i}", "sizes": {"N": i + 1, "d": 8}})
+    store.close()
+    out = attn_cost("results", "export", "--store", str(tmp_path / "a"))
+    assert out.code == 0, out.err
+    (tmp_path / "x.jsonl").write_text(out.out)
+    imported = attn_cost("results", "import", str(tmp_path / "x.jsonl"), "--store", str(tmp_path / "b"))
+    assert imported.code == 0, imported.err
+    again = attn_cost("results", "export", "--store", str(tmp_path / "b"))
+    assert sorted(again.out.splitlines()) == sorted(out.out.splitlines()) and len(out.out.splitlines()) == 5
+
+
+WRITER_RECORD = json.dumps(
+    {
+        "kind": "memory",
+        "variant": "softmax",
+        "scope": "core",
+        "dtype": "fp32",
+        "memory": {"peak_bytes": 1},
+        "status": "ok",
+    }
+)
