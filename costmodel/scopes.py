@@ -42,8 +42,8 @@ def build_graph(variant, scope: str, mode: str, kv: bool = False) -> Graph:
     if scope == "core":
         keys = N_kv if kv else N
         q = g.input("Q", b, h, N, variant.qk_width)
-        k = g.input("K", b, h, keys, variant.qk_width)
-        v = g.input("V", b, h, keys, d)
+        k = g.input("K", b, variant.kv_heads, keys, variant.qk_width)
+        v = g.input("V", b, variant.kv_heads, keys, d)
         try:
             g.output(variant.core(g, q, k, v))
         except ModelError:
@@ -71,7 +71,7 @@ def attention_layer(g: Graph, variant, x: Tensor) -> Tensor:
     """The variant's own layer, or standard Q/K/V/O projections around its core."""
     if variant.layer is not None:
         return variant.layer(g, x)
-    return projected(g, variant.core, x, qk_width=variant.qk_width)
+    return projected(g, variant.core, x, qk_width=variant.qk_width, kv_heads=variant.kv_heads)
 
 
 def projected(
@@ -82,19 +82,23 @@ def projected(
     qk_width: sp.Expr = d,
     project: tuple[str, ...] = ("Q", "K", "V"),
     values: Tensor | None = None,
+    kv_heads: sp.Expr = h,
 ) -> Tensor:
     """Multi-head attention around a core: project (or slice x for) Q, K and V, split the heads,
-    run the core, merge the heads, project out. Biases on every projection."""
+    run the core, merge the heads, project out. Biases on every projection. Keys and values have
+    `kv_heads` heads (grouped-query attention projects to fewer)."""
     width = {"Q": qk_width, "K": qk_width, "V": d}
+    count = {"Q": h, "K": kv_heads, "V": kv_heads}
     heads = {}
     for name in ("Q", "K", "V"):
+        out = count[name] * width[name]
         if name == "V" and values is not None:
             src = values
         elif name in project:
-            src = g.linear(name, x, g.param(f"W_{name}", h * d, h * width[name]), g.param(f"b_{name}", h * width[name]))
+            src = g.linear(name, x, g.param(f"W_{name}", h * d, out), g.param(f"b_{name}", out))
         else:
             src = x  # sliced per head from the input itself
-        split = src.view(b, N, h, width[name]).swap(1, 2)
+        split = src.view(b, N, count[name], width[name]).swap(1, 2)
         heads[name] = g.copy(f"{name}ₕ", split, label=f"{name}ₕ ← split heads of {src.name}")
     y = core(g, heads["Q"], heads["K"], heads["V"])
     merged = g.copy("Yₘ", y.swap(1, 2), label="Yₘ ← merge heads").view(b, N, h * d)

@@ -23,8 +23,18 @@ D = sp.Symbol("D", positive=True, integer=True)
 """Encoder depth (layers)."""
 r = sp.Symbol("r", positive=True, integer=True)
 """MLP expansion ratio."""
+h_kv = sp.Symbol("h_kv", positive=True, integer=True)
+"""Key/value heads of grouped-query attention (a divisor of h; 1 is multi-query)."""
+w = sp.Symbol("w", positive=True, integer=True)
+"""Sliding-window width: keys each query attends."""
+k = sp.Symbol("k", positive=True, integer=True)
+"""Linformer's projected length (keys and values projected from N to k rows)."""
+m = sp.Symbol("m", positive=True, integer=True)
+"""Performer's random features (FAVOR+)."""
+c = sp.Symbol("c", positive=True, integer=True)
+"""Nyströmformer's landmarks (the paper's m)."""
 
-BY_NAME: dict[str, sp.Symbol] = {s.name: s for s in (N, d, h, b, d_embed, L, D, r)}
+BY_NAME: dict[str, sp.Symbol] = {s.name: s for s in (N, d, h, b, d_embed, L, D, r, h_kv, w, k, m, c)}
 
 DESCRIPTIONS: dict[str, str] = {
     "N": "sequence length",
@@ -35,4 +45,14 @@ DESCRIPTIONS: dict[str, str] = {
     "L": "Latte latent states per head",
     "D": "encoder depth",
     "r": "MLP ratio",
+    "h_kv": "key/value heads of grouped-query attention (divides h)",
+    "w": "sliding-window width (keys per query)",
+    "k": "Linformer projected length",
+    "m": "Performer random features",
+    "c": "Nyströmformer landmarks",
 }
+
+DEFAULTS: dict[sp.Symbol, int] = {h_kv: 1, w: 256, k: 256, m: 256, c: 64}
+"""Values the commands use when a size is not given: multi-query, Mistral-like window 256 (its
+paper: 4,096), Linformer's k = 256 and Performer's m = 256 (their papers' settings), Nyströmformer's
+64 landmarks (its paper's default)."""

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F  # noqa: N812
 from attn_cost.costmodel.errors import UserError
-from attn_cost.costmodel.symbols import L
+from attn_cost.costmodel.symbols import L, h
 from attn_cost.costmodel.variants import get_variant
 from attn_cost.profilers.reference import REFERENCES, Reference, softmax, take
 from torch import Tensor
@@ -33,10 +33,46 @@ class Sizes:
     L: int | None = None
     r: int = 4
     D: int = 2
+    h_kv: int | None = None
+    """Key/value heads of grouped-query attention; the sizes below default to `symbols.DEFAULTS`."""
+    w: int | None = None
+    k: int | None = None
+    m: int | None = None
+    c: int | None = None
 
     @property
     def latents(self) -> int:
         return self.L or self.d
+
+    def _extra(self, name: str) -> int:
+        from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS
+
+        value = getattr(self, name)
+        return value if value is not None else DEFAULTS[BY_NAME[name]]
+
+    @property
+    def kv(self) -> int:
+        """Key/value heads (grouped-query attention)."""
+        return self._extra("h_kv")
+
+    @property
+    def window(self) -> int:
+        return self._extra("w")
+
+    @property
+    def proj(self) -> int:
+        """Linformer's projected length k."""
+        return self._extra("k")
+
+    @property
+    def features(self) -> int:
+        """Performer's random features m."""
+        return self._extra("m")
+
+    @property
+    def landmarks(self) -> int:
+        """Nyströmformer's landmarks c."""
+        return self._extra("c")
 
     @property
     def width(self) -> int:
@@ -46,10 +82,17 @@ class Sizes:
         """The same sizes keyed by the engine's sympy symbols."""
         from attn_cost.costmodel.symbols import BY_NAME
 
-        return {BY_NAME[k]: v for k, v in self.as_dict().items()}
+        extra = {n: self._extra(n) for n in EXTRA_SIZES}
+        return {BY_NAME[k]: v for k, v in {**self.as_dict(), **extra}.items()}
 
     def as_dict(self) -> dict[str, int]:
-        return {"N": self.N, "d": self.d, "h": self.h, "b": self.b, "L": self.latents, "r": self.r, "D": self.D}
+        """The sizes, with the variant-specific ones (kv heads, window, ...) only when they were given."""
+        base = {"N": self.N, "d": self.d, "h": self.h, "b": self.b, "L": self.latents, "r": self.r, "D": self.D}
+        return {**base, **{n: getattr(self, n) for n in EXTRA_SIZES if getattr(self, n) is not None}}
+
+
+EXTRA_SIZES = ("h_kv", "w", "k", "m", "c")
+"""Sizes only some variants have (grouped-query heads, window, projected length, features, landmarks)."""
 
 
 class Params:
@@ -93,8 +136,11 @@ def build_case(variant: str, scope: str, sizes: Sizes, dtype: str = "fp32", devi
     ref = REFERENCES[variant]
     s = sizes
     qk = s.latents if v.qk_width == L else s.d
+    kvh = s.h if v.kv_heads == h else s.kv
+    if s.h % kvh:
+        raise UserError(f"--kv-heads {kvh} does not divide --h {s.h}")
     params = Params(DTYPES[dtype], device, seed)
-    core = _bind_core(ref, s, device)
+    core = _bind_core(ref, s, device, params)
 
     def inputs(*shapes: tuple[int, ...]) -> Callable[[], list[Tensor]]:
         def make() -> list[Tensor]:
@@ -104,21 +150,30 @@ def build_case(variant: str, scope: str, sizes: Sizes, dtype: str = "fp32", devi
         return make
 
     if scope == "core":
-        make = inputs((s.b, s.h, s.N, qk), (s.b, s.h, s.N, qk), (s.b, s.h, s.N, s.d))
+        make = inputs((s.b, s.h, s.N, qk), (s.b, kvh, s.N, qk), (s.b, kvh, s.N, s.d))
         return Case(variant, scope, s, dtype, device, core, make, params)
     if scope == "decode":
         return Case(variant, scope, s, dtype, device, ref.decode, _decode_inputs(variant, s, inputs), params)
     surround = SURROUNDINGS[scope]
 
     def run(box: list[Tensor]) -> Tensor:
-        return surround(ref, core, box, params, s, qk)
+        return surround(ref, core, box, params, replace(s, h_kv=kvh), qk)
 
     return Case(variant, scope, s, dtype, device, run, inputs((s.b, s.N, s.width)), params)
 
 
-def _bind_core(ref: Reference, s: Sizes, device: str) -> Callable[[list[Tensor]], Tensor] | None:
+def _bind_core(ref: Reference, s: Sizes, device: str, params: Params) -> Callable[[list[Tensor]], Tensor] | None:
     if ref.core is None:
         return None
+    if ref.constants is not None:
+        made: dict = {}
+
+        def with_constants(box: list[Tensor]) -> Tensor:
+            if not made:  # on the first call (the warm-up), like the parameters
+                made.update(ref.constants(s, params))
+            return ref.core(box, **ref.options, **made)
+
+        return with_constants
     if ref.core is softmax and ref.options.get("causal"):
         mask = torch.ones(s.N, s.N, dtype=torch.bool, device=device).triu_(1)  # a constant buffer
         return lambda box: softmax(box, mask=mask)
@@ -128,6 +183,9 @@ def _bind_core(ref: Reference, s: Sizes, device: str) -> Callable[[list[Tensor]]
 def _decode_inputs(variant: str, s: Sizes, inputs) -> Callable[[], list[Tensor]]:
     """Inputs of one decoding step with N tokens of context, in the engine's order."""
     b, h, n, d, lat = s.b, s.h, s.N, s.d, s.latents
+    if variant == "gqa":
+        kv = s.kv
+        return inputs((b, h, 1, d), (b, kv, 1, d), (b, kv, 1, d), (b, kv, n + 1, d), (b, kv, n + 1, d))
     if variant.startswith("softmax"):
         return inputs((b, h, 1, d), (b, h, 1, d), (b, h, 1, d), (b, h, n + 1, d), (b, h, n + 1, d))
     if variant.startswith("linear"):
@@ -162,18 +220,20 @@ def projected(
     """Project (or slice x for) Q, K, V; split heads; core; merge heads; output projection."""
     (x,) = take(box)
     width = {"Q": qk, "K": qk, "V": s.d}
+    count = {"Q": s.h, "K": s.h_kv or s.h, "V": s.h_kv or s.h}  # h_kv: set by build_case for grouped-query
     heads = []
     for name in "QKV":
+        out = count[name] * width[name]
         if name == "V" and values:
             (src,) = take(values)
         elif name in project:
-            w = params.get(f"W_{name}", s.h * width[name], s.width)  # F.linear keeps (out, in)
-            src = F.linear(x, w, params.get(f"b_{name}", s.h * width[name], std=0.02))
+            w = params.get(f"W_{name}", out, s.width)  # F.linear keeps (out, in)
+            src = F.linear(x, w, params.get(f"b_{name}", out, std=0.02))
         else:
             src = x  # the head's slice of the input
         if name == "V":
             del x  # its last use
-        heads.append(src.view(s.b, s.N, s.h, width[name]).transpose(1, 2).contiguous())
+        heads.append(src.view(s.b, s.N, count[name], width[name]).transpose(1, 2).contiguous())
         del src
     y = core(heads)
     merged = y.transpose(1, 2).contiguous().view(s.b, s.N, s.width)

@@ -296,6 +296,230 @@ def latte_decode(inputs: list[Tensor]) -> Tensor:
     return latte_step(inputs, m, alpha, vt)
 
 
+# -- grouped-query, sliding-window, Linformer, Performer, Nyströmformer, fused causal linear -------
+
+
+def gqa(inputs: list[Tensor]) -> Tensor:
+    """The query heads of a group stacked along the sequence (a view): one SDPA per key/value head."""
+    q, k, v = take(inputs)
+    b, h, n, d = q.shape
+    kv = k.shape[1]
+    y = F.scaled_dot_product_attention(q.view(b, kv, (h // kv) * n, d), k, v)
+    return y.view(b, h, n, d)
+
+
+def gqa_decode(inputs: list[Tensor]) -> Tensor:
+    q, k, v, k_cache, v_cache = take(inputs)
+    _write_token(k, v, k_cache, v_cache)
+    del k, v
+    b, h, _, d = q.shape
+    kv = k_cache.shape[1]
+    return F.scaled_dot_product_attention(q.view(b, kv, h // kv, d), k_cache, v_cache).view(b, h, 1, d)
+
+
+def _padded(x: Tensor, w: int) -> Tensor:
+    """w−1 rows of zeros in front of the sequence: row i + w − 1 is token i."""
+    b, h, n, d = x.shape
+    xp = x.new_zeros(b, h, n + w - 1, d)
+    xp[:, :, w - 1 :] = x
+    return xp
+
+
+def sliding_window(inputs: list[Tensor], w: int, mask: Tensor) -> Tensor:
+    """mask: (N, 1, w), True on the padding slots of each query's window."""
+    q, k, v = take(inputs)
+    b, h, n, d = q.shape
+    kp = _padded(k, w)
+    del k
+    kw = kp.unfold(2, w, 1).contiguous()  # (b, h, N, d, w)
+    del kp
+    s = q.unsqueeze(-2) @ kw
+    del q, kw
+    s.mul_(1 / math.sqrt(d))
+    s.masked_fill_(mask, float("-inf"))
+    p = torch.softmax(s, dim=-1)
+    del s
+    vp = _padded(v, w)
+    del v
+    vw = vp.unfold(2, w, 1).transpose(-1, -2).contiguous()  # (b, h, N, w, d)
+    del vp
+    return (p @ vw).view(b, h, n, d)
+
+
+def sliding_window_fused(inputs: list[Tensor], w: int, mask: Tensor) -> Tensor:
+    q, k, v = take(inputs)
+    b, h, n, d = q.shape
+    kp = _padded(k, w)
+    del k
+    vp = _padded(v, w)
+    del v
+    y = q.new_empty(b, h, n, d)
+    for i in range(n):
+        s = q[:, :, i : i + 1] @ kp[:, :, i : i + w].transpose(-1, -2)
+        s.mul_(1 / math.sqrt(d))
+        s.masked_fill_(mask[i], float("-inf"))
+        p = torch.softmax(s, dim=-1)
+        del s
+        y[:, :, i] = (p @ vp[:, :, i : i + w]).squeeze(-2)
+        del p
+    return y
+
+
+def window_mask(n: int, w: int, device: str) -> Tensor:
+    """(N, 1, w): slot j of query i holds token i − w + 1 + j, padding when that is negative."""
+    pos = torch.arange(n, device=device).view(n, 1, 1) - w + 1 + torch.arange(w, device=device).view(1, 1, w)
+    return pos < 0
+
+
+def linformer(inputs: list[Tensor], e: Tensor, f: Tensor) -> Tensor:
+    q, k, v = take(inputs)
+    kp = e @ k
+    del k
+    s = q @ kp.transpose(-1, -2)
+    del q, kp
+    s.mul_(1 / math.sqrt(v.shape[-1]))
+    p = torch.softmax(s, dim=-1)
+    del s
+    vp = f @ v
+    del v
+    return p @ vp
+
+
+def favor_features(m: int, d: int, seed: int = 0) -> Tensor:
+    """Ω (m×d): blocks of d orthogonal rows (QR of a Gaussian), each row rescaled to the norm of a
+    Gaussian vector (FAVOR+, orthogonal random features)."""
+    gen = torch.Generator().manual_seed(seed)
+    blocks = []
+    for _ in range(-(-m // d)):
+        qr, _ = torch.linalg.qr(torch.randn(d, d, generator=gen, dtype=torch.float64))
+        blocks.append(qr.T)
+    omega = torch.cat(blocks)[:m]
+    return omega * torch.randn(m, d, generator=gen, dtype=torch.float64).norm(dim=1, keepdim=True)
+
+
+def _favor(box: list[Tensor], omega_t: Tensor) -> Tensor:
+    """φ(x) = exp(x̂Ωᵀ − ‖x̂‖²/2), x̂ = x/d^¼ (omega_t is Ωᵀ/d^¼); box = [x], emptied."""
+    (x,) = take(box)
+    gain = 0.5 / math.sqrt(x.shape[-1])
+    p = x @ omega_t
+    sq = x * x
+    del x
+    n = sq.sum(-1, keepdim=True)
+    del sq
+    p.sub_(n, alpha=gain)
+    del n
+    return p.exp_()
+
+
+def performer(inputs: list[Tensor], omega_t: Tensor) -> Tensor:
+    q, k, v = take(inputs)
+    box = [k]
+    del k
+    fk = _favor(box, omega_t)
+    kv = fk.transpose(-1, -2) @ v
+    del v
+    z = fk.sum(-2, keepdim=True)
+    del fk
+    box = [q]
+    del q
+    fq = _favor(box, omega_t)
+    num = fq @ kv
+    del kv
+    den = fq @ z.transpose(-1, -2)
+    del fq, z
+    return num.div_(den)
+
+
+def segments(n: int, c: int, device: str) -> tuple[Tensor, Tensor]:
+    """Boundaries ⌊iN/c⌋ (i = 0…c) of c consecutive segments and their lengths (at least 1: an empty
+    segment, when N < c, gives a zero landmark)."""
+    bounds = torch.tensor([i * n // c for i in range(c + 1)], device=device)
+    return bounds, (bounds[1:] - bounds[:-1]).clamp_(min=1).view(c, 1)
+
+
+def _landmarks(x: Tensor, bounds: Tensor, lengths: Tensor) -> Tensor:
+    b, h, n, d = x.shape
+    cs = x.new_zeros(b, h, n + 1, d)
+    cs[:, :, 1:] = x
+    cs.cumsum_(-2)
+    edges = cs.index_select(-2, bounds)
+    del cs
+    xl = edges[:, :, 1:] - edges[:, :, :-1]
+    del edges
+    return xl.div_(lengths)
+
+
+def _softmax_scaled(box: list[Tensor], scale: float) -> Tensor:
+    """softmax(s·scale) with s scaled in place; box = [s], emptied."""
+    (s,) = take(box)
+    s.mul_(scale)
+    return torch.softmax(s, dim=-1)
+
+
+def _pinv(a: Tensor, eye: dict[int, Tensor], iterations: int = 6) -> Tensor:
+    col = a.sum(-2, keepdim=True)
+    top = col.amax(-1, keepdim=True)
+    del col
+    z = a.transpose(-1, -2) / top
+    del top
+    for _ in range(iterations):
+        az = a @ z
+        t = eye[7] - az
+        t = az @ t
+        torch.sub(eye[15], t, out=t)
+        t = az @ t
+        del az
+        torch.sub(eye[13], t, out=t)
+        z = z @ t
+        del t
+        z.mul_(0.25)
+    return z
+
+
+def nystromformer(inputs: list[Tensor], bounds: Tensor, lengths: Tensor, eye: dict[int, Tensor]) -> Tensor:
+    q, k, v = take(inputs)
+    scale = 1 / math.sqrt(q.shape[-1])
+    ql = _landmarks(q, bounds, lengths)
+    kl = _landmarks(k, bounds, lengths)
+    box = [ql @ k.transpose(-1, -2)]
+    del k
+    bk = _softmax_scaled(box, scale)
+    bv = bk @ v
+    del bk, v
+    box = [ql @ kl.transpose(-1, -2)]
+    del ql
+    ak = _softmax_scaled(box, scale)
+    box = [q @ kl.transpose(-1, -2)]
+    del q, kl
+    fk = _softmax_scaled(box, scale)
+    z = _pinv(ak, eye)
+    del ak
+    wz = fk @ z
+    del fk, z
+    return wz @ bv
+
+
+def linear_causal_fused(inputs: list[Tensor]) -> Tensor:
+    """The authors' fused causal product: one d×d_v state per head updated token by token (no
+    N·d·d_v tensor); the denominator from a cumulative sum of φ(K), as in their CausalLinearAttention."""
+    q, k, v = take(inputs)
+    b, h, n, d = q.shape
+    fq = elu1(q)
+    del q
+    fk = elu1(k)
+    del k
+    zc = fk.cumsum(-2)
+    den = fq.unsqueeze(-2) @ zc.unsqueeze(-1)
+    del zc
+    s = fq.new_zeros(b * h, d, d)
+    y = fq.new_empty(b, h, n, d)
+    for t in range(n):
+        torch.baddbmm(s, fk[:, :, t].reshape(b * h, d, 1), v[:, :, t].reshape(b * h, 1, d), out=s)
+        y[:, :, t] = torch.bmm(fq[:, :, t].reshape(b * h, 1, d), s).view(b, h, d)
+    del fq, fk, v, s
+    return y.div_(den.view(b, h, n, 1))
+
+
 # -- the registry: which function implements which variant ---------------------------------------
 
 
@@ -309,6 +533,9 @@ class Reference:
     decode: Callable[[list[Tensor]], Tensor] | None = None
     options: dict = field(default_factory=dict)
     """Extra keyword arguments of `core`: 'causal' asks for the causal mask or is_causal."""
+    constants: Callable[..., dict] | None = None
+    """(sizes, params) -> keyword arguments of `core` made before the call: masks, random features,
+    learned projections (taken from `params`, so that training makes them trainable)."""
 
 
 REFERENCES: dict[str, Reference] = {
@@ -327,4 +554,28 @@ REFERENCES: dict[str, Reference] = {
     "optimized-attention": Reference(layer="QK"),
     "efficient-attention": Reference(layer="Q"),
     "super-attention": Reference(layer="super"),
+    "gqa": Reference(gqa, decode=gqa_decode),
+    "sliding-window": Reference(sliding_window, constants=lambda s, p: _window(s, p)),
+    "sliding-window-fused": Reference(sliding_window_fused, constants=lambda s, p: _window(s, p)),
+    "linformer": Reference(
+        linformer, constants=lambda s, p: {"e": p.get("E", s.proj, s.N), "f": p.get("F", s.proj, s.N)}
+    ),
+    "performer": Reference(performer, constants=lambda s, p: {"omega_t": _omega(s, p)}),
+    "nystromformer": Reference(nystromformer, constants=lambda s, p: _nystrom(s, p)),
+    "linear-causal-fused": Reference(linear_causal_fused, decode=linear_decode),
 }
+
+
+def _window(s, p) -> dict:
+    return {"w": s.window, "mask": window_mask(s.N, s.window, p.device)}
+
+
+def _omega(s, p) -> Tensor:
+    omega = favor_features(s.features, s.d) * s.d**-0.25
+    return omega.T.contiguous().to(device=p.device, dtype=p.dtype)
+
+
+def _nystrom(s, p) -> dict:
+    bounds, lengths = segments(s.N, s.landmarks, p.device)
+    eye = torch.eye(s.landmarks, device=p.device, dtype=p.dtype)
+    return {"bounds": bounds, "lengths": lengths.to(p.dtype), "eye": {n: eye * n for n in (7, 15, 13)}}

@@ -17,7 +17,7 @@ from attn_cost.costmodel.conventions import unknown
 from attn_cost.costmodel.derive import Derived
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.graph import Graph, Tensor
-from attn_cost.costmodel.symbols import d
+from attn_cost.costmodel.symbols import d, h
 
 CoreFn = Callable[[Graph, Tensor, Tensor, Tensor], Tensor]
 LayerFn = Callable[[Graph, Tensor], Tensor]
@@ -40,6 +40,8 @@ class Variant:
     """One generated token given N tokens of context (KV cache or recurrent state)."""
     qk_width: sp.Expr = d
     """Per-head width of the query/key inputs (d; Latte's latent logits have L)."""
+    kv_heads: sp.Expr = h
+    """Heads of the key/value inputs (h; grouped-query attention has h_kv)."""
     causal: bool = False
     causal_form: str | None = None
     """The registered causal counterpart of a bidirectional variant."""
@@ -116,3 +118,4 @@ def derive(name: str, scope: str = "core", mode: str = "inference", kv: bool = F
 
 def _load() -> None:
     from attn_cost.costmodel.variants import hosseini, latte, linear, softmax, taylorshift  # noqa: F401 (registration)
+    from attn_cost.costmodel.variants import gqa, linformer, nystromformer, performer, sliding_window  # noqa: F401

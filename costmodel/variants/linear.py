@@ -80,7 +80,29 @@ def linear_recurrent(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
     return Y
 
 
-@decode_step("linear-causal", "linear-recurrent")
+@variant(
+    "linear-causal-fused",
+    "causal linear attention as the authors' fused kernel runs it: one d×d_v state per head, no N·d·d_v tensor",
+    source=PAPER + "; the authors' causal_product kernel (fast-transformers)",
+    family="linear",
+    causal=True,
+)
+def linear_causal_fused(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
+    fQ = g.map("elu1", "φ(Q)", Q)
+    fK = g.map("elu1", "φ(K)", K)
+    zc = g.map("cumsum", "Z", fK, label="Zᵢ ← Σ_{j≤i} φ(Kⱼ)")
+    den = g.matmul("den", fQ.view(b, h, N, 1, d), zc.view(b, h, N, d, 1), label="denᵢ ← φ(Qᵢ)·Zᵢ")
+    S = g.zeros("s", b, h, d, d, label="s ← 0 (the kernel's state)")
+    Y = g.zeros("Y", b, h, N, d, label="Y ← empty output")
+    with g.loop(N, "tokens"):
+        fk = fK.select(2, "φ(k)ₜ").view(b, h, d, 1)
+        S = g.matmul("s", fk, V.select(2, "vₜ").view(b, h, 1, d), into=S, label="s ← s + φ(kₜ)vₜᵀ")
+        y = g.matmul("y", fQ.select(2, "φ(q)ₜ").view(b, h, 1, d), S, label="y ← φ(qₜ)ᵀs")
+        g.store(Y.select(2, "Yₜ"), y, label="Yₜ ← y")
+    return g.binary("div", "Y", Y, den.view(b, h, N, 1), inplace=True, label="Y ← Y / den")
+
+
+@decode_step("linear-causal", "linear-recurrent", "linear-causal-fused")
 def linear_decode(g: Graph) -> None:
     q, k, v = (g.input(n, b, h, d) for n in ("q", "k", "v"))
     S = g.input("s", b, h, d, d)
