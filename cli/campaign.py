@@ -1,0 +1,193 @@
+"""`attn-cost campaign`: the whole measuring job on one device (or a cluster) in one command.
+
+Everything is checked before torch is imported: sizes, names, dtypes, the backend's name; then
+`--gpu` without CUDA, a backend that cannot run and an unwritable --out end in one line, exit 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from attn_cost.cli import options as o
+from attn_cost.cli import render
+from attn_cost.cli.analytic import emit
+from attn_cost.cli.app import app, fail
+from attn_cost.cli.measure import CPU, GPU, STORE, THREADS
+
+SDPA_BACKEND = typer.Option(
+    None, "--sdpa-backend", help="Kernel of softmax-fused: flash, efficient, cudnn or math (default: PyTorch's choice)."
+)
+
+
+def _err(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+@app.command()
+def campaign(
+    out: Path = typer.Option(..., "--out", help="Folder for the log, measurements, device profiles and reports."),
+    gpu: bool = GPU,
+    cpu: bool = CPU,
+    quick: bool = typer.Option(False, "--quick", help="A rehearsal at small sizes (d 4, 8, 12; b 1; N <= 1024)."),
+    d_values: Optional[list[int]] = typer.Option(None, "--d", help="Head dims; repeatable (default 16, 32, 64)."),
+    dtypes: Optional[list[str]] = typer.Option(None, "--dtype", help="Repeatable (default fp32 and bf16)."),
+    pair: Optional[list[str]] = typer.Option(
+        None, "--pair", help="A:B, repeatable (default: the TaylorShift pair; softmax vs linear, latte, efficient)."
+    ),
+    heads: Optional[int] = typer.Option(None, "--h", help="Heads (default 1)."),
+    batch: Optional[int] = typer.Option(None, "--b", help="Batch (default 32, the TaylorShift authors' batch)."),
+    repeats: Optional[int] = typer.Option(None, "--repeats", help="Timed runs per length (default 5)."),
+    max_lengths: Optional[int] = typer.Option(None, "--max-lengths", help="Lengths timed per pair and d (12)."),
+    max_n: Optional[int] = typer.Option(None, "--max-n", help="Longest N (default 65536 on CUDA, 16384 on CPU)."),
+    minutes: Optional[float] = typer.Option(None, "--minutes", help="Time budget (default 20; see the docs)."),
+    calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate", help="Calibrate the op model first."),
+    sdpa_backend: Optional[str] = SDPA_BACKEND,
+    threads: Optional[int] = THREADS,
+    store: Optional[Path] = STORE,
+    slurm: bool = typer.Option(False, "--slurm", help="Submit jobs through submitit instead of running here."),
+    partition: Optional[list[str]] = typer.Option(
+        None, "--partition", help="Slurm partition, one per device kind; repeatable (with --slurm)."
+    ),
+    executor: str = typer.Option("slurm", "--executor", help="slurm, or local (jobs as local processes; tests)."),
+    split: str = typer.Option("device", "--split", help="One job per device kind (device) or per pair (pair)."),
+    timeout_min: int = typer.Option(60, "--timeout-min", help="Wall-time limit of each Slurm job in minutes."),
+    wait: bool = typer.Option(True, "--wait/--no-wait", help="With --slurm: wait for the jobs and summarise them."),
+    as_json: bool = o.JSON,
+) -> None:
+    """Profile the TaylorShift pair and softmax against linear, Latte and efficient TaylorShift at several d and
+    dtypes, fit and check the device's corrections, and write the measurements, profiles, report and log to --out."""
+    from attn_cost.profilers.sdpa import get_backend
+
+    plan = _plan(out, gpu, cpu, quick, d_values, dtypes, pair, heads, batch, repeats, max_lengths, max_n, minutes)
+    if sdpa_backend is not None:
+        get_backend(sdpa_backend)
+    plan.sdpa_backend = sdpa_backend
+    plan.calibrate = calibrate
+    plan.threads = o.positive(threads, "--threads")
+    plan.store = str(store) if store else None
+    if partition and not slurm:
+        fail("--partition goes with --slurm")
+    if slurm:
+        _submit(plan, partition or [], executor, split, timeout_min, wait, as_json)
+        return
+    from attn_cost.profilers.campaign import run_campaign
+
+    summary = run_campaign(plan, sink=_err)
+    if as_json:
+        emit(summary)
+        return
+    _summary_tables(summary)
+
+
+def _plan(out, gpu, cpu, quick, d_values, dtypes, pair, heads, batch, repeats, max_lengths, max_n, minutes):
+    from attn_cost.profilers.campaign import DTYPES, PAIRS, Plan
+
+    if gpu and cpu:
+        fail("give --gpu or --cpu, not both")
+    pairs = o.pairs(pair, list(PAIRS))
+    for value, flag in ((heads, "--h"), (batch, "--b"), (repeats, "--repeats"), (max_lengths, "--max-lengths")):
+        o.positive(value, flag)
+    o.positive(max_n, "--max-n")
+    if max_n is not None and max_n < 8:
+        fail(f"--max-n must be at least 8, got {max_n}")
+    if minutes is not None and minutes <= 0:
+        fail(f"--minutes must be positive, got {minutes}")
+    ds = o.head_dims(d_values, None, heads or 1, default=[]) or None
+    names = sorted({v for p in pairs for v in p})
+    for dt in dtypes or DTYPES:
+        o.setting(o.DEFAULT, dt, "core", "inference", names)
+    fields = {
+        "ds": ds, "dtypes": list(dict.fromkeys(dtypes)) if dtypes else None, "heads": heads, "batch": batch,
+        "repeats": repeats, "max_lengths": max_lengths, "n_max": max_n, "minutes": minutes,
+    }  # fmt: skip
+    device = "cuda" if gpu else "cpu" if cpu else "auto"
+    if quick:
+        plan = Plan.quick_plan(str(out), **fields)
+    else:
+        plan = Plan(out=str(out), **{k: v for k, v in fields.items() if v is not None})
+    plan.pairs = pairs
+    plan.device = device
+    return plan
+
+
+def _submit(plan, partitions: list[str], executor: str, split: str, timeout_min: int, wait: bool, as_json: bool):
+    from attn_cost.profilers import slurm
+
+    o.positive(timeout_min, "--timeout-min")
+    if executor == "slurm" and not partitions:
+        fail("--slurm --executor slurm needs at least one --partition (one job per device kind)")
+    jobs = slurm.submit(plan, partitions, executor=executor, split=split, timeout_min=timeout_min)
+    for s in jobs:
+        _err(f"submitted {s.label}: job {s.job_id}, writing to {s.out}")
+    results = slurm.wait(jobs) if wait else [(s, None, None) for s in jobs]
+    rows = [
+        {"label": s.label, "job": s.job_id, "out": str(s.out), "error": error, "summary": summary}
+        for s, summary, error in results
+    ]
+    if as_json:
+        emit({"jobs": rows, "merge": slurm.merge_command(jobs)})
+    else:
+        render.table(
+            "Campaign jobs",
+            [render.Col("job"), render.Col("id"), render.Col("state"), render.Col("folder")],
+            [[r["label"], r["job"], _state(r, wait), r["out"]] for r in rows],
+        )
+        render.line(f"Merge their measurements with: {slurm.merge_command(jobs)}", markup=False)
+    if any(r["error"] for r in rows):
+        raise typer.Exit(1)
+
+
+def _state(row: dict, waited: bool) -> str:
+    if row["error"]:
+        return f"failed: {row['error']}"
+    return "done" if waited else "submitted"
+
+
+def _summary_tables(summary: dict) -> None:
+    """Measured against predicted transition points, one table per dtype."""
+    dev = summary["device"]
+    corrected = {
+        (r["a"], r["b"], r["d"], dtype): r for dtype, rows in summary["validation"].items() for r in rows
+    }  # the validated rows carry the corrected points
+    for dtype in summary["plan"]["dtypes"]:
+        units = [u for u in summary["transitions"] if u["dtype"] == dtype]
+        if not units:
+            continue
+        rows = []
+        for u in units:
+            c = corrected.get((u["a"], u["b"], u["d"], dtype), {})
+            rows.append(
+                [
+                    u["a"], u["b"], str(u["d"]),
+                    _n(u["analytic_n0"]), _n(c.get("corrected_n0")), _measured(u, "n0"),
+                    _n(u["analytic_n1"]), _n(c.get("corrected_n1")), _measured(u, "n1"),
+                ]
+            )  # fmt: skip
+        render.table(
+            f"Transition points on {dev['name']} ({dev['kind']}, {dtype}, b = {summary['plan']['batch']}, "
+            f"h = {summary['plan']['heads']})",
+            [render.Col("A"), render.Col("B"), render.right("d")]
+            + [render.right(h) for h in ("N0 model", "N0 fit", "N0 measured", "N1 model", "N1 fit", "N1 measured")],
+            rows,
+            keys=3,
+        )
+    for what in summary["skipped"]:
+        render.line(f"skipped: {what}", markup=False)
+    render.line(
+        f"Wrote {', '.join(summary['files'])} to {summary['plan']['out']} in {summary['elapsed_s']:.0f} s.",
+        markup=False,
+    )
+
+
+def _n(value) -> str:
+    return "—" if value is None else f"{value:,.0f}"
+
+
+def _measured(row: dict, which: str) -> str:
+    value, unc, verdict = row[f"measured_{which}"], row[f"{which}_uncertainty"], row[f"{which}_verdict"]
+    if value is None:
+        return verdict or "—"
+    return f"{value:,.0f}" if not unc else f"{value:,.0f} ± {unc:,.0f}"

@@ -1,0 +1,457 @@
+"""One command that a GPU session only has to start: calibrate, profile, validate, export, report.
+
+A campaign first calibrates the op-level device model (`attn-cost calibrate`, in the first dtype),
+then measures, on one device and in one process, the TaylorShift pair and softmax against
+linear attention, Latte and efficient TaylorShift at d = 16, 32, 64 (core scope, batch 32 like the
+TaylorShift authors' timing code, so that the GPU is busy), in fp32 and bf16; then it fits the
+per-device corrections on d = 16 and 64 and checks them on d = 32 (`validate`), and writes:
+
+    DIR/campaign.log            every progress line, with the seconds since the start
+    DIR/measurements.jsonl      every measurement of this device (JSON lines: `attn-cost results import`)
+    DIR/summary.json            the plan, the device, measured and predicted transition points, skipped steps
+    DIR/<device>.json           the fp32 device profile (`attn-cost devices`, `crossover --device`)
+    DIR/<device>-bf16.json      the bf16 device profile (one per further dtype)
+    DIR/opmodel-<device>.json   the op calibration (also saved where `validate` looks for it)
+    DIR/report-<dtype>.html     the offline HTML report per fitted dtype, where plotly is installed
+
+It checkpoints as it goes: the measurements and the summary are rewritten (atomically: a
+temporary file, then os.replace) after every pair and head dim, so a run cut off at any moment
+leaves everything measured up to the last finished unit in DIR. A rerun with the same DIR first
+imports DIR/measurements.jsonl into the store and measures only what is missing. A time budget
+(`minutes`) keeps the whole run inside a lease: the calibration stops at 25 % of it, profiling
+units that would start after 60 % are skipped, and validation after 90 %, each with a line in
+the log. That is at most 8 files of a few MiB: what the `device` tool brings back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from attn_cost.costmodel.errors import UserError
+
+PAIRS = (
+    ("taylorshift-direct", "taylorshift-efficient"),
+    ("softmax", "linear"),
+    ("softmax", "latte"),
+    ("softmax", "taylorshift-efficient"),
+)
+D_VALUES = (16, 32, 64)
+DTYPES = ("fp32", "bf16")
+MAX_FILES = 8
+MAX_FILE_BYTES = 16 << 20
+"""What the device tool brings back from its output folder."""
+CALIBRATE_SHARE, PROFILE_SHARE, VALIDATE_SHARE = 0.25, 0.6, 0.9
+"""Fractions of the time budget after which the calibration stops, no new profiling unit, and no
+validation, starts."""
+
+
+@dataclass
+class Plan:
+    """What a campaign measures and where it writes; JSON-able, so a Slurm job can carry it."""
+
+    out: str
+    device: str = "auto"
+    """cuda, cpu, or auto (CUDA if present); resolved where the campaign runs."""
+    pairs: list[tuple[str, str]] = field(default_factory=lambda: [tuple(p) for p in PAIRS])
+    ds: list[int] = field(default_factory=lambda: list(D_VALUES))
+    dtypes: list[str] = field(default_factory=lambda: list(DTYPES))
+    heads: int = 1
+    batch: int = 32
+    repeats: int = 5
+    max_lengths: int = 12
+    n_max: int | None = None
+    """Longest sequence tried (None: 65536 on CUDA, 16384 on the CPU)."""
+    minutes: float = 20.0
+    sdpa_backend: str | None = None
+    store: str | None = None
+    """Results directory or database (None: the default store)."""
+    threads: int | None = None
+    quick: bool = False
+    calibrate: bool = True
+    """Run the op calibration first (`attn-cost calibrate`), where this version has it."""
+
+    @classmethod
+    def quick_plan(cls, out: str, **overrides) -> Plan:
+        """Small sizes for a rehearsal on the CPU: every step, in seconds rather than minutes."""
+        base = {"ds": [4, 8, 12], "batch": 1, "repeats": 3, "max_lengths": 6, "n_max": 1024, "minutes": 10.0}
+        return cls(out=out, quick=True, **{**base, **{k: v for k, v in overrides.items() if v is not None}})
+
+    @property
+    def fit_d(self) -> list[int]:
+        """Head dims the corrections are fitted on: the smallest and the largest."""
+        ds = sorted(set(self.ds))
+        return [ds[0], ds[-1]] if len(ds) >= 2 else []
+
+    @property
+    def check_d(self) -> list[int]:
+        """Head dims held out of the fit (checked on it)."""
+        return [d for d in sorted(set(self.ds)) if d not in self.fit_d]
+
+    def as_json(self) -> dict:
+        return {**asdict(self), "pairs": [list(p) for p in self.pairs], "fit_d": self.fit_d, "check_d": self.check_d}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Plan:
+        data = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**{**data, "pairs": [tuple(p) for p in data.get("pairs", PAIRS)]})
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace `path` with `text` so that a reader (or a kill) sees the old file or the new one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class Log:
+    """Progress lines on stderr (or any sink) and in DIR/campaign.log, stamped with seconds since start."""
+
+    def __init__(self, path: Path, sink: Callable[[str], None]) -> None:
+        self.start = time.monotonic()
+        self.path = path
+        self.sink = sink
+        self.file = path.open("a", encoding="utf-8")
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    def __call__(self, message: str) -> None:
+        line = f"[{self.elapsed:7.1f} s] {message}"
+        self.file.write(line + "\n")
+        self.file.flush()
+        self.sink(line)
+
+    def close(self) -> None:
+        self.file.close()
+
+
+@dataclass
+class Campaign:
+    """The state of one campaign run: the plan, the device's store, what was done and skipped."""
+
+    plan: Plan
+    log: Log
+    device: str
+    store: object
+    units: list[dict] = field(default_factory=list)
+    validation: dict[str, list[dict]] = field(default_factory=dict)
+    profiles: dict[str, str] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+    steps: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def out(self) -> Path:
+        return Path(self.plan.out)
+
+    @property
+    def n_max(self) -> int:
+        return self.plan.n_max or (65536 if self.device == "cuda" else 16384)
+
+    def over(self, share: float) -> bool:
+        return self.log.elapsed > share * 60 * self.plan.minutes
+
+    def skip(self, what: str) -> None:
+        self.skipped.append(what)
+        self.log(f"skipped: {what}")
+
+    def measurer(self, dtype: str):
+        from attn_cost.profilers.profile import Measurer
+
+        return Measurer(
+            self.device, self.store, scope="core", dtype=dtype, repeats=self.plan.repeats,
+            notify=self.log, sdpa_backend=self.plan.sdpa_backend,
+        )  # fmt: skip
+
+    def summary(self) -> dict:
+        return {
+            "plan": self.plan.as_json(),
+            "device": self.store.device,
+            "elapsed_s": round(self.log.elapsed, 1),
+            "new_records": len(getattr(self.store, "session", {})),
+            "steps": self.steps,
+            "transitions": self.units,
+            "validation": self.validation,
+            "profiles": self.profiles,
+            "skipped": self.skipped,
+            "files": sorted(p.name for p in self.out.iterdir() if p.is_file() and not p.name.startswith(".")),
+        }
+
+    def checkpoint(self) -> None:
+        """Rewrite DIR/measurements.jsonl and DIR/summary.json (atomically)."""
+        records = export_records(self.store)
+        write_atomic(self.out / "measurements.jsonl", "".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+        write_atomic(self.out / "summary.json", json.dumps(self.summary(), indent=1, default=str) + "\n")
+
+
+def export_records(store) -> list[dict]:
+    """Every stored record of the store's device (replicate timings included), oldest first."""
+    try:
+        from attn_cost.profilers.store import select
+
+        rows = [rec for _, rec in select(store.db, {"device": store.slug})]
+    except (ImportError, AttributeError):  # a store without the SQLite database
+        rows = list(store.records.values())
+    return sorted(rows, key=lambda r: (r.get("at", ""), r.get("key", "")))
+
+
+def resume_from(store, path: Path, log: Log) -> None:
+    """Import an earlier run's DIR/measurements.jsonl, so that a rerun measures only what is missing."""
+    if not path.exists():
+        return
+    from attn_cost.profilers import store as store_module
+
+    if hasattr(store_module, "import_jsonl") and hasattr(store, "db"):
+        count, warnings = store_module.import_jsonl(store.db, path)
+    else:
+        records, warnings = store_module.read_records(path)
+        mine = [r for r in records if store_module.slug(r["device"]) == store_module.slug(store.device)]
+        for rec in mine:
+            store.records[rec["key"]] = rec
+        count = len(mine)
+    for w in warnings:
+        log(f"warning: {w}")
+    log(f"resumed: {count} measurements imported from {path}")
+
+
+def open_campaign(plan: Plan, sink: Callable[[str], None]) -> Campaign:
+    """Resolve the device, fix the threads, open DIR, the log and the store (importing an earlier export)."""
+    import torch
+    from attn_cost.profilers.device import prepare, select_device
+    from attn_cost.profilers.sdpa import validate_choice
+    from attn_cost.profilers.store import ResultStore
+
+    device = select_device(plan.device == "cuda", plan.device == "cpu")
+    validate_choice(plan.sdpa_backend, device, plan.dtypes, plan.ds)
+    out = Path(plan.out)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is a file, not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        log = Log(out / "campaign.log", sink)
+    except OSError as e:
+        raise UserError(f"cannot write into --out {out}: {e.strerror or e}") from None
+    if plan.threads is not None:
+        torch.set_num_threads(plan.threads)
+    store = ResultStore(prepare(device), Path(plan.store) if plan.store else None, shipped=False)
+    for w in getattr(store, "warnings", []):
+        log(f"warning: {w}")
+    camp = Campaign(plan, log, device, store)
+    info = store.device
+    log(f"device: {info['name']} ({device}), torch {info['torch']}, {info['threads']} threads; store {store.path}")
+    if device == "cuda":
+        log(f"timer: {info.get('timer', 'CUDA events')}")
+    resume_from(store, out / "measurements.jsonl", log)
+    return camp
+
+
+def run_campaign(plan: Plan, sink: Callable[[str], None] = print) -> dict:
+    """Run every step of the plan; returns the summary (also in DIR/summary.json)."""
+    camp = open_campaign(plan, sink)
+    try:
+        camp.log(
+            f"plan: {len(plan.pairs)} pairs × d {plan.ds} × {plan.dtypes}, b = {plan.batch}, h = {plan.heads}, "
+            f"N up to {camp.n_max:,}, budget {plan.minutes:g} min"
+        )
+        calibrate_step(camp)
+        profile_step(camp)
+        validate_step(camp)
+        camp.checkpoint()
+        report_step(camp)
+        for problem in check_outputs(camp.out):
+            camp.log(f"warning: {problem}")
+        camp.checkpoint()
+        camp.log(f"done in {camp.log.elapsed:.0f} s")
+        return camp.summary()
+    finally:
+        camp.log.close()
+
+
+class _OutOfTimeError(Exception):
+    """Raised from the calibration's progress callback when its share of the budget is spent."""
+
+
+def calibrate_step(camp: Campaign) -> None:
+    """The op-level calibration of the device (in the first dtype), cut off at its share of the budget.
+
+    Every timed shape is in the store as soon as it is measured, so a cut calibration resumes."""
+    plan = camp.plan
+    if not plan.calibrate:
+        camp.steps["calibrate"] = "not asked for (--no-calibrate)"
+        return
+    try:
+        from attn_cost.profilers.calibrate import Calibrator, cache_sizes, calibrate
+        from attn_cost.profilers.opmodel import user_dir
+    except ImportError:
+        camp.steps["calibrate"] = "not available in this version (no attn_cost.profilers.calibrate)"
+        camp.log(f"calibration: {camp.steps['calibrate']}")
+        return
+    dtype = plan.dtypes[0]
+    caches = cache_sizes(camp.device)
+    camp.log(f"calibrate the op model in {dtype} ({'quick' if plan.quick else 'full'} grid); caches {caches}")
+    calibrator = Calibrator(camp.store, camp.device, dtype, plan.repeats)
+    last = [0.0]
+
+    def step(message: str, done: int, total: int) -> None:
+        if camp.over(CALIBRATE_SHARE):
+            raise _OutOfTimeError(f"{done} of {total} shapes timed")
+        if camp.log.elapsed - last[0] > 30 or done in (0, total):
+            last[0] = camp.log.elapsed
+            camp.log(f"  calibration {done}/{total}: {message}")
+
+    try:
+        model, n_grid, n_held = calibrate(calibrator, caches, quick=plan.quick, step=step)
+    except _OutOfTimeError as e:
+        camp.skip(f"rest of the calibration (over {CALIBRATE_SHARE:.0%} of the time budget; {e}, kept in the store)")
+        camp.steps["calibrate"] = f"cut off: {e}"
+        camp.checkpoint()
+        return
+    except UserError as e:
+        camp.skip(f"calibration: {e}")
+        return
+    model.save(user_dir())  # where validate and crossover --device look for it
+    path = camp.out / f"opmodel-{model.slug}.json"
+    write_atomic(path, json.dumps(model.as_json(), indent=1) + "\n")
+    camp.steps["calibrate"] = f"{n_grid} grid and {n_held} held-out shapes, {calibrator.measured} timed; {path.name}"
+    camp.log(f"  wrote {path.name}; held-out error {model.held_out}")
+    camp.checkpoint()
+
+
+def profile_step(camp: Campaign) -> None:
+    """Measured N0 and N1 of every pair at every head dim and dtype, the most wanted first."""
+    from attn_cost.costmodel.conventions import DEFAULT
+    from attn_cost.costmodel.crossover import Setting
+    from attn_cost.profilers.cases import Sizes
+    from attn_cost.profilers.profile import profile_pair
+
+    plan = camp.plan
+    measurers = {dt: camp.measurer(dt) for dt in plan.dtypes}
+    for a, b in plan.pairs:
+        for dtype in plan.dtypes:
+            for dv in plan.ds:
+                what = f"{a} vs {b}, d = {dv}, {dtype}"
+                if camp.over(PROFILE_SHARE):
+                    camp.skip(f"profile {what} (over {PROFILE_SHARE:.0%} of the time budget)")
+                    continue
+                camp.log(f"profile {what}")
+                sizes = Sizes(N=1, d=dv, h=plan.heads, b=plan.batch)
+                setting = Setting(DEFAULT, dtype, "core", "inference")
+                try:
+                    p = profile_pair(
+                        a, b, sizes, measurers[dtype], setting, max_lengths=plan.max_lengths, n_max=camp.n_max
+                    )
+                except UserError as e:  # a disturbed machine, a backend that cannot run: record, go on
+                    camp.skip(f"profile {what}: {e}")
+                    continue
+                row = {k: v for k, v in p.as_json().items() if k not in ("speed", "memory")}
+                camp.units.append({"dtype": dtype, **row})
+                camp.log(
+                    f"  N0 analytic {row['analytic_n0']}, measured {row['measured_n0']} ({row['n0_verdict']}); "
+                    f"N1 analytic {row['analytic_n1']}, measured {row['measured_n1']} ({row['n1_verdict']})"
+                )
+                camp.checkpoint()
+    camp.steps["profile"] = f"{len(camp.units)} of {len(plan.pairs) * len(plan.ds) * len(plan.dtypes)} units"
+
+
+def validate_step(camp: Campaign) -> None:
+    """Fit the corrections on the smallest and largest d, check them on the others, save the profiles."""
+    from attn_cost.costmodel.conventions import DEFAULT
+    from attn_cost.costmodel.crossover import Setting
+    from attn_cost.profilers.cases import Sizes
+    from attn_cost.profilers.validate import validate
+
+    plan = camp.plan
+    if len(plan.fit_d) < 2:
+        camp.steps["validate"] = "needs at least two head dims to fit on"
+        camp.log(f"validation: {camp.steps['validate']}")
+        return
+    done = []
+    for dtype in plan.dtypes:
+        if camp.over(VALIDATE_SHARE):
+            camp.skip(f"validation in {dtype} (over {VALIDATE_SHARE:.0%} of the time budget)")
+            continue
+        pairs = [
+            (a, b)
+            for a, b in plan.pairs
+            if any(u["a"] == a and u["b"] == b and u["dtype"] == dtype for u in camp.units)
+        ]
+        if not pairs:
+            camp.skip(f"validation in {dtype} (no pair was profiled)")
+            continue
+        camp.log(f"validate {dtype}: fit on d = {plan.fit_d}, check on d = {plan.check_d or 'none'}")
+        template = Sizes(N=1, d=1, h=plan.heads, b=plan.batch)
+        setting = Setting(DEFAULT, dtype, "core", "inference")
+        try:
+            profile, rows = validate(
+                pairs, plan.check_d, plan.fit_d, template, camp.measurer(dtype), setting,
+                n_max=camp.n_max, max_lengths=plan.max_lengths,
+            )  # fmt: skip
+        except UserError as e:
+            camp.skip(f"validation in {dtype}: {e}")
+            continue
+        name = profile.slug if dtype == "fp32" else f"{profile.slug}-{dtype}"
+        path = camp.out / f"{name}.json"
+        write_atomic(path, json.dumps(profile.as_json(), indent=2) + "\n")
+        camp.profiles[dtype] = str(path)
+        camp.validation[dtype] = rows
+        done.append(dtype)
+        camp.log(f"  wrote {path.name}")
+        camp.checkpoint()
+    camp.steps["validate"] = f"profiles for {', '.join(done) or 'no dtype'}"
+
+
+def report_step(camp: Campaign) -> None:
+    """One offline HTML report per fitted dtype; skipped with one line where plotly is missing."""
+    try:
+        import plotly  # noqa: F401
+    except ImportError:
+        camp.steps["report"] = "skipped: plotly is not installed (pip install plotly, or carry its wheel)"
+        camp.log(f"report: {camp.steps['report']}")
+        return
+    from attn_cost.cli.html_report import render
+    from attn_cost.cli.report import gather
+    from attn_cost.costmodel.conventions import DEFAULT
+    from attn_cost.costmodel.crossover import Setting
+
+    written = []
+    for dtype, profile in camp.profiles.items():
+        variants = list(dict.fromkeys(v for pair in camp.plan.pairs for v in pair))
+        setting = Setting(DEFAULT, dtype, "core", "inference")
+        data = gather(variants, list(camp.plan.pairs), sorted(set(camp.plan.ds)), 256, 1024, profile, setting)
+        path = camp.out / f"report-{dtype}.html"
+        write_atomic(path, render(data))
+        written.append(path.name)
+        camp.log(f"report: wrote {path.name} ({path.stat().st_size / 2**20:.1f} MiB)")
+    camp.steps["report"] = ", ".join(written) or "no device profile to report on"
+
+
+def check_outputs(out: Path) -> list[str]:
+    """What the device tool would not bring back: more than MAX_FILES files or one over MAX_FILE_BYTES."""
+    files = [p for p in out.iterdir() if p.is_file() and not p.name.startswith(".")]
+    problems = [
+        f"{p.name} is {p.stat().st_size / 2**20:.1f} MiB (over 16 MiB)"
+        for p in files
+        if p.stat().st_size > MAX_FILE_BYTES
+    ]
+    if len(files) > MAX_FILES:
+        problems.append(f"{len(files)} files in {out} (the device tool brings back {MAX_FILES})")
+    return problems
+
+
+def with_overrides(plan: Plan, **overrides) -> Plan:
+    """The plan with the given fields replaced (None leaves a field as it is)."""
+    return replace(plan, **{k: v for k, v in overrides.items() if v is not None})
