@@ -63,6 +63,7 @@ def emit(data) -> None:
 
 @app.command()
 @o.with_counting
+@o.with_sizes
 def crossover(
     d_values: Optional[list[int]] = o.head_dim_option("crossover"),
     pair: Optional[list[str]] = typer.Option(
@@ -175,6 +176,7 @@ def _num(value) -> str:
 
 @app.command()
 @o.with_counting
+@o.with_sizes
 def cheapest(
     variant: Optional[list[str]] = typer.Option(
         None, "--variant", help="Repeatable. Default: softmax, linear, taylorshift-efficient, latte."
@@ -240,6 +242,7 @@ def cheapest(
 
 @app.command()
 @o.with_counting
+@o.with_sizes
 def decode(
     variant: Optional[list[str]] = typer.Option(
         None, "--variant", help="Repeatable. Default: every variant with a decoding step."
@@ -473,6 +476,7 @@ def _dim(size: sp.Expr) -> str:
 
 @app.command()
 @o.with_counting
+@o.with_sizes
 def heads(
     embed: int = typer.Option(..., "--d-embed", help="Embedding width; h runs over its divisors."),
     n: int = typer.Option(1024, "--n", help="Sequence length (memory depends on it)."),
@@ -487,7 +491,17 @@ def heads(
     names = [get_variant(x).name for x in (variant or ["taylorshift-direct", "taylorshift-efficient"])]
     st = o.setting(convention, dtype, "core", "inference", names)
     results = [
-        head_tradeoff(x, cost, embed, n=n, batch=batch, convention=st.convention, dtype=dtype, counting=st.counting)
+        head_tradeoff(
+            x,
+            cost,
+            embed,
+            n=n,
+            batch=batch,
+            convention=st.convention,
+            dtype=dtype,
+            counting=st.counting,
+            extra=o.extra_sizes(None),
+        )
         for x in names
         for cost in ("flops", "memory")
     ]

@@ -71,6 +71,7 @@ def open_measurer(
 
 @app.command()
 @o.with_counting
+@o.with_sizes
 def profile(
     pair: Optional[list[str]] = typer.Option(
         None, "--pair", help="A:B, repeatable. Default: taylorshift-direct:taylorshift-efficient."
@@ -115,7 +116,7 @@ def profile(
         measurer.notify = notify
         for a, b in pairs:
             for dv in ds:
-                sizes = Sizes(N=1, d=dv, h=heads, b=batch, L=latents)
+                sizes = Sizes(N=1, d=dv, h=heads, b=batch, L=latents, **o.given_sizes(heads))
                 results.append(
                     profile_pair(a, b, sizes, measurer, st, costs=costs, max_lengths=max_lengths, n_max=n_max)
                 )
@@ -162,6 +163,7 @@ def _measured(row: dict, which: str) -> str:
 
 @app.command()
 @o.with_counting
+@o.with_sizes
 def measure(
     variant: list[str] = typer.Option(..., "--variant", help="Repeatable."),
     n: list[int] = typer.Option(..., "--n", help="Sequence lengths; repeatable."),
@@ -194,7 +196,7 @@ def measure(
         measurer.notify = notify
         for dv in ds:
             for length in lengths:
-                sizes = Sizes(N=length, d=dv, h=heads, b=batch, L=latents)
+                sizes = Sizes(N=length, d=dv, h=heads, b=batch, L=latents, **o.given_sizes(heads))
                 times = measurer.time(names, sizes)
                 for name, t in zip(names, times, strict=True):
                     derived = derive(name, st.scope)

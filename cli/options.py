@@ -16,7 +16,7 @@ from attn_cost.costmodel.counting import Counting
 from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.derive import dtype_bytes
 from attn_cost.costmodel.scopes import MODES, SCOPES
-from attn_cost.costmodel.symbols import D, L, b, d, h, r
+from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS, D, L, b, d, h, h_kv, r
 from attn_cost.costmodel.variants import get_variant
 
 D_VALUES = typer.Option(None, "--d", help="Head dimension; repeat for several.")
@@ -75,6 +75,15 @@ ALIGN = typer.Option(
     "--align",
     help="Causal mask alignment when N differs from N_kv: bottom-right (decode, chunked prefill) or top-left.",
 )
+KV_HEADS = typer.Option(None, "--kv-heads", help="Key/value heads of gqa, a divisor of --h (default 1: multi-query).")
+WINDOW = typer.Option(None, "--window", help="Sliding-window width w, keys per query (default 256).")
+PROJ_LEN = typer.Option(None, "--proj-len", help="Linformer's projected length k (default 256).")
+FEATURES = typer.Option(None, "--features", help="Performer's random features m (default 256).")
+LANDMARKS = typer.Option(None, "--landmarks", help="Nyströmformer's landmarks c (default 64).")
+SIZE_OPTIONS = {"h_kv": KV_HEADS, "w": WINDOW, "k": PROJ_LEN, "m": FEATURES, "c": LANDMARKS}
+"""Sizes only some variants have, by symbol name; `with_sizes` adds them to a command, `sizes` reads them."""
+SIZE_FLAGS = {"h_kv": "--kv-heads", "w": "--window", "k": "--proj-len", "m": "--features", "c": "--landmarks"}
+_SIZES: ContextVar[dict | None] = ContextVar("sizes", default=None)
 COUNTING_OPTIONS = {"causal_count": CAUSAL_COUNT, "tile": TILE, "backward": BACKWARD, "n_kv": N_KV, "align": ALIGN}
 """The counting switches `with_counting` adds to a command; `setting` reads what the user chose."""
 _COUNTING: ContextVar[dict | None] = ContextVar("counting", default=None)
@@ -127,10 +136,53 @@ def head_dims(d_values: list[int] | None, embed: int | None, heads: int, default
 
 
 def sizes(dv: int, heads: int, batch: int, latents: int | None, ratio: int, depth: int) -> dict[sp.Symbol, int]:
-    """Every dimension except N; L defaults to d."""
+    """Every dimension except N; L defaults to d, the variant-specific sizes to `symbols.DEFAULTS`
+    unless the command took them (`with_sizes`)."""
     for value, flag in ((batch, "--b"), (latents, "--L"), (ratio, "--r"), (depth, "--depth")):
         positive(value, flag)
-    return {d: dv, h: heads, b: batch, L: latents or dv, r: ratio, D: depth}
+    return {d: dv, h: heads, b: batch, L: latents or dv, r: ratio, D: depth, **extra_sizes(heads)}
+
+
+def extra_sizes(heads: int | None, given_only: bool = False) -> dict[sp.Symbol, int]:
+    """--kv-heads, --window, --proj-len, --features, --landmarks as chosen (checked), else their defaults;
+    heads: the --h that --kv-heads must divide (None when h varies, as in `heads`)."""
+    chosen = {name: v for name, v in (_SIZES.get() or {}).items() if v is not None}
+    for name, value in chosen.items():
+        positive(value, SIZE_FLAGS[name])
+    kv = chosen.get("h_kv", DEFAULTS[h_kv])
+    if heads is not None and heads % kv:
+        fail(f"--kv-heads {kv} does not divide --h {heads}; choose a divisor of the number of heads")
+    if given_only:
+        return {BY_NAME[name]: v for name, v in chosen.items()}
+    return {**DEFAULTS, **{BY_NAME[name]: v for name, v in chosen.items()}}
+
+
+def given_sizes(heads: int) -> dict[str, int]:
+    """The variant-specific sizes the user gave, by symbol name (for `profilers.cases.Sizes`)."""
+    return {str(k): v for k, v in extra_sizes(heads, given_only=True).items()}
+
+
+def with_sizes(command: Callable) -> Callable:
+    """Give a command the variant-specific sizes (--kv-heads, --window, --proj-len, --features, --landmarks).
+
+    Put it under `@app.command()`; `sizes` (and `extra_sizes`) then return what the user chose."""
+    extra = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=Optional[int])
+        for name, opt in SIZE_OPTIONS.items()
+    ]
+    sig = inspect.signature(command, eval_str=True)
+
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        token = _SIZES.set({name: kwargs.pop(name) for name in SIZE_OPTIONS})
+        try:
+            return command(*args, **kwargs)
+        finally:
+            _SIZES.reset(token)
+
+    run.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])
+    run.__annotations__ = {**command.__annotations__, **{p.name: p.annotation for p in extra}}
+    return run
 
 
 def variant_names(names: list[str], causal: bool) -> list[str]:
