@@ -1,0 +1,98 @@
+"""`attn-cost calibrate`: time every op kind on a grid of shapes and fit the op-level device model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from attn_cost.cli import options as o
+from attn_cost.cli.analytic import emit
+from attn_cost.cli.app import app
+from attn_cost.cli.measure import CPU, FRESH, GPU, STORE, THREADS, console, err, open_measurer
+from rich import box
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+
+@app.command()
+def calibrate(
+    gpu: bool = GPU,
+    cpu: bool = CPU,
+    threads: Optional[int] = THREADS,
+    repeats: int = typer.Option(7, "--repeats", help="Timed samples per shape (3 for shapes slower than 20 ms)."),
+    dtype: str = o.DTYPE,
+    quick: bool = typer.Option(False, "--quick", help="A coarse grid (a smoke test: about a fifth of the shapes)."),
+    store: Optional[Path] = STORE,
+    fresh: bool = FRESH,
+    out: Optional[Path] = typer.Option(
+        None, "--out", help="Directory for the op model (default: $ATTN_COST_HOME/opmodels or ~/.local/share/...)."
+    ),
+    as_json: bool = o.JSON,
+) -> None:
+    """Time every op kind the engine emits (products, element-wise, reductions, outer products, SDPA, loop
+    steps) from launch-bound sizes to beyond the last-level cache, and fit the per-op time model that
+    `validate`, `crossover --device` and `report` use to predict any variant's time from its op list."""
+    from attn_cost.profilers.calibrate import Calibrator, cache_sizes
+    from attn_cost.profilers.calibrate import calibrate as run_calibration
+    from attn_cost.profilers.opmodel import user_dir
+
+    target = out or user_dir()
+    _check_dir(target)
+    measurer = open_measurer(gpu, cpu, threads, store, "core", dtype, repeats, fresh)
+    caches = cache_sizes(measurer.device)
+    calibrator = Calibrator(measurer.store, measurer.device, dtype, repeats)
+    with Progress(
+        TextColumn("{task.description}", style="dim"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("calibrating", total=None)
+
+        def step(message: str, done: int, total: int) -> None:
+            bar.update(task, description=message[:40], completed=done, total=total)
+
+        model, n_grid, n_held = run_calibration(calibrator, caches, quick=quick, step=step)
+    path = model.save(target)
+    summary = model.as_json()
+    if as_json:
+        summary.pop("points")
+        emit({**summary, "grid_shapes": n_grid, "held_out_shapes": n_held, "measured": calibrator.measured,
+              "saved_to": str(path)})  # fmt: skip
+        return
+    dev = model.device
+    table = Table(title=f"Op model of {dev['name']} ({dev['kind']}, {dev.get('threads')} threads)", box=box.SIMPLE_HEAD)
+    for col in ("kernel", "form", "launch µs", "large GB/s", "peak GFLOP/s"):
+        table.add_column(col, justify="left" if col in ("kernel", "form") else "right")
+    for name, k in summary["kernels"].items():
+        big = [x for x in k.get("large_bytes_per_s", []) if x]
+        table.add_row(
+            name,
+            k["form"],
+            f"{k['launch_s'] * 1e6:.2f}",
+            f"{min(big) / 1e9:.1f}" if big else "—",
+            f"{k['peak_flops_per_s'] / 1e9:.1f}" if k["form"] == "gemm" else "—",
+        )
+    console.print(table)
+    caches_txt = ", ".join(f"{k} {v / 1024:,.0f} KiB" for k, v in caches.items())
+    console.print(f"Caches: {caches_txt}. {n_grid} grid shapes, {calibrator.measured} newly timed.")
+    for family, e in model.held_out.items():
+        console.print(
+            f"Held-out error ({family}, {e['shapes']} shapes off the grid): median {100 * e['median_abs_error']:.1f} %, "
+            f"worst {100 * e['max_abs_error']:.1f} %"
+        )
+    console.print(f"Saved the op model to {path}; `attn-cost validate` and `crossover --device {model.slug}` use it.")
+
+
+def _check_dir(path: Path) -> None:
+    from attn_cost.cli.app import fail
+
+    if path.exists() and not path.is_dir():
+        fail(f"--out {path} is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        fail(f"cannot create --out {path} ({e.strerror})")

@@ -1,0 +1,413 @@
+"""Op microbenchmarks: time every kernel the engine emits on a grid of shapes, for the op model.
+
+Each grid point is one engine op at concrete shapes (built with the same `Graph` calls the variants
+use, so its traffic and dims are exactly what the op model will be asked about) and the PyTorch code
+the reference implementations run for it. Shapes run from launch-bound sizes to several times the
+last-level cache, denser around the cache (where bandwidth falls). Timings go through
+`timing.time_cases` into the device's result store, so an interrupted calibration resumes.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F  # noqa: N812
+from attn_cost.costmodel.derive import Derived
+from attn_cost.costmodel.graph import Graph
+from attn_cost.profilers import reference as ref
+from attn_cost.profilers.cases import DTYPES, Case, Sizes
+from attn_cost.profilers.opmodel import CALL, LOOP_STEP, MATMUL_LAYOUTS, Point, op_features
+from attn_cost.profilers.store import ResultStore, record_key
+from attn_cost.profilers.timing import OutOfMemoryError, time_cases
+
+ELEMENTWISE = ("copy", "store", "fill", "scale!", "poly2", "elu1", "exp!", "gelu", "add", "add!", "sub", "div",
+               "div!", "mul!", "maximum")  # fmt: skip
+"""Kernels whose time does not depend on the row width: calibrated at one width."""
+ROWWISE = ("softmax", "softmax-axis2", "l2normalize", "normalize_rows!", "layernorm", "sum-axis2", "max-axis2",
+           "cumsum!", "outer", "augment", "mask!")  # fmt: skip
+"""Kernels that work along rows or columns: calibrated at several widths."""
+SAMPLE_S = 2e-4
+"""A timed sample runs a small kernel enough times in a row to last about this long."""
+
+
+def cache_sizes(device: str) -> dict[str, int]:
+    """Cache sizes in bytes: sysfs (CPU, cpu0's view) or the CUDA device's L2."""
+    if device == "cuda":
+        return {"L2": int(torch.cuda.get_device_properties(0).L2_cache_size)}
+    out: dict[str, int] = {}
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            level = (index / "level").read_text().strip()
+            kind = (index / "type").read_text().strip()
+            size = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        if kind == "Instruction":
+            continue
+        mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1], 1)
+        out[f"L{level}{'d' if kind == 'Data' else ''}"] = int(size.rstrip("KMG")) * mult
+    return out or {"L3": 32 << 20}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One grid point: a kernel and its integer shape (rows/cols or batch/m/k/n)."""
+
+    kernel: str
+    dims: tuple[tuple[str, int], ...]
+
+    def get(self, key: str) -> int:
+        return dict(self.dims)[key]
+
+
+def _s(kernel: str, **dims: int) -> Shape:
+    return Shape(kernel, tuple(sorted(dims.items())))
+
+
+# -- the grid ----------------------------------------------------------------------------------------
+
+
+def _numels(llc: int, quick: bool, elem: int) -> list[int]:
+    """Element counts from launch-bound to ~8× the last-level cache, denser around the cache."""
+    top = max(llc * 8 // (2 * elem), 1 << 18)
+    step = 4 if not quick else 16
+    base = [4**k for k in range(3, 20) if 4**k <= top] if not quick else [16**k for k in range(1, 8) if 16**k <= top]
+    lo, hi = llc / 8 / (2 * elem), 2 * llc / (2 * elem)
+    dense = [] if quick else [int(lo * 2 ** (j / 2)) for j in range(int(2 * math.log2(hi / lo)) + 1)]
+    del step
+    return sorted(set(base + dense))
+
+
+def grid(caches: dict[str, int], dtype: str = "fp32", quick: bool = False) -> list[Shape]:
+    """Every shape the calibration times."""
+    llc = max(caches.values())
+    elem = torch.finfo(DTYPES[dtype]).bits // 8
+    widths = (8, 64, 1024) if not quick else (16, 512)
+    shapes: list[Shape] = []
+    for kernel in ELEMENTWISE:
+        shapes += [_s(kernel, rows=max(1, n // 64), cols=64) for n in _numels(llc, quick, elem)]
+    for kernel in ROWWISE:
+        for w in widths:
+            cap = 64 if kernel == "outer" else None  # an outer product's output is w² wide
+            if cap and w > cap:
+                continue
+            numels = _numels(llc, quick, elem * (w if kernel == "outer" else 1))
+            shapes += [_s(kernel, rows=max(1, n // w), cols=w) for n in numels if n >= w]
+    small = (1, 8, 16, 32, 64) if not quick else (1, 16, 64)
+    large = (32, 256, 2048, 8192) if not quick else (64, 1024)
+    flop_cap = 2**33 if not quick else 2**28
+    for layout in MATMUL_LAYOUTS:
+        seen: set[tuple[int, int, int]] = set()
+        for pos in range(3):  # one dimension small (a head dim, 1), the other two anywhere
+            for s in small:
+                for x in large:
+                    for y in large:
+                        mkn = (*(x, y)[:pos], s, *(x, y)[pos:])
+                        m, k, n = mkn
+                        if mkn not in seen and 2 * m * k * n <= flop_cap and m * k + k * n + m * n <= 2**26:
+                            seen.add(mkn)
+                            shapes.append(_s(f"matmul-{layout}", batch=1, m=m, k=k, n=n))
+    for batch in (16, 256, 4096) if not quick else (64,):
+        for k in (8, 32, 64):
+            shapes.append(_s("matmul-NN", batch=batch, m=1, k=k, n=k))
+    for n in (64, 256, 1024, 4096) if not quick else (256,):
+        for d in (8, 16, 32, 64, 128) if not quick else (16,):
+            for causal in ("sdpa", "sdpa-causal"):
+                shapes.append(_s(causal, batch=1, m=n, k=d, n=n))
+    shapes += [_s(LOOP_STEP, iterations=n) for n in ((64, 256, 1024) if not quick else (64, 128, 256))]
+    shapes += [_s(CALL, rows=n, cols=8) for n in (1, 2, 4, 8)]
+    return shapes
+
+
+def held_out_grid(caches: dict[str, int], dtype: str = "fp32", quick: bool = False, seed: int = 7) -> list[Shape]:
+    """Shapes off the grid (log-uniform in its range, d = 24 and 48 products) for the held-out error."""
+    rng = random.Random(seed)
+    llc = max(caches.values())
+    elem = torch.finfo(DTYPES[dtype]).bits // 8
+    top = llc * 8 // (2 * elem)
+    out: list[Shape] = []
+    per_kernel = 1 if quick else 2
+    for kernel in ELEMENTWISE + ROWWISE:
+        for _ in range(per_kernel):
+            w = 48 if kernel in ELEMENTWISE else rng.choice((12, 24, 48, 200, 600))
+            w = min(w, 48) if kernel == "outer" else w
+            numel = int(2 ** rng.uniform(8, math.log2(top)))
+            out.append(_s(kernel, rows=max(1, numel // (w * (w if kernel == "outer" else 1))), cols=w))
+    for d in (24, 48):
+        for n in (300, 1500, 3000) if not quick else (300,):
+            out += [
+                _s("matmul-NT", batch=1, m=n, k=d, n=n),
+                _s("matmul-NN", batch=1, m=n, k=n, n=d),
+                _s("matmul-TN", batch=1, m=d * d, k=n, n=d + 1),
+                _s("matmul-NN", batch=1, m=n, k=d * d, n=d + 1),
+            ]
+    return out
+
+
+# -- one grid point as an engine op and as PyTorch code -----------------------------------------------
+
+
+def engine_op(shape: Shape, dtype: str) -> Point:
+    """Build the kernel's engine op at the shape and read its features (what the op model will see)."""
+    g = Graph(f"calibrate {shape.kernel}")
+    k = shape.kernel
+    base = k.rstrip("!")
+    inplace = k.endswith("!")
+    if k.startswith("matmul"):
+        bt, m, kk, n = (shape.get(x) for x in ("batch", "m", "k", "n"))
+        lead = (bt,) if bt > 1 else ()
+        a = g.input("A", *lead, kk, m).T if k[-2] == "T" else g.input("A", *lead, m, kk)
+        b = g.input("B", *lead, n, kk).T if k[-1] == "T" else g.input("B", *lead, kk, n)
+        g.output(g.matmul("C", a, b))
+    elif k.startswith("sdpa"):
+        n, d = shape.get("m"), shape.get("k")
+        q, kk, v = (g.input(x, 1, n, d) for x in "QKV")
+        g.output(g.fused_attention("Y", q, kk, v, causal=k == "sdpa-causal"))
+    elif k == LOOP_STEP:
+        return Point(k, {"bytes": 1.0, "rows": 1.0, "iterations": float(shape.get("iterations"))}, 0.0)
+    elif k == CALL:
+        return Point(k, {"bytes": 1.0, "rows": 1.0}, 0.0)
+    else:
+        rows, cols = shape.get("rows"), shape.get("cols")
+        x = g.input("X", rows, cols)
+        if base in ("add", "sub", "div", "mul", "maximum"):
+            g.output(g.binary(base, "Y", x, g.input("Z", rows, cols), inplace=inplace))
+        elif base == "copy":
+            g.output(g.copy("Y", x))
+        elif base == "store":
+            target = g.input("T", rows, cols)
+            g.store(target, x)
+            g.output(target)
+        elif base == "fill":
+            g.output(g.zeros("Y", rows, cols))
+        elif base in ("sum-axis2", "max-axis2"):
+            g.output(g.reduce(base.split("-")[0], "Y", x, axis=-2))
+        elif base == "softmax-axis2":
+            g.output(g.map("softmax", "Y", x, axis=-2))
+        elif base == "outer":
+            g.output(g.outer("Y", x, g.input("Z", rows, cols)))
+        elif base == "augment":
+            g.output(g.augment("Y", x))
+        else:
+            g.output(g.map(base, "Y", x, inplace=inplace))
+    derived = Derived(g)
+    op = derived.ops[-1] if k != "store" else derived.ops[0]
+    kernel, feats = op_features(derived, op, dtype)
+    if kernel != k:
+        raise RuntimeError(f"calibration shape {k} builds an op of kernel {kernel}")
+    dims = {name: float(v) for name, v in feats.items() if name != "repeat"}
+    return Point(k, dims, 0.0)
+
+
+def _runner(shape: Shape, dtype: str, device: str) -> tuple[Callable, Callable[[], list]]:
+    """(run(inputs), make_inputs) of one kernel at one shape, as the reference implementations run it."""
+    dt = DTYPES[dtype]
+    k = shape.kernel
+    base = k.rstrip("!")
+    gen = torch.Generator(device="cpu").manual_seed(0)
+
+    def rand(*s: int, positive: bool = False) -> torch.Tensor:
+        x = torch.rand(*s, generator=gen) + 0.5 if positive else torch.randn(*s, generator=gen)
+        return x.to(device=device, dtype=dt)
+
+    if k.startswith("matmul"):
+        bt, m, kk, n = (shape.get(x) for x in ("batch", "m", "k", "n"))
+        lead = (bt,) if bt > 1 else ()
+
+        def make() -> list:
+            a = rand(*lead, kk, m) if k[-2] == "T" else rand(*lead, m, kk)
+            b = rand(*lead, n, kk) if k[-1] == "T" else rand(*lead, kk, n)
+            return [a, b]
+
+        def run(box: list) -> torch.Tensor:
+            a, b = box
+            return (a.transpose(-1, -2) if k[-2] == "T" else a) @ (b.transpose(-1, -2) if k[-1] == "T" else b)
+
+        return run, make
+    if k.startswith("sdpa"):
+        n, d = shape.get("m"), shape.get("k")
+        return (lambda box: F.scaled_dot_product_attention(*box, is_causal=k == "sdpa-causal")), (
+            lambda: [rand(1, n, d) for _ in range(3)]
+        )
+    if k == LOOP_STEP:
+        its = shape.get("iterations")
+
+        def loop(box: list) -> None:
+            (x,) = box
+            for t in range(its):
+                x[:, :, t], x[:, :, t], x[:, :, t]
+
+        return loop, lambda: [rand(1, 1, its, 1)]
+    if k == CALL:
+        rows, cols = shape.get("rows"), shape.get("cols")
+
+        def call(box: list) -> torch.Tensor:
+            q, kk, v = ref.take(box)
+            del q, kk
+            return v
+
+        return (lambda box: call(box)), (lambda: [rand(1, 1, rows, cols) for _ in range(3)])
+    rows, cols = shape.get("rows"), shape.get("cols")
+    unary: dict[str, Callable] = {
+        "copy": lambda x: x.clone(),
+        "scale": lambda x: x.mul_(1.0),
+        "poly2": lambda x: (x * x).mul_(0.5).add_(x).add_(1),
+        "elu1": ref.elu1,
+        "exp": lambda x: x.exp_(),
+        "gelu": F.gelu,
+        "softmax": lambda x: torch.softmax(x, dim=-1),
+        "softmax-axis2": lambda x: torch.softmax(x, dim=-2),
+        "l2normalize": lambda x: ref.l2normalize(x, 1.0),
+        "normalize_rows": lambda x: x.div_(x.sum(-1, keepdim=True).mul_(1.0)),
+        "layernorm": lambda x: F.layer_norm(x, (cols,)),
+        "sum-axis2": lambda x: x.sum(-2, keepdim=True),
+        "max-axis2": lambda x: x.amax(-2, keepdim=True),
+        "cumsum": lambda x: x.cumsum_(-2),
+        "augment": _augment,
+    }
+    binary: dict[str, Callable] = {
+        "add": lambda x, z: x.add_(z) if k.endswith("!") else x + z,
+        "sub": lambda x, z: x.sub_(z) if k.endswith("!") else x - z,
+        "mul": lambda x, z: x.mul_(z) if k.endswith("!") else x * z,
+        "div": lambda x, z: x.div_(z) if k.endswith("!") else x / z,
+        "maximum": torch.maximum,
+        "outer": ref.outer,
+        "store": lambda x, z: z.copy_(x),
+    }
+    if base == "fill":
+        return (lambda box: torch.zeros(rows, cols, dtype=dt, device=device)), (lambda: [])
+    if base == "mask":
+        mask = torch.ones(rows, cols, dtype=torch.bool, device=device).triu_(1)
+        return (lambda box: box[0].masked_fill_(mask, float("-inf"))), (lambda: [rand(rows, cols)])
+    positive = base in ("normalize_rows", "cumsum", "div", "mul")
+    if base in binary:
+        fn = binary[base]
+        ones = base in ("mul", "div")  # repeated in-place products must not drift into denormals
+        return (lambda box: fn(box[0], box[1])), (
+            lambda: [
+                rand(rows, cols, positive=positive),
+                torch.ones(rows, cols, dtype=dt, device=device) if ones else rand(rows, cols),
+            ]
+        )
+    fn = unary[base]
+    return (lambda box: fn(box[0])), (lambda: [rand(rows, cols, positive=positive)])
+
+
+def _augment(x: torch.Tensor) -> torch.Tensor:
+    """[c·1, x/N] as the efficient TaylorShift reference builds it."""
+    out = x.new_empty(*x.shape[:-1], x.shape[-1] + 1)
+    out[..., :1].fill_(0.5)
+    torch.mul(x, 0.5, out=out[..., 1:])
+    return out
+
+
+# -- running the grid ---------------------------------------------------------------------------------
+
+
+def _estimate(p: Point) -> float:
+    flops = 2 * p.dims.get("batch", 1) * p.dims.get("m", 0) * p.dims.get("k", 0) * p.dims.get("n", 0)
+    return 5e-6 + p.dims["bytes"] / 4e9 + flops / 3e10
+
+
+def _inner(p: Point) -> int:
+    """How many calls one timed sample makes (a pure function of the shape, so stored samples can be divided).
+    A variant's call overhead is timed one call per sample, as variants are."""
+    if p.kernel == CALL:
+        return 1
+    return max(1, min(200, int(SAMPLE_S / (_estimate(p) * p.dims.get("iterations", 1)))))
+
+
+class Calibrator:
+    """Times grid points through a result store (stored ones are reused), returning op-model points."""
+
+    def __init__(self, store: ResultStore, device: str, dtype: str = "fp32", repeats: int = 7) -> None:
+        self.store, self.device, self.dtype, self.repeats = store, device, dtype, repeats
+        self.measured = 0
+
+    def key(self, shape: Shape, tag: str) -> str:
+        return record_key("time", f"{tag}:{shape.kernel}", "op", self.dtype, dict(shape.dims), self.store.device)
+
+    def point(self, shape: Shape, tag: str = "op") -> Point | None:
+        """The timing of one grid point (None: out of memory), measured unless stored."""
+        p = engine_op(shape, self.dtype)
+        key = self.key(shape, tag)
+        rec = self.store.get(key)
+        if rec is None:
+            rec = self._measure(shape, p, key, tag)
+        if rec["status"] != "ok":
+            return None
+        t = rec["time"]
+        per = _inner(p) * max(1, int(p.dims.get("iterations", 1)))
+        se = 1.2533 * ((t["q3"] - t["q1"]) / 1.349) / max(1, t["runs"]) ** 0.5
+        dims = {k: v for k, v in p.dims.items() if k != "iterations"}
+        return Point(shape.kernel, dims, t["median"] / per, se / per)
+
+    def _measure(self, shape: Shape, p: Point, key: str, tag: str) -> dict:
+        run, make = _runner(shape, self.dtype, self.device)
+        inner = _inner(p)
+        repeats = self.repeats if _estimate(p) * p.dims.get("iterations", 1) < 0.02 else 3
+
+        def many(box: list) -> None:
+            for _ in range(inner):
+                run(box)
+
+        size = Sizes(N=int(p.dims.get("rows", p.dims.get("m", 1))), d=int(p.dims.get("cols", p.dims.get("k", 1))))
+        case = Case(f"{tag}:{shape.kernel}", "op", size, self.dtype, self.device, many, make)
+        try:
+            (stats,) = time_cases([case], repeats, 1)
+            values = {"time": stats.as_json(), "status": "ok"}
+        except OutOfMemoryError:
+            values = {"time": None, "status": "oom"}
+        self.measured += 1
+        record = {"kind": "time", "key": key, "variant": f"{tag}:{shape.kernel}", "scope": "op", "dtype": self.dtype,
+                  "sizes": dict(shape.dims), **values}  # fmt: skip
+        return self.store.add(record)
+
+
+def calibrate(
+    calibrator: Calibrator,
+    caches: dict[str, int],
+    *,
+    quick: bool = False,
+    step: Callable[[str, int, int], None] = lambda message, done, total: None,
+):
+    """Time the grid (reusing stored points), fit the op model, and measure its error off the grid."""
+    from attn_cost.profilers.opmodel import fit_points
+
+    shapes = grid(caches, calibrator.dtype, quick)
+    extra = held_out_grid(caches, calibrator.dtype, quick)
+    total = len(shapes) + len(extra)
+    points: list[Point] = []
+    for i, shape in enumerate(shapes):
+        step(f"{shape.kernel} {dict(shape.dims)}", i, total)
+        p = calibrator.point(shape)
+        if p is not None:
+            points.append(p)
+    model = fit_points(calibrator.store.device, calibrator.dtype, points, caches)
+    errors: dict[str, list[float]] = {}
+    for j, shape in enumerate(extra):
+        step(f"held out: {shape.kernel} {dict(shape.dims)}", len(shapes) + j, total)
+        p = calibrator.point(shape, tag="op-held-out")
+        if p is None:
+            continue
+        import numpy as np
+
+        f = {k: np.array([v]) for k, v in p.dims.items()}
+        guess = float(model.op_seconds(shape.kernel, f)[0])
+        family = "matmul" if shape.kernel.startswith("matmul") else "other kernels"
+        errors.setdefault(family, []).append((guess - p.seconds) / p.seconds)
+    step("done", total, total)
+    model.held_out = {
+        family: {
+            "shapes": len(errs),
+            "median_abs_error": float(sorted(map(abs, errs))[len(errs) // 2]),
+            "max_abs_error": float(max(map(abs, errs))),
+        }
+        for family, errs in errors.items()
+    }
+    return model, len(shapes), len(extra)

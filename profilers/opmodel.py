@@ -1,0 +1,574 @@
+"""Op-level device model: predict a variant's time as the sum of its ops, from op microbenchmarks.
+
+`attn-cost calibrate` times every op kind the engine emits on a grid of shapes (`profilers.calibrate`);
+this module turns those timings into a per-op time model and evaluates it on any variant's op list.
+It is zero-shot: it never sees a timing of a whole variant. numpy and scipy only (no torch), so
+`crossover --device` can use it on the analytic path.
+
+Per op kind (kernel) the model is physically shaped:
+
+    element-wise, row-wise, reductions, outer products, ...:  t = t_launch + B · s(B, w)
+    matrix products:  t = t_launch + batch·t_item + max(F / (P·e(m)·e(k)·e(n)), B · s_copy(B))   × residual
+
+B is the op's traffic in bytes (inputs read + output written, as `derive` counts it), which is also
+its working set when it runs alone; s(B, w) the seconds per byte measured at that working set and row
+width w, interpolated linearly in log B and log w between calibration points (it carries the cache
+levels: a few bytes per ns in L2, fewer in L3, fewest from DRAM) and constant beyond the grid. A
+matrix product is the larger of its compute time at a shape-dependent rate (P the peak, e(x) =
+x/(x + x½) the efficiency of a dimension of size x) and its traffic time at the copy kernel's
+bandwidth; the fitted form is corrected by the measured residuals of nearby grid shapes (Gaussian
+weights over octaves of batch, m, k, n), which fade to 1 away from the grid.
+
+A variant's time is Σ over its ops of repeat × t(op) at concrete sizes, plus a per-iteration
+overhead for loops. Crossovers come from the predicted curves by bracketing sign changes on a log
+grid and brentq; their interval is the 2.5-97.5 % range over bootstrap replicates of the model, each
+refitted on a resample (with replacement) of the calibration points, medians jittered by their
+standard errors.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import sympy as sp
+from attn_cost.costmodel.errors import UserError
+
+SCHEMA = 1
+SHIPPED = Path(__file__).parent / "data" / "opmodels"
+MIN_POINTS = 3
+"""Fewest calibration points of one kernel the model accepts."""
+BOOTSTRAP = 100
+"""Bootstrap replicates behind a predicted crossover's interval."""
+RESIDUAL_OCTAVES = 1.0
+"""Width (in octaves of each matmul dimension) of the residual correction's Gaussian weights."""
+RESIDUAL_PRIOR = 0.15
+"""Weight of 'no correction' against the grid's residuals: the correction fades where the grid is far."""
+MATMUL_LAYOUTS = ("NN", "NT", "TN")
+LOOP_STEP = "loop-step"
+"""Pseudo-kernel: the fixed cost of one iteration of a loop (slicing the token, writing its row)."""
+CALL = "call"
+"""Pseudo-kernel: the fixed cost of calling a variant at all (Python frames, taking its inputs, the timer)."""
+COPY = "copy"
+"""The kernel whose bandwidth curve serves matmul traffic and kernels never calibrated."""
+
+
+# -- from an op list to kernel calls ----------------------------------------------------------------
+
+
+def _transposed(t) -> bool:
+    return t.name.endswith("ᵀ")
+
+
+def kernel_of(op) -> str:
+    """The calibration kernel that runs an engine op: a kind, its layout or axis, '!' when in place."""
+    if op.kind in ("matmul", "linear"):
+        if op.kind == "linear":
+            return "matmul-NT"
+        a, b = op.inputs[0], op.inputs[1]
+        layout = ("T" if _transposed(a) else "N") + ("T" if _transposed(b) else "N")
+        return f"matmul-{layout if layout in MATMUL_LAYOUTS else 'NN'}"
+    if op.kind == "fused_attention":
+        return "sdpa-causal" if op.attrs.get("causal") else "sdpa"
+    if op.kind == "copy":
+        return "store" if op.attrs.get("overwrite") else "copy"
+    axis = op.attrs.get("axis")
+    suffix = "-axis2" if axis is not None and axis % len(op.inputs[0].shape) == len(op.inputs[0].shape) - 2 else ""
+    return f"{op.kind}{suffix}{'!' if op.inplace else ''}"
+
+
+@dataclass
+class KernelCalls:
+    """Every op of one variant at fixed sizes but N, as numpy functions of N."""
+
+    kernels: list[str]
+    features: list[dict]
+    """Per op: sympy-lambdified functions of N for repeat, bytes, and the kernel's dims."""
+    loop_iterations: object
+    """Function of N: loop iterations per call (0 without loops)."""
+
+    def at(self, n: np.ndarray) -> list[tuple[str, dict[str, np.ndarray]]]:
+        n = np.asarray(n, dtype=float)
+        out = []
+        for kernel, feats in zip(self.kernels, self.features, strict=True):
+            out.append((kernel, {k: np.broadcast_to(np.asarray(f(n), dtype=float), n.shape) for k, f in feats.items()}))
+        iters = np.broadcast_to(np.asarray(self.loop_iterations(n), dtype=float), n.shape)
+        out.append((LOOP_STEP, {"repeat": iters, "bytes": np.ones_like(n), "rows": np.ones_like(n)}))
+        out.append((CALL, {"repeat": np.ones_like(n), "bytes": np.ones_like(n), "rows": np.ones_like(n)}))
+        return out
+
+
+def _fn(expr, values: dict):
+    from attn_cost.costmodel.symbols import N
+
+    e = sp.sympify(sp.sympify(expr).xreplace(values))
+    free = e.free_symbols - {N}
+    if free:
+        raise UserError(f"the op model needs a value for {', '.join(sorted(str(s) for s in free))}")
+    return sp.lambdify(N, e, "numpy")
+
+
+def op_features(derived, op, dtype: str) -> tuple[str, dict]:
+    """The kernel of one op and its features as expressions: repeat, bytes, and batch/m/k/n or rows/cols."""
+    kernel = kernel_of(op)
+    feats = {"repeat": op.repeat, "bytes": derived.op_traffic(op, dtype)}
+    if kernel.startswith("matmul"):
+        feats.update(batch=op.attrs["batch"], m=op.attrs["m"], k=op.attrs["k"], n=op.attrs["n"])
+    elif kernel.startswith("sdpa"):
+        a = op.attrs
+        feats.update(batch=a["batch"], m=a["nq"], k=a["dqk"], n=a["nk"])
+    else:
+        x = op.inputs[0] if op.inputs else op.output
+        feats.update(rows=x.rows, cols=x.shape[-1] if x.shape else sp.Integer(1))
+    return kernel, feats
+
+
+@cache
+def _calls(variant: str, scope: str, dtype: str, dims_key: tuple) -> KernelCalls:
+    from attn_cost.costmodel.variants import derive
+
+    derived = derive(variant, scope)
+    values = dict(dims_key)
+    kernels, features = [], []
+    for op in derived.ops:
+        kernel, feats = op_features(derived, op, dtype)
+        kernels.append(kernel)
+        features.append({k: _fn(v, values) for k, v in feats.items()})
+    loops = sum((lp.count for lp in derived.graph.loops), sp.Integer(0))
+    return KernelCalls(kernels, features, _fn(loops, values))
+
+
+def kernel_calls(variant: str, scope: str, dtype: str, dims: dict) -> KernelCalls:
+    """The kernel calls of a variant with every size but N fixed (`dims` keyed by sympy symbols)."""
+    from attn_cost.costmodel.symbols import N
+
+    key = tuple(sorted(((s, int(v)) for s, v in dims.items() if s != N), key=lambda kv: kv[0].name))
+    return _calls(variant, scope, dtype, key)
+
+
+# -- the per-kernel time model -------------------------------------------------------------------
+
+
+@dataclass
+class Point:
+    """One calibration timing: a kernel at one shape."""
+
+    kernel: str
+    dims: dict[str, float]
+    """bytes, and rows/cols or batch/m/k/n."""
+    seconds: float
+    se: float = 0.0
+    """Standard error of the median (seconds)."""
+
+    def as_json(self) -> dict:
+        return {"kernel": self.kernel, "dims": self.dims, "seconds": self.seconds, "se": self.se}
+
+
+@dataclass
+class Curve:
+    """Seconds against bytes at one row width: linear between calibration points (a constant marginal cost
+    per byte between two sizes), the launch cost below the grid, the last point's bandwidth above it."""
+
+    nbytes: np.ndarray
+    seconds: np.ndarray
+
+    def __call__(self, nbytes: np.ndarray) -> np.ndarray:
+        top = self.nbytes[-1]
+        return np.where(nbytes > top, self.seconds[-1] * nbytes / top, np.interp(nbytes, self.nbytes, self.seconds))
+
+    @property
+    def large_bytes_per_s(self) -> float:
+        """Bandwidth at the largest calibrated size (bytes over seconds there)."""
+        return float(self.nbytes[-1] / self.seconds[-1])
+
+
+@dataclass
+class Streaming:
+    """t = t_launch + B · s(B, w), a kernel limited by launching and moving bytes: measured times
+    interpolated linearly in B between calibration points, and linearly in log w between widths."""
+
+    launch: float
+    widths: np.ndarray
+    """log2 of the calibrated row widths, ascending."""
+    curves: list[Curve]
+
+    @classmethod
+    def fit(cls, points: list[Point]) -> Streaming:
+        launch = min(p.seconds for p in points)
+        groups: dict[float, list[Point]] = defaultdict(list)
+        for p in points:
+            groups[round(math.log2(max(p.dims.get("cols", 1.0), 1.0)), 6)].append(p)
+        widths, curves = [], []
+        for w in sorted(groups):
+            by_size: dict[float, list[float]] = defaultdict(list)
+            for p in groups[w]:
+                by_size[p.dims["bytes"]].append(p.seconds)
+            xs = np.array(sorted(by_size))
+            ys = np.maximum.accumulate(np.array([float(np.median(by_size[x])) for x in xs]))  # more bytes, no less time
+            widths.append(w)
+            curves.append(Curve(xs, ys))
+        return cls(launch, np.array(widths), curves)
+
+    def predict(self, f: dict[str, np.ndarray]) -> np.ndarray:
+        lb = np.maximum(f["bytes"], 1.0)
+        if len(self.curves) == 1:
+            return self.curves[0](lb)
+        lw = np.clip(np.log2(np.maximum(f.get("cols", np.ones_like(lb)), 1.0)), self.widths[0], self.widths[-1])
+        values = np.stack([c(lb) for c in self.curves])
+        hi = np.clip(np.searchsorted(self.widths, lw, side="left"), 1, len(self.widths) - 1)
+        lo = hi - 1
+        frac = (lw - self.widths[lo]) / (self.widths[hi] - self.widths[lo])
+        cols = np.arange(values.shape[1])
+        return values[lo, cols] * (1 - frac) + values[hi, cols] * frac
+
+
+def _matmul_coords(f: dict[str, np.ndarray]) -> np.ndarray:
+    return np.stack([np.log2(np.maximum(f[k], 1.0)) for k in ("batch", "m", "k", "n")], axis=-1)
+
+
+@dataclass
+class Gemm:
+    """Matrix products: launch, per-item cost of a batch, max(compute at a shape-dependent rate,
+    traffic at the copy bandwidth), times a residual correction from nearby grid shapes."""
+
+    launch: float
+    item: float
+    peak: float
+    half: tuple[float, float, float]
+    coords: np.ndarray
+    residuals: np.ndarray
+    copy: Streaming | None = None
+
+    def physical(self, f: dict[str, np.ndarray]) -> np.ndarray:
+        eff = np.ones_like(f["m"])
+        for x, h in zip((f["m"], f["k"], f["n"]), self.half, strict=True):
+            eff = eff * x / (x + h)
+        compute = 2 * f["batch"] * f["m"] * f["k"] * f["n"] / (self.peak * eff)
+        traffic = self.copy.predict(f) - self.copy.launch if self.copy is not None else 0.0
+        return self.launch + self.item * f["batch"] + np.maximum(compute, traffic)
+
+    def predict(self, f: dict[str, np.ndarray]) -> np.ndarray:
+        base = self.physical(f)
+        if not len(self.residuals):
+            return base
+        c = _matmul_coords(f)
+        dist2 = np.sum((c[..., None, :] - self.coords) ** 2, axis=-1)
+        w = np.exp(-dist2 / (2 * RESIDUAL_OCTAVES**2))
+        corr = (w @ self.residuals) / (w.sum(axis=-1) + RESIDUAL_PRIOR)
+        return base * np.exp(corr)
+
+    @classmethod
+    def fit(cls, points: list[Point], copy: Streaming | None) -> Gemm:
+        from scipy.optimize import least_squares
+
+        f = {k: np.array([p.dims[k] for p in points]) for k in ("batch", "m", "k", "n", "bytes")}
+        t = np.array([p.seconds for p in points])
+        batched = bool(np.any(f["batch"] > 1))
+        flops = 2 * f["batch"] * f["m"] * f["k"] * f["n"]
+
+        def unpack(x: np.ndarray) -> Gemm:
+            item = math.exp(x[1]) if batched else 0.0
+            half = (math.exp(x[3]), math.exp(x[4]), math.exp(x[5]))
+            return cls(math.exp(x[0]), item, math.exp(x[2]), half, np.zeros((0, 4)), np.zeros(0), copy)
+
+        def resid(x: np.ndarray) -> np.ndarray:
+            return np.log(unpack(x).physical(f)) - np.log(t)
+
+        x0 = np.array([math.log(t.min() * 0.5), math.log(t.min() * 0.01), math.log((flops / t).max()), 2.0, 2.0, 2.0])
+        fit = least_squares(resid, x0, bounds=(np.full(6, -60.0), np.full(6, 60.0)), loss="soft_l1", f_scale=0.1)
+        model = unpack(fit.x)
+        model.coords = _matmul_coords(f)
+        model.residuals = np.log(t) - np.log(model.physical(f))
+        return model
+
+    def resampled(self, keep: np.ndarray, jitter: np.ndarray) -> Gemm:
+        return Gemm(
+            self.launch, self.item, self.peak, self.half, self.coords[keep], self.residuals[keep] + jitter, self.copy
+        )
+
+
+@dataclass
+class OpModel:
+    """Per-kernel time models of one device, and the calibration points they were fitted to."""
+
+    device: dict
+    dtype: str
+    points: list[Point]
+    caches: dict[str, int] = field(default_factory=dict)
+    """Cache sizes of the device in bytes (L1d, L2, L3 / GPU L2), as read when calibrating."""
+    held_out: dict = field(default_factory=dict)
+    """Errors of the model on shapes that are not in the grid (measured by `attn-cost calibrate`)."""
+    created: str = ""
+    kernels: dict[str, Streaming | Gemm] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.kernels:
+            self.kernels = self._fit(self.points)
+
+    @property
+    def slug(self) -> str:
+        from attn_cost.profilers.device import slug
+
+        return slug(self.device)
+
+    @staticmethod
+    def _fit(points: list[Point]) -> dict:
+        by_kernel: dict[str, list[Point]] = defaultdict(list)
+        for p in points:
+            by_kernel[p.kernel].append(p)
+        kernels: dict = {}
+        copy = Streaming.fit(by_kernel[COPY]) if len(by_kernel.get(COPY, ())) >= MIN_POINTS else None
+        for name, pts in by_kernel.items():
+            if len(pts) < MIN_POINTS:
+                continue
+            if name.startswith("matmul") or name.startswith("sdpa"):
+                kernels[name] = Gemm.fit(pts, copy)
+            else:
+                kernels[name] = copy if name == COPY and copy is not None else Streaming.fit(pts)
+        return kernels
+
+    def kernel(self, name: str) -> Streaming | Gemm:
+        """The model of a kernel; one never calibrated falls back to a related one, then to copy."""
+        for candidate in _fallbacks(name):
+            if candidate in self.kernels:
+                return self.kernels[candidate]
+        raise UserError(
+            f"the calibration of {self.slug} has no timings of {name} nor of {COPY}: run `attn-cost calibrate`"
+        )
+
+    def op_seconds(self, kernel: str, f: dict[str, np.ndarray]) -> np.ndarray:
+        """Seconds of one call of a kernel (not multiplied by its repeat)."""
+        return self.kernel(kernel).predict(f)
+
+    def time(self, calls: KernelCalls, n: np.ndarray) -> np.ndarray:
+        """Predicted seconds of one call of a variant at every N."""
+        n = np.atleast_1d(np.asarray(n, dtype=float))
+        total = np.zeros_like(n)
+        for kernel, f in calls.at(n):
+            if kernel in (LOOP_STEP, CALL) and (not np.any(f["repeat"] > 0) or kernel not in self.kernels):
+                continue
+            total = total + f["repeat"] * self.op_seconds(kernel, f)
+        return total
+
+    def resample(self, rng: np.random.Generator) -> OpModel:
+        """A bootstrap replicate: every kernel refitted on a resample of its points, medians jittered."""
+        by_kernel: dict[str, list[int]] = defaultdict(list)
+        for i, p in enumerate(self.points):
+            by_kernel[p.kernel].append(i)
+        kernels: dict = {}
+        picked: list[Point] = []
+        for name, idx in by_kernel.items():
+            keep = np.unique(rng.choice(idx, size=len(idx), replace=True))
+            jitter = rng.standard_normal(len(keep)) * np.array(
+                [min(self.points[i].se / self.points[i].seconds, 0.5) for i in keep]
+            )
+            if isinstance(self.kernels.get(name), Gemm):
+                gemm = self.kernels[name]
+                kernels[name] = gemm.resampled(np.searchsorted(idx, keep), jitter)
+                continue
+            pts = [self.points[i] for i in keep]
+            picked += [Point(p.kernel, p.dims, p.seconds * math.exp(j), p.se) for p, j in zip(pts, jitter, strict=True)]
+        refit = self._fit(picked)
+        for name, model in refit.items():
+            kernels.setdefault(name, model)
+        for name, model in self.kernels.items():
+            kernels.setdefault(name, model)
+        return OpModel(self.device, self.dtype, self.points, self.caches, self.held_out, self.created, kernels)
+
+    def as_json(self) -> dict:
+        from datetime import datetime, timezone
+
+        return {
+            "schema": SCHEMA,
+            "kind": "attn-cost op model",
+            "slug": self.slug,
+            "device": self.device,
+            "dtype": self.dtype,
+            "created": self.created or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "caches": self.caches,
+            "held_out": self.held_out,
+            "kernels": {k: _describe(v) for k, v in sorted(self.kernels.items())},
+            "points": [p.as_json() for p in self.points],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict, where: str) -> OpModel:
+        try:
+            if data.get("schema") != SCHEMA or data.get("kind") != "attn-cost op model":
+                raise KeyError("schema")
+            points = [
+                Point(p["kernel"], dict(p["dims"]), float(p["seconds"]), float(p.get("se", 0))) for p in data["points"]
+            ]
+            if any(p.seconds <= 0 or p.dims.get("bytes", 0) <= 0 for p in points):
+                raise ValueError("a non-positive time or size")
+            return cls(data["device"], data["dtype"], points, data.get("caches", {}), data.get("held_out", {}),
+                       data.get("created", ""))  # fmt: skip
+        except (KeyError, TypeError, AttributeError, ValueError) as e:
+            raise UserError(f"{where} is not an attn-cost op calibration ({e.__class__.__name__}: {e})") from None
+
+    def save(self, root: Path) -> Path:
+        root.mkdir(parents=True, exist_ok=True)
+        path = root / f"{self.slug}.json"
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.as_json(), indent=1) + "\n", encoding="utf-8")
+        tmp.replace(path)
+        return path
+
+
+def _fallbacks(name: str) -> list[str]:
+    base = name.rstrip("!")
+    out = [name, base, base + "!"]
+    if base.startswith("matmul"):
+        out += [f"matmul-{lay}" for lay in MATMUL_LAYOUTS]
+    if base.startswith("sdpa"):
+        out += ["sdpa"]
+    return [*out, COPY]
+
+
+def _describe(model: Streaming | Gemm) -> dict:
+    if isinstance(model, Gemm):
+        return {"form": "gemm", "launch_s": model.launch, "item_s": model.item, "peak_flops_per_s": model.peak,
+                "half": list(model.half), "points": len(model.residuals)}  # fmt: skip
+    dram = [c.large_bytes_per_s for c in model.curves]
+    return {"form": "streaming", "launch_s": model.launch, "widths": [int(2**w) for w in model.widths],
+            "large_bytes_per_s": dram}  # fmt: skip
+
+
+def fit_points(device: dict, dtype: str, points: list[Point], caches: dict | None = None) -> OpModel:
+    """Fit the op model; too few points is bad input."""
+    if len(points) < MIN_POINTS:
+        raise UserError(f"need at least {MIN_POINTS} calibration timings to fit an op model; have {len(points)}")
+    if not any(p.kernel == COPY for p in points):
+        raise UserError(f"the calibration has no timings of the {COPY} kernel, which every model falls back on")
+    return OpModel(device, dtype, points, caches or {})
+
+
+# -- where op models live ----------------------------------------------------------------------------
+
+
+def user_dir() -> Path:
+    from attn_cost.profilers.store import default_root
+
+    return default_root().parent / "opmodels"
+
+
+def known_opmodels() -> dict[str, Path]:
+    """Op calibrations by device slug: shipped ones, overridden by the user's own."""
+    found: dict[str, Path] = {}
+    for root in (SHIPPED, user_dir()):
+        if root.is_dir():
+            found.update({p.stem: p for p in sorted(root.glob("*.json"))})
+    return found
+
+
+def load_opmodel(name: str) -> OpModel:
+    """An op model by device slug or path; an unknown name is bad input."""
+    path = Path(name)
+    if not (path.suffix == ".json" and path.exists()):
+        found = known_opmodels()
+        if name not in found:
+            raise UserError(f"no op calibration for device {name!r}: run `attn-cost calibrate` on it")
+        path = found[name]
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UserError(f"{path} is not a readable op calibration ({e.__class__.__name__})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path} is not an attn-cost op calibration")
+    return OpModel.from_json(data, str(path))
+
+
+def opmodel_for(slug: str) -> OpModel | None:
+    """The op model of a device if one is known, else None."""
+    path = known_opmodels().get(slug)
+    return load_opmodel(str(path)) if path else None
+
+
+def check_device(model: OpModel, device: dict) -> None:
+    """A calibration applies only to the device it was made on."""
+    from attn_cost.profilers.device import slug
+
+    if model.slug != slug(device):
+        raise UserError(
+            f"the op calibration {model.slug} was made on {model.device.get('name')} "
+            f"(torch {model.device.get('torch')}); this device is {slug(device)}: run `attn-cost calibrate` here"
+        )
+
+
+# -- crossovers from predicted curves --------------------------------------------------------------
+
+
+def last_crossing(f, lo: float, hi: float, grid: int = 240) -> float | None:
+    """Smallest x from which f(x) >= 0 on [lo, hi] (bracketing on a log grid, then brentq).
+
+    lo when f >= 0 throughout, None when f < 0 at hi (B is still dearer at the end of the range)."""
+    from scipy.optimize import brentq
+
+    xs = np.geomspace(lo, hi, grid)
+    ys = np.asarray(f(xs), dtype=float)
+    if ys[-1] < 0:
+        return None
+    below = np.nonzero(ys < 0)[0]
+    if not len(below):
+        return lo
+    i = int(below[-1])
+    return float(brentq(lambda x: float(np.asarray(f(np.array([x])))[0]), xs[i], xs[i + 1], xtol=1e-3))
+
+
+@dataclass
+class Prediction:
+    """A predicted transition point with its bootstrap interval (integers: the first N with B <= A)."""
+
+    n0: int | None
+    low: int | None
+    high: int | None
+    replicates: int
+
+    def as_json(self) -> dict:
+        return {"predicted_n0": self.n0, "predicted_n0_low": self.low, "predicted_n0_high": self.high}
+
+
+def _ceil(x: float | None) -> int | None:
+    return None if x is None else math.ceil(x - 1e-9)
+
+
+def predict_n0(
+    model: OpModel,
+    a: str,
+    b: str,
+    dims: dict,
+    scope: str = "core",
+    dtype: str = "fp32",
+    *,
+    n_max: int = 65536,
+    replicates: int = BOOTSTRAP,
+    seed: int = 0,
+) -> Prediction:
+    """Where B's predicted time falls to A's, with a bootstrap interval over the calibration."""
+    ca, cb = kernel_calls(a, scope, dtype, dims), kernel_calls(b, scope, dtype, dims)
+
+    def crossing(m: OpModel) -> float | None:
+        return last_crossing(lambda n: m.time(ca, n) - m.time(cb, n), 2.0, float(n_max))
+
+    n0 = crossing(model)
+    rng = np.random.default_rng(seed)
+    boots = [crossing(model.resample(rng)) for _ in range(replicates)]
+    vals = np.array([math.inf if x is None else x for x in boots])
+    low, high = (float(np.percentile(vals, q)) for q in (2.5, 97.5)) if replicates else (n0, n0)
+    return Prediction(_ceil(n0), _ceil(low) if low != math.inf else None, _ceil(high) if high != math.inf else None,
+                      replicates)  # fmt: skip
+
+
+def predicted_seconds(
+    model: OpModel, variant: str, sizes: dict[str, int], scope: str = "core", dtype: str = "fp32"
+) -> float:
+    """Predicted seconds of one call of a variant at concrete sizes (keyed by name: N, d, h, b, L, ...)."""
+    from attn_cost.costmodel.symbols import BY_NAME
+
+    dims = {BY_NAME[k]: v for k, v in sizes.items() if k in BY_NAME and k != "N"}
+    return float(model.time(kernel_calls(variant, scope, dtype, dims), np.array([float(sizes["N"])]))[0])
