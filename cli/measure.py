@@ -9,13 +9,13 @@ from typing import Optional
 
 import typer
 from attn_cost.cli import options as o
+from attn_cost.cli import render
 from attn_cost.cli.analytic import emit
-from attn_cost.cli.app import app, fail
-from rich import box
+from attn_cost.cli.app import app, fail, measuring_started
+from attn_cost.cli.render import Col, right
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 console = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -25,10 +25,15 @@ CPU = typer.Option(False, "--cpu", help="Measure on the CPU even if CUDA is pres
 THREADS = typer.Option(None, "--threads", help="CPU threads (default: torch's default); recorded with every result.")
 REPEATS = typer.Option(7, "--repeats", help="Timed runs per length (after warm-up).")
 STORE = typer.Option(
-    None, "--store", help="Results directory (default: $ATTN_COST_HOME/results or ~/.local/share/attn-cost/results)."
+    None,
+    "--store",
+    help="Results directory or SQLite file (default: $ATTN_COST_HOME/results or ~/.local/share/attn-cost/results).",
 )
 FRESH = typer.Option(
     False, "--fresh", help="Measure every length again instead of reusing stored (and shipped) results."
+)
+SDPA_BACKEND = typer.Option(
+    None, "--sdpa-backend", help="Kernel of softmax-fused: flash, efficient, cudnn or math (default: PyTorch's choice)."
 )
 
 
@@ -42,6 +47,24 @@ def progress():
         yield lambda message: p.update(task, description=message)
 
 
+MIN_MAX_N = 16
+"""The smallest --max-n: below it the search has no lengths to compare."""
+PROFILE_SCOPE = typer.Option(
+    None,
+    "--scope",
+    help="core, layer, block or decode (default: core, or layer for variants that only exist as layers).",
+)
+
+
+def measuring_args(gpu: bool, cpu: bool, threads: int | None, repeats: int, max_n: int | None = None) -> None:
+    """Check the options every measuring command shares before torch is imported: a typo is answered at once."""
+    if gpu and cpu:
+        fail("give --gpu or --cpu, not both")
+    o.positive(threads, "--threads"), o.positive(repeats, "--repeats"), o.positive(max_n, "--max-n")
+    if max_n is not None and max_n < MIN_MAX_N:
+        fail(f"--max-n {max_n} leaves nothing to search: give at least {MIN_MAX_N}")
+
+
 def open_measurer(
     gpu: bool,
     cpu: bool,
@@ -51,22 +74,37 @@ def open_measurer(
     dtype: str,
     repeats: int,
     fresh: bool = False,
+    sdpa_backend: str | None = None,
+    head_dims: list[int] | None = None,
 ):
-    """Pick the device, fix the threads, open the device's result store."""
+    """Pick the device, fix the threads, open the device's result store; refuse an SDPA backend that
+    cannot run here at these head dims (one line, before anything is measured)."""
+    measuring_args(gpu, cpu, threads, repeats)
+    if sdpa_backend is not None:
+        from attn_cost.profilers.sdpa import get_backend
+
+        get_backend(sdpa_backend)
     import torch
+    from attn_cost.profilers.corrections import shipped_elsewhere
     from attn_cost.profilers.device import prepare, select_device
     from attn_cost.profilers.profile import Measurer
     from attn_cost.profilers.store import ResultStore
 
     device = select_device(gpu, cpu)
+    from attn_cost.profilers.sdpa import validate_choice
+
+    validate_choice(sdpa_backend, device, [dtype], head_dims or [])
     if threads is not None:
-        o.positive(threads, "--threads")
         torch.set_num_threads(threads)
-    o.positive(repeats, "--repeats")
-    results = ResultStore(prepare(device), store, reuse=not fresh)
+    fingerprint = prepare(device)
+    note = shipped_elsewhere(fingerprint)
+    if note is not None:
+        err.print(escape(note), soft_wrap=True)
+    results = ResultStore(fingerprint, store, reuse=not fresh)
     for warning in results.warnings:
         err.print(f"warning: {escape(warning)}")
-    return Measurer(device, results, scope=scope, dtype=dtype, repeats=repeats)
+    measuring_started()
+    return Measurer(device, results, scope=scope, dtype=dtype, repeats=repeats, sdpa_backend=sdpa_backend)
 
 
 @app.command()
@@ -80,7 +118,7 @@ def profile(
     heads: int = o.HEADS,
     batch: int = o.BATCH,
     latents: Optional[int] = o.LATENTS,
-    scope: Optional[str] = o.SCOPE,
+    scope: Optional[str] = PROFILE_SCOPE,
     dtype: str = o.DTYPE,
     convention: str = o.CONVENTION,
     cost: str = typer.Option("both", "--cost", help="time, memory or both."),
@@ -94,12 +132,10 @@ def profile(
     ),
     store: Optional[Path] = STORE,
     fresh: bool = FRESH,
+    sdpa_backend: Optional[str] = SDPA_BACKEND,
     as_json: bool = o.JSON,
 ) -> None:
     """Measure where B overtakes A in time (N0) and peak memory (N1), starting from the analytic prediction."""
-    from attn_cost.profilers.cases import Sizes
-    from attn_cost.profilers.profile import profile_pair
-
     pairs = o.pairs(pair, [("taylorshift-direct", "taylorshift-efficient")])
     ds = o.head_dims(d_values, None, heads, default=o.D_DEFAULT["profile"])
     st = o.setting(convention, dtype, scope, "inference", sorted({n for p in pairs for n in p}))
@@ -109,7 +145,11 @@ def profile(
     if costs is None:
         fail(f"--cost takes time, memory or both, got {cost!r}")
     o.positive(max_lengths, "--max-lengths"), o.positive(batch, "--b"), o.positive(latents, "--L")
-    measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats, fresh)
+    measuring_args(gpu, cpu, threads, repeats, max_n)
+    from attn_cost.profilers.cases import Sizes
+    from attn_cost.profilers.profile import profile_pair
+
+    measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats, fresh, sdpa_backend, ds)
     n_max = max_n or (65536 if measurer.device == "cuda" else 16384)
     results = []
     with progress() as notify:
@@ -122,42 +162,62 @@ def profile(
                 )
     rows = [r.as_json() for r in results]
     if as_json:
-        emit({"device": measurer.store.device, "store": str(measurer.store.path), **st.as_json(), "results": rows})
+        emit({"device": measurer.store.device, **provenance(measurer), **st.as_json(), "results": rows})
         return
-    _profile_table(rows, measurer)
+    _profile_table(rows, measurer, n_max)
+    said(rows, measurer)
 
 
-def _profile_table(rows: list[dict], measurer) -> None:
+def _profile_table(rows: list[dict], measurer, n_max: int) -> None:
     dev = measurer.store.device
-    table = Table(
-        title=f"Measured transition points on {dev['name']} ({dev['kind']}, {dev['threads']} threads)",
-        box=box.SIMPLE_HEAD,
-    )
-    for col in ("A", "B", "d", "N0 model", "N0 measured", "N1 model", "N1 measured", "timed", "s"):
-        table.add_column(col, justify="left" if col in "AB" else "right", overflow="fold")
-    for r in rows:
-        table.add_row(
+    cells = [
+        [
             r["a"], r["b"], str(r["d"]),
-            _n(r["analytic_n0"]), _measured(r, "n0"), _n(r["analytic_n1"]), _measured(r, "n1"),
+            _n(r["analytic_n0"]), _measured(r, "n0", n_max), _n(r["analytic_n1"]), _measured(r, "n1", n_max),
             str(r["lengths_timed"]), f"{r['seconds']:.0f}",
-        )  # fmt: skip
-    console.print(table)
-    if measurer.measured:
-        console.print(f"{measurer.measured} new measurements, saved in {measurer.store.path}")
-    else:
-        console.print("Nothing new to measure: every length was already stored (--fresh measures them again).")
+        ]
+        for r in rows
+    ]  # fmt: skip
+    columns = [Col("A"), Col("B"), right("d"), right("N0 model"), right("N0 measured"), right("N1 model")]
+    render.table(
+        f"Measured transition points on {dev['name']} ({dev['kind']}, {dev['threads']} threads)",
+        [*columns, right("N1 measured"), right("timed"), right("s")],
+        cells,
+        keys=3,
+    )
+
+
+def provenance(measurer) -> dict:
+    """What this process measured and what it reused from the store, for --json."""
+    return {
+        "store": str(measurer.store.path),
+        "measured_now": measurer.measured,
+        "reused": measurer.reused,
+        "disturbance": measurer.seen.as_json(),
+    }
+
+
+def said(rows: list[dict], measurer) -> None:
+    """One line per crossover not reported (and why), then what was measured now and what was reused."""
+    for r in rows:
+        if r.get("n0_note"):
+            err.print(escape(f"{r['a']} vs {r['b']} at d = {r['d']}: N0 not measured: {r['n0_note']}"))
+    done = f"{measurer.measured} measurements made now" if measurer.measured else "Nothing measured now"
+    reused = f", {measurer.reused} reused from {measurer.store.path} (--fresh measures them again)"
+    thrown = measurer.seen.disturbed
+    extra = f"; {thrown} of {measurer.seen.calls} timed runs thrown away as disturbed" if thrown else ""
+    render.prose(escape(f"{done}{reused if measurer.reused else ''}{extra}."))
 
 
 def _n(value) -> str:
     return "—" if value is None else f"{value:,}"
 
 
-def _measured(row: dict, which: str) -> str:
+def _measured(row: dict, which: str, n_max: int | None = None) -> str:
     value, unc, verdict = row[f"measured_{which}"], row[f"{which}_uncertainty"], row[f"{which}_verdict"]
     if value is None:
-        return {"b-cheaper-throughout": "B always", "a-cheaper-throughout": "A up to max-n"}.get(
-            verdict or "", verdict or "—"
-        )
+        a_wins = "A up to max-n" if n_max is None else f"A to N={n_max:,}"
+        return {"b-cheaper-throughout": "B always", "a-cheaper-throughout": a_wins}.get(verdict or "", verdict or "—")
     return f"{value:,.0f}" if not unc else f"{value:,.0f} ± {unc:,.0f}"
 
 
@@ -179,18 +239,22 @@ def measure(
     repeats: int = REPEATS,
     store: Optional[Path] = STORE,
     fresh: bool = FRESH,
+    sdpa_backend: Optional[str] = SDPA_BACKEND,
     as_json: bool = o.JSON,
 ) -> None:
     """Time and peak memory of variants at given lengths (a sweep for plots and fits), with the model's prediction."""
     from attn_cost.costmodel.conventions import MATMUL
     from attn_cost.costmodel.variants import derive
-    from attn_cost.profilers.cases import Sizes
 
     names = o.variant_names(variant, False)
     ds = o.head_dims(d_values, None, heads, default=o.D_DEFAULT["measure"])
     lengths = [o.positive(x, "--n") for x in n]
     st = o.setting("full", dtype, scope, "inference", names)
-    measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats, fresh)
+    o.positive(batch, "--b"), o.positive(latents, "--L")
+    measuring_args(gpu, cpu, threads, repeats)
+    from attn_cost.profilers.cases import Sizes
+
+    measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats, fresh, sdpa_backend, ds)
     rows = []
     with progress() as notify:
         measurer.notify = notify
@@ -215,15 +279,25 @@ def measure(
     if as_json:
         emit({"device": measurer.store.device, **st.as_json(), "results": rows})
         return
-    table = Table(title=f"Measured on {measurer.store.device['name']}", box=box.SIMPLE_HEAD)
-    for col in ("variant", "N", "d", "median ms", "IQR ms", "peak bytes", "modelled bytes"):
-        table.add_column(col, justify="left" if col == "variant" else "right")
-    for r in rows:
-        ms = "oom" if r["seconds"] is None else f"{1e3 * r['seconds']:.3f}"
-        iqr = "" if r["seconds_iqr"] is None else f"{1e3 * r['seconds_iqr']:.3f}"
-        peak = "oom" if r["peak_bytes"] is None else f"{r['peak_bytes']:,}"
-        table.add_row(r["variant"], str(r["N"]), str(r["d"]), ms, iqr, peak, f"{r['predicted_peak_bytes']:,}")
-    console.print(table)
+    cells = [
+        [
+            r["variant"],
+            f"{r['N']:,}",
+            str(r["d"]),
+            "oom" if r["seconds"] is None else f"{1e3 * r['seconds']:.3f}",
+            "" if r["seconds_iqr"] is None else f"{1e3 * r['seconds_iqr']:.3f}",
+            "oom" if r["peak_bytes"] is None else f"{r['peak_bytes']:,}",
+            f"{r['predicted_peak_bytes']:,}",
+        ]
+        for r in rows
+    ]
+    columns = [Col("variant"), right("N"), right("d"), right("median ms"), right("IQR ms")]
+    render.table(
+        f"Measured on {measurer.store.device['name']}",
+        [*columns, right("peak bytes"), right("modelled bytes")],
+        cells,
+        keys=3,
+    )
 
 
 @app.command("check-flops")
@@ -236,16 +310,23 @@ def check_flops(
     (N, d, h, b) and compare with the engine's `matmul` convention. Exit code 1 on any mismatch."""
     from attn_cost.costmodel.scopes import SCOPES
     from attn_cost.costmodel.variants import get_variant
-    from attn_cost.profilers.flops import GRID
-    from attn_cost.profilers.flops import check_flops as run_checks
 
     names = [get_variant(v).name for v in variant] if variant else None
     for s in scope or []:
         if s not in SCOPES:
             fail(f"unknown scope {s!r} (known: {', '.join(SCOPES)})")
+    scopes = tuple(scope or ("core", "layer", "decode"))
+    for name in names or []:
+        if not set(scopes) & set(get_variant(name).scopes):
+            fail(f"{name} has no {' or '.join(scopes)} scope (it has: {', '.join(get_variant(name).scopes)})")
+    from attn_cost.profilers.flops import GRID
+    from attn_cost.profilers.flops import check_flops as run_checks
+
     with progress() as notify:
         notify(f"counting FLOPs over {len(GRID)} sizes per variant and scope")
-        checks = run_checks(names, tuple(scope or ("core", "layer", "decode")))
+        checks = run_checks(names, scopes)
+    if not checks:
+        fail(f"nothing to check: no reference implementation has the scope {' or '.join(scopes)}")
     bad = [c for c in checks if not c.ok]
     if as_json:
         emit(
@@ -266,21 +347,25 @@ def check_flops(
             }
         )
     else:
-        table = Table(title="FlopCounterMode against the engine's matmul convention", box=box.SIMPLE_HEAD)
-        for col in ("variant", "scope", "sizes", "agree"):
-            table.add_column(col)
         groups: dict[tuple[str, str], list] = {}
         for c in checks:
             groups.setdefault((c.variant, c.scope), []).append(c)
+        cells = []
         for (name, sc), cs in groups.items():
             n_ok = sum(c.ok for c in cs)
-            table.add_row(name, sc, str(len(cs)), "yes" if n_ok == len(cs) else f"[red]{len(cs) - n_ok} differ[/]")
-        console.print(table)
+            cells.append([name, sc, str(len(cs)), "yes" if n_ok == len(cs) else f"[red]{len(cs) - n_ok} differ[/]"])
+        render.table(
+            "FlopCounterMode against the engine's matmul convention",
+            [Col("variant"), Col("scope"), right("sizes"), Col("agree")],
+            cells,
+            keys=2,
+        )
         for c in bad:
-            console.print(
-                f"  mismatch: {c.variant} {c.scope} {c.sizes.as_dict()}: engine {c.derived:,} vs PyTorch {c.counted:,}"
+            render.line(
+                f"  mismatch: {c.variant} {c.scope} {c.sizes.as_dict()}: engine {c.derived:,} vs PyTorch {c.counted:,}",
+                markup=False,
             )
-        console.print(f"{len(checks) - len(bad)} of {len(checks)} agree exactly.")
+        render.line(f"{len(checks) - len(bad)} of {len(checks)} agree exactly.")
     if bad:
         sys.exit(1)
 
@@ -298,7 +383,7 @@ def validate(
     heads: int = o.HEADS,
     batch: int = o.BATCH,
     latents: Optional[int] = o.LATENTS,
-    scope: Optional[str] = o.SCOPE,
+    scope: Optional[str] = PROFILE_SCOPE,
     dtype: str = o.DTYPE,
     convention: str = o.CONVENTION,
     gpu: bool = GPU,
@@ -310,6 +395,7 @@ def validate(
     ),
     store: Optional[Path] = STORE,
     fresh: bool = FRESH,
+    sdpa_backend: Optional[str] = SDPA_BACKEND,
     save: bool = typer.Option(
         True, "--save/--no-save", help="Write the fitted device profile (see `attn-cost devices`)."
     ),
@@ -319,9 +405,7 @@ def validate(
     as_json: bool = o.JSON,
 ) -> None:
     """Fit per-device corrections on some head dims and print analytic, corrected and measured N0/N1 side by side."""
-    from attn_cost.profilers.cases import Sizes
     from attn_cost.profilers.corrections import load_profile, user_profiles_dir
-    from attn_cost.profilers.validate import validate as run_validation
 
     existing = load_profile(use) if use else None
     pairs = o.pairs(pair, [("taylorshift-direct", "taylorshift-efficient"), ("softmax", "linear")])
@@ -330,8 +414,14 @@ def validate(
     if len(set(fit)) < 2:
         fail("--fit-d needs at least two head dims: the constants must hold across d to predict another one")
     st = o.setting(convention, dtype, scope, "inference", sorted({n for p in pairs for n in p}))
+    if st.scope == "model":
+        fail("validate measures core, layer, block or decode scopes (a whole model is many blocks: use --scope block)")
     o.positive(batch, "--b"), o.positive(latents, "--L")
-    measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats, fresh)
+    measuring_args(gpu, cpu, threads, repeats, max_n)
+    from attn_cost.profilers.cases import Sizes
+    from attn_cost.profilers.validate import validate as run_validation
+
+    measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats, fresh, sdpa_backend, check + fit)
     n_max = max_n or (65536 if measurer.device == "cuda" else 16384)
     with progress() as notify:
         measurer.notify = notify
@@ -339,64 +429,57 @@ def validate(
         profile, rows = run_validation(pairs, check, fit, template, measurer, st, n_max=n_max, existing=existing)
     path = profile.save(user_profiles_dir()) if save and existing is None else None
     if as_json:
-        emit({**profile.as_json(), "saved_to": str(path) if path else None, "results": rows})
+        emit({**profile.as_json(), "saved_to": str(path) if path else None, **provenance(measurer), "results": rows})
         return
     _validation_tables(profile, rows, fit, path)
+    said(rows, measurer)
 
 
 def _validation_tables(profile, rows: list[dict], fit: list[int], path) -> None:
     from attn_cost.profilers.corrections import VALIDATION_COLUMNS
 
     dev = profile.device
-    table = Table(
-        title=f"Transition points on {dev['name']} ({dev['kind']}): fitted on d = {', '.join(map(str, fit))}",
-        box=box.SIMPLE_HEAD,
-    )
-    for col in VALIDATION_COLUMNS:
-        table.add_column(col, justify="left" if col in "AB" else "right", overflow="fold")
+    cells = []
     for r in rows:
         d_cell = f"{r['d']} (held out)" if r["held_out"] else str(r["d"])
-        cells = []
+        values = []
         for k in ("0", "1"):
-            cells += [
+            values += [
                 _with_err(r[f"analytic_n{k}"], r[f"analytic_n{k}_error"]),
                 _with_err(r[f"corrected_n{k}"], r[f"corrected_n{k}_error"]),
                 _measured(r, f"n{k}"),
             ]
-        table.add_row(r["a"], r["b"], d_cell, *cells)
-    console.print(table)
-    fits = Table(title="Fitted constants: t = t_launch·K + F/P + B/W", box=box.SIMPLE_HEAD)
-    for col in (
-        "variant",
-        "t_launch µs",
-        "P GFLOP/s",
-        "W GB/s",
-        "points",
-        "median |err|",
-        "max |err|",
-        "memory scale",
-        "offset B",
-    ):
-        fits.add_column(col, justify="left" if col == "variant" else "right")
+        cells.append([r["a"], r["b"], d_cell, *values])
+    render.table(
+        f"Transition points on {dev['name']} ({dev['kind']}): fitted on d = {', '.join(map(str, fit))}",
+        [Col(c) if c in "AB" else right(c) for c in VALIDATION_COLUMNS],
+        cells,
+        keys=3,
+    )
+    headers = ("t_launch µs", "P GFLOP/s", "W GB/s", "points", "median |err|", "max |err|", "memory scale", "offset B")
+    fits = []
     for name, tf in profile.time.items():
         mf = profile.memory.get(name)
-        fits.add_row(
-            name,
-            f"{tf.launch_s * 1e6:.2f}",
-            "—" if tf.flops_per_s is None else f"{tf.flops_per_s / 1e9:.1f}",
-            "—" if tf.bytes_per_s is None else f"{tf.bytes_per_s / 1e9:.1f}",
-            str(tf.points),
-            f"{100 * tf.median_rel_err:.1f}%",
-            f"{100 * tf.max_rel_err:.1f}%",
-            "" if mf is None else f"{mf.scale:.4f}",
-            "" if mf is None else f"{mf.offset_bytes:,.0f}",
+        fits.append(
+            [
+                name,
+                f"{tf.launch_s * 1e6:.2f}",
+                "—" if tf.flops_per_s is None else f"{tf.flops_per_s / 1e9:.1f}",
+                "—" if tf.bytes_per_s is None else f"{tf.bytes_per_s / 1e9:.1f}",
+                str(tf.points),
+                f"{100 * tf.median_rel_err:.1f}%",
+                f"{100 * tf.max_rel_err:.1f}%",
+                "" if mf is None else f"{mf.scale:.4f}",
+                "" if mf is None else f"{mf.offset_bytes:,.0f}",
+            ]
         )
-    console.print(fits)
-    console.print(
+    render.table("Fitted constants: t = t_launch·K + F/P + B/W", [Col("variant"), *map(right, headers)], fits)
+    render.prose(
         "Errors are relative to the measured point. — : not limited by that resource (its constant fitted to zero)."
     )
     if path:
-        console.print(f"Saved the device profile to {path}; use it with `attn-cost crossover --device {profile.slug}`.")
+        render.line(f"Saved the device profile to {escape(str(path))}.")
+        render.line(f"Use it with `attn-cost crossover --device {profile.slug}`.")
 
 
 def _with_err(value, err) -> str:
@@ -426,14 +509,19 @@ def devices(as_json: bool = o.JSON) -> None:
         )
         return
     if not found:
-        console.print("No device profiles yet: `attn-cost validate` measures this device and writes one.")
+        render.prose("No device profiles yet: `attn-cost validate` measures this device and writes one.")
         return
-    table = Table(title="Device profiles", box=box.SIMPLE_HEAD)
-    for col in ("name", "device", "torch", "threads", "variants", "created", "file"):
-        table.add_column(col, overflow="fold")
-    for n, p, prof in found:
-        dev = prof.device
-        table.add_row(
-            n, dev["name"], dev["torch"], str(dev["threads"]), ", ".join(sorted(prof.time)), prof.created, str(p)
-        )
-    console.print(table)
+    cells = [
+        [
+            n,
+            escape(str(prof.device["name"])),
+            escape(str(prof.device.get("torch", ""))),
+            str(prof.device.get("threads", "")),
+            " ".join(sorted(prof.time)),
+            prof.created,
+            escape(str(p)),
+        ]
+        for n, p, prof in found
+    ]
+    columns = [Col("name"), Col("device"), Col("torch"), right("threads"), Col("variants", prose=True)]
+    render.table("Device profiles", [*columns, Col("created"), Col("file")], cells)

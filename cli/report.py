@@ -8,13 +8,15 @@ can be checked against the CLI and re-plotted without the tool.
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Optional
 
 import typer
 from attn_cost.cli import options as o
-from attn_cost.cli.analytic import console, emit, formula_data
+from attn_cost.cli.analytic import emit, formula_data
 from attn_cost.cli.app import app, fail
+from attn_cost.cli.render import line
 from attn_cost.costmodel.crossover import (
     COSTS,
     DEFAULT_PAIRS,
@@ -77,7 +79,11 @@ def gather(
         for v in variants
         if "core" in _scopes(v)
         for c in ("flops", "memory")
-        for res in [head_tradeoff(v, c, embed, n=n_heads, convention=setting.convention, dtype=setting.dtype)]
+        for res in [
+            head_tradeoff(
+                v, c, embed, n=n_heads, convention=setting.convention, dtype=setting.dtype, counting=setting.counting
+            )
+        ]
     ]
     return {
         "setting": setting.as_json(),
@@ -90,7 +96,8 @@ def gather(
         "versus_d": versus_d,
         "heads": {"d_embed": embed, "n": n_heads, "results": head_rows},
         "formulas": {
-            v: formula_data(v, setting.convention, setting.dtype, setting.scope, setting.mode) for v in variants
+            v: formula_data(v, setting.convention, setting.dtype, setting.scope, setting.mode, setting.counting)
+            for v in variants
         },
         "measured": _measured(profile, variants, ds, setting) if profile else {},
         "devices": _devices(device),
@@ -171,6 +178,7 @@ def _devices(device: str | None) -> list[dict]:
 
 
 @app.command()
+@o.with_counting
 def report(
     html: Path = typer.Option(..., "--html", help="Where to write the report (one self-contained HTML file)."),
     variant: Optional[list[str]] = typer.Option(
@@ -198,17 +206,41 @@ def report(
     ds = o.head_dims(d_values, None, 1, default=[16, 32, 64])
     o.positive(embed, "--d-embed"), o.positive(n, "--n")
     st = o.setting(convention, dtype, scope, "inference", sorted(set(names) | {v for p in pairs for v in p}))
-    if html.suffix.lower() not in (".html", ".htm"):
-        fail(f"--html wants a file name ending in .html, got {html}")
-    if not html.parent.exists():
-        fail(f"the folder {html.parent} does not exist")
+    writable_report(html)
     data = gather(names, pairs, ds, embed, n, device, st)
-    html.write_text(render(data), encoding="utf-8")
+    try:
+        html.write_text(render(data), encoding="utf-8")
+    except OSError as e:
+        fail(f"cannot write the report to {html}: {e.strerror or e.__class__.__name__}")
     if as_json:
         emit(data)
         return
     size = html.stat().st_size
-    console.print(f"Wrote {html} ({size / 1e6:.1f} MB, self-contained: open it in any browser, offline).")
+    line(f"Wrote {html} ({size / 1e6:.1f} MB, self-contained: open it in any browser, offline).", markup=False)
+
+
+def writable_report(html: Path) -> None:
+    """Check --html before any work: an .html file name, in an existing folder we may write in.
+
+    A probe file is created and removed in the folder, so /proc, /sys, read-only mounts and full
+    disks are answered in one line before the report is computed."""
+    import tempfile
+
+    if html.suffix.lower() not in (".html", ".htm"):
+        fail(f"--html wants a file name ending in .html, got {html}")
+    if html.is_dir():
+        fail(f"--html {html} is a folder: give a file name such as {html / 'report.html'}")
+    folder = html.parent
+    if not folder.is_dir():
+        fail(f"the folder {folder} does not exist" if not folder.exists() else f"{folder} is not a folder")
+    if html.exists() and not os.access(html, os.W_OK):
+        fail(f"cannot write the report to {html}: permission denied")
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".attn-cost-", suffix=".probe") as probe:
+            probe.write(b"x")
+            probe.flush()
+    except OSError as e:
+        fail(f"cannot write the report in {folder}: {e.strerror or e.__class__.__name__}")
 
 
 def _order(pairs: list[tuple[str, str]]):

@@ -176,6 +176,8 @@ class DeviceProfile:
     """Transition points measured on the device: {a, b, d, heads, batch, measured_n0, ...}."""
     validation: list[dict] = field(default_factory=list)
     created: str = ""
+    mode: str = "inference"
+    """The mode every measurement was taken in (`validate` measures inference)."""
 
     @property
     def slug(self) -> str:
@@ -191,6 +193,7 @@ class DeviceProfile:
             "created": self.created or datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "scope": self.scope,
             "dtype": self.dtype,
+            "mode": self.mode,
             "time_model": TIME_MODEL,
             "memory_model": MEMORY_MODEL,
             "time": {k: v.as_json() for k, v in self.time.items()},
@@ -200,23 +203,25 @@ class DeviceProfile:
         }
 
     @classmethod
-    def from_json(cls, data: dict, where: str) -> DeviceProfile:
+    def from_json(cls, data: object, where: str) -> DeviceProfile:
+        """A profile from parsed JSON, checked field by field against the schema (one clear line if not)."""
         try:
-            if data.get("schema") != SCHEMA:
-                raise KeyError("schema")
-            time_fields = {f for f in TimeFit.__dataclass_fields__}
-            return cls(
-                device=data["device"],
-                scope=data["scope"],
-                dtype=data["dtype"],
-                time={k: TimeFit(**{f: v[f] for f in time_fields}) for k, v in data["time"].items()},
-                memory={k: MemoryFit(**v) for k, v in data["memory"].items()},
-                measured=list(data.get("measured", [])),
-                validation=list(data.get("validation", [])),
-                created=data.get("created", ""),
-            )
-        except (KeyError, TypeError, AttributeError) as e:
-            raise UserError(f"{where} is not an attn-cost device profile (missing or bad {e})") from None
+            check_profile(data)
+        except ValueError as e:
+            raise UserError(f"{where} is not an attn-cost device profile: {e}") from None
+        assert isinstance(data, dict)
+        time_fields, memory_fields = set(TimeFit.__dataclass_fields__), set(MemoryFit.__dataclass_fields__)
+        return cls(
+            device=data["device"],
+            scope=data["scope"],
+            dtype=data["dtype"],
+            time={k: TimeFit(**{f: v[f] for f in time_fields}) for k, v in data["time"].items()},
+            memory={k: MemoryFit(**{f: v[f] for f in memory_fields}) for k, v in data["memory"].items()},
+            measured=list(data.get("measured", [])),
+            validation=list(data.get("validation", [])),
+            created=data.get("created", ""),
+            mode=data.get("mode", "inference"),
+        )
 
     def save(self, root: Path) -> Path:
         root.mkdir(parents=True, exist_ok=True)
@@ -225,6 +230,92 @@ class DeviceProfile:
         tmp.write_text(json.dumps(self.as_json(), indent=2) + "\n", encoding="utf-8")
         tmp.replace(path)
         return path
+
+
+# -- the profile file's schema ---------------------------------------------------------------------
+
+
+def _expect(ok: bool, where: str, what: str, value: object) -> None:
+    if not ok:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise ValueError(f"{where} must be {what}, got {shown}")
+
+
+def _number(value: object, where: str, *, optional: bool = False, minimum: float | None = None) -> None:
+    if optional and value is None:
+        return
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and (minimum is None or value >= minimum)
+    bound = "" if minimum is None else f" >= {minimum:g}"
+    _expect(ok, where, f"a finite number{bound}" + (" or null" if optional else ""), value)
+
+
+def _integer(value: object, where: str, minimum: int = 0) -> None:
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+    _expect(ok, where, f"an integer >= {minimum}", value)
+
+
+def _text(value: object, where: str, choices: tuple[str, ...] | None = None) -> None:
+    ok = isinstance(value, str) and value.strip() != "" and (choices is None or value in choices)
+    _expect(ok, where, "one of " + ", ".join(choices) if choices else "a non-empty string", value)
+
+
+def _table(value: object, where: str) -> dict:
+    _expect(isinstance(value, dict), where, "an object", value)
+    assert isinstance(value, dict)
+    return value
+
+
+def check_profile(data: object) -> None:
+    """Raise ValueError naming the first field of a device profile that does not fit the schema.
+
+    Every field the tool reads is checked here, so a hand-edited or truncated file ends as one line
+    (`time.linear.launch_s must be a finite number >= 0, got 'fast'`) instead of a traceback later."""
+    from attn_cost.costmodel.derive import DTYPE_BYTES
+    from attn_cost.costmodel.scopes import MODES, SCOPES
+
+    top = _table(data, "the file")
+    _expect(top.get("schema") == SCHEMA, "schema", f"{SCHEMA}", top.get("schema"))
+    for key in ("device", "scope", "dtype", "time", "memory"):
+        _expect(key in top, key, "present", None)
+    device = _table(top["device"], "device")
+    _text(device.get("name"), "device.name")
+    _text(device.get("kind"), "device.kind")
+    _text(top["scope"], "scope", tuple(SCOPES))
+    _text(top["dtype"], "dtype", tuple(DTYPE_BYTES))
+    if "mode" in top:
+        _text(top["mode"], "mode", tuple(MODES))
+    _expect(isinstance(top.get("created", ""), str), "created", "a string", top.get("created"))
+    for name, fit in _table(top["time"], "time").items():
+        at = f"time.{name}"
+        fit = _table(fit, at)
+        for key in ("launch_s", "seconds_per_flop", "seconds_per_byte"):
+            _number(fit.get(key), f"{at}.{key}", minimum=0)
+        for key in ("r2", "median_rel_err", "max_rel_err"):
+            _number(fit.get(key), f"{at}.{key}")
+        _integer(fit.get("points"), f"{at}.points")
+        fit_d = fit.get("fit_d")
+        _expect(isinstance(fit_d, list), f"{at}.fit_d", "a list of head dims", fit_d)
+        for i, dv in enumerate(fit_d or []):
+            _integer(dv, f"{at}.fit_d[{i}]", 1)
+    for name, fit in _table(top["memory"], "memory").items():
+        at = f"memory.{name}"
+        fit = _table(fit, at)
+        for key in ("scale", "offset_bytes", "max_abs_residual_bytes"):
+            _number(fit.get(key), f"{at}.{key}")
+        _integer(fit.get("points"), f"{at}.points")
+    for key in ("measured", "validation"):
+        rows = top.get(key, [])
+        _expect(isinstance(rows, list), key, "a list of objects", rows)
+        for i, row in enumerate(rows):
+            at = f"{key}[{i}]"
+            row = _table(row, at)
+            _text(row.get("a"), f"{at}.a")
+            _text(row.get("b"), f"{at}.b")
+            for size in ("d", "heads", "batch"):
+                _integer(row.get(size), f"{at}.{size}", 1)
+            for value in ("measured_n0", "measured_n1", "n0_uncertainty", "n1_uncertainty"):
+                _number(row.get(value), f"{at}.{value}", optional=True)
 
 
 def user_profiles_dir() -> Path:
@@ -240,6 +331,32 @@ def known_profiles() -> dict[str, Path]:
         if root.is_dir():
             found.update({p.stem: p for p in sorted(root.glob("*.json"))})
     return found
+
+
+def shipped_elsewhere(fingerprint: dict) -> str | None:
+    """A note when attn-cost ships measurements of a device with this one's name but another
+    fingerprint (another CPU model or core count sold under the same name): they are not reused
+    for this device, and the note says so once and points at them as a reference."""
+    from attn_cost.profilers.device import IDENTITY, slug
+
+    mine = slug(fingerprint)
+    if not SHIPPED.is_dir() or (SHIPPED / f"{mine}.json").exists():
+        return None
+    for path in sorted(SHIPPED.glob("*.json")):
+        try:
+            device = json.loads(path.read_text(encoding="utf-8")).get("device", {})
+        except (OSError, ValueError, AttributeError):
+            continue
+        if (device.get("kind"), device.get("name")) != (fingerprint.get("kind"), fingerprint.get("name")):
+            continue
+        differ = [k for k in (*IDENTITY, "torch") if str(device.get(k)) != str(fingerprint.get(k))]
+        detail = ", ".join(f"{k} {device.get(k)} there, {fingerprint.get(k)} here" for k in differ[:3])
+        return (
+            f"note: attn-cost ships measurements of {device['name']} ({path.stem}), but this device differs "
+            f"({detail}), so they are not reused here; see them as a reference with "
+            f"`attn-cost crossover --device {path.stem}`"
+        )
+    return None
 
 
 def load_profile(name: str) -> DeviceProfile:
@@ -276,7 +393,7 @@ def add_device_columns(rows: list[dict], name: str) -> None:
 def corrected_points(profile: DeviceProfile, a: str, b: str, dims: dict, setting: Setting) -> dict:
     """Corrected N0 and N1 of one pair, None where the profile lacks a fit for either variant."""
     out: dict[str, float | None] = {"corrected_n0": None, "corrected_n1": None}
-    if (setting.scope, setting.dtype) != (profile.scope, profile.dtype):
+    if not measured_here(profile, setting):
         return out
     if a in profile.time and b in profile.time:
         out["corrected_n0"] = _ceil(
@@ -295,17 +412,27 @@ def corrected_points(profile: DeviceProfile, a: str, b: str, dims: dict, setting
     return out
 
 
+def measured_here(profile: DeviceProfile, setting: Setting) -> bool:
+    """Whether the profile's measurements were taken at this setting: same scope, element type and
+    mode, keys as long as queries. A fit or a point from another setting would answer another question.
+    (The FLOP convention and causal counting change how FLOPs are counted, not what was timed.)"""
+    n_kv = getattr(getattr(setting, "counting", None), "n_kv", None)
+    return (setting.scope, setting.dtype, setting.mode) == (profile.scope, profile.dtype, profile.mode) and n_kv is None
+
+
 def measured_points(profile: DeviceProfile, row: dict) -> dict:
+    """The measured N0/N1 of the row's pair at exactly the row's sizes and setting, else None."""
+    none = {"measured_n0": None, "measured_n1": None}
+    here = (row.get("scope", "core"), row.get("dtype", "fp32"), row.get("mode", "inference"))
+    counting = row.get("counting")
+    if here != (profile.scope, profile.dtype, profile.mode) or (isinstance(counting, dict) and counting.get("n_kv")):
+        return none
+    latents = row.get("L", row["d"])  # profiles measure Latte with L = d
+    key = ("a", "b", "d", "heads", "batch")
     for m in profile.measured:
-        if (m["a"], m["b"], m["d"], m["heads"], m["batch"]) == (
-            row["a"],
-            row["b"],
-            row["d"],
-            row["heads"],
-            row["batch"],
-        ):
+        if tuple(m[k] for k in key) == tuple(row[k] for k in key) and m.get("L", m["d"]) == latents:
             return {k: m.get(k) for k in ("measured_n0", "n0_uncertainty", "measured_n1", "n1_uncertainty")}
-    return {"measured_n0": None, "measured_n1": None}
+    return none
 
 
 def _ceil(x: float | None) -> int | None:
