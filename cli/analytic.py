@@ -125,7 +125,8 @@ def _crossover_table(rows: list[dict], heads: int, batch: int, device: str | Non
     first = rows[0]
     columns = [Col("A"), Col("B"), right("d"), right("N0"), right("N1"), right("N traffic")]
     if device is not None:
-        columns += [right("N0 corrected"), right("N0 measured"), right("N1 corrected"), right("N1 measured")]
+        columns += [right("N0 corrected"), right("N0 op model"), right("N0 measured"), right("N1 corrected")]
+        columns += [right("N1 measured")]
     closed: dict[str, str] = {}
     notes: list[str] = []
     cells = []
@@ -140,7 +141,8 @@ def _crossover_table(rows: list[dict], heads: int, batch: int, device: str | Non
                 notes.append(f"{cost}, d = {row['d']}: {info['summary']}")
         extra = []
         if device is not None:
-            extra = [_num(row.get(k)) for k in ("corrected_n0", "measured_n0", "corrected_n1", "measured_n1")]
+            extra = [_num(row.get("corrected_n0")), _interval(row), _num(row.get("measured_n0"))]
+            extra += [_num(row.get(k)) for k in ("corrected_n1", "measured_n1")]
         cells.append([row["a"], row["b"], str(row["d"]), *costs, *extra])
     render.table(
         f"B is no more expensive than A from N = …  ({first['scope']}, {first['mode']}, h={heads}, b={batch})",
@@ -165,6 +167,14 @@ def _cell(info: dict) -> str:
         return "never"
     mark = {"always": " (always)", "equal": " (equal)", "multiple": " (*)"}.get(info["verdict"], "")
     return f"{info['n']:,}{mark}"
+
+
+def _interval(row: dict) -> str:
+    """The op model's N0 with its bootstrap interval: 1,162 [681–1,448]."""
+    n0, low, high = (row.get(k) for k in ("predicted_n0", "predicted_n0_low", "predicted_n0_high"))
+    if n0 is None:
+        return "—"
+    return f"{n0:,} [{_num(low)}–{_num(high)}]" if low is not None or high is not None else f"{n0:,}"
 
 
 def _num(value) -> str:

@@ -28,6 +28,7 @@ standard errors.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from collections import defaultdict
@@ -355,11 +356,13 @@ class OpModel:
             total = total + f["repeat"] * self.op_seconds(kernel, f)
         return total
 
-    def resample(self, rng: np.random.Generator) -> OpModel:
-        """A bootstrap replicate: every kernel refitted on a resample of its points, medians jittered."""
+    def resample(self, rng: np.random.Generator, only: set[str] | None = None) -> OpModel:
+        """A bootstrap replicate: every kernel (of `only`, if given) refitted on a resample of its points,
+        medians jittered by their standard errors."""
         by_kernel: dict[str, list[int]] = defaultdict(list)
         for i, p in enumerate(self.points):
-            by_kernel[p.kernel].append(i)
+            if only is None or p.kernel in only or (p.kernel == COPY and p.kernel in self.kernels):
+                by_kernel[p.kernel].append(i)
         kernels: dict = {}
         picked: list[Point] = []
         for name, idx in by_kernel.items():
@@ -490,13 +493,18 @@ def opmodel_for(slug: str) -> OpModel | None:
 
 
 def check_device(model: OpModel, device: dict) -> None:
-    """A calibration applies only to the device it was made on."""
+    """A calibration applies only to the device (and, on a CPU, the thread count) it was made on."""
     from attn_cost.profilers.device import slug
 
     if model.slug != slug(device):
         raise UserError(
             f"the op calibration {model.slug} was made on {model.device.get('name')} "
             f"(torch {model.device.get('torch')}); this device is {slug(device)}: run `attn-cost calibrate` here"
+        )
+    if device.get("kind") == "cpu" and model.device.get("threads") != device.get("threads"):
+        raise UserError(
+            f"the op calibration of {model.slug} was made with {model.device.get('threads')} threads, these "
+            f"timings use {device.get('threads')}: run `attn-cost calibrate --threads {device.get('threads')}`"
         )
 
 
@@ -551,13 +559,14 @@ def predict_n0(
 ) -> Prediction:
     """Where B's predicted time falls to A's, with a bootstrap interval over the calibration."""
     ca, cb = kernel_calls(a, scope, dtype, dims), kernel_calls(b, scope, dtype, dims)
+    used = {name for calls in (ca, cb) for k in (*calls.kernels, LOOP_STEP, CALL) for name in _fallbacks(k)}
 
     def crossing(m: OpModel) -> float | None:
         return last_crossing(lambda n: m.time(ca, n) - m.time(cb, n), 2.0, float(n_max))
 
     n0 = crossing(model)
     rng = np.random.default_rng(seed)
-    boots = [crossing(model.resample(rng)) for _ in range(replicates)]
+    boots = [crossing(model.resample(rng, used)) for _ in range(replicates)]
     vals = np.array([math.inf if x is None else x for x in boots])
     low, high = (float(np.percentile(vals, q)) for q in (2.5, 97.5)) if replicates else (n0, n0)
     return Prediction(_ceil(n0), _ceil(low) if low != math.inf else None, _ceil(high) if high != math.inf else None,
@@ -572,3 +581,31 @@ def predicted_seconds(
 
     dims = {BY_NAME[k]: v for k, v in sizes.items() if k in BY_NAME and k != "N"}
     return float(model.time(kernel_calls(variant, scope, dtype, dims), np.array([float(sizes["N"])]))[0])
+
+
+def row_dims(row: dict) -> dict:
+    """The sizes of a crossover or validation row keyed by symbol (L, r, D default as `Sizes` does)."""
+    from attn_cost.costmodel.symbols import BY_NAME
+
+    values = {"h": row.get("heads", row.get("h", 1)), "b": row.get("batch", row.get("b", 1))}
+    values.update({k: v for k, v in row.items() if k in BY_NAME and k not in ("N", "h", "b") and isinstance(v, int)})
+    values.setdefault("L", values.get("d"))
+    values.setdefault("r", 4)
+    values.setdefault("D", 2)
+    return {BY_NAME[k]: v for k, v in values.items() if v is not None}
+
+
+def add_predicted_columns(rows: list[dict], name: str, *, required: bool = True, n_max: int = 65536) -> None:
+    """Add the op model's predicted_n0 and its bootstrap interval to crossover rows (None where the model
+    does not apply: training mode, another dtype, a size it is not given)."""
+    model = load_opmodel(name) if required else opmodel_for(name)
+    for row in rows:
+        out = Prediction(None, None, None, 0).as_json()
+        if model is not None:
+            row["device"] = model.slug
+            if row.get("mode", "inference") == "inference" and row.get("dtype", model.dtype) == model.dtype:
+                with contextlib.suppress(UserError):  # a size the model is not given: no prediction
+                    out = predict_n0(
+                        model, row["a"], row["b"], row_dims(row), row.get("scope", "core"), model.dtype, n_max=n_max
+                    ).as_json()
+        row.update(out)
