@@ -1,0 +1,130 @@
+"""`attn-cost io`: the IO-aware traffic of tiled fused attention against linear-time variants.
+
+No torch, no plotly on this path.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+from attn_cost.cli import options as o
+from attn_cost.cli import render
+from attn_cost.cli.analytic import emit
+from attn_cost.cli.app import app, fail
+from attn_cost.cli.render import Col, right
+from attn_cost.costmodel import display
+from attn_cost.costmodel.crossover import at_sizes, compare, cost_branches, evaluate
+from attn_cost.costmodel.iotraffic import DEFAULT_SRAM, ORDERS, Tiles, has_fused, io_traffic
+from attn_cost.costmodel.variants import derive
+
+FUSED_DEFAULT = ["softmax-fused", "softmax-fused-causal"]
+AGAINST_DEFAULT = ["linear", "linear-causal-fused", "performer"]
+LENGTHS = [1024, 4096, 16384, 65536]
+
+
+@app.command("io")
+@o.with_sizes
+def io(
+    variant: Optional[list[str]] = typer.Option(
+        None, "--variant", help="A variant with a fused kernel; repeatable. Default: softmax-fused(-causal)."
+    ),
+    against: Optional[list[str]] = typer.Option(
+        None, "--against", help="A linear-time variant; repeatable. Default: linear, linear-causal-fused, performer."
+    ),
+    d_values: Optional[list[int]] = typer.Option(None, "--d", help="Head dimension; repeatable.", show_default="64"),
+    heads: int = o.HEADS,
+    batch: int = o.BATCH,
+    dtype: str = typer.Option("bf16", "--dtype", help="fp32, bf16 or fp16 (FlashAttention kernels run bf16/fp16)."),
+    sram: int = typer.Option(DEFAULT_SRAM, "--sram", help="On-chip memory M in bytes (per SM)."),
+    block_q: Optional[int] = typer.Option(None, "--block-q", help="Query rows per tile B_r (default min(M/4d, d))."),
+    block_kv: Optional[int] = typer.Option(None, "--block-kv", help="Key/value rows per tile B_c (default M/4d)."),
+    order: str = typer.Option("fa2", "--order", help="; ".join(f"{k}: {v}" for k, v in ORDERS.items())),
+    as_json: bool = o.JSON,
+) -> None:
+    """Traffic of tiled fused attention (K, V re-read per query block: Θ(N²d²/M)) and the N from which it
+    moves more bytes than a linear-time variant."""
+    fused = variant or FUSED_DEFAULT
+    others = against or AGAINST_DEFAULT
+    for name in fused:
+        if not has_fused(derive(name)):
+            fail(f"{name} has no fused attention kernel to tile (fused variants: softmax-fused, gqa, ...)")
+    for name in others:
+        derive(name)
+    ds = o.head_dims(d_values, None, heads, default=[64])
+    st = o.setting("matmul", dtype, "core", "inference", [*fused, *others])
+    tiles = Tiles(sram, block_q, block_kv, order)
+    results = []
+    for dv in ds:
+        dims = o.sizes(dv, heads, batch, None, 4, 1)
+        resolved = tiles.resolve(dv, dtype)
+        for name in fused:
+            tiled = io_traffic(derive(name), resolved)
+            p_tiled = at_sizes((tiled,), dims, name)
+            p_unfused = at_sizes(cost_branches(name, "traffic", st), dims, name)
+            row = {
+                "variant": name,
+                "d": dv,
+                "tiles": resolved.as_json(),
+                "tiled": display.plain(tiled),
+                "tiled_text": display.text(tiled),
+                "per_length": {
+                    str(n): {"tiled": int(evaluate(p_tiled, n)), "unfused": int(evaluate(p_unfused, n))}
+                    for n in LENGTHS
+                },
+                "against": [],
+            }
+            for other in others:
+                p_other = at_sizes(cost_branches(other, "traffic", st), dims, other)
+                tiled_cmp = compare(p_tiled, p_other)
+                unfused_cmp = compare(p_unfused, p_other)
+                row["against"].append(
+                    {
+                        "variant": other,
+                        "from_n": tiled_cmp["n"],
+                        "verdict": tiled_cmp["verdict"],
+                        "from_n_unfused_model": unfused_cmp["n"],
+                        "verdict_unfused_model": unfused_cmp["verdict"],
+                        "traffic": {str(n): int(evaluate(p_other, n)) for n in LENGTHS},
+                    }
+                )
+            results.append(row)
+    if as_json:
+        emit({**st.as_json(), "heads": heads, "batch": batch, "results": results})
+        return
+    _tables(results, dtype)
+
+
+def _from(n: int | None, verdict: str) -> str:
+    return {"never": "never", "equal": "equal"}.get(verdict, f"{n:,}" if n is not None else "—")
+
+
+def _tables(results: list[dict], dtype: str) -> None:
+    for row in results:
+        t = row["tiles"]
+        render.sentence(
+            f"{row['variant']}, d = {row['d']}: {t['order']} tiles {render.glue('B_r = ' + str(t['block_q']))}, "
+            f"{render.glue('B_c = ' + str(t['block_kv']))} (M = {t['sram_bytes']:,} bytes = {t['sram_elements']:,} "
+            f"{dtype} elements; blocks {t['blocks_from']})",
+            indent=0,
+        )
+        render.formula("tiled traffic (bytes)", row["tiled_text"])
+        cells = [
+            [f"{int(n):,}", f"{v['unfused']:,}", f"{v['tiled']:,}", f"{v['tiled'] / v['unfused']:.1f}"]
+            for n, v in row["per_length"].items()
+        ]
+        render.table(None, [right("N"), right("unfused"), right("tiled"), right("×")], cells)
+        cells = [
+            [
+                a["variant"],
+                _from(a["from_n"], a["verdict"]),
+                _from(a["from_n_unfused_model"], a["verdict_unfused_model"]),
+            ]
+            for a in row["against"]
+        ]
+        render.table(
+            f"From which N {row['variant']} moves more bytes than a linear-time variant",
+            [Col("linear-time variant"), right("tiled model"), right("unfused model")],
+            cells,
+        )
+    render.prose("Unfused: every op its own kernel, fused attention reads Q, K, V once. Tiled: FlashAttention IO.")
