@@ -76,6 +76,7 @@ METAVARS = {
     "--scope": "SCOPE",
     "--html": "FILE.html",
     "--store": "DIR",
+    "--trace": "PATH:NAME",
 }
 """Metavars that say what a value looks like; other options show their type (INT, TEXT, PATH)."""
 
@@ -101,10 +102,12 @@ def fail(message: str) -> NoReturn:
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit code."""
     from attn_cost.cli import commands  # noqa: F401  (registers the commands)
+    from attn_cost.cli.trace import add_user_options
 
     _state["measuring"] = False
     try:
         command = typer.main.get_command(app)
+        add_user_options(command)  # --variants PATH and --trace PATH:NAME on every command
         polish_help(command)
         result = command.main(args=argv, prog_name="attn-cost", standalone_mode=False)
     except typer.TyperException as e:  # typer's (vendored click) usage and parameter errors

@@ -27,8 +27,12 @@ def dtype_bytes(dtype: str) -> int:
         raise UserError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPE_BYTES)})") from None
 
 
+STORAGE_BYTES: dict[str, int] = {**DTYPE_BYTES, "bool": 1, "int32": 4, "int64": 8}
+"""Fixed dtypes a storage may have besides the activation dtype (masks and indices in traced code)."""
+
+
 def _nbytes(numel: sp.Expr, storage_dtype: str | None, act_dtype: str) -> sp.Expr:
-    return numel * dtype_bytes(storage_dtype or act_dtype)
+    return numel * (STORAGE_BYTES[storage_dtype] if storage_dtype else dtype_bytes(act_dtype))
 
 
 @dataclass(frozen=True)

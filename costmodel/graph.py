@@ -335,6 +335,25 @@ class Graph:
             self.ops[-1].attrs["saved"].append(lse)  # backward needs the row log-sum-exp
         return out
 
+    def traced(
+        self,
+        kind: str,
+        name: str,
+        shape: Shape,
+        inputs: tuple[Tensor, ...],
+        *,
+        into: Tensor | None = None,
+        attrs: dict[str, Any] | None = None,
+        label: str = "",
+        dtype: str | None = None,
+    ) -> Tensor:
+        """An op whose output shape is known from elsewhere (a graph exported from PyTorch code): a new
+        tensor (dtype None: the activation dtype), or, with `into`, written into an existing storage (an
+        in-place op or `out=`)."""
+        if into is not None:
+            return self._inplace(kind, name, into, inputs, dict(attrs or {}), label)
+        return self._emit(kind, name, shape, inputs, attrs=dict(attrs or {}), label=label, dtype=dtype)
+
     # -- internals ---------------------------------------------------------------------------
 
     def _new(self, name: str, shape: tuple, producer: int, dtype: str | None = None) -> Tensor:
@@ -358,6 +377,10 @@ class Graph:
         return out
 
     def _op(self, kind, inputs, out, inplace, workspace, attrs, label) -> Op:
+        from attn_cost.costmodel.conventions import KINDS, unknown
+
+        if kind not in KINDS:
+            raise ModelError(f"{self.name}: {unknown('op kind', kind, KINDS)}")
         loop = self._open[-1].index if self._open else None
         if self.training:
             from attn_cost.costmodel.conventions import SAVES

@@ -81,6 +81,8 @@ def decode_step(*names: str) -> Callable[[DecodeFn], DecodeFn]:
 
     def register(fn: DecodeFn) -> DecodeFn:
         for name in names:
+            if name not in REGISTRY:
+                raise UserError(unknown("variant", name, REGISTRY) + ": @decode_step needs a registered variant")
             REGISTRY[name] = replace(REGISTRY[name], decode=fn)
         return fn
 
@@ -89,7 +91,8 @@ def decode_step(*names: str) -> Callable[[DecodeFn], DecodeFn]:
 
 def _add(v: Variant) -> None:
     if v.name in REGISTRY:
-        raise RuntimeError(f"variant {v.name} registered twice")
+        known = REGISTRY[v.name].source
+        raise UserError(f"variant {v.name!r} is already registered (source: {known}); choose another name")
     REGISTRY[v.name] = v
 
 
@@ -119,3 +122,12 @@ def derive(name: str, scope: str = "core", mode: str = "inference", kv: bool = F
 def _load() -> None:
     from attn_cost.costmodel.variants import hosseini, latte, linear, softmax, taylorshift  # noqa: F401 (registration)
     from attn_cost.costmodel.variants import gqa, linformer, nystromformer, performer, sliding_window  # noqa: F401
+
+    _load_user_files()
+
+
+def _load_user_files() -> None:
+    """The user's own variant files: ATTN_COST_VARIANTS and the `attn_cost.variants` entry points."""
+    from attn_cost.costmodel.plugins import load_configured
+
+    load_configured()
