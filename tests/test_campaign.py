@@ -1,0 +1,293 @@
+"""The campaign command, SDPA backend choices, the CUDA timing harness and Slurm submission, without a GPU.
+
+CUDA-only paths are tested as far as they go without a device: the backend rules (PyTorch's
+documented limits), what a measurement records, the harness choice and the warm-up logic with a
+fake clock, a fake `triton.testing.do_bench`. The campaign itself is rehearsed on the CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import torch
+from attn_cost.costmodel.errors import UserError
+from attn_cost.profilers import gpu_timing, sdpa
+from attn_cost.profilers.campaign import MAX_FILE_BYTES, Plan, check_outputs, write_atomic
+from attn_cost.profilers.cases import Sizes, build_case
+
+TS = "taylorshift-direct:taylorshift-efficient"
+TINY = ["--pair", "softmax:linear", "--dtype", "fp32", "--d", "4", "--d", "8", "--no-calibrate", "--repeats", "2",
+        "--max-lengths", "3", "--max-n", "64"]  # fmt: skip
+
+
+# -- SDPA backends ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("backend", "device", "dtype", "d", "capability", "says"),
+    [
+        ("efficient", "cpu", "fp32", 64, None, "CUDA only"),
+        ("cudnn", "cpu", "bf16", 64, None, "CUDA only"),
+        ("flash", "cuda", "fp32", 64, (9, 0), "does not run in fp32"),  # FlashAttention-2: fp16/bf16 only
+        ("flash", "cuda", "bf16", 512, (9, 0), "up to 256"),
+        ("flash", "cuda", "fp16", 64, (7, 5), "capability 8.0+"),  # FA2 needs Ampere or newer
+        ("cudnn", "cuda", "bf16", 36, (9, 0), "multiple of 8"),
+        ("efficient", "cuda", "bf16", 64, (7, 0), "capability 8.0+"),  # bf16 itself needs sm80
+        ("turbo", "cuda", "bf16", 64, (9, 0), "unknown SDPA backend"),
+    ],
+)
+def test_a_backend_that_cannot_run_is_refused_in_one_line(backend, device, dtype, d, capability, says) -> None:
+    with pytest.raises(UserError, match=says) as e:
+        sdpa.check_backend(backend, device, dtype, d, capability)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("backend", "device", "dtype", "d", "capability"),
+    [
+        ("flash", "cuda", "bf16", 64, (9, 0)),
+        ("flash", "cuda", "fp16", 256, (8, 0)),
+        ("efficient", "cuda", "fp32", 64, (7, 0)),
+        ("cudnn", "cuda", "bf16", 128, (9, 0)),
+        ("math", "cuda", "fp32", 1000, (6, 0)),
+        ("math", "cpu", "bf16", 8, None),
+        ("flash", "cpu", "fp32", 8, None),  # the CPU's own flash kernel takes fp32
+    ],
+)
+def test_a_backend_that_can_run_passes(backend, device, dtype, d, capability) -> None:
+    assert sdpa.check_backend(backend, device, dtype, d, capability).name == backend
+
+
+def test_pytorchs_dispatcher_is_asked_too() -> None:
+    assert sdpa.probe_backend("math", "cpu", "fp32", 8) == "math"
+    assert sdpa.probe_backend("flash", "cpu", "bf16", 8) == "flash"
+    with pytest.raises(UserError, match="PyTorch cannot run SDPA backend efficient"):
+        sdpa.probe_backend("efficient", "cpu", "fp32", 8)
+
+
+def _aten_ops(case) -> set[str]:
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        case.run(case.make_inputs())
+    return {e.key for e in prof.key_averages()}
+
+
+def test_the_forced_backend_is_the_kernel_that_runs() -> None:
+    case = build_case("softmax-fused", "core", Sizes(N=32, d=8, h=2, b=2))
+    flash = _aten_ops(sdpa.bind(case, "flash"))
+    math_ = _aten_ops(sdpa.bind(case, "math"))
+    assert "aten::_scaled_dot_product_flash_attention_for_cpu" in flash
+    assert "aten::_scaled_dot_product_flash_attention_for_cpu" not in math_
+    assert "aten::_softmax" in math_
+    a, b = sdpa.bind(case, "flash"), sdpa.bind(case, "math")
+    torch.testing.assert_close(a.run(a.make_inputs()), b.run(b.make_inputs()), rtol=1e-5, atol=1e-6)
+    other = build_case("linear", "core", Sizes(N=8, d=4))
+    assert sdpa.bind(other, "math") is other
+
+
+def test_every_softmax_fused_measurement_records_its_backend(tmp_path) -> None:
+    from attn_cost.profilers.device import prepare
+    from attn_cost.profilers.profile import Measurer
+    from attn_cost.profilers.store import ResultStore
+
+    store = ResultStore(prepare("cpu"), tmp_path / "store", shipped=False)
+    forced = Measurer("cpu", store, sdpa_backend="math")
+    chosen = Measurer("cpu", store)
+    sizes = Sizes(N=16, d=8)
+    forced.memory("softmax-fused", sizes)
+    chosen.memory("softmax-fused", sizes)
+    forced.memory("linear", sizes)
+    recs = {(r["variant"], r.get("sdpa_chosen_by")): r for r in store.records.values()}
+    user = recs[("softmax-fused", "user")]
+    assert user["sdpa_backend"] == "math" and user["key"].endswith("|sdpa=math")
+    auto = recs[("softmax-fused", "pytorch")]
+    assert auto["sdpa_backend"] in sdpa.BACKENDS and "sdpa=" not in auto["key"]
+    assert "sdpa_backend" not in recs[("linear", None)]
+
+
+def test_measure_refuses_a_cuda_only_backend_on_the_cpu(attn_cost) -> None:
+    r = attn_cost("measure", "--variant", "softmax-fused", "--n", "16", "--d", "8", "--cpu", "--sdpa-backend", "cudnn")
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1 and "CUDA only" in r.err
+
+
+# -- the CUDA timing harness, without a GPU ----------------------------------------------------------
+
+
+def test_warm_up_runs_until_three_calls_agree() -> None:
+    times = iter([9.0, 4.0, 2.0, 1.3, 1.0, 1.02, 1.01, 1.0, 1.0])
+    assert gpu_timing.warm_until_steady(lambda: None, lambda call: next(times)) == 7  # calls 5-7: 1.0, 1.02, 1.01
+    never = iter(float(k % 2 + 1) for k in range(1000))
+    assert gpu_timing.warm_until_steady(lambda: None, lambda call: next(never), maximum=20) == 20
+
+
+def test_without_triton_the_harness_is_torch_utils_benchmark(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "triton", None)
+    monkeypatch.setitem(sys.modules, "triton.testing", None)
+    assert gpu_timing.timer_name() == "torch.utils.benchmark"
+    assert "L2 not flushed" in gpu_timing.describe_timer()
+    x = torch.randn(64, 64)
+    stats = gpu_timing.time_calls([lambda: x @ x, lambda: x + x], 3, 2, "torch.utils.benchmark", clock=lambda c: 1.0)
+    assert [s.runs for s in stats] == [3, 3] and [s.warmup for s in stats] == [3, 3]
+    assert all(0 < s.min <= s.median <= s.max and math.isfinite(s.max) for s in stats)
+
+
+def test_with_triton_each_run_is_one_do_bench_median_in_seconds(monkeypatch) -> None:
+    calls = []
+
+    def do_bench(fn, warmup, rep, return_mode):
+        calls.append((warmup, rep, return_mode))
+        fn()
+        return 2.5  # milliseconds, as triton returns them
+
+    testing = types.SimpleNamespace(do_bench=do_bench)
+    monkeypatch.setitem(sys.modules, "triton", types.SimpleNamespace(testing=testing))
+    monkeypatch.setitem(sys.modules, "triton.testing", testing)
+    assert gpu_timing.timer_name() == "triton.testing.do_bench"
+    assert "L2 flushed before every call" in gpu_timing.describe_timer()
+    (stats,) = gpu_timing.time_calls([lambda: None], 4, 2, gpu_timing.timer_name(), clock=lambda c: 1.0)
+    assert stats.median == pytest.approx(2.5e-3) and stats.runs == 4
+    assert calls == [(gpu_timing.WARMUP_MS, gpu_timing.REP_MS, "median")] * 4
+
+
+# -- the campaign ----------------------------------------------------------------------------------
+
+
+def test_the_default_plan_is_the_issues_campaign() -> None:
+    plan = Plan(out="x")
+    assert ("taylorshift-direct", "taylorshift-efficient") in plan.pairs
+    assert {b for a, b in plan.pairs if a == "softmax"} == {"linear", "latte", "taylorshift-efficient"}
+    assert plan.ds == [16, 32, 64] and plan.dtypes == ["fp32", "bf16"] and plan.batch * plan.heads == 32
+    assert plan.fit_d == [16, 64] and plan.check_d == [32]
+    assert Plan.from_json(json.loads(json.dumps(plan.as_json()))) == plan
+
+
+def test_outputs_beyond_what_the_device_tool_brings_back_are_flagged(tmp_path) -> None:
+    for k in range(8):
+        write_atomic(tmp_path / f"f{k}.txt", "x")
+    assert check_outputs(tmp_path) == []
+    with open(tmp_path / "big.bin", "wb") as f:
+        f.truncate(MAX_FILE_BYTES + 1)
+    problems = check_outputs(tmp_path)
+    assert any("big.bin" in p for p in problems) and any("9 files" in p for p in problems)
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--gpu", "--cpu"], "not both"),
+        (["--d", "0"], "--d must be a positive integer"),
+        (["--dtype", "fp64"], "unknown dtype"),
+        (["--pair", "softmax:nope"], "nope"),
+        (["--sdpa-backend", "turbo"], "unknown SDPA backend"),
+        (["--partition", "h100"], "--partition goes with --slurm"),
+        (["--max-n", "4"], "--max-n"),
+        (["--cpu", "--sdpa-backend", "efficient"], "CUDA only"),
+    ],
+)
+def test_bad_input_is_one_line_and_writes_nothing(attn_cost, tmp_path, args, says) -> None:
+    out = tmp_path / "campaign"
+    r = attn_cost("campaign", "--out", str(out), *args)
+    assert r.code == 2, r.err
+    assert len(r.err.strip().splitlines()) == 1 and says in r.err
+    assert not out.exists()
+
+
+def test_gpu_without_cuda_is_one_line_and_exit_code_2(attn_cost, tmp_path) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    r = attn_cost("campaign", "--gpu", "--out", str(tmp_path / "c"))
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1 and "needs CUDA" in r.err
+    assert not (tmp_path / "c").exists()
+
+
+def test_out_must_be_a_writable_folder(attn_cost, tmp_path) -> None:
+    (tmp_path / "file").write_text("")
+    r = attn_cost("campaign", "--cpu", "--out", str(tmp_path / "file"), *TINY)
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1 and "is a file" in r.err
+
+
+def _read(out: Path) -> tuple[dict, list[dict]]:
+    summary = json.loads((out / "summary.json").read_text())
+    records = [json.loads(line) for line in (out / "measurements.jsonl").read_text().splitlines()]
+    return summary, records
+
+
+def test_a_tiny_campaign_writes_its_files_and_a_rerun_resumes_from_them(attn_cost, tmp_path) -> None:
+    out = tmp_path / "c"
+    r = attn_cost("campaign", "--cpu", "--quick", "--out", str(out), *TINY, "--json")
+    assert r.code == 0, r.err
+    summary, records = _read(out)
+    assert r.json()["transitions"] == summary["transitions"]
+    assert [(u["a"], u["b"], u["d"], u["dtype"]) for u in summary["transitions"]] == [
+        ("softmax", "linear", 4, "fp32"),
+        ("softmax", "linear", 8, "fp32"),
+    ]
+    # the traced memory crossing of softmax against linear attention is exact on the CPU
+    assert all(u["measured_n1"] == u["analytic_n1"] for u in summary["transitions"])
+    assert {rec["variant"] for rec in records} == {"softmax", "linear"}
+    assert "profile softmax vs linear, d = 8, fp32" in (out / "campaign.log").read_text()
+    assert len(list(out.iterdir())) <= 8 and check_outputs(out) == []
+    assert "[" in r.err and "profile softmax vs linear" in r.err  # progress on stderr
+    # a rerun in another store starts from the export in --out
+    again = attn_cost("campaign", "--cpu", "--quick", "--out", str(out), *TINY, "--json",
+                      env={"ATTN_COST_HOME": str(tmp_path / "elsewhere")})  # fmt: skip
+    assert again.code == 0, again.err
+    assert f"resumed: {len(records)} measurements imported" in again.err
+    assert len(_read(out)[1]) >= len(records)
+
+
+@pytest.mark.slow
+def test_the_rehearsal_runs_every_step_at_small_sizes(attn_cost, tmp_path) -> None:
+    """`campaign --cpu --quick`: calibration, every pair at three head dims in fp32 and bf16, validation, files."""
+    out = tmp_path / "rehearsal"
+    r = attn_cost("campaign", "--cpu", "--quick", "--out", str(out), timeout=1800)
+    assert r.code == 0, r.err
+    summary, records = _read(out)
+    files = sorted(p.name for p in out.iterdir())
+    assert len(files) <= 8 and check_outputs(out) == [], files
+    units = {(u["a"], u["b"], u["d"], u["dtype"]) for u in summary["transitions"]}
+    skipped = summary["skipped"]
+    assert len(units) + sum(s.startswith("profile ") for s in skipped) == 4 * 3 * 2
+    for dtype in ("fp32", "bf16"):
+        assert dtype in summary["profiles"] or any(f"validation in {dtype}" in s for s in skipped)
+        assert any(rec["dtype"] == dtype and rec["variant"] == "latte" for rec in records)
+    assert "calibrate" in summary["steps"]
+    ts = [u for u in summary["transitions"] if u["a"] == "taylorshift-direct" and u["d"] == 8]
+    # TaylorShift's N1 = ¼[d² + 2d + 1 + sqrt(d⁴ + 12d³ + 14d² + 4d + 1)] = 46.7 at d = 8: the traced crossing is 47
+    assert [u["measured_n1"] for u in ts] == [47, 47]
+    assert ("report-fp32.html" in files) or "plotly" in summary["steps"].get("report", "")
+
+
+def test_slurm_jobs_are_one_per_device_kind_or_per_pair(tmp_path) -> None:
+    from attn_cost.profilers.slurm import job_plans
+
+    plan = Plan(out=str(tmp_path))
+    by_device = job_plans(plan, ["h100", "a100"], "device")
+    assert [(label, part) for label, part, _ in by_device] == [("h100", "h100"), ("a100", "a100")]
+    assert all(p.pairs == plan.pairs and Path(p.store).parent == Path(p.out) for _, _, p in by_device)
+    by_pair = job_plans(plan, ["h100"], "pair")
+    assert len(by_pair) == len(plan.pairs) and all(len(p.pairs) == 1 for _, _, p in by_pair)
+    assert len({p.out for _, _, p in by_pair}) == len(plan.pairs)
+    with pytest.raises(UserError, match="--split"):
+        job_plans(plan, [], "node")
+
+
+@pytest.mark.slow
+def test_submitit_local_executor_runs_the_jobs_and_prints_the_merge(attn_cost, tmp_path) -> None:
+    pytest.importorskip("submitit")
+    out = tmp_path / "cluster"
+    r = attn_cost("campaign", "--cpu", "--quick", "--out", str(out), *TINY, "--slurm", "--executor", "local",
+                  "--json", timeout=900)  # fmt: skip
+    assert r.code == 0, r.err
+    (job,) = r.json()["jobs"]
+    assert job["error"] is None and Path(job["out"]) == out / "local"
+    assert (out / "local" / "measurements.jsonl").exists() and (out / "local" / "summary.json").exists()
+    merge = r.json()["merge"]
+    assert merge.startswith("attn-cost results import ")
+    imported = attn_cost(*merge.split()[1:], "--store", str(tmp_path / "merged"))
+    assert imported.code == 0, imported.err
