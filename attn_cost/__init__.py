@@ -5,9 +5,17 @@ they live under this namespace as `attn_cost.costmodel`, `attn_cost.profilers` a
 never collide with another distribution's `cli` or `costmodel`.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from __future__ import annotations
 
-try:
-    __version__ = version("attn-cost")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0+unknown"
+
+def __getattr__(name: str) -> str:
+    """`attn_cost.__version__`, read from the installed metadata only when asked for: the console
+    script imports this package first, and stays light until its Ctrl-C handler is in place."""
+    if name != "__version__":
+        raise AttributeError(f"module 'attn_cost' has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("attn-cost")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "0+unknown"

@@ -32,7 +32,7 @@ D_DEFAULT = {
 
 def head_dim_option(command: str) -> Any:
     """--d with the command's own default in its help."""
-    default = ", ".join(map(str, D_DEFAULT[command]))
+    default = ",".join(map(str, D_DEFAULT[command]))  # no spaces: help wrapping keeps it whole
     return typer.Option(None, "--d", help="Head dimension; repeat for several.", show_default=default)
 
 

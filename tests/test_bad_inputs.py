@@ -1,0 +1,409 @@
+"""Every bad input is answered with one line on stderr and exit code 2: no traceback, no hang, no
+wrong answer under a right-looking heading (issue 9's 32 bad cases and the class around each).
+
+Most cases run in-process through `main` (fast); what needs a real process (a full disk, a closed
+pipe, Ctrl-C while Python imports, a would-be hang) runs as one, under a timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from attn_cost.cli.app import main
+
+SHIPPED = Path(__file__).parents[1] / "profilers" / "data" / "devices" / "cpu-amd-epyc-bed586.json"
+ENTRY = [sys.executable, "-c", "from attn_cost.cli.entry import run; run()"]
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("ATTN_COST_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("COLUMNS", "100")
+
+
+def _one_line_error(code: int, err: str) -> None:
+    assert code == 2, err
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("attn-cost: error: ")
+
+
+def _run(args: list[str], capsys) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(args)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# -- sizes, names and options ---------------------------------------------------------------------
+
+ARGUMENTS = [
+    (["crossover", "--d", "0"], "--d must be a positive integer"),
+    (["crossover", "--d", "-4"], "--d must be a positive integer"),
+    (["crossover", "--d", "sixty"], "--d"),
+    (["crossover", "--d", "100000000"], "beyond what attn-cost models"),  # was a hang: N stepped by 1
+    (["crossover", "--d", "65537"], "at most 65,536"),
+    (["crossover", "--h", "70000"], "--h"),
+    (["crossover", "--b", "0"], "--b must be a positive integer"),
+    (["crossover", "--L", "0", "--pair", "softmax:latte"], "--L must be a positive integer"),
+    (["crossover", "--d-embed", "256", "--h", "3"], "does not divide"),
+    (["crossover", "--d-embed", "256", "--d", "64"], "either --d or --d-embed"),
+    (["crossover", "--pair", "softmax"], "A:B"),
+    (["crossover", "--pair", "softmx:linear"], "did you mean"),
+    (["crossover", "--pair", "softmax:linear", "--all"], "not both"),
+    (["crossover", "--convention", "nope"], "unknown convention"),
+    (["crossover", "--dtype", "fp8"], "unknown dtype"),
+    (["crossover", "--scope", "galaxy"], "unknown scope"),
+    (["crossover", "--mode", "sleeping"], "unknown mode"),
+    (["crossover", "--device", "cpu-nonexistent"], "unknown device"),
+    (["cheapest", "--variant", "softmax"], "at least two"),
+    (["cheapest", "--cost", "joules"], "unknown cost"),
+    (["decode", "--n", "0"], "--n must be a positive integer"),
+    (["decode", "--n", "10000000000000"], "beyond what attn-cost models"),
+    (["formula", "taylorshift"], "did you mean"),
+    (["heads", "--d-embed", "0"], "--d-embed must be a positive integer"),
+    (["heads", "--d-embed", "1000000007"], "beyond what attn-cost models"),  # was a hang: O(n) divisors
+    (["heads", "--d-embed", "256", "--n", "0"], "--n must be a positive integer"),
+    (["no-such-command"], "No such command"),
+    (["crossover", "--no-such-option"], "No such option"),
+    (["crossover", "--d"], "requires an argument"),
+    # measuring commands: answered before any measurement (and before torch, see below)
+    (["profile", "--max-n", "0"], "--max-n must be a positive integer"),
+    (["profile", "--max-n", "1"], "--max-n 1 leaves nothing to search"),
+    (["profile", "--scope", "model"], "use --scope block"),
+    (["profile", "--gpu", "--cpu"], "not both"),
+    (["profile", "--threads", "0"], "--threads must be a positive integer"),
+    (["profile", "--repeats", "0"], "--repeats must be a positive integer"),
+    (["profile", "--cost", "joules"], "--cost takes time, memory or both"),
+    (["measure", "--variant", "softmax", "--n", "0"], "--n must be a positive integer"),
+    (["measure", "--variant", "nope", "--n", "8"], "unknown variant"),
+    (["validate", "--fit-d", "8"], "at least two head dims"),
+    (["validate", "--scope", "model"], "use --scope block"),
+    (["check-flops", "--variant", "super-attention", "--scope", "core"], "has no core scope"),
+    (["check-flops", "--scope", "galaxy"], "unknown scope"),
+]
+
+
+@pytest.mark.parametrize(("args", "needle"), ARGUMENTS, ids=[" ".join(a) for a, _ in ARGUMENTS])
+def test_bad_arguments_get_one_line_and_exit_2(args: list[str], needle: str, capsys) -> None:
+    code, _, err = _run(args, capsys)
+    _one_line_error(code, err)
+    assert needle in err
+
+
+def test_measuring_commands_answer_bad_arguments_before_importing_torch() -> None:
+    script = (
+        "import sys; from attn_cost.cli.app import main\n"
+        "for args in (['profile', '--max-n', '1'], ['measure', '--variant', 'softmax', '--n', '0'],"
+        " ['validate', '--gpu', '--cpu'], ['check-flops', '--variant', 'super-attention', '--scope', 'core']):\n"
+        "    assert main(args) == 2, args\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_gpu_without_cuda_is_one_line(capsys) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    code, _, err = _run(["measure", "--variant", "softmax", "--n", "8", "--d", "8", "--gpu"], capsys)
+    _one_line_error(code, err)
+    assert "needs CUDA" in err
+
+
+# -- device profiles: one schema, checked field by field -------------------------------------------
+
+
+def _profile(tmp_path: Path, change) -> str:
+    data = json.loads(SHIPPED.read_text())
+    change(data)
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(data, allow_nan=True))
+    return str(path)
+
+
+def _set(path: str, value):
+    def change(data: dict) -> None:
+        *parents, last = path.split(".")
+        node = data
+        for key in parents:
+            node = node[key]
+        if value is _DROP:
+            del node[last]
+        else:
+            node[last] = value
+
+    return change
+
+
+_DROP = object()
+PROFILES = [
+    ("device name missing", _set("device.name", _DROP), "device.name"),
+    ("device name empty", _set("device.name", ""), "device.name"),
+    ("device not an object", _set("device", "AMD"), "device must be an object"),
+    ("launch_s fast", _set("time.linear.launch_s", "fast"), "time.linear.launch_s"),
+    ("launch_s NaN", _set("time.linear.launch_s", math.nan), "time.linear.launch_s"),
+    ("launch_s negative", _set("time.linear.launch_s", -1.0), "time.linear.launch_s"),
+    ("launch_s boolean", _set("time.linear.launch_s", True), "time.linear.launch_s"),
+    ("points a float", _set("time.linear.points", 1.5), "time.linear.points"),
+    ("fit_d a string", _set("time.linear.fit_d", "8,16"), "time.linear.fit_d"),
+    ("time a list", _set("time", []), "time must be an object"),
+    ("memory scale infinite", _set("memory.linear.scale", math.inf), "memory.linear.scale"),
+    ("memory fit missing a field", _set("memory.linear.offset_bytes", _DROP), "memory.linear.offset_bytes"),
+    ("measured [{a: 1}]", _set("measured", [{"a": 1}]), "measured[0].a"),
+    ("measured abc", _set("measured", "abc"), "measured must be a list"),
+    ("measured d a string", lambda p: p["measured"][0].update(d="16"), "measured[0].d"),
+    ("measured n0 a string", lambda p: p["measured"][0].update(measured_n0="many"), "measured[0].measured_n0"),
+    ("scope unknown", _set("scope", "galaxy"), "scope must be one of"),
+    ("dtype unknown", _set("dtype", "fp8"), "dtype must be one of"),
+    ("mode unknown", _set("mode", "sleeping"), "mode must be one of"),
+    ("schema 2", _set("schema", 2), "schema must be 1"),
+    ("no schema", _set("schema", _DROP), "schema must be 1"),
+]
+
+
+@pytest.mark.parametrize(("change", "needle"), [p[1:] for p in PROFILES], ids=[p[0] for p in PROFILES])
+def test_an_ill_formed_device_profile_is_one_line(change, needle: str, tmp_path, capsys) -> None:
+    path = _profile(tmp_path, change)
+    code, _, err = _run(["crossover", "--d", "16", "--device", path], capsys)
+    _one_line_error(code, err)
+    assert "is not an attn-cost device profile" in err and needle in err
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [("{not json", "not a readable device profile"), ("[1, 2]", "the file must be an object"), ("", "readable")],
+    ids=["not JSON", "a list", "empty"],
+)
+def test_an_unreadable_device_profile_is_one_line(content: str, needle: str, tmp_path, capsys) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    code, _, err = _run(["crossover", "--d", "16", "--device", str(path)], capsys)
+    _one_line_error(code, err)
+    assert needle in err
+
+
+def test_a_folder_named_like_a_profile_is_one_line(tmp_path, capsys) -> None:
+    folder = tmp_path / "folder.json"
+    folder.mkdir()
+    code, _, err = _run(["crossover", "--d", "16", "--device", str(folder)], capsys)
+    _one_line_error(code, err)
+
+
+# -- stored points only at the setting they were measured at -----------------------------------------
+
+
+def _device_rows(capsys, *extra: str) -> list[dict]:
+    code, out, err = _run(["crossover", "--d", "16", "--device", "cpu-amd-epyc-bed586", "--json", *extra], capsys)
+    assert code == 0, err
+    return json.loads(out)["results"]
+
+
+def test_measured_points_show_at_their_own_setting(capsys) -> None:
+    shipped = json.loads(SHIPPED.read_text())
+    (point,) = [
+        m
+        for m in shipped["measured"]
+        if (m["a"], m["b"], m["d"]) == ("taylorshift-direct", "taylorshift-efficient", 16)
+    ]
+    (row,) = [r for r in _device_rows(capsys) if r["a"] == "taylorshift-direct"]
+    assert row["measured_n0"] == point["measured_n0"] and row["corrected_n0"] is not None
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [["--scope", "layer"], ["--dtype", "bf16"], ["--mode", "training"], ["--b", "2"], ["--h", "2"]],
+    ids=["scope layer", "dtype bf16", "mode training", "batch 2", "heads 2"],
+)
+def test_no_measured_or_corrected_point_under_another_setting(extra: list[str], capsys) -> None:
+    rows = _device_rows(capsys, *extra)
+    for row in rows:
+        assert row["measured_n0"] is None and row["measured_n1"] is None, row
+        if extra[0] in ("--scope", "--dtype", "--mode"):
+            assert row["corrected_n0"] is None and row["corrected_n1"] is None, row
+
+
+def test_another_setting_is_marked_not_measured_in_the_table(capsys) -> None:
+    code, out, _ = _run(["crossover", "--d", "16", "--device", "cpu-amd-epyc-bed586", "--dtype", "bf16"], capsys)
+    assert code == 0
+    assert "not measured at this setting" in out
+    assert "432" not in out  # the fp32 point (432.2) is not shown under bf16
+
+
+def test_shipped_measurements_of_a_same_named_cpu_are_offered_as_reference() -> None:
+    from attn_cost.profilers.corrections import shipped_elsewhere
+
+    shipped = json.loads(SHIPPED.read_text())["device"]
+    assert shipped_elsewhere(shipped) is None  # the very device: its data is used, nothing to say
+    other = {**shipped, "model": "17", "cpus": 64}
+    note = shipped_elsewhere(other)
+    assert note is not None and "not reused" in note and "--device cpu-amd-epyc-bed586" in note
+    assert "\n" not in note
+    assert shipped_elsewhere({**shipped, "name": "Some Other CPU"}) is None
+
+
+# -- output paths ----------------------------------------------------------------------------------
+
+
+def _report_targets(tmp_path: Path) -> list[tuple[str, str]]:
+    (tmp_path / "dir.html").mkdir()
+    (tmp_path / "plain").write_text("x")
+    return [
+        ("/proc/report.html", "cannot write"),
+        ("/sys/report.html", "cannot write"),
+        (str(tmp_path / "dir.html"), "is a folder"),
+        (str(tmp_path), "ending in .html"),
+        (str(tmp_path / "missing" / "r.html"), "does not exist"),
+        (str(tmp_path / "plain" / "r.html"), "not a folder"),
+        (str(tmp_path / "r.txt"), "ending in .html"),
+    ]
+
+
+def test_report_into_unwritable_or_odd_paths_is_one_line(tmp_path, capsys) -> None:
+    if os.geteuid() == 0 and not Path("/proc").exists():
+        pytest.skip("no /proc")
+    for target, needle in _report_targets(tmp_path):
+        code, _, err = _run(["report", "--html", target], capsys)
+        _one_line_error(code, err)
+        assert needle in err, (target, err)
+
+
+# -- the process edge: full disk, closed pipe, Ctrl-C, would-be hangs ------------------------------
+
+
+def _proc(args: list[str], **kwargs) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "100"}
+    return subprocess.run([*ENTRY, *args], capture_output=True, text=True, timeout=60, env=env, **kwargs)
+
+
+@pytest.mark.parametrize("args", [["variants"], ["crossover", "--d", "64", "--json"]], ids=["table", "json"])
+def test_output_to_a_full_disk_is_one_line(args: list[str]) -> None:
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full")
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([*ENTRY, *args], stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+    _one_line_error(proc.returncode, proc.stderr)
+    assert "No space left on device" in proc.stderr
+
+
+def test_output_into_a_closed_pipe_is_one_line() -> None:
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run([*ENTRY, "conventions"], stdout=write, stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write)
+    _one_line_error(proc.returncode, proc.stderr)
+    assert "pipe" in proc.stderr
+
+
+@pytest.mark.parametrize("delay", [0.1, 0.15, 0.2, 0.3, 0.5])
+def test_ctrl_c_early_is_one_line_without_traceback(delay: float) -> None:
+    """Ctrl-C while the CLI imports typer and sympy (from about 0.05 s on; before that Python itself
+    is still starting and importing `site`, outside attn-cost's code)."""
+    proc = subprocess.Popen(
+        [*ENTRY, "crossover", "--d", "64"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err, err
+    assert len(err.strip().splitlines()) <= 1, err
+    assert "saved" not in err  # an analytic command has nothing to resume
+    if proc.returncode not in (0, -signal.SIGINT):  # it may finish first, or die before Python's handler exists
+        assert proc.returncode == 130 and err.strip() == "attn-cost: error: interrupted", (proc.returncode, err)
+
+
+def test_ctrl_c_message_says_saved_only_for_measuring_commands(monkeypatch, capsys) -> None:
+    import attn_cost.cli.analytic as analytic
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(analytic, "transition_row", interrupt)
+    code, _, err = _run(["crossover", "--d", "8"], capsys)
+    assert code == 130 and err == "attn-cost: error: interrupted\n"
+
+    from attn_cost.cli import app
+
+    app.measuring_started()
+    assert app.interrupted() == 130
+    assert "measurements made so far are saved" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["crossover", "--d", "65536", "--json"], ["heads", "--d-embed", str((1 << 24) - 3), "--json"]],
+    ids=["crossover at the largest d", "heads at a large prime d_embed"],
+)
+def test_the_largest_accepted_sizes_finish(args: list[str]) -> None:
+    """The former hangs, at the largest sizes still accepted: they must answer (the timeout is only a
+    guard against a hang, not a performance claim)."""
+    proc = _proc(args)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_integer_crossover_is_exact_at_large_d(capsys) -> None:
+    """N0 of the TaylorShift pair is the ceiling of d² + d + 1/2 (TaylorShift Eq. 7); at d = 65536 a
+    float root is off by far more than 1, so this checks the exact integer search."""
+    code, out, err = _run(["crossover", "--d", "65536", "--json"], capsys)
+    assert code == 0, err
+    (row,) = [r for r in json.loads(out)["results"] if r["a"] == "taylorshift-direct"]
+    d = 65536
+    assert row["n0"] == d * d + d + 1
+
+
+def test_first_integer_search_takes_logarithmically_many_steps() -> None:
+    from attn_cost.costmodel.crossover import first_integer_from
+
+    for true, estimate in ((10**18 + 7, 10**18 * 1.001), (10**18 + 7, 10**18 * 0.999), (5, 5.0), (1, 0.3)):
+        calls = []
+
+        def holds(n: int, true=true, calls=calls) -> bool:
+            calls.append(n)
+            return n >= true
+
+        assert first_integer_from(holds, estimate) == true
+        assert len(calls) < 4 * 64  # doubling then bisection: O(log N), never a walk
+
+
+def test_divisors_of_a_large_prime() -> None:
+    from attn_cost.costmodel.heads import divisors
+
+    assert divisors(1_000_000_007) == [1, 1_000_000_007]
+    assert divisors(36) == [1, 2, 3, 4, 6, 9, 12, 18, 36]
+
+
+# -- help ------------------------------------------------------------------------------------------
+
+
+def test_version_and_short_help(capsys) -> None:
+    from attn_cost import __version__
+
+    code, out, _ = _run(["--version"], capsys)
+    assert code == 0 and out.strip() == f"attn-cost {__version__}"
+    code, out, _ = _run(["-h"], capsys)
+    assert code == 0
+    for term in ("N0", "N1", "traffic"):
+        assert any(line.strip().startswith(term) for line in out.splitlines()), term
+    code, out, _ = _run(["crossover", "-h"], capsys)
+    assert code == 0 and "--d INT [--d ...]" in out and "--pair A:B [--pair ...]" in out
+    assert "(8,16,32,64,128)" in out
+
+
+def test_profile_scope_help_does_not_offer_model(capsys) -> None:
+    code, out, _ = _run(["profile", "-h"], capsys)
+    assert code == 0
+    scope_help = out.split("--scope", 1)[1].split("\n  --", 1)[0]
+    assert "model" not in scope_help and "decode" in scope_help
+    assert "(16)" in out  # profile's own --d default
