@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import math
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -263,8 +264,8 @@ def _speed_transition(
     1. Bracket and bisect (stored timings reused). 2. Each variant's time must not fall as N grows
     beyond its noise: the lengths that break the trend are timed again (replacing the stored timings)
     and the search repeated. 3. The bracket and two lengths 10 % outside it are re-timed `replicates`
-    times, alternating; if most replicates disagree with the bracket (A not cheaper at its low end, or
-    B not cheaper at its high end), that end is timed again and the search repeated. At most three
+    times, alternating; if their crossings mostly lie outside those lengths (or they do not cross), the
+    bracket was wrong: its ends are timed again and the search repeated. At most three
     searches; after that the crossover is `inconsistent`. 4. Each replicate gives a crossing (a line
     through its relative differences); the crossing reported is their median with a prediction interval
     for one more run, which covers the drift between runs, not only the noise within one.
@@ -286,12 +287,11 @@ def _speed_transition(
                 [_time_probe(n, *measurer.time([a, b], at(n), replicate=k)) for n in lengths]
                 for k in range(1, replicates + 1)
             ]
-            at_lo = sum(not p.b_cheaper for r in runs for p in r if p.n == lo)
-            at_hi = sum(p.b_cheaper for r in runs for p in r if p.n == hi)
-            suspects = [n for n, agree in ((lo, at_lo), (hi, at_hi)) if 2 * agree < replicates]
-            if suspects:
+            again = [c for c in map(crossing_of, runs) if c is not None]
+            if 2 * len(again) < replicates or not lengths[0] <= statistics.median(again) <= lengths[-1]:
+                suspects = [lo, hi]  # the re-timed lengths cross elsewhere (or not at all): the bracket was wrong
                 continue
-            crossings = [t.measured] + [c for c in map(crossing_of, runs) if c is not None]
+            crossings = [t.measured, *again]
             centre, half = replicate_interval(crossings, floor=max(t.uncertainty or 0.0, (hi - lo) / 2))
             return replace(t, measured=centre, uncertainty=half, replicates=crossings)
         return replace(t, verdict="inconsistent", measured=None, uncertainty=None, note=(

@@ -32,6 +32,7 @@ def test_commands_table_lists_exactly_the_cli_commands() -> None:
         name for cell in re.findall(r"^\| ([^|]+) \|", section, flags=re.M) for name in re.findall(r"`([a-z-]+)`", cell)
     }
     registered = {c.name or c.callback.__name__.replace("_", "-") for c in app.registered_commands}
+    registered |= {g.name for g in app.registered_groups}  # command groups: `results ls|rm|export|import`
     assert listed == registered
 
 
