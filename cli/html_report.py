@@ -9,6 +9,7 @@ import math
 import plotly.graph_objects as go
 import sympy as sp
 from attn_cost.costmodel import display
+from attn_cost.costmodel.counting import describe
 from attn_cost.costmodel.symbols import BY_NAME
 from attn_cost.profilers.corrections import VALIDATION_COLUMNS
 from plotly.offline import get_plotlyjs
@@ -36,13 +37,14 @@ def render(data: dict) -> str:
         f"<h1>attn-cost report</h1><p class='note'>FLOPs counted with the <code>{st['convention']}</code> "
         f"convention; bytes for <code>{st['dtype']}</code>; scope <code>{st['scope']}</code>, {st['mode']}; "
         "one head, batch 1 unless stated. A transition point N is the smallest sequence length from which B costs "
-        "no more than A.</p>",
+        "no more than A. " + (html.escape(describe(st["counting"])) if "counting" in st else "") + "</p>",
         _section("Transition points", _transition_table(data)),
         _section("Cost against sequence length", _curves(data, colors)),
         _section("Transition points against head dimension", _versus_d(data)),
         _section("Heads at a fixed embedding width", _heads(data, colors)),
         _section("Predicted against measured, per device", _devices(data)),
         _section("Derived formulas and the ops they come from", _formulas(data)),
+        _section("The source papers' efficiency claims, checked", _claims(data)),
     ]
     payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")  # never closes the script tag
     return (
@@ -51,6 +53,29 @@ def render(data: dict) -> str:
         + "".join(parts)
         + f"<script type='application/json' id='attn-cost-data'>{payload}</script></body></html>"
     )
+
+
+def _claims(data: dict) -> str:
+    """Every claim: the paper's value, attn-cost's derived value, the verdict and why (`attn-cost claims`)."""
+    records = data.get("claims", [])
+    mark = {"holds": "good", "does not hold": "bad"}
+    rows = [
+        [
+            html.escape(r["paper"]),
+            html.escape(r["claim"]),
+            html.escape(r["published"]),
+            html.escape(r["derived"]),
+            f"<span class='{mark.get(r['verdict'], '')}'>{html.escape(r['verdict'])}</span>",
+            f"<span class='note'>{html.escape(r['reason'])}</span>",
+        ]
+        for r in records
+    ]
+    intro = (
+        "<p class='note'>Every quantitative efficiency claim of the five source papers. The paper's value is "
+        "typed from the paper; attn-cost's is derived from the op lists when the report is made "
+        "(<code>attn-cost claims --json</code>).</p>"
+    )
+    return intro + _table(["paper", "claim", "paper's value", "attn-cost", "verdict", "why"], rows, left=6)
 
 
 def _section(title: str, body: str) -> str:

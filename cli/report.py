@@ -17,6 +17,7 @@ from attn_cost.cli import options as o
 from attn_cost.cli.analytic import emit, formula_data
 from attn_cost.cli.app import app, fail
 from attn_cost.cli.render import line
+from attn_cost.costmodel.claims import claims
 from attn_cost.costmodel.crossover import (
     COSTS,
     DEFAULT_PAIRS,
@@ -101,6 +102,7 @@ def gather(
         },
         "measured": _measured(profile, variants, ds, setting) if profile else {},
         "devices": _devices(device),
+        "claims": claims(),
     }
 
 

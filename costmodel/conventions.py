@@ -246,9 +246,7 @@ FLASH_BENCH = Convention(
     counting={"causal": "half", "backward": "recompute"},
 )
 
-CONVENTIONS: dict[str, Convention] = {
-    c.name: c for c in (TAYLORSHIFT_V1, TAYLORSHIFT_ICPR, MATMUL, FULL, FLASH_BENCH)
-}
+CONVENTIONS: dict[str, Convention] = {c.name: c for c in (TAYLORSHIFT_V1, TAYLORSHIFT_ICPR, MATMUL, FULL, FLASH_BENCH)}
 DEFAULT = TAYLORSHIFT_V1.name
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 from attn_cost.costmodel.errors import UserError
-from attn_cost.costmodel.symbols import N
+from attn_cost.costmodel.symbols import N, w
 
 F_causal = sp.Symbol("F_causal", positive=True)
 """Share of the score matrix a causal kernel computes (1 for a dense count)."""
@@ -90,7 +90,7 @@ class Counting:
 
     def scores(self, nq: sp.Expr = N, nk: sp.Expr | None = None) -> sp.Expr:
         """Scores a causal kernel computes for nq queries over nk keys (valid for nq <= nk)."""
-        nk = self.key_length if nk is None else nk
+        nq, nk = sp.sympify(nq), sp.sympify(self.key_length if nk is None else nk)
         if self.causal == "dense":
             return nq * nk
         if self.causal == "half":
@@ -132,26 +132,36 @@ class Counting:
 
     def caption(self) -> str:
         """One short line for a table's caption."""
-        causal = f"tiles T={self.tile}" if self.causal == "tiles" else self.causal
-        kv = f", N_kv={self.n_kv:,} {self.align}" if self.n_kv is not None else ""
-        if self.n_kv is None and self.causal in ("triangle", "tiles") and self.align != "bottom-right":
-            kv = f", {self.align}"
-        bwd = "2x" if self.backward == "autograd" else "2.5x"
-        return f"Causal: {causal}{kv}. Backward: {bwd} score products."
+        return describe(self.as_json())
+
+
+def describe(data: dict) -> str:
+    """The caption line of counting rules recorded as `Counting.as_json()`."""
+    causal = data["causal_count"]
+    if causal == "tiles":
+        causal = f"tiles T={data['tile']}"
+    kv = f", N_kv={data['n_kv']:,} {data['align']}" if data["n_kv"] is not None else ""
+    bwd = "2x" if data["backward"] == "autograd" else "2.5x"
+    assumes = f" (assumes {', '.join(data['assumes'])})" if data["assumes"] else ""
+    return f"Causal scores: {causal}{kv}{assumes}. Backward of score products: {bwd}."
 
 
 DEFAULT_COUNTING = Counting()
 
 
-def _is_len(size: sp.Expr) -> bool:
-    return bool(sp.sympify(size).free_symbols & {N, N_kv})
+def _is_len(size: sp.Expr, keys: frozenset = frozenset({N, N_kv})) -> bool:
+    return bool(sp.sympify(size).free_symbols & keys)
+
+
+KEY_AXES = frozenset({N, N_kv, w})
+"""Sizes of a key axis: the sequence, the key length of --n-kv, a sliding window."""
 
 
 def score_tensor(t) -> bool:
     """An activation of scores: keys along the last axis, queries (or one query) along the one before."""
     if len(t.shape) < 2 or (t.storage.producer == -1 and t.storage.id == -1):  # a learned weight
         return False
-    return _is_len(t.shape[-1]) and (_is_len(t.shape[-2]) or t.shape[-2] == 1)
+    return _is_len(t.shape[-1], KEY_AXES) and (_is_len(t.shape[-2]) or t.shape[-2] == 1)
 
 
 def score_op(op) -> bool:

@@ -345,9 +345,17 @@ def transition_row(
             "crossings": c.crossings,
             "b_cheaper": [list(iv) for iv in c.b_cheaper],
             "exact": plain(c.exact) if c.exact is not None else None,
-            "summary": c.describe(),
+            "summary": c.describe() + _beyond_n_kv(c, setting),
         }
     return row
+
+
+def _beyond_n_kv(c: Crossover, setting: Setting) -> str:
+    """A warning when a causal count that holds for N <= N_kv is read beyond N_kv."""
+    n_kv = setting.counting.n_kv
+    if "N <= N_kv" not in setting.counting.assumptions() or (c.n is not None and c.n <= n_kv):
+        return ""
+    return f" (beyond N_kv = {n_kv:,}: the causal counts hold for N <= N_kv only)"
 
 
 @dataclass

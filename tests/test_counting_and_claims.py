@@ -1,0 +1,251 @@
+"""Counting rules as switches (causal share, backward multiplier, N_kv and alignment) and `attn-cost claims`.
+
+Expected values come from the FlashAttention benchmark's formula, from enumerating the (query, key)
+pairs a mask keeps, or from the papers, never from the code under test.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sympy as sp
+from attn_cost.costmodel.conventions import CONVENTIONS
+from attn_cost.costmodel.counting import Counting, N_kv
+from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.symbols import N, b, d, h
+from attn_cost.costmodel.variants import derive
+
+SIZES = {b: 2, h: 3, d: 16}
+MATMUL = CONVENTIONS["matmul"]
+FLASH = CONVENTIONS["flash-bench"]
+FLASH_RULES = Counting(causal="half", backward="recompute")
+
+
+def flops(variant: str, conv, counting: Counting, n: int, mode: str = "inference", n_kv: int | None = None) -> int:
+    derived = derive(variant, "core", mode, counting.n_kv is not None)
+    values = {**SIZES, N: n, **({N_kv: n_kv} if n_kv is not None else {})}
+    return int(derived.flops(conv, counting).xreplace(values))
+
+
+def flash_benchmark(batch: int, seqlen: int, headdim: int, nheads: int, causal: bool, mode: str) -> float:
+    """FlashAttention's benchmarks/benchmark_flash_attention.py `flops`, restated."""
+    f = 4 * batch * seqlen**2 * nheads * headdim // (2 if causal else 1)
+    return f if mode == "fwd" else (2.5 * f if mode == "bwd" else 3.5 * f)
+
+
+def kept_pairs(nq: int, nk: int, align: str) -> list[tuple[int, int]]:
+    """(query, key) pairs a causal mask keeps: key j <= i (top-left) or j <= i + nk − nq (bottom-right)."""
+    shift = nk - nq if align == "bottom-right" else 0
+    return [(i, j) for i in range(nq) for j in range(nk) if j <= i + shift]
+
+
+@pytest.mark.parametrize("variant", ["softmax-fused", "softmax", "softmax-fused-causal", "softmax-causal"])
+@pytest.mark.parametrize("n", [64, 256])
+def test_flash_bench_reproduces_the_flashattention_benchmark(variant: str, n: int) -> None:
+    causal = "causal" in variant
+    args = (SIZES[b], n, SIZES[d], SIZES[h], causal)
+    assert flops(variant, FLASH, FLASH_RULES, n) == flash_benchmark(*args, "fwd")
+    assert flops(variant, FLASH, FLASH_RULES, n, "training") == flash_benchmark(*args, "fwd_bwd")
+
+
+def test_flash_bench_counts_only_the_score_products() -> None:
+    """A layer adds projections; the benchmark's accounting leaves them out, `matmul` does not."""
+    layer = derive("softmax", "layer").flops(FLASH, FLASH_RULES).xreplace({**SIZES, N: 100})
+    assert layer == 4 * 2 * 3 * 100**2 * 16
+    assert derive("linear").flops(FLASH, FLASH_RULES) == 0
+
+
+def test_backward_multiplier_of_the_score_products() -> None:
+    n = 32
+    forward = 4 * SIZES[b] * SIZES[h] * n * n * SIZES[d]  # QKᵀ and PV, 2·N·N·d each
+    assert flops("softmax", MATMUL, Counting(), n, "training") == forward * 3  # 2x backward
+    assert flops("softmax", MATMUL, Counting(backward="recompute"), n, "training") == forward * 7 // 2  # 2.5x
+
+
+@pytest.mark.parametrize("n", [1, 7, 64])
+def test_causal_triangle_counts_the_scores_the_mask_keeps(n: int) -> None:
+    scores = len(kept_pairs(n, n, "top-left"))
+    assert scores == n * (n + 1) // 2
+    per_score = 4 * SIZES[d] * SIZES[b] * SIZES[h]  # two products, 2d each
+    for variant in ("softmax-causal", "softmax-fused-causal"):
+        assert flops(variant, MATMUL, Counting(causal="triangle"), n) == scores * per_score
+        assert flops(variant, MATMUL, Counting(), n) == n * n * per_score  # dense: FlopCounterMode's count
+
+
+def test_full_convention_charges_every_score_op_the_causal_share() -> None:
+    """Scale and softmax (6 ops per score) and the two products, on the triangle only."""
+    n, scores = 10, 55
+    assert flops("softmax-causal", CONVENTIONS["full"], Counting(causal="triangle"), n) == scores * (
+        4 * SIZES[d] + 6
+    ) * (SIZES[b] * SIZES[h])
+
+
+@pytest.mark.parametrize(("nq", "nk"), [(5, 9), (1, 9), (9, 9), (3, 40)])
+@pytest.mark.parametrize("align", ["bottom-right", "top-left"])
+def test_n_kv_alignment_counts(nq: int, nk: int, align: str) -> None:
+    scores = len(kept_pairs(nq, nk, align))
+    rules = Counting(causal="triangle", n_kv=nk, align=align)
+    per_score = 4 * SIZES[d] * SIZES[b] * SIZES[h]
+    for variant in ("softmax-causal", "softmax-fused-causal"):
+        assert flops(variant, MATMUL, rules, nq, n_kv=nk) == scores * per_score
+    dense = Counting(n_kv=nk, align=align)
+    assert flops("softmax-causal", MATMUL, dense, nq, n_kv=nk) == nq * nk * per_score
+
+
+def test_decode_alignment_is_the_xformers_question() -> None:
+    """One query over 4,096 keys: bottom-right sees them all, top-left only the first."""
+    assert len(kept_pairs(1, 4096, "bottom-right")) == Counting("triangle", n_kv=4096).scores(1, 4096) == 4096
+    assert len(kept_pairs(1, 4096, "top-left")) == Counting("triangle", n_kv=4096, align="top-left").scores(1, 4096)
+
+
+@pytest.mark.parametrize(("nq", "nk", "tile"), [(16, 16, 4), (16, 24, 4), (12, 36, 6)])
+@pytest.mark.parametrize("align", ["bottom-right", "top-left"])
+def test_tiles_count_every_block_with_a_kept_score(nq: int, nk: int, tile: int, align: str) -> None:
+    kept = set(kept_pairs(nq, nk, align))
+    blocks = {(i // tile, j // tile) for i, j in kept}
+    rules = Counting(causal="tiles", tile=tile, n_kv=nk if nk != nq else None, align=align)
+    per_score = 4 * SIZES[d] * SIZES[b] * SIZES[h]
+    got = flops("softmax-causal", MATMUL, rules, nq, n_kv=nk if nk != nq else None)
+    assert got == len(blocks) * tile * tile * per_score
+
+
+def test_named_factors_stay_symbols_until_substituted() -> None:
+    expr = derive("softmax-causal", "core", "training").flops(MATMUL, None)
+    assert {s.name for s in expr.free_symbols} >= {"F_causal", "F_bwd"}
+    assert sp.expand(Counting().apply(expr) - derive("softmax-causal", "core", "training").flops(MATMUL)) == 0
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"causal": "trinagle"}, {"backward": "3x"}, {"align": "middle"}, {"tile": 0}, {"n_kv": -1}]
+)
+def test_bad_switches_are_user_errors(kwargs: dict) -> None:
+    with pytest.raises(UserError):
+        Counting(**kwargs)
+
+
+def test_n_kv_refuses_variants_written_for_equal_lengths() -> None:
+    for variant in ("linear-causal", "linear-recurrent"):
+        with pytest.raises(UserError, match="--n-kv"):
+            derive(variant, "core", "inference", True)
+    with pytest.raises(UserError, match="core"):
+        derive("softmax", "layer", "inference", True)
+
+
+def test_commands_take_the_switches_and_record_them(attn_cost) -> None:
+    r = attn_cost(
+        "crossover", "--d", "64", "--pair", "softmax-causal:linear-recurrent", "--causal-count", "triangle", "--json"
+    )
+    assert r.code == 0, r.err
+    row = r.json()["results"][0]
+    assert row["counting"]["causal_count"] == "triangle" and row["counting"]["causal_scores"] == "N**2/2 + N/2"
+    r = attn_cost("formula", "softmax-fused-causal", "--convention", "flash-bench", "--mode", "training", "--json")
+    assert r.code == 0, r.err
+    data = r.json()
+    assert data["counting"]["causal_count"] == "half" and data["counting"]["backward"] == "recompute"
+    assert sp.sympify(data["flops"]["flash-bench"], locals={"b": b, "h": h, "N": N, "d": d}) == 7 * b * h * N**2 * d
+    r = attn_cost("cheapest", "--variant", "softmax-causal", "--variant", "softmax-fused-causal", "--n-kv", "4096")
+    assert r.code == 0, r.err
+    assert "N_kv=4,096 bottom-right" in r.out
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["crossover", "--causal-count", "nope"], "unknown --causal-count"),
+        (["crossover", "--scope", "layer", "--n-kv", "64"], "--n-kv applies to the attention core"),
+        (["crossover", "--pair", "linear-causal:softmax-causal", "--n-kv", "64"], "--n-kv does not apply"),
+        (["formula", "softmax", "--tile", "0", "--causal-count", "tiles"], "--tile must be a positive integer"),
+    ],
+)
+def test_bad_counting_options_end_in_one_line(attn_cost, args: list[str], needle: str) -> None:
+    r = attn_cost(*args)
+    assert r.code == 2 and needle in r.err and len(r.err.strip().splitlines()) == 1, r.err
+
+
+# -- claims --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def records() -> list[dict]:
+    from attn_cost.costmodel.claims import claims
+
+    return claims()
+
+
+def test_every_claim_has_a_verdict_and_a_reason(records: list[dict]) -> None:
+    from attn_cost.costmodel.claims import VERDICTS
+
+    assert len(records) >= 40
+    for rec in records:
+        assert set(rec) == {"paper", "claim", "published", "derived", "verdict", "reason"}
+        assert rec["verdict"] in VERDICTS and rec["reason"] and rec["derived"], rec
+    papers = {rec["paper"].split(" (")[0] for rec in records}
+    assert papers >= {"TaylorShift", "Cost-Effective Attention", "Transformers are RNNs", "Latte"}
+    assert {rec["verdict"] for rec in records} == set(VERDICTS)
+
+
+def test_the_claims_the_issue_names_are_listed(records: list[dict]) -> None:
+    text = [f"{r['claim']} {r['published']}" for r in records]
+    for needle in (
+        "Table 2: N0",
+        "Table 2: N1",
+        "Eq. 6",
+        "Eq. 7",
+        "FLOP-optimal heads",
+        "~900",
+        "~1,800",
+        "Heads ablation",
+        "saves parameters",
+        "Linear attention time",
+        "Latte",
+    ):
+        assert any(needle in t for t in text), needle
+
+
+def test_claims_derive_the_papers_table_2(records: list[dict]) -> None:
+    """TaylorShift Table 2: the derived rows equal the paper's."""
+    rows = {r["claim"]: r for r in records}
+    assert rows["Table 2: N0 for d = 8..128"]["derived"] == "73, 273, 1,057, 4,161, 16,513"
+    assert rows["Table 2: N1 for d = 8..128"]["derived"] == "47, 159, 574, 2,174, 8,446"
+    assert rows["Table 2: N0 for d = 8..128"]["verdict"] == "holds"
+    hos = rows["Optimized attention saves parameters"]
+    assert hos["verdict"] == "holds" and "25% (d_m = 32)" in hos["derived"]
+    assert rows["Table 1: standard attention memory"]["verdict"] == "does not hold"  # O(T²D) overstates O(T² + TD)
+
+
+def test_claims_json_and_terminal(attn_cost) -> None:
+    r = attn_cost("claims", "--json")
+    assert r.code == 0, r.err
+    data = r.json()
+    assert list(data) == ["claims"] and len(data["claims"]) >= 40
+    r = attn_cost("claims", env={"COLUMNS": "80"})
+    assert r.code == 0, r.err
+    assert max(len(line) for line in r.out.splitlines()) <= 80
+    assert "Table 2: N0 for d = 8..128" in r.out and "claims:" in r.out.splitlines()[-1]
+
+
+def test_claims_import_neither_torch_nor_plotly() -> None:
+    code = (
+        "import sys; from attn_cost.cli.claims import blocks; from attn_cost.costmodel.claims import claims; "
+        "blocks(claims()); assert 'torch' not in sys.modules and 'plotly' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
+def test_readme_shows_the_claims_table(records: list[dict]) -> None:
+    from attn_cost.cli.claims import markdown
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## The papers' claims, checked", 1)[1].split("\n## ", 1)[0]
+    table = "\n".join(line for line in section.splitlines() if line.startswith("|"))
+    assert table == markdown(records)
+
+
+def test_html_report_has_the_claims_section(records: list[dict]) -> None:
+    from attn_cost.cli.html_report import _claims
+
+    page = _claims({"claims": records})
+    assert page.count("<tr>") == len(records) + 1 and "does not hold" in page
