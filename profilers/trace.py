@@ -9,14 +9,16 @@ two-operand einsum), element-wise ops, reductions, softmax, SDPA; views and in-p
 the exported tensors' storages, so the liveness walk sees the code's real allocations. The result is a
 `Variant` in the registry, and every command derives its FLOPs, peak memory, traffic and crossovers.
 
-What a traced graph models: a tensor is freed after the last op that reads it (Python names that keep a
-tensor alive longer are not seen: `del` them, as eager PyTorch frees on the last reference). Parameters and
+What a traced graph models: the arguments (q, k, v or x) stay alive for the whole call, since the caller
+holds them; every tensor made inside is freed after the last op that reads it (a Python name that keeps
+one alive longer is not seen: `del` it, as eager PyTorch frees on the last reference). Parameters and
 buffers exist before the call and are not counted in the live set, as in the live-tensor tracer.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import logging
 import math
 import operator
 import sys
@@ -159,10 +161,14 @@ def _symbolic_math():
         return torch._sym_sqrt(x) if isinstance(x, (torch.SymInt, torch.SymFloat)) else sqrt(x)
 
     math.sqrt = symbolic_sqrt
+    quiet = logging.getLogger("torch")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # torch's warnings while it fails over to fewer symbolic dims
     try:
         yield
     finally:
         math.sqrt = sqrt
+        quiet.setLevel(level)
 
 
 def _export(name: str, path: Path, kind: str, module: torch.nn.Module, width: int | None) -> Traced:
@@ -189,13 +195,21 @@ def _export(name: str, path: Path, kind: str, module: torch.nn.Module, width: in
             last = e
             if "Constraints violated" in str(e) or "specialized" in str(e):
                 continue
-            raise UserError(f"torch.export could not trace {path}:{name}: {_first_line(e)}") from None
+            hint = ADVICE.get(next((k for k in ADVICE if k in str(e)), ""), "")
+            raise UserError(f"torch.export could not trace {path}:{name}: {_first_line(e)}{hint}") from None
         return Traced(name, path, kind, program, symbolic, width)
     raise UserError(
         f"{path}:{name}: the sequence length N cannot stay symbolic: the code fixes it ({_first_line(last)}). "
         "A Python loop or branch over N cannot be traced symbolically: write it with tensor ops "
         "(cumsum, matmul), or describe it with the op DSL (g.loop, docs/variants.md)"
     )
+
+
+ADVICE = {
+    "cannot be used as inputs to control flow": " (a power of a size-dependent float, e.g. (d / n) ** 0.5, "
+    "branches on its sign: write math.sqrt(d / n))",
+}
+"""What to do about torch.export errors that sizes used as numbers cause."""
 
 
 def _first_line(e: BaseException | None) -> str:
@@ -503,6 +517,7 @@ def replay(t: Traced, g: Graph, inputs: list[Tensor]) -> Tensor:
             if not tensors:
                 raise UserError(f"{t.path}:{t.name} returns no tensor")
             out = tensors[0]
+    g.keep(*inputs)  # the caller holds the arguments: eager PyTorch cannot free them during the call
     return out
 
 

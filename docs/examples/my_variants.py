@@ -1,8 +1,8 @@
 """Two attention variants written with attn-cost's DSL (see docs/variants.md).
 
-    attn-cost variants --variants docs/examples/my_variants.py
-    attn-cost formula cosine --variants docs/examples/my_variants.py --json
-    attn-cost crossover --variants docs/examples/my_variants.py --pair softmax:cosine --d 64
+attn-cost variants --variants docs/examples/my_variants.py
+attn-cost formula cosine --variants docs/examples/my_variants.py --json
+attn-cost crossover --variants docs/examples/my_variants.py --pair softmax:cosine --d 64
 """
 
 from attn_cost.costmodel.graph import Graph, Tensor
