@@ -381,7 +381,7 @@ def formula(
     pb = derived.peak(dtype)
     shown = pb.dominant if pb.dominant is not None else pb.expr
     render.line(f"  bytes ({dtype}){' for large N' if pb.dominant is not None else ''}: {fmt(shown)}")
-    render.line(f"[bold]Traffic[/] (bytes, {dtype}, unfused): {fmt(derived.traffic(dtype))}")
+    render.line(f"[bold]Traffic[/] (bytes, {dtype}, unfused): {fmt(derived.traffic(dtype, st.counting))}")
     render.line(f"[bold]Parameters[/]: {fmt(derived.params)}")
     if embed:
         one = {b: 1}
@@ -454,7 +454,7 @@ def formula_data(
             "large_n_step": step.op.index + 1 if step is not None else None,
         },
         "peak_bytes": display.plain(derived.peak(dtype).expr),
-        "traffic_bytes": display.plain(derived.traffic(dtype)),
+        "traffic_bytes": display.plain(derived.traffic(dtype, counting)),
         "dtype": dtype,
         "params": display.plain(derived.params),
         "ops": [

@@ -75,7 +75,7 @@ def cost_branches(name: str, cost: str, setting: Setting = Setting()) -> tuple[s
     elif cost == "memory":
         out = tuple(derived.peak(setting.dtype).branches)
     else:
-        out = (derived.traffic(setting.dtype),)
+        out = (derived.traffic(setting.dtype, counting),)
     if counting.n_kv is None:
         return out
     fixed = tuple(sp.expand(e.xreplace({N_kv: counting.n_kv})) for e in out)  # a key length set like a size

@@ -171,9 +171,9 @@ class Derived:
             dtype_bytes(unit)
         return PeakMemory(self.steps, unit)
 
-    def traffic(self, dtype: str = "fp32") -> sp.Expr:
-        """Bytes read plus bytes written when every op runs as its own kernel."""
-        return sp.expand(sum((self.op_traffic(op, dtype) * self._passes(op) for op in self.ops), sp.Integer(0)))
+    def traffic(self, dtype: str = "fp32", counting: Counting = DEFAULT_COUNTING) -> sp.Expr:
+        """Bytes read plus bytes written when every op runs as its own kernel (backward passes as `counting` says)."""
+        return counting.apply(sum((self.op_traffic(op, dtype) * self._passes(op) for op in self.ops), sp.Integer(0)))
 
     def op_traffic(self, op: Op, dtype: str) -> sp.Expr:
         """Bytes one run of an op reads and writes."""
