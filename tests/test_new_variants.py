@@ -1,0 +1,335 @@
+"""Grouped-query, sliding-window, Linformer, Performer, Nyströmformer, fused causal linear attention, and the
+IO-aware traffic of tiled kernels: against the papers' counts, independent arithmetic and PyTorch."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import sympy as sp
+import torch
+from attn_cost.costmodel.conventions import get_convention
+from attn_cost.costmodel.iotraffic import Tiles, fused_op_traffic, io_traffic
+from attn_cost.costmodel.symbols import N, b, c, d, h, h_kv, k, m, w
+from attn_cost.costmodel.variants import derive
+from attn_cost.profilers import reference as ref
+from attn_cost.profilers.cases import Sizes, build_case
+from attn_cost.profilers.flops import counted, derived
+from attn_cost.profilers.memory import traced_peak
+
+MATMUL = get_convention("matmul")
+NEW = [
+    "gqa",
+    "sliding-window",
+    "sliding-window-fused",
+    "linformer",
+    "performer",
+    "nystromformer",
+    "linear-causal-fused",
+]
+SCOPES = {"gqa": ("core", "layer", "block", "decode"), "linear-causal-fused": ("core", "layer", "decode")}
+# sizes away from the defaults: h_kv < h, windows shorter and longer than N, k > N, N < c and N = c
+SIZES = [
+    Sizes(N=13, d=4, h=2, b=2, D=2, h_kv=1, w=5, k=6, m=7, c=3),
+    Sizes(N=16, d=8, h=4, b=1, D=2, h_kv=2, w=20, k=30, m=3, c=16),
+    Sizes(N=9, d=4, h=3, b=1, D=2, h_kv=3, w=1, k=2, m=16, c=12),
+]
+
+
+def product_flops(name: str, scope: str = "core", pick=lambda op: True) -> sp.Expr:
+    g = derive(name, scope)
+    return sp.expand(sum((g.op_flops(op, MATMUL) for op in g.ops if op.kind == "matmul" and pick(op)), sp.Integer(0)))
+
+
+# -- counts from the papers and independent arithmetic ---------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["sliding-window", "sliding-window-fused"])
+def test_sliding_window_products_cost_4_n_w_d(name: str) -> None:
+    """QKᵀ over a band of w keys and the weighted sum of w values: 2·N·w·d each, per head."""
+    assert sp.expand(derive(name).flops(MATMUL) - 4 * b * h * N * w * d) == 0
+
+
+def test_sliding_window_memory_grows_with_n_w_only_when_materialised() -> None:
+    def n_times_w(name: str) -> bool:
+        branches = derive(name).peak().branches
+        return any(t.has(N) and t.has(w) for e in branches for t in sp.Add.make_args(sp.expand(e)))
+
+    assert n_times_w("sliding-window")  # the N×w band and the K, V windows
+    assert not n_times_w("sliding-window-fused")  # one row of w scores at a time
+
+
+def test_gqa_decode_holds_a_cache_of_2_n_h_kv_d_elements() -> None:
+    """Per generated token the KV cache is 2·N·h_kv·d elements (bf16: 2 bytes each), h/h_kv times less than MHA."""
+    peak = derive("gqa", "decode").peak("bf16").expr
+    vals = {b: 3, h: 8, h_kv: 2, d: 64}
+    for n in (1000, 4096):
+        grow = peak.xreplace({**vals, N: n + 1}) - peak.xreplace({**vals, N: n})
+        assert grow == 2 * 3 * 2 * 64 * 2  # one more row of K and of V per KV head, batch 3, 2 bytes
+    mha = derive("softmax-fused", "decode").peak("bf16").expr.xreplace({b: 3, h: 8, d: 64})
+    assert mha.xreplace({N: 1001}) - mha.xreplace({N: 1000}) == 4 * (2 * 3 * 2 * 64 * 2)
+
+
+def test_gqa_computes_what_multi_head_attention_computes_with_fewer_kv_projections() -> None:
+    assert sp.expand(derive("gqa").flops(MATMUL) - 4 * b * h * N**2 * d) == 0
+    width = h * d
+    expected = 2 * width**2 + 2 * width * h_kv * d + 2 * width + 2 * h_kv * d  # W_Q, W_O; W_K, W_V; biases
+    assert sp.expand(derive("gqa", "layer").params - expected) == 0
+
+
+def test_performer_feature_maps_and_products_with_v() -> None:
+    """4·N·m·d for the random-feature maps of Q and K, 4·N·m·d for φ(K)ᵀV and φ(Q)(φ(K)ᵀV), 2·N·m for φ(Q)z."""
+    maps = product_flops("performer", pick=lambda op: op.output.name in ("φ(Q)", "φ(K)"))
+    with_v = product_flops("performer", pick=lambda op: op.output.name in ("φ(K)ᵀV", "num"))
+    assert sp.expand(maps - 4 * b * h * N * m * d) == 0
+    assert sp.expand(with_v - 4 * b * h * N * m * d) == 0
+    assert sp.expand(derive("performer").flops(MATMUL) - b * h * (8 * N * m * d + 2 * N * m)) == 0
+    assert derive("performer").params == 0  # Ω is drawn, not learned
+
+
+def test_linformer_counts_four_products_of_n_k_d_and_2_k_n_parameters() -> None:
+    """E·K, Q·K̃ᵀ, F·V and P·Ṽ are each 2·N·k·d; E and F (k×N) are the parameters."""
+    assert sp.expand(derive("linformer").flops(MATMUL) - 8 * b * h * N * k * d) == 0
+    assert sp.expand(derive("linformer").params - 2 * k * N) == 0
+
+
+def test_nystromformer_products() -> None:
+    """QK̃ᵀ, Q̃Kᵀ, B̃V, (F̃Ã⁺)(B̃V): 2Ncd each; F̃Ã⁺: 2Nc²; Q̃K̃ᵀ: 2c²d; 6 iterations of 4 c×c products."""
+    expected = 8 * N * c * d + 2 * N * c**2 + 2 * c**2 * d + 6 * 4 * 2 * c**3
+    assert sp.expand(derive("nystromformer").flops(MATMUL) - b * h * expected) == 0
+
+
+def test_linear_causal_fused_holds_a_state_not_an_n_d_d_tensor() -> None:
+    """N = 1,000, d = 64, fp32: φ(Q), φ(K), V, Y (4Nd), den (N), the state (d²) and one row (d), against
+    linear-causal's N·d² prefix sums; with the caller's Q, K, V (3Nd) it is the ~1.8 MB the authors' kernel holds."""
+    at = {N: 1000, d: 64, b: 1, h: 1}
+    fused = derive("linear-causal-fused").peak("fp32").at(at)[0]
+    assert fused == 4 * (4 * 1000 * 64 + 1000 + 64**2 + 64)
+    assert round(int(fused + 4 * 3 * 1000 * 64) / 1e6, 1) == 1.8
+    assert round(int(derive("linear-causal").peak("fp32").at(at)[0]) / 1e6, 1) == 17.2
+    # per token: the rank-1 state update s += φ(k)vᵀ (2d², a GEMM in the kernel), φ(q)ᵀs (2d²), φ(q)·Σφ(k) (2d)
+    assert sp.expand(derive("linear-causal-fused").flops(MATMUL) - b * h * N * (4 * d**2 + 2 * d)) == 0
+
+
+# -- PyTorch agrees: live-tensor tracer and FlopCounterMode ---------------------------------------------
+
+
+CASES = [(v, s) for v in NEW for s in SCOPES.get(v, ("core", "layer", "block"))]
+
+
+@pytest.mark.parametrize(("variant", "scope"), CASES)
+def test_tracer_equals_the_liveness_walk(variant: str, scope: str) -> None:
+    for sizes in SIZES:
+        peak, op = traced_peak(build_case(variant, scope, sizes))
+        modelled, step = derive(variant, scope).peak("fp32").at(sizes.symbols())
+        assert peak == modelled, f"{sizes}: traced {peak} at {op}, modelled {modelled} at {step.op.label}"
+
+
+@pytest.mark.parametrize(("variant", "scope"), [(v, s) for v, s in CASES if s != "block"])
+def test_flop_counter_mode_equals_the_matmul_convention(variant: str, scope: str) -> None:
+    for sizes in SIZES:
+        assert counted(build_case(variant, scope, sizes)) == derived(variant, scope, sizes), sizes
+
+
+def test_kv_heads_must_divide_heads() -> None:
+    from attn_cost.costmodel.errors import UserError
+
+    with pytest.raises(UserError, match="does not divide"):
+        build_case("gqa", "core", Sizes(N=4, d=4, h=3, h_kv=2))
+
+
+# -- the references compute the papers' maths ----------------------------------------------------------
+
+
+def run(variant: str, sizes: Sizes) -> tuple[torch.Tensor, list[torch.Tensor], object]:
+    case = build_case(variant, "core", sizes)
+    inputs = case.make_inputs()
+    with torch.no_grad():
+        y = case.run([t.clone() for t in inputs])
+    return y.double(), [t.double() for t in inputs], case
+
+
+def rel_err(x: torch.Tensor, y: torch.Tensor) -> float:
+    return ((x - y).abs().max() / y.abs().max()).item()
+
+
+def dense(q, k, v, allowed) -> torch.Tensor:
+    s = (q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).masked_fill(~allowed, float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
+@pytest.mark.parametrize("name", ["sliding-window", "sliding-window-fused"])
+@pytest.mark.parametrize("window", [1, 4, 30])
+def test_sliding_window_attends_the_last_w_tokens(name: str, window: int) -> None:
+    sizes = Sizes(N=17, d=4, h=2, b=2, w=window)
+    y, (q, k, v), _ = run(name, sizes)
+    i, j = torch.arange(17).view(-1, 1), torch.arange(17).view(1, -1)
+    assert rel_err(y, dense(q, k, v, (j <= i) & (j > i - window))) < 1e-5
+
+
+def test_gqa_shares_each_kv_head_among_its_group() -> None:
+    sizes = Sizes(N=11, d=4, h=6, b=2, h_kv=2)
+    y, (q, k, v), _ = run("gqa", sizes)
+    rep = 6 // 2
+    full = torch.ones(11, 11, dtype=torch.bool)
+    assert rel_err(y, dense(q, k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1), full)) < 1e-5
+
+
+def test_gqa_decode_attends_over_the_grouped_cache() -> None:
+    case = build_case("gqa", "decode", Sizes(N=9, d=4, h=4, b=1, h_kv=2))
+    q, kk, vv, kc, vc = case.make_inputs()
+    with torch.no_grad():
+        y = case.run([q, kk, vv, kc.clone(), vc.clone()])
+    kc[:, :, -1], vc[:, :, -1] = kk.squeeze(-2), vv.squeeze(-2)
+    full = torch.ones(1, 10, dtype=torch.bool)
+    expected = dense(q, kc.repeat_interleave(2, 1), vc.repeat_interleave(2, 1), full)
+    assert rel_err(y.double(), expected.double()) < 1e-5
+
+
+def test_linformer_is_softmax_over_projected_keys() -> None:
+    sizes = Sizes(N=12, d=4, h=2, b=1, k=5)
+    y, (q, kk, v), case = run("linformer", sizes)
+    e, f = (case.params.cache[n].double() for n in ("E", "F"))
+    expected = torch.softmax(q @ (e @ kk).transpose(-1, -2) / 2, -1) @ (f @ v)
+    assert rel_err(y, expected) < 1e-5
+
+
+def test_performer_is_favor_plus() -> None:
+    """Y = φ(Q)φ(K)ᵀV / φ(Q)φ(K)ᵀ1 with φ(x) = exp(ωᵀx/d^¼ − ‖x‖²/2√d), and it estimates softmax attention."""
+    sizes = Sizes(N=10, d=4, h=1, b=1, m=8192)
+    y, (q, kk, v), _ = run("performer", sizes)
+    omega = ref.favor_features(8192, 4)
+
+    def phi(x: torch.Tensor) -> torch.Tensor:
+        return torch.exp(x @ omega.T / 4**0.25 - (x * x).sum(-1, keepdim=True) / (2 * 4**0.5))
+
+    a = phi(q) @ phi(kk).transpose(-1, -2)
+    assert rel_err(y, (a @ v) / a.sum(-1, keepdim=True)) < 1e-4
+    small = [q / 2, kk / 2, v]  # scores of order one: the estimate's variance grows as exp(‖q‖² + ‖k‖²)
+    estimate = ref.performer(list(small), (omega.T / 4**0.25).contiguous())
+    exact = dense(*small, torch.ones(10, 10, dtype=torch.bool))
+    assert rel_err(estimate, exact) < 0.05  # Monte Carlo estimate with m = 8,192 features
+
+
+def test_favor_features_are_orthogonal_within_a_block() -> None:
+    omega = ref.favor_features(8, 4)
+    block = omega[:4] / omega[:4].norm(dim=1, keepdim=True)
+    assert torch.allclose(block @ block.T, torch.eye(4, dtype=torch.float64), atol=1e-12)
+
+
+def test_nystromformer_follows_the_authors_algorithm() -> None:
+    """Segment means as landmarks (c divides N here, so they are the authors' reshape-mean), three softmax
+    kernels, six Newton iterations for the pseudo-inverse, (F̃Z)(B̃V)."""
+    n, dd, lm = 12, 4, 4
+    y, (q, kk, v), _ = run("nystromformer", Sizes(N=n, d=dd, h=2, b=1, c=lm))
+    ql = q.reshape(1, 2, lm, n // lm, dd).mean(-2)
+    kl = kk.reshape(1, 2, lm, n // lm, dd).mean(-2)
+
+    def sm(x):
+        return torch.softmax(x / math.sqrt(dd), -1)
+
+    f, a, bk = sm(q @ kl.transpose(-1, -2)), sm(ql @ kl.transpose(-1, -2)), sm(ql @ kk.transpose(-1, -2))
+    z = a.transpose(-1, -2) / a.sum(-2).amax(-1)[..., None, None]
+    eye = torch.eye(lm, dtype=torch.float64)
+    for _ in range(6):
+        az = a @ z
+        z = 0.25 * z @ (13 * eye - az @ (15 * eye - az @ (7 * eye - az)))
+    assert rel_err(y, (f @ z) @ (bk @ v)) < 1e-4
+
+
+def test_nystromformer_with_one_landmark_per_token_is_softmax_attention() -> None:
+    n = 6
+    y, (q, kk, v), _ = run("nystromformer", Sizes(N=n, d=4, h=1, b=1, c=n))
+    # Ã = F̃ = B̃ = softmax(QKᵀ/√d): (ÃÃ⁺)(ÃV) = ÃV, up to what six Newton iterations leave of Ã⁺ (~2% here)
+    assert rel_err(y, dense(q, kk, v, torch.ones(n, n, dtype=torch.bool))) < 0.05
+
+
+def test_linear_causal_fused_equals_linear_causal() -> None:
+    sizes = Sizes(N=19, d=4, h=2, b=2)
+    assert rel_err(run("linear-causal-fused", sizes)[0], run("linear-causal", sizes)[0]) < 1e-5
+
+
+# -- IO-aware traffic of tiled kernels ----------------------------------------------------------------
+
+
+def simulated(order: str, n: int, dd: int, bq: int, bkv: int, causal: bool, e: int) -> int:
+    """Bytes moved by the loops of FlashAttention (Algorithm 1) or FlashAttention-2, block by block."""
+    total = 0
+    if order == "fa1":
+        total += e * n * dd + 2 * 4 * n  # O, ℓ, m initialised
+        for j in range(n // bkv):
+            total += 2 * e * bkv * dd  # K_j, V_j
+            for i in range(n // bq):
+                if causal and (i + 1) * bq <= j * bkv:
+                    continue  # the block lies above the diagonal
+                total += e * bq * dd * 3 + 4 * 4 * bq  # Q_i, O_i read, O_i written; ℓ_i, m_i read and written
+        return total
+    for i in range(n // bq):
+        total += e * bq * dd  # Q_i
+        for j in range(n // bkv):
+            if causal and j * bkv >= (i + 1) * bq:
+                continue
+            total += 2 * e * bkv * dd  # K_j, V_j
+        total += e * bq * dd + 4 * bq  # O_i and its log-sum-exp
+    return total
+
+
+@pytest.mark.parametrize("order", ["fa1", "fa2"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_tiled_traffic_is_what_the_kernel_loops_move(order: str, causal: bool) -> None:
+    name = "softmax-fused-causal" if causal else "softmax-fused"
+    (op,) = [o for o in derive(name).ops if o.kind == "fused_attention"]
+    for n, dd, blk in ((1024, 64, 64), (512, 32, 128)):
+        tiles = Tiles(block_q=blk, block_kv=blk, order=order).resolve(dd, "bf16")
+        got = fused_op_traffic(op, tiles).xreplace({N: n, d: dd, b: 1, h: 1})
+        assert got == simulated(order, n, dd, blk, blk, causal, 2)
+
+
+def test_tiled_traffic_is_theta_n2_d2_over_m() -> None:
+    """Algorithm 1's blocks from M: the N² term is 12·N²·d²/M bytes-elements (Theorem 2), halved by doubling M."""
+    g = derive("softmax-fused")
+    quad = []
+    for sram in (64 * 1024, 128 * 1024):
+        t = Tiles(sram_bytes=sram, order="fa1").resolve(64, "fp32")
+        quad.append(sp.Poly(io_traffic(g, t).xreplace({b: 1, h: 1, d: 64}), N).coeff_monomial(N**2))
+    assert quad[0] == 2 * quad[1]
+    elements = 64 * 1024 // 4
+    assert quad[0] == 4 * 3 * 64 / sp.Integer(elements // (4 * 64)) + 4 * 4 / sp.Integer(elements // (4 * 64))
+
+
+def test_io_command_finds_where_the_fused_kernel_moves_more_than_linear(attn_cost) -> None:
+    r = attn_cost("io", "--d", "64", "--variant", "softmax-fused", "--against", "linear", "--json")
+    assert r.code == 0, r.err
+    (row,) = r.json()["results"]
+    assert row["tiles"]["block_q"] == 64 and row["tiles"]["block_kv"] == 384  # min(⌈M/4d⌉, d), ⌈M/4d⌉
+    (vs,) = row["against"]
+    assert vs["verdict_unfused_model"] == "never" and vs["verdict"] == "crosses"
+    n0 = vs["from_n"]
+    tiles = Tiles().resolve(64, "bf16")
+    fused = io_traffic(derive("softmax-fused"), tiles).xreplace({b: 1, h: 1, d: 64})
+    linear = derive("linear").traffic("bf16").xreplace({b: 1, h: 1, d: 64})
+    assert fused.xreplace({N: n0}) >= linear.xreplace({N: n0}) and fused.xreplace({N: n0 - 1}) < linear.xreplace(
+        {N: n0 - 1}
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("io", "--variant", "linear"),
+        ("io", "--sram", "10"),
+        ("io", "--order", "fa3"),
+        ("crossover", "--pair", "softmax:gqa", "--h", "3", "--kv-heads", "2"),
+        ("crossover", "--pair", "softmax:sliding-window", "--window", "0"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(attn_cost, args: tuple[str, ...]) -> None:
+    r = attn_cost(*args)
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
+
+
+def test_crossover_records_the_new_sizes(attn_cost) -> None:
+    r = attn_cost("crossover", "--pair", "softmax:sliding-window", "--d", "64", "--window", "128", "--json")
+    assert r.code == 0, r.err
+    (row,) = r.json()["results"]
+    assert row["w"] == 128 and row["n0"] == 128  # 4N²d + … against 4Nwd + …: equal FLOPs from N = w
