@@ -307,7 +307,7 @@ def decode(
             ]
             for row in rows
         ]
-        render.table(f"Per generated token: {unit}", columns, cells, keys=2)
+        render.table(f"Per generated token: {unit}", columns, cells, keys=2, caption=st.counting.caption())
     render.prose("A ratio of 1.000 is constant cost per token; 2.000 grows linearly with the context.")
 
 
@@ -367,7 +367,8 @@ def formula(
     if data["flops_named"] != data["flops"][conv.name]:
         named = sp.sympify(data["flops_named"], locals={**BY_NAME, **COUNTING_SYMBOLS})
         render.line(f"  {conv.name} with its named factors: {_named(named, fmt)}")
-        render.prose(f"  {', '.join(f'{k} = {v}' for k, v in data['factors'].items())}. {st.counting.caption()}")
+        render.line(f"  {', '.join(f'{k} = {v}' for k, v in data['factors'].items())}")
+    render.line(f"  {st.counting.caption()}")
     lost = derived.left_out(conv, st.counting)
     if lost != 0:
         kinds = sorted({op.kind for op in derived.ops if conv.left_out(op) != 0})
@@ -526,6 +527,7 @@ def heads(
             [right("h"), right("d"), *(right(r.variant) for r in rs)],
             [[str(hv), str(dv), *(_best(r, i) for r in rs)] for i, (hv, dv, _) in enumerate(rs[0].table)],
             keys=2,
+            caption=st.counting.caption(),
         )
         for r in rs:
             render.sentence(f"{r.variant}: {_heads_sentence(r)}")

@@ -143,7 +143,7 @@ def describe(data: dict) -> str:
     kv = f", N_kv={data['n_kv']:,} {data['align']}" if data["n_kv"] is not None else ""
     bwd = "2x" if data["backward"] == "autograd" else "2.5x"
     assumes = f" (assumes {', '.join(data['assumes'])})" if data["assumes"] else ""
-    return f"Causal scores: {causal}{kv}{assumes}. Backward of score products: {bwd}."
+    return f"Counting: causal {causal}{kv}{assumes}, backward {bwd}."
 
 
 DEFAULT_COUNTING = Counting()
