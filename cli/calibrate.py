@@ -81,8 +81,8 @@ def calibrate(
     console.print(f"Caches: {caches_txt}. {n_grid} grid shapes, {calibrator.measured} newly timed.")
     for family, e in model.held_out.items():
         console.print(
-            f"Held-out error ({family}, {e['shapes']} shapes off the grid): median {100 * e['median_abs_error']:.1f} %, "
-            f"worst {100 * e['max_abs_error']:.1f} %"
+            f"Held-out error ({family}, {e['shapes']} shapes off the grid): "
+            f"median {100 * e['median_abs_error']:.1f} %, worst {100 * e['max_abs_error']:.1f} %"
         )
     console.print(f"Saved the op model to {path}; `attn-cost validate` and `crossover --device {model.slug}` use it.")
 

@@ -402,9 +402,13 @@ def validate(
     use: Optional[str] = typer.Option(
         None, "--profile", help="Check an existing profile of this device instead of fitting one."
     ),
+    calibration: Optional[str] = typer.Option(
+        None, "--calibration", help="Op model to check (default: this device's own, from `attn-cost calibrate`)."
+    ),
     as_json: bool = o.JSON,
 ) -> None:
-    """Fit per-device corrections on some head dims and print analytic, corrected and measured N0/N1 side by side."""
+    """Fit per-device corrections on some head dims; print analytic, fitted, op-model (zero-shot, from
+    `attn-cost calibrate`) and measured N0/N1 side by side, and the op model's error on every timed point."""
     from attn_cost.profilers.corrections import load_profile, user_profiles_dir
 
     existing = load_profile(use) if use else None
@@ -419,20 +423,67 @@ def validate(
     o.positive(batch, "--b"), o.positive(latents, "--L")
     measuring_args(gpu, cpu, threads, repeats, max_n)
     from attn_cost.profilers.cases import Sizes
+    from attn_cost.profilers.validate import time_errors
     from attn_cost.profilers.validate import validate as run_validation
 
     measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats, fresh, sdpa_backend, check + fit)
     n_max = max_n or (65536 if measurer.device == "cuda" else 16384)
+    opmodel = _calibration(calibration, measurer.store.device)
     with progress() as notify:
         measurer.notify = notify
         template = Sizes(N=1, d=1, h=heads, b=batch, L=latents)
-        profile, rows = run_validation(pairs, check, fit, template, measurer, st, n_max=n_max, existing=existing)
+        profile, rows = run_validation(
+            pairs, check, fit, template, measurer, st, n_max=n_max, existing=existing, opmodel=opmodel
+        )
+        variants = sorted({v for p in pairs for v in p})
+        errors = time_errors(opmodel, measurer, variants, sorted(set(check + fit)), template) if opmodel else {}
     path = profile.save(user_profiles_dir()) if save and existing is None else None
     if as_json:
-        emit({**profile.as_json(), "saved_to": str(path) if path else None, **provenance(measurer), "results": rows})
+        saved = {"saved_to": str(path) if path else None, **provenance(measurer)}
+        ops = {"op_model": opmodel.slug if opmodel else None, "op_model_time_errors": errors}
+        emit({**profile.as_json(), **saved, **ops, "results": rows})
         return
     _validation_tables(profile, rows, fit, path)
+    _op_model_summary(opmodel, errors)
     said(rows, measurer)
+
+
+def _calibration(name: str | None, device: dict):
+    """The op model `validate` checks: the named one (which must be of this device), else this device's own."""
+    from attn_cost.costmodel.errors import UserError
+    from attn_cost.profilers.device import slug
+    from attn_cost.profilers.opmodel import check_device, load_opmodel, opmodel_for
+
+    if name is not None:
+        model = load_opmodel(name)
+        check_device(model, device)
+        return model
+    model = opmodel_for(slug(device))
+    if model is None:
+        return None
+    try:
+        check_device(model, device)
+    except UserError as e:
+        err.print(f"warning: {escape(str(e))}; op-model columns left empty")
+        return None
+    return model
+
+
+def _op_model_summary(opmodel, errors: dict) -> None:
+    if opmodel is None:
+        console.print("No op calibration of this device: `attn-cost calibrate` adds the op model's columns.")
+        return
+    cells = [
+        [v, str(e["points"]), f"{100 * e['median_abs_error']:.1f}%", f"{100 * e['max_abs_error']:.1f}%"]
+        for v, e in errors.items()
+    ]
+    render.table(
+        f"Op model ({opmodel.slug}, zero-shot) against every timed point",
+        [Col("variant"), right("points"), right("median |err|"), right("max |err|")],
+        cells,
+        keys=1,
+    )
+    console.print("N0 op model: predicted from op timings alone, [2.5 %–97.5 %] bootstrap interval in tokens.")
 
 
 def _validation_tables(profile, rows: list[dict], fit: list[int], path) -> None:
@@ -447,6 +498,7 @@ def _validation_tables(profile, rows: list[dict], fit: list[int], path) -> None:
             values += [
                 _with_err(r[f"analytic_n{k}"], r[f"analytic_n{k}_error"]),
                 _with_err(r[f"corrected_n{k}"], r[f"corrected_n{k}_error"]),
+                *([_predicted_cell(r)] if k == "0" else []),
                 _measured(r, f"n{k}"),
             ]
         cells.append([r["a"], r["b"], d_cell, *values])
@@ -480,6 +532,15 @@ def _validation_tables(profile, rows: list[dict], fit: list[int], path) -> None:
     if path:
         render.line(f"Saved the device profile to {escape(str(path))}.")
         render.line(f"Use it with `attn-cost crossover --device {profile.slug}`.")
+
+
+def _predicted_cell(row: dict) -> str:
+    """The op model's N0, its error and its bootstrap interval: 1,162 (−3%) [681–1,448]."""
+    if row.get("predicted_n0") is None:
+        return "—"
+    low, high = row.get("predicted_n0_low"), row.get("predicted_n0_high")
+    span = f" [{_n(low)}–{_n(high)}]" if low is not None or high is not None else ""
+    return _with_err(row["predicted_n0"], row.get("predicted_n0_error")) + span
 
 
 def _with_err(value, err) -> str:

@@ -40,7 +40,8 @@ TIME_MODEL = "t = t_launch·K + F/P + B/W  (K kernels, F matmul FLOPs, B unfused
 MEMORY_MODEL = "measured = scale · modelled + offset"
 MIN_POINTS = 4
 VALIDATION_COLUMNS = (
-    "A", "B", "d", "N0 analytic", "N0 corrected", "N0 measured", "N1 analytic", "N1 corrected", "N1 measured",
+    "A", "B", "d", "N0 analytic", "N0 fit", "N0 op model", "N0 measured", "N1 analytic", "N1 corrected",
+    "N1 measured",
 )  # fmt: skip
 """Columns of a predicted-against-measured table, in the terminal and in the report."""
 

@@ -173,14 +173,18 @@ class Point:
 @dataclass
 class Curve:
     """Seconds against bytes at one row width: linear between calibration points (a constant marginal cost
-    per byte between two sizes), the launch cost below the grid, the last point's bandwidth above it."""
+    per byte between two sizes), the launch cost below the grid, the last segment's marginal cost above it."""
 
     nbytes: np.ndarray
     seconds: np.ndarray
 
     def __call__(self, nbytes: np.ndarray) -> np.ndarray:
-        top = self.nbytes[-1]
-        return np.where(nbytes > top, self.seconds[-1] * nbytes / top, np.interp(nbytes, self.nbytes, self.seconds))
+        top, last = self.nbytes[-1], self.seconds[-1]
+        if len(self.nbytes) > 1:
+            slope = max(last - self.seconds[-2], 0.0) / (top - self.nbytes[-2])
+        else:
+            slope = last / top
+        return np.where(nbytes > top, last + (nbytes - top) * slope, np.interp(nbytes, self.nbytes, self.seconds))
 
     @property
     def large_bytes_per_s(self) -> float:
@@ -407,12 +411,16 @@ class OpModel:
             points = [
                 Point(p["kernel"], dict(p["dims"]), float(p["seconds"]), float(p.get("se", 0))) for p in data["points"]
             ]
-            if any(p.seconds <= 0 or p.dims.get("bytes", 0) <= 0 for p in points):
+            if any(not p.seconds > 0 or not p.dims.get("bytes", 0) > 0 for p in points):
                 raise ValueError("a non-positive time or size")
-            return cls(data["device"], data["dtype"], points, data.get("caches", {}), data.get("held_out", {}),
-                       data.get("created", ""))  # fmt: skip
+            device, dtype = data["device"], data["dtype"]
+            if not isinstance(device, dict) or not isinstance(dtype, str):
+                raise TypeError("device or dtype")
         except (KeyError, TypeError, AttributeError, ValueError) as e:
             raise UserError(f"{where} is not an attn-cost op calibration ({e.__class__.__name__}: {e})") from None
+        model = fit_points(device, dtype, points, data.get("caches", {}), where)
+        model.held_out, model.created = data.get("held_out", {}), data.get("created", "")
+        return model
 
     def save(self, root: Path) -> Path:
         root.mkdir(parents=True, exist_ok=True)
@@ -442,12 +450,16 @@ def _describe(model: Streaming | Gemm) -> dict:
             "large_bytes_per_s": dram}  # fmt: skip
 
 
-def fit_points(device: dict, dtype: str, points: list[Point], caches: dict | None = None) -> OpModel:
-    """Fit the op model; too few points is bad input."""
-    if len(points) < MIN_POINTS:
-        raise UserError(f"need at least {MIN_POINTS} calibration timings to fit an op model; have {len(points)}")
-    if not any(p.kernel == COPY for p in points):
-        raise UserError(f"the calibration has no timings of the {COPY} kernel, which every model falls back on")
+def fit_points(
+    device: dict, dtype: str, points: list[Point], caches: dict | None = None, where: str = "the calibration"
+) -> OpModel:
+    """Fit the op model; too few points (for the copy kernel every other one falls back on) is bad input."""
+    copies = sum(p.kernel == COPY for p in points)
+    if copies < MIN_POINTS:
+        raise UserError(
+            f"{where} has {copies} timing{'s' if copies != 1 else ''} of the {COPY} kernel, which every kernel "
+            f"falls back on; an op model needs at least {MIN_POINTS}: run `attn-cost calibrate`"
+        )
     return OpModel(device, dtype, points, caches or {})
 
 
@@ -609,3 +621,13 @@ def add_predicted_columns(rows: list[dict], name: str, *, required: bool = True,
                         model, row["a"], row["b"], row_dims(row), row.get("scope", "core"), model.dtype, n_max=n_max
                     ).as_json()
         row.update(out)
+
+
+def predicted_curve(
+    model: OpModel, variant: str, sizes: dict[str, int], ns: list[int], scope: str = "core", dtype: str = "fp32"
+) -> list[float]:
+    """Predicted seconds of one call of a variant at every N of `ns` (other sizes keyed by name)."""
+    from attn_cost.costmodel.symbols import BY_NAME
+
+    dims = {BY_NAME[k]: v for k, v in sizes.items() if k in BY_NAME and k != "N"}
+    return [float(t) for t in model.time(kernel_calls(variant, scope, dtype, dims), np.array(ns, dtype=float))]

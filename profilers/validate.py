@@ -9,6 +9,7 @@ from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.variants import derive
 from attn_cost.profilers.cases import Sizes
 from attn_cost.profilers.corrections import DeviceProfile, corrected_points, fit_memory, fit_time
+from attn_cost.profilers.opmodel import OpModel, Prediction, predict_n0, predicted_seconds
 from attn_cost.profilers.profile import Measurer, profile_pair
 
 SWEEP = [2 ** (k / 2) for k in range(-6, 4)]
@@ -55,9 +56,11 @@ def validate(
     n_max: int = 16384,
     max_lengths: int = 15,
     existing: DeviceProfile | None = None,
+    opmodel: OpModel | None = None,
 ) -> tuple[DeviceProfile, list[dict]]:
     """Measure (reusing the store), fit on `fit_d` (or use an `existing` profile of this same
-    device, to check it without refitting), and compare on every head dim."""
+    device, to check it without refitting), and compare on every head dim. With an `opmodel` (fitted
+    on op timings only, never on these variants: zero-shot), add its N0 with a bootstrap interval."""
     if existing is not None and existing.slug != measurer.store.slug:
         raise UserError(
             f"device profile {existing.slug} was fitted on {existing.device.get('name')} "
@@ -88,9 +91,11 @@ def validate(
         dims = replace(template, N=1, d=dv).symbols()
         fitted_on = profile.time[a].fit_d
         row = {**p.as_json(), "held_out": dv not in fitted_on, **corrected_points(profile, a, b, dims, setting)}
+        row["fit_n0"], row["fit_n1"] = row["corrected_n0"], row["corrected_n1"]
+        row.update(_predicted(opmodel, a, b, dims, setting, n_max))
         for k in ("0", "1"):
             truth = row[f"measured_n{k}"]
-            for kind in ("analytic", "corrected"):
+            for kind in ("analytic", "corrected", "fit", "predicted") if k == "0" else ("analytic", "corrected", "fit"):
                 guess = row[f"{kind}_n{k}"]
                 row[f"{kind}_n{k}_error"] = None if truth in (None, 0) or guess is None else (guess - truth) / truth
         rows.append({k: v for k, v in row.items() if k not in ("speed", "memory")})
@@ -103,3 +108,39 @@ def validate(
     ]
     profile.validation = rows
     return profile, rows
+
+
+def _predicted(opmodel: OpModel | None, a: str, b: str, dims: dict, setting: Setting, n_max: int) -> dict:
+    if opmodel is None or setting.dtype != opmodel.dtype:
+        return Prediction(None, None, None, 0).as_json()
+    return predict_n0(opmodel, a, b, dims, setting.scope, setting.dtype, n_max=n_max).as_json()
+
+
+def time_errors(opmodel: OpModel, measurer: Measurer, variants: list[str], ds: list[int], template: Sizes) -> dict:
+    """The op model's error on every stored timing of `variants` at head dims `ds` (the template's h, b, L):
+    per variant the points, median and worst |error|, and each point (N, d, measured s, predicted s)."""
+    import numpy as np
+
+    points: dict[str, list[list[float]]] = {v: [] for v in variants}
+    for rec in measurer.store.records.values():
+        s = rec.get("sizes", {})
+        if rec["kind"] != "time" or rec["status"] != "ok" or rec["variant"] not in points:
+            continue
+        if (rec["scope"], rec["dtype"]) != (measurer.scope, measurer.dtype) or s.get("d") not in ds:
+            continue
+        if (s.get("h"), s.get("b")) != (template.h, template.b) or s.get("L") != (template.L or s.get("d")):
+            continue
+        guess = predicted_seconds(opmodel, rec["variant"], s, measurer.scope, measurer.dtype)
+        points[rec["variant"]].append([s["N"], s["d"], rec["time"]["median"], guess])
+    out = {}
+    for v, pts in points.items():
+        if not pts:
+            continue
+        err = np.array([abs(g - t) / t for _, _, t, g in pts])
+        out[v] = {
+            "points": len(pts),
+            "median_abs_error": float(np.median(err)),
+            "max_abs_error": float(err.max()),
+            "timings": sorted(pts),
+        }
+    return out

@@ -1,0 +1,295 @@
+"""The op-level device model: fitting on synthetic ops with known constants, summing a variant's ops,
+crossovers from curves with known roots, calibration plumbing, and bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.symbols import BY_NAME
+from attn_cost.profilers.opmodel import (
+    COPY,
+    Gemm,
+    OpModel,
+    Point,
+    Streaming,
+    fit_points,
+    kernel_calls,
+    last_crossing,
+    load_opmodel,
+    predict_n0,
+)
+
+DEVICE = {"kind": "cpu", "name": "Test CPU", "torch": "2.13.0", "threads": 2, "family": "1"}
+LAUNCH, PER_BYTE = 2e-6, 1e-10  # 2 µs per kernel, 10 GB/s
+
+
+def streaming_points(kernel: str, width: int = 64, launch: float = LAUNCH, per_byte: float = PER_BYTE) -> list[Point]:
+    return [
+        Point(kernel, {"bytes": float(b), "rows": b / (8 * width), "cols": float(width)}, launch + b * per_byte)
+        for b in (2.0**k for k in range(8, 28, 2))
+    ]
+
+
+def dims_of(d: int) -> dict:
+    return {BY_NAME["d"]: d, BY_NAME["h"]: 1, BY_NAME["b"]: 1, BY_NAME["L"]: d}
+
+
+# -- fitting -----------------------------------------------------------------------------------------
+
+
+def test_streaming_model_recovers_launch_and_bandwidth_between_grid_points() -> None:
+    model = Streaming.fit(streaming_points("copy"))
+    assert model.launch == pytest.approx(LAUNCH + 256 * PER_BYTE)
+    for b in (1000.0, 3e5, 7.7e6, 1e8):  # none of them on the grid
+        t = model.predict({"bytes": np.array([b]), "cols": np.array([64.0])})[0]
+        assert t == pytest.approx(LAUNCH + b * PER_BYTE, rel=1e-9)
+    far = model.predict({"bytes": np.array([2.0**34])})[0]  # 64× past the grid: the last point's bandwidth
+    assert far == pytest.approx(LAUNCH + 2.0**34 * PER_BYTE, rel=0.01)
+
+
+def test_streaming_model_interpolates_between_row_widths() -> None:
+    points = streaming_points("softmax", 8, per_byte=4e-10) + streaming_points("softmax", 512, per_byte=1e-10)
+    model = Streaming.fit(points)
+    f = {"bytes": np.array([2.0**20]), "cols": np.array([64.0])}  # log2 64 is halfway between log2 8 and log2 512
+    expected = LAUNCH + 2.0**20 * (4e-10 + 1e-10) / 2
+    assert model.predict(f)[0] == pytest.approx(expected, rel=1e-9)
+
+
+def gemm_time(m: float, k: float, n: float, peak: float = 1e11, half: float = 16.0) -> float:
+    eff = (m / (m + half)) * (k / (k + half)) * (n / (n + half))
+    return 3e-6 + max(2 * m * k * n / (peak * eff), 4 * (m * k + k * n + m * n) * PER_BYTE)
+
+
+def test_gemm_model_recovers_its_constants_and_predicts_shapes_off_the_grid() -> None:
+    sizes = (1, 8, 32, 128, 512, 2048)
+    points = [
+        Point(
+            "matmul-NN",
+            {"batch": 1.0, "m": m, "k": k, "n": n, "bytes": 4.0 * (m * k + k * n + m * n)},
+            gemm_time(m, k, n),
+        )
+        for m in sizes
+        for k in sizes
+        for n in sizes
+    ]
+    copy = Streaming.fit(streaming_points(COPY, launch=0.0))
+    model = Gemm.fit(points, copy)
+    assert model.peak == pytest.approx(1e11, rel=0.05)
+    assert model.launch == pytest.approx(3e-6, rel=0.1)
+    for m, k, n in ((300, 24, 300), (1000, 48, 49), (2304, 700, 25)):
+        f = {x: np.array([float(v)]) for x, v in zip(("batch", "m", "k", "n"), (1, m, k, n), strict=True)}
+        f["bytes"] = np.array([4.0 * (m * k + k * n + m * n)])
+        assert model.predict(f)[0] == pytest.approx(gemm_time(m, k, n), rel=0.03)
+
+
+# -- a variant is the sum of its ops -------------------------------------------------------------------
+
+
+class PerByte(OpModel):
+    """Every kernel costs 1 µs plus 0.1 ns per byte it moves: the sum can be checked by hand."""
+
+    def __init__(self) -> None:
+        super().__init__(DEVICE, "fp32", [], kernels={"stub": None})
+
+    def op_seconds(self, kernel, f):
+        return 1e-6 + f["bytes"] * 1e-10
+
+
+def test_softmax_time_is_the_sum_of_its_four_ops() -> None:
+    n, d = 300.0, 16.0
+    # S = QKᵀ reads 2Nd, writes N²; S/√d in place reads and writes N²; softmax reads N², writes N²;
+    # Y = PV reads N² + Nd, writes Nd: fp32 bytes 4·(6N² + 4Nd), four kernels.
+    expected = 4e-6 + 1e-10 * 4 * (6 * n * n + 4 * n * d)
+    got = PerByte().time(kernel_calls("softmax", "core", "fp32", dims_of(16)), np.array([n]))[0]
+    assert got == pytest.approx(expected, rel=1e-12)
+
+
+class Constant(OpModel):
+    def __init__(self) -> None:
+        super().__init__(DEVICE, "fp32", [], kernels={"stub": None})
+
+    def op_seconds(self, kernel, f):
+        return np.full_like(f["bytes"], 1e-6)
+
+
+def test_loop_bodies_count_once_per_iteration() -> None:
+    # linear-recurrent: 3 buffers made before the loop, then per token elu1, outer, two adds, elu1,
+    # two products, a division and the store of the row: 9 kernels per token.
+    calls = kernel_calls("linear-recurrent", "core", "fp32", dims_of(8))
+    got = Constant().time(calls, np.array([10.0, 1000.0]))
+    assert got == pytest.approx([1e-6 * (3 + 9 * 10), 1e-6 * (3 + 9 * 1000)])
+
+
+# -- crossovers ------------------------------------------------------------------------------------------
+
+
+def test_last_crossing_finds_known_roots() -> None:
+    assert last_crossing(lambda x: x * x - 1e6, 2, 65536) == pytest.approx(1000, abs=0.01)
+    assert last_crossing(lambda x: np.log(x / 1234.5), 2, 65536) == pytest.approx(1234.5, abs=0.01)
+    # B cheaper, dearer, cheaper again: the transition is the last crossing (from which B stays cheaper)
+    assert last_crossing(lambda x: (x - 10) * (x - 100) * (x - 5000), 2, 65536) == pytest.approx(5000, abs=0.01)
+    assert last_crossing(lambda x: x + 1, 2, 65536) == 2  # B never dearer
+    assert last_crossing(lambda x: -x, 2, 65536) is None  # B still dearer at the end
+
+
+def synthetic_model(noise: float = 0.0, seed: int = 1) -> OpModel:
+    """Every streaming kernel the catalogue's cores use at 2 µs + 10 GB/s, every product through Gemm."""
+    rng = np.random.default_rng(seed)
+    kernels = (
+        "copy",
+        "scale!",
+        "softmax",
+        "softmax-axis2",
+        "elu1",
+        "sum-axis2",
+        "div!",
+        "l2normalize",
+        "poly2",
+        "normalize_rows!",
+        "augment",
+        "outer",
+        "add!",
+        "div",
+    )
+    points = [p for k in kernels for p in streaming_points(k)]
+    sizes = (1, 8, 16, 32, 64, 256, 1024, 4096)
+    for layout in ("NN", "NT", "TN"):
+        points += [
+            Point(
+                f"matmul-{layout}",
+                {"batch": 1.0, "m": m, "k": k, "n": n, "bytes": 4.0 * (m * k + k * n + m * n)},
+                gemm_time(m, k, n),
+            )
+            for m in sizes
+            for k in sizes
+            for n in sizes
+            if min(m, k, n) <= 64
+        ]
+    for p in points:
+        p.seconds *= math.exp(noise * rng.standard_normal())
+        p.se = noise * p.seconds
+    return fit_points(DEVICE, "fp32", points)
+
+
+def test_predicted_crossover_lies_in_its_bootstrap_interval() -> None:
+    model = synthetic_model(noise=0.03)
+    pred = predict_n0(model, "taylorshift-direct", "taylorshift-efficient", dims_of(32), replicates=30)
+    assert pred.n0 is not None and pred.low is not None and pred.high is not None
+    assert pred.low <= pred.n0 <= pred.high
+    # the difference of the two predicted times changes sign at N0
+    ca = kernel_calls("taylorshift-direct", "core", "fp32", dims_of(32))
+    cb = kernel_calls("taylorshift-efficient", "core", "fp32", dims_of(32))
+    below, above = np.array([pred.n0 * 0.9]), np.array([pred.n0 * 1.1])
+    assert model.time(ca, below)[0] < model.time(cb, below)[0]
+    assert model.time(ca, above)[0] > model.time(cb, above)[0]
+
+
+def test_a_saved_model_round_trips(tmp_path) -> None:
+    model = synthetic_model()
+    path = model.save(tmp_path)
+    again = load_opmodel(str(path))
+    calls = kernel_calls("linear", "core", "fp32", dims_of(16))
+    n = np.array([10.0, 1e3, 1e5])
+    assert again.time(calls, n) == pytest.approx(model.time(calls, n))
+
+
+# -- bad input -----------------------------------------------------------------------------------------
+
+
+def test_too_few_points_is_bad_input() -> None:
+    with pytest.raises(UserError, match="at least 3"):
+        fit_points(DEVICE, "fp32", streaming_points(COPY)[:2])
+
+
+def _write_model(path, device: dict, points: list[Point]) -> str:
+    model = OpModel(device, "fp32", points)
+    path.write_text(json.dumps(model.as_json()))
+    return str(path)
+
+
+def test_validate_refuses_a_calibration_of_another_device(attn_cost, tmp_path) -> None:
+    other = {**DEVICE, "name": "Some Other CPU"}
+    path = _write_model(tmp_path / "other.json", other, streaming_points(COPY))
+    r = attn_cost("validate", "--pair", "softmax:linear", "--cpu", "--calibration", path)
+    assert r.code == 2 and "was made on Some Other CPU" in r.err
+    assert r.err.strip().splitlines()[-1].startswith("attn-cost: error:")
+
+
+def test_validate_with_no_calibration_by_that_name(attn_cost) -> None:
+    r = attn_cost("validate", "--pair", "softmax:linear", "--cpu", "--calibration", "cpu-nothing-000000")
+    assert r.code == 2 and "no op calibration for device 'cpu-nothing-000000'" in r.err
+
+
+def test_a_calibration_with_too_few_points_is_refused(attn_cost, tmp_path) -> None:
+    path = tmp_path / "few.json"
+    data = OpModel(DEVICE, "fp32", streaming_points(COPY)).as_json()
+    data["points"] = data["points"][:2]
+    path.write_text(json.dumps(data))
+    r = attn_cost("validate", "--pair", "softmax:linear", "--cpu", "--calibration", str(path))
+    assert r.code == 2 and "needs at least 3" in r.err and "Traceback" not in r.err
+
+
+def test_crossover_device_without_profile_or_calibration(attn_cost) -> None:
+    r = attn_cost("crossover", "--pair", "softmax:linear", "--d", "16", "--device", "cpu-nothing-000000")
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1
+
+
+def test_crossover_device_uses_the_op_model_without_torch(attn_cost, tmp_path) -> None:
+    model = synthetic_model()
+    model.save(tmp_path / "home" / "opmodels")
+    r = attn_cost(
+        "crossover", "--pair", "taylorshift-direct:taylorshift-efficient", "--d", "32", "--device", model.slug, "--json"
+    )
+    assert r.code == 0, r.err
+    (row,) = r.json()["results"]
+    pred = predict_n0(model, "taylorshift-direct", "taylorshift-efficient", dims_of(32))
+    assert (row["predicted_n0"], row["predicted_n0_low"], row["predicted_n0_high"]) == (pred.n0, pred.low, pred.high)
+
+
+def test_calibrate_rejects_an_output_that_is_a_file(attn_cost, tmp_path) -> None:
+    (tmp_path / "afile").write_text("x")
+    r = attn_cost("calibrate", "--cpu", "--out", str(tmp_path / "afile"))
+    assert r.code == 2 and "is not a directory" in r.err
+
+
+# -- calibration plumbing: grid points through the store, resumable --------------------------------------
+
+
+def test_calibration_stores_points_and_resumes(monkeypatch, tmp_path) -> None:
+    from attn_cost.profilers import calibrate as cal
+    from attn_cost.profilers.device import prepare
+    from attn_cost.profilers.store import ResultStore
+    from attn_cost.profilers.timing import TimeStats
+
+    shapes = [cal._s(COPY, rows=r, cols=64) for r in (1, 16, 256, 4096)]
+    shapes += [cal._s("matmul-NT", batch=1, m=m, k=8, n=m) for m in (8, 64, 512)]
+    monkeypatch.setattr(cal, "grid", lambda caches, dtype, quick: shapes)
+    monkeypatch.setattr(cal, "held_out_grid", lambda caches, dtype, quick: [cal._s(COPY, rows=100, cols=64)])
+    timed: list[str] = []
+
+    def fake_time_cases(cases, repeats, warmup):
+        timed.append(cases[0].variant)
+        return [TimeStats(1e-5, 0.9e-5, 1.1e-5, 0.8e-5, 1.2e-5, repeats, warmup)]
+
+    monkeypatch.setattr(cal, "time_cases", fake_time_cases)
+    store = ResultStore(prepare("cpu"), tmp_path / "results", shipped=False)
+    model, n_grid, n_held = cal.calibrate(cal.Calibrator(store, "cpu"), {"L3": 1 << 20})
+    assert (n_grid, n_held, len(timed)) == (7, 1, 8)
+    assert set(model.kernels) == {COPY, "matmul-NT"} and model.held_out["other kernels"]["shapes"] == 1
+    timed.clear()
+    again = cal.Calibrator(ResultStore(prepare("cpu"), tmp_path / "results", shipped=False), "cpu")
+    cal.calibrate(again, {"L3": 1 << 20})
+    assert timed == [] and again.measured == 0  # every point came back from the store
+
+
+@pytest.mark.slow
+def test_quick_calibration_of_this_cpu(attn_cost, tmp_path) -> None:
+    r = attn_cost("calibrate", "--cpu", "--quick", "--threads", "1", "--json")
+    assert r.code == 0, r.err
+    data = r.json()
+    assert data["grid_shapes"] > 100 and data["measured"] >= data["grid_shapes"]
+    assert {"copy", "matmul-NT", "softmax", "l2normalize"} <= set(data["kernels"])
