@@ -279,12 +279,15 @@ def time_cases(
 
     With a `detector` (the default), a round (one call of every case) during which any call was
     disturbed is thrown away and timed again after a back-off; after `detector.retries × repeats`
-    thrown-away rounds, DisturbedError. `seen` collects what the detector saw; `detector=None`
-    times without watching (every run kept)."""
+    thrown-away rounds, DisturbedError. `seen` collects what the detector saw; `detector=None`, or
+    ATTN_COST_DISTURBANCE=off with the default detector, times without watching (every run kept: for
+    functional tests on a busy machine, never for numbers to trust)."""
     if cases[0].device == "cuda":  # the field's CUDA harness (do_bench / torch.utils.benchmark): gpu_timing.py
         from attn_cost.profilers.gpu_timing import time_cases_cuda
 
         return time_cases_cuda(cases, repeats, warmup)
+    if detector is DEFAULT_DETECTOR and os.environ.get("ATTN_COST_DISTURBANCE", "").lower() == "off":
+        detector = None
     once = _timer(cases[0].device, detector)
     times: list[list[float]] = [[] for _ in cases]
     seen = seen if seen is not None else Seen()

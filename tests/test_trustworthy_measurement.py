@@ -291,3 +291,51 @@ WRITER_RECORD = json.dumps(
         "status": "ok",
     }
 )
+
+
+# -- results commands and odd paths --------------------------------------------------------------
+
+
+def _one_error(r) -> str:
+    errors = [line for line in r.err.splitlines() if line.startswith("attn-cost: error:")]
+    assert r.code == 2 and len(errors) == 1 and "Traceback" not in r.err, r.err
+    return errors[0]
+
+
+def test_odd_store_paths_are_one_line_each(attn_cost, tmp_path) -> None:
+    assert "cannot create the results directory /proc/x" in _one_error(attn_cost("results", "ls", "--store", "/proc/x"))
+    home = tmp_path / "home-file"
+    home.write_text("")
+    assert "cannot create the results directory" in _one_error(
+        attn_cost("results", "ls", env={"ATTN_COST_HOME": str(home)})
+    )
+    (tmp_path / "s" / "results.db").mkdir(parents=True)
+    assert "is a directory" in _one_error(attn_cost("results", "ls", "--store", str(tmp_path / "s")))
+    assert "is a directory" in _one_error(attn_cost("results", "import", str(tmp_path / "s")))
+    assert "cannot read" in _one_error(attn_cost("results", "import", str(tmp_path / "missing.jsonl")))
+    assert "--kind takes" in _one_error(attn_cost("results", "ls", "--kind", "speed"))
+    assert "needs a filter" in _one_error(attn_cost("results", "rm"))
+
+
+def test_ls_and_rm_with_filters(attn_cost, tmp_path) -> None:
+    store = ResultStore(_device(), tmp_path / "a")
+    other = ResultStore({**_device(), "name": "Other CPU"}, tmp_path / "a")
+    base = json.loads(WRITER_RECORD)
+    for i in range(4):
+        store.add(
+            {**base, "key": f"s{i}", "variant": "softmax" if i % 2 else "linear", "sizes": {"N": 16, "d": 8 * i + 8}}
+        )
+    other.add({**base, "key": "o", "sizes": {"N": 16, "d": 8}})
+    store.close(), other.close()
+    where = ("--store", str(tmp_path / "a"))
+    listed = attn_cost("results", "ls", *where, "--json")
+    assert listed.code == 0 and listed.json()["count"] == 5 and len(listed.json()["results"]) == 5
+    assert attn_cost("results", "ls", *where, "--variant", "softmax", "--json").json()["count"] == 3  # 2 + other
+    assert attn_cost("results", "ls", *where, "--device", "other", "--json").json()["count"] == 1
+    assert attn_cost("results", "ls", *where, "--d", "16", "--json").json()["results"][0]["key"] == "s1"
+    table = attn_cost("results", "ls", *where, env={"COLUMNS": "80"})
+    assert table.code == 0 and "Test CPU" in table.out and "Other CPU" in table.out and "5 records" in table.out
+    removed = attn_cost("results", "rm", *where, "--device", "Test CPU", "--variant", "linear", "--json")
+    assert removed.code == 0 and removed.json()["removed"] == 2
+    left = attn_cost("results", "ls", *where, "--json").json()["results"]
+    assert sorted(r["key"] for r in left) == ["o", "s1", "s3"]
