@@ -38,12 +38,18 @@ app = typer.Typer(
 
 
 INTERRUPTED = 130
-_state = {"measuring": False}
+_state: dict = {"measuring": False, "notes": []}
 
 
 def measuring_started() -> None:
     """Called once a command starts writing measurements: Ctrl-C then says they are kept."""
     _state["measuring"] = True
+
+
+def note(text: str) -> None:
+    """A remark for stderr, printed once after the command succeeds (an error stays one line)."""
+    if text not in _state["notes"]:
+        _state["notes"].append(text)
 
 
 def _version(value: bool) -> None:
@@ -104,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     from attn_cost.cli import commands  # noqa: F401  (registers the commands)
     from attn_cost.cli.trace import add_user_options
 
-    _state["measuring"] = False
+    _state["measuring"], _state["notes"] = False, []
     try:
         command = typer.main.get_command(app)
         add_user_options(command)  # --variants PATH and --trace PATH:NAME on every command
@@ -131,7 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         raise
     if result == INTERRUPTED:  # typer turns Ctrl-C into exit code 130 itself
         return interrupted()
-    return result if isinstance(result, int) else 0
+    code = result if isinstance(result, int) else 0
+    if code == 0:
+        for text in _state["notes"]:
+            sys.stderr.write(f"{text}\n")
+    return code
 
 
 def interrupted() -> int:

@@ -11,7 +11,7 @@ import typer
 from attn_cost.cli import options as o
 from attn_cost.cli import render
 from attn_cost.cli.analytic import emit
-from attn_cost.cli.app import app, fail, measuring_started
+from attn_cost.cli.app import app, fail, measuring_started, note
 from attn_cost.cli.render import Col, right
 from rich.console import Console
 from rich.markup import escape
@@ -97,9 +97,9 @@ def open_measurer(
     if threads is not None:
         torch.set_num_threads(threads)
     fingerprint = prepare(device)
-    note = shipped_elsewhere(fingerprint)
-    if note is not None:
-        err.print(escape(note), soft_wrap=True)
+    shipped_note = shipped_elsewhere(fingerprint)
+    if shipped_note is not None:
+        note(shipped_note)
     results = ResultStore(fingerprint, store, reuse=not fresh)
     for warning in results.warnings:
         err.print(f"warning: {escape(warning)}")
