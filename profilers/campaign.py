@@ -46,9 +46,11 @@ DTYPES = ("fp32", "bf16")
 MAX_FILES = 8
 MAX_FILE_BYTES = 16 << 20
 """What the device tool brings back from its output folder."""
-CALIBRATE_SHARE, PROFILE_SHARE, VALIDATE_SHARE = 0.25, 0.6, 0.9
-"""Fractions of the time budget after which the calibration stops, no new profiling unit, and no
-validation, starts."""
+CALIBRATE_SHARE, PROFILE_SHARE, VALIDATE_SHARE, STOP_SHARE = 0.25, 0.6, 0.9, 0.97
+"""Fractions of the time budget after which the calibration stops, no new profiling unit and no
+validation starts, and the run stops (its measurements saved: a rerun continues)."""
+CHECKPOINT_S = 30.0
+"""Inside a long step (a calibration, a validation sweep) the export is rewritten this often."""
 
 
 @dataclass
@@ -140,6 +142,10 @@ class Log:
         self.file.close()
 
 
+class _OutOfTimeError(Exception):
+    """Raised from a progress callback when a step's share of the time budget, or all of it, is spent."""
+
+
 @dataclass
 class Campaign:
     """The state of one campaign run: the plan, the device's store, what was done and skipped."""
@@ -153,6 +159,7 @@ class Campaign:
     profiles: dict[str, str] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
     steps: dict[str, str] = field(default_factory=dict)
+    saved_at: float = 0.0
 
     @property
     def out(self) -> Path:
@@ -169,12 +176,24 @@ class Campaign:
         self.skipped.append(what)
         self.log(f"skipped: {what}")
 
+    def check_time(self) -> None:
+        if self.over(STOP_SHARE):
+            raise _OutOfTimeError(f"{STOP_SHARE:.0%} of the {self.plan.minutes:g}-minute budget spent")
+
+    def notify(self, message: str) -> None:
+        """Progress from inside a step: logged; the export rewritten every CHECKPOINT_S seconds; past
+        STOP_SHARE of the budget the run stops (cleanly, before a lease's hard limit kills it)."""
+        self.check_time()
+        self.log(message)
+        if self.log.elapsed - self.saved_at > CHECKPOINT_S:
+            self.checkpoint()
+
     def measurer(self, dtype: str):
         from attn_cost.profilers.profile import Measurer
 
         return Measurer(
             self.device, self.store, scope="core", dtype=dtype, repeats=self.plan.repeats,
-            notify=self.log, sdpa_backend=self.plan.sdpa_backend,
+            notify=self.notify, sdpa_backend=self.plan.sdpa_backend,
         )  # fmt: skip
 
     def summary(self) -> dict:
@@ -196,6 +215,7 @@ class Campaign:
         records = export_records(self.store)
         write_atomic(self.out / "measurements.jsonl", "".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
         write_atomic(self.out / "summary.json", json.dumps(self.summary(), indent=1, default=str) + "\n")
+        self.saved_at = self.log.elapsed
 
 
 def export_records(store) -> list[dict]:
@@ -267,9 +287,12 @@ def run_campaign(plan: Plan, sink: Callable[[str], None] = print) -> dict:
             f"plan: {len(plan.pairs)} pairs × d {plan.ds} × {plan.dtypes}, b = {plan.batch}, h = {plan.heads}, "
             f"N up to {camp.n_max:,}, budget {plan.minutes:g} min"
         )
-        calibrate_step(camp)
-        profile_step(camp)
-        validate_step(camp)
+        try:
+            calibrate_step(camp)
+            profile_step(camp)
+            validate_step(camp)
+        except _OutOfTimeError as e:
+            camp.skip(f"the rest ({e}): run the same command again to continue where this one stopped")
         camp.checkpoint()
         report_step(camp)
         for problem in check_outputs(camp.out):
@@ -279,10 +302,6 @@ def run_campaign(plan: Plan, sink: Callable[[str], None] = print) -> dict:
         return camp.summary()
     finally:
         camp.log.close()
-
-
-class _OutOfTimeError(Exception):
-    """Raised from the calibration's progress callback when its share of the budget is spent."""
 
 
 def calibrate_step(camp: Campaign) -> None:
@@ -311,7 +330,7 @@ def calibrate_step(camp: Campaign) -> None:
             raise _OutOfTimeError(f"{done} of {total} shapes timed")
         if camp.log.elapsed - last[0] > 30 or done in (0, total):
             last[0] = camp.log.elapsed
-            camp.log(f"  calibration {done}/{total}: {message}")
+            camp.notify(f"  calibration {done}/{total}: {message}")
 
     try:
         model, n_grid, n_held = calibrate(calibrator, caches, quick=plan.quick, step=step)
@@ -344,6 +363,7 @@ def profile_step(camp: Campaign) -> None:
         for dtype in plan.dtypes:
             for dv in plan.ds:
                 what = f"{a} vs {b}, d = {dv}, {dtype}"
+                camp.check_time()
                 if camp.over(PROFILE_SHARE):
                     camp.skip(f"profile {what} (over {PROFILE_SHARE:.0%} of the time budget)")
                     continue
@@ -381,6 +401,7 @@ def validate_step(camp: Campaign) -> None:
         return
     done = []
     for dtype in plan.dtypes:
+        camp.check_time()
         if camp.over(VALIDATE_SHARE):
             camp.skip(f"validation in {dtype} (over {VALIDATE_SHARE:.0%} of the time budget)")
             continue

@@ -240,6 +240,14 @@ def test_a_tiny_campaign_writes_its_files_and_a_rerun_resumes_from_them(attn_cos
     assert len(_read(out)[1]) >= len(records)
 
 
+def test_a_spent_budget_stops_cleanly_and_says_how_to_continue(attn_cost, tmp_path) -> None:
+    out = tmp_path / "c"
+    r = attn_cost("campaign", "--cpu", "--quick", "--out", str(out), *TINY, "--minutes", "0.0001", "--json")
+    assert r.code == 0, r.err
+    summary, _ = _read(out)
+    assert summary["transitions"] == [] and any("run the same command again" in s for s in summary["skipped"])
+
+
 @pytest.mark.slow
 def test_the_rehearsal_runs_every_step_at_small_sizes(attn_cost, tmp_path) -> None:
     """`campaign --cpu --quick`: calibration, every pair at three head dims in fp32 and bf16, validation, files."""
