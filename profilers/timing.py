@@ -1,15 +1,16 @@
 """Wall-clock time of one call: warm-up, repeated runs, median and spread, disturbed runs thrown out.
 
-CUDA runs are timed with events (the device clock) after a synchronisation; CPU runs with
-perf_counter at the thread count the caller fixed. Two variants are timed in alternation, so
+CUDA runs go to the field's harness (`gpu_timing.py`); CPU runs are timed with perf_counter at the
+thread count the caller fixed. Two variants are timed in alternation, so
 that drift (clock boost, a busy neighbour) hits both alike. The first calls are never timed.
 
 Every timed call is watched by a `Detector`: around it, it reads the process's clocks (`Clocks`:
 wall time, CPU time of this thread and of the process, the scheduler's run-queue wait of every
-thread from /proc/self/task/*/schedstat, the machine's steal time from /proc/stat; on CUDA the
-event time beside the wall time). A call during which a thread waited for a CPU, the timing
-thread got much less CPU than wall time, or the hypervisor stole time, is *disturbed*: its round
-is thrown away and timed again after a back-off. If too many rounds stay disturbed the batch
+thread from /proc/self/task/*/schedstat, the machine's steal time from /proc/stat). A call during
+which a thread waited for a CPU, the timing thread got much less CPU than wall time, or the
+hypervisor stole time, is *disturbed*: its round is thrown away and timed again after a back-off.
+A CUDA batch (timed by its harness, events per call) is watched as a whole: run-queue wait and
+steal of the host over the batch (`watched_batch`). If too many rounds stay disturbed the batch
 raises `DisturbedError`, which says what was seen; a disturbed time is never returned as good.
 The clock source is injectable, so tests feed the detector disturbed samples.
 """
@@ -20,7 +21,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -223,27 +224,8 @@ class Seen:
 # -- timing ---------------------------------------------------------------------------------------
 
 
-def _timer(device: str, detector: Detector | None):
+def _timer(detector: Detector | None):
     clock = detector.clock if detector else None
-
-    if device == "cuda":
-
-        def once(case: Case, inputs: list) -> tuple[float, Verdict | None]:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda.synchronize()
-            before = clock() if clock else None
-            start.record()
-            case.run(list(inputs))
-            end.record()
-            torch.cuda.synchronize()
-            after = clock() if clock else None
-            seconds = start.elapsed_time(end) / 1000
-            verdict = detector.judge(before, after) if detector else None
-            if verdict is not None and verdict.wall > 2 * seconds + 1e-3:  # the host, not the GPU, was held up
-                verdict.reasons.append("wall time far above event time")
-            return seconds, verdict
-
-        return once
 
     def once(case: Case, inputs: list) -> tuple[float, Verdict | None]:
         before = clock() if clock else None
@@ -267,6 +249,31 @@ def cuda_clocks() -> dict:
     return out
 
 
+def watched_batch(
+    run: Callable[[], list[TimeStats]], detector: Detector | None, seen: Seen | None, device: str
+) -> list[TimeStats]:
+    """Run a whole timed batch (a harness that times many calls itself) under the detector's watch.
+
+    Only the run-queue wait and steal over the whole batch are judged (a thread waiting on the GPU
+    legitimately uses less CPU than wall time); a disturbed batch is run again after a back-off, at
+    most `detector.retries` times, then DisturbedError."""
+    if detector is None:
+        return run()
+    watch = replace(detector, min_cpu=0.0)
+    seen = seen if seen is not None else Seen()
+    backoff = detector.backoff_s
+    for attempt in range(detector.retries + 1):
+        before = detector.clock()
+        stats = run()
+        verdict = watch.judge(before, detector.clock())
+        seen.add(verdict)
+        if not verdict.disturbed:
+            return [replace(s, discarded=s.discarded + attempt * s.runs) for s in stats]
+        detector.sleep(backoff)
+        backoff = min(detector.max_backoff_s, 2 * backoff)
+    raise DisturbedError(f"the {device} host stayed disturbed: {seen.summary()}", seen.as_json())
+
+
 def time_cases(
     cases: list[Case],
     repeats: int = 7,
@@ -282,13 +289,13 @@ def time_cases(
     thrown-away rounds, DisturbedError. `seen` collects what the detector saw; `detector=None`, or
     ATTN_COST_DISTURBANCE=off with the default detector, times without watching (every run kept: for
     functional tests on a busy machine, never for numbers to trust)."""
+    if detector is DEFAULT_DETECTOR and os.environ.get("ATTN_COST_DISTURBANCE", "").lower() == "off":
+        detector = None
     if cases[0].device == "cuda":  # the field's CUDA harness (do_bench / torch.utils.benchmark): gpu_timing.py
         from attn_cost.profilers.gpu_timing import time_cases_cuda
 
-        return time_cases_cuda(cases, repeats, warmup)
-    if detector is DEFAULT_DETECTOR and os.environ.get("ATTN_COST_DISTURBANCE", "").lower() == "off":
-        detector = None
-    once = _timer(cases[0].device, detector)
+        return watched_batch(lambda: time_cases_cuda(cases, repeats, warmup), detector, seen, "cuda")
+    once = _timer(detector)
     times: list[list[float]] = [[] for _ in cases]
     seen = seen if seen is not None else Seen()
     discarded = 0

@@ -98,6 +98,24 @@ def test_a_device_that_stays_disturbed_raises_with_what_was_seen() -> None:
     assert max(slept) == detector.max_backoff_s
 
 
+def test_a_batch_timed_by_a_harness_is_watched_as_a_whole() -> None:
+    from attn_cost.profilers.timing import watched_batch
+
+    detector, slept = _fed(disturbed_calls=1)  # the first batch waited 4 ms for a CPU in 1 ms of wall time
+    batches = []
+
+    def harness() -> list[TimeStats]:
+        batches.append(1)
+        return [TimeStats(1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 7, 2)]
+
+    (stats,) = watched_batch(harness, detector, None, "cuda")
+    assert len(batches) == 2 and stats.discarded == 7 and slept == [0.05]
+    always, _ = _fed(disturbed_calls=10**6)
+    with pytest.raises(DisturbedError, match="cuda host stayed disturbed"):
+        watched_batch(harness, always, None, "cuda")
+    assert len(batches) == 2 + always.retries + 1
+
+
 def test_without_a_detector_every_run_is_kept() -> None:
     (stats,) = time_cases([_Case()], repeats=4, warmup=0, detector=None)
     assert stats.runs == 4 and stats.discarded == 0
