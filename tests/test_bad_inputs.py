@@ -278,6 +278,45 @@ def test_report_into_unwritable_or_odd_paths_is_one_line(tmp_path, capsys) -> No
         assert needle in err, (target, err)
 
 
+MEASURE = ["measure", "--variant", "softmax", "--n", "16", "--d", "8", "--repeats", "1", "--cpu"]
+
+
+def test_unwritable_or_odd_store_paths_are_one_line(tmp_path, monkeypatch, capsys) -> None:
+    pytest.importorskip("torch")
+    (tmp_path / "db.sqlite").mkdir()
+    for store, needle in (
+        ("/proc/x", "cannot create the results directory"),
+        ("/sys/x", "cannot create the results directory"),
+        (str(tmp_path / "db.sqlite"), "is a directory"),
+    ):
+        code, _, err = _run([*MEASURE, "--store", store], capsys)
+        _one_line_error(code, err)
+        assert needle in err, (store, err)
+    home = tmp_path / "a-file"
+    home.write_text("x")
+    monkeypatch.setenv("ATTN_COST_HOME", str(home))
+    code, _, err = _run(MEASURE, capsys)
+    _one_line_error(code, err)
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"kind": "time", "status": "ok"},  # no device
+        {"device": {"kind": "cpu", "name": "X"}, "kind": "time", "time": {"median": 1}},  # no status
+        {"device": {"kind": "cpu", "name": "X"}, "kind": "time", "status": "ok"},  # no time
+        {"device": {"kind": "cpu", "name": "X"}, "kind": "time", "status": "ok", "sizes": "abc"},
+    ],
+    ids=["no device", "no status", "no time", "sizes a string"],
+)
+def test_records_that_miss_fields_are_one_line(record: dict, tmp_path, capsys) -> None:
+    path = tmp_path / "records.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    code, _, err = _run(["results", "import", str(path)], capsys)
+    _one_line_error(code, err)
+    assert "not an attn-cost results file" in err
+
+
 # -- the process edge: full disk, closed pipe, Ctrl-C, would-be hangs ------------------------------
 
 
