@@ -21,7 +21,7 @@ from attn_cost.costmodel.derive import Derived
 from attn_cost.costmodel.graph import Graph
 from attn_cost.profilers import reference as ref
 from attn_cost.profilers.cases import DTYPES, Case, Sizes
-from attn_cost.profilers.opmodel import CALL, LOOP_STEP, MATMUL_LAYOUTS, Point, op_features
+from attn_cost.profilers.opmodel import CALL, LOOP_STEP, MATMUL_LAYOUTS, SEQUENCE, Point, op_features
 from attn_cost.profilers.store import ResultStore, record_key
 from attn_cost.profilers.timing import OutOfMemoryError, time_cases
 
@@ -121,6 +121,7 @@ def grid(caches: dict[str, int], dtype: str = "fp32", quick: bool = False) -> li
                 shapes.append(_s(causal, batch=1, m=n, k=d, n=n))
     shapes += [_s(LOOP_STEP, iterations=n) for n in ((64, 256, 1024) if not quick else (64, 128, 256))]
     shapes += [_s(CALL, rows=n, cols=8) for n in (1, 2, 4, 8)]
+    shapes += [_s(SEQUENCE, rows=r) for r in (8, 16, 32)]
     return shapes
 
 
@@ -172,6 +173,8 @@ def engine_op(shape: Shape, dtype: str) -> Point:
         return Point(k, {"bytes": 1.0, "rows": 1.0, "iterations": float(shape.get("iterations"))}, 0.0)
     elif k == CALL:
         return Point(k, {"bytes": 1.0, "rows": 1.0}, 0.0)
+    elif k == SEQUENCE:
+        return Point(k, {"bytes": 1.0, "rows": 1.0, "ops": float(len(sequence_parts(shape)))}, 0.0)
     else:
         rows, cols = shape.get("rows"), shape.get("cols")
         x = g.input("X", rows, cols)
@@ -243,6 +246,15 @@ def _runner(shape: Shape, dtype: str, device: str) -> tuple[Callable, Callable[[
                 x[:, :, t], x[:, :, t], x[:, :, t]
 
         return loop, lambda: [rand(1, 1, its, 1)]
+    if k == SEQUENCE:
+        parts = [_runner(part, dtype, device) for part in sequence_parts(shape)]
+
+        def chain(box: list) -> None:
+            inputs = ref.take(box)
+            for run, its in zip((r for r, _ in parts), inputs, strict=True):
+                run(its)
+
+        return chain, (lambda: [make() for _, make in parts])
     if k == CALL:
         rows, cols = shape.get("rows"), shape.get("cols")
 
@@ -298,6 +310,15 @@ def _runner(shape: Shape, dtype: str, device: str) -> tuple[Callable, Callable[[
     return (lambda box: fn(box[0])), (lambda: [rand(rows, cols, positive=positive)])
 
 
+def sequence_parts(shape: Shape) -> list[Shape]:
+    """The small ops of different kinds an op-sequence point chains (each also timed alone)."""
+    r = shape.get("rows")
+    mm = {"batch": 1, "m": r, "k": r, "n": r}
+    rc = {"rows": r, "cols": r}
+    return [_s("matmul-NT", **mm), _s("scale!", **rc), _s("softmax", **rc), _s("matmul-NN", **mm),
+            _s("l2normalize", **rc), _s("poly2", **rc), _s("div!", **rc), _s("sum-axis2", **rc)]  # fmt: skip
+
+
 def _augment(x: torch.Tensor) -> torch.Tensor:
     """[c·1, x/N] as the efficient TaylorShift reference builds it."""
     out = x.new_empty(*x.shape[:-1], x.shape[-1] + 1)
@@ -317,7 +338,7 @@ def _estimate(p: Point) -> float:
 def _inner(p: Point) -> int:
     """How many calls one timed sample makes (a pure function of the shape, so stored samples can be divided).
     A variant's call overhead is timed one call per sample, as variants are."""
-    if p.kernel == CALL:
+    if p.kernel in (CALL, SEQUENCE):
         return 1
     return max(1, min(200, int(SAMPLE_S / (_estimate(p) * p.dims.get("iterations", 1)))))
 
@@ -345,6 +366,11 @@ class Calibrator:
         per = _inner(p) * max(1, int(p.dims.get("iterations", 1)))
         se = 1.2533 * ((t["q3"] - t["q1"]) / 1.349) / max(1, t["runs"]) ** 0.5
         dims = {k: v for k, v in p.dims.items() if k != "iterations"}
+        if shape.kernel == SEQUENCE:  # the same ops timed alone, as the grid times them
+            alone = [self.point(part, tag) for part in sequence_parts(shape)]
+            if any(a is None for a in alone):
+                return None
+            dims["isolated_s"] = sum(a.seconds for a in alone)
         return Point(shape.kernel, dims, t["median"] / per, se / per)
 
     def _measure(self, shape: Shape, p: Point, key: str, tag: str) -> dict:

@@ -55,6 +55,9 @@ LOOP_STEP = "loop-step"
 """Pseudo-kernel: the fixed cost of one iteration of a loop (slicing the token, writing its row)."""
 CALL = "call"
 """Pseudo-kernel: the fixed cost of calling a variant at all (Python frames, taking its inputs, the timer)."""
+SEQUENCE = "op-sequence"
+"""Pseudo-kernel: what an op costs more inside a chain of different ops than alone in a tight loop (cold
+dispatch paths, freeing its inputs): a chain of small ops timed whole, against the sum of its ops alone."""
 COPY = "copy"
 """The kernel whose bandwidth curve serves matmul traffic and kernels never calibrated."""
 
@@ -101,6 +104,8 @@ class KernelCalls:
         iters = np.broadcast_to(np.asarray(self.loop_iterations(n), dtype=float), n.shape)
         out.append((LOOP_STEP, {"repeat": iters, "bytes": np.ones_like(n), "rows": np.ones_like(n)}))
         out.append((CALL, {"repeat": np.ones_like(n), "bytes": np.ones_like(n), "rows": np.ones_like(n)}))
+        ops = sum((f["repeat"] for _, f in out[: len(self.kernels)]), np.zeros_like(n))
+        out.append((SEQUENCE, {"repeat": ops, "bytes": np.ones_like(n), "rows": np.ones_like(n)}))
         return out
 
 
@@ -180,10 +185,7 @@ class Curve:
 
     def __call__(self, nbytes: np.ndarray) -> np.ndarray:
         top, last = self.nbytes[-1], self.seconds[-1]
-        if len(self.nbytes) > 1:
-            slope = max(last - self.seconds[-2], 0.0) / (top - self.nbytes[-2])
-        else:
-            slope = last / top
+        slope = max(last - self.seconds[-2], 0.0) / (top - self.nbytes[-2]) if len(self.nbytes) > 1 else last / top
         return np.where(nbytes > top, last + (nbytes - top) * slope, np.interp(nbytes, self.nbytes, self.seconds))
 
     @property
@@ -230,6 +232,16 @@ class Streaming:
         frac = (lw - self.widths[lo]) / (self.widths[hi] - self.widths[lo])
         cols = np.arange(values.shape[1])
         return values[lo, cols] * (1 - frac) + values[hi, cols] * frac
+
+
+@dataclass
+class Fixed:
+    """A constant cost per call (it may be negative: a correction to the other kernels' sum)."""
+
+    launch: float
+
+    def predict(self, f: dict[str, np.ndarray]) -> np.ndarray:
+        return np.full_like(f["bytes"], self.launch, dtype=float)
 
 
 def _matmul_coords(f: dict[str, np.ndarray]) -> np.ndarray:
@@ -329,12 +341,18 @@ class OpModel:
         kernels: dict = {}
         copy = Streaming.fit(by_kernel[COPY]) if len(by_kernel.get(COPY, ())) >= MIN_POINTS else None
         for name, pts in by_kernel.items():
+            if name == SEQUENCE:
+                continue
             if len(pts) < MIN_POINTS:
                 continue
             if name.startswith("matmul") or name.startswith("sdpa"):
                 kernels[name] = Gemm.fit(pts, copy)
             else:
                 kernels[name] = copy if name == COPY and copy is not None else Streaming.fit(pts)
+        if by_kernel.get(SEQUENCE) and CALL in kernels:
+            call = kernels[CALL].launch
+            extra = [(p.seconds - call - p.dims["isolated_s"]) / p.dims["ops"] for p in by_kernel[SEQUENCE]]
+            kernels[SEQUENCE] = Fixed(float(np.median(extra)))
         return kernels
 
     def kernel(self, name: str) -> Streaming | Gemm:
@@ -355,7 +373,7 @@ class OpModel:
         n = np.atleast_1d(np.asarray(n, dtype=float))
         total = np.zeros_like(n)
         for kernel, f in calls.at(n):
-            if kernel in (LOOP_STEP, CALL) and (not np.any(f["repeat"] > 0) or kernel not in self.kernels):
+            if kernel in (LOOP_STEP, CALL, SEQUENCE) and (not np.any(f["repeat"] > 0) or kernel not in self.kernels):
                 continue
             total = total + f["repeat"] * self.op_seconds(kernel, f)
         return total
@@ -441,7 +459,9 @@ def _fallbacks(name: str) -> list[str]:
     return [*out, COPY]
 
 
-def _describe(model: Streaming | Gemm) -> dict:
+def _describe(model: Streaming | Gemm | Fixed) -> dict:
+    if isinstance(model, Fixed):
+        return {"form": "fixed", "launch_s": model.launch}
     if isinstance(model, Gemm):
         return {"form": "gemm", "launch_s": model.launch, "item_s": model.item, "peak_flops_per_s": model.peak,
                 "half": list(model.half), "points": len(model.residuals)}  # fmt: skip
@@ -571,7 +591,7 @@ def predict_n0(
 ) -> Prediction:
     """Where B's predicted time falls to A's, with a bootstrap interval over the calibration."""
     ca, cb = kernel_calls(a, scope, dtype, dims), kernel_calls(b, scope, dtype, dims)
-    used = {name for calls in (ca, cb) for k in (*calls.kernels, LOOP_STEP, CALL) for name in _fallbacks(k)}
+    used = {name for calls in (ca, cb) for k in (*calls.kernels, LOOP_STEP, CALL, SEQUENCE) for name in _fallbacks(k)}
 
     def crossing(m: OpModel) -> float | None:
         return last_crossing(lambda n: m.time(ca, n) - m.time(cb, n), 2.0, float(n_max))
