@@ -5,6 +5,12 @@ Starting from the analytic prediction, the search doubles or halves n until the 
 then bisects until the bracket is narrower than the tolerance. The crossing is placed by linear
 interpolation of the relative difference between the two bracketing lengths; its uncertainty
 combines half the bracket with the measurement noise carried through that interpolation.
+
+The checks `profile._speed_transition` runs before it calls a measured crossover found live here
+too: `trend_breaks` (a cost that falls as N grows), `crossing_of` (where a line through re-timed
+relative differences crosses zero, scipy's linregress) and `replicate_interval` (a Student-t
+prediction interval over the replicates' crossings, scipy.stats.t: it covers the next run's value,
+drift between runs included, rather than only the noise of the mean).
 """
 
 from __future__ import annotations
