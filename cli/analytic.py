@@ -539,11 +539,13 @@ def _best(r, i: int) -> str:
 
 
 def _heads_sentence(r) -> str:
-    s = f"{r.cost} {r.trend} over the divisors; best h = {r.best_h} (d = {r.d_embed // r.best_h})."
+    best = f"{glue(f'h = {r.best_h}')} ({glue(f'd = {r.d_embed // r.best_h}')})"
+    s = f"{r.cost} {glue(r.trend)} over the divisors; best {best}."
     if r.condition is not None and r.d_star:
         opt = ", ".join(f"{glue(f'd ≈ {x:.3g}')} ({glue(f'h ≈ {r.d_embed / x:.4g}')})" for x in r.d_star)
         where = "outside 1..d_embed" if all(not 1 <= hv <= r.d_embed for hv in r.h_star) else "inside the range"
-        s += f" Continuous optimum of the large-N formula, where {glue(display.text(r.condition))} = 0: {opt}, {where}."
+        condition = glue(f"{display.text(r.condition)} = 0")
+        s += f" Continuous optimum of the large-N formula, where {condition}: {opt}, {where}."
     elif r.condition is None:
         s += " No interior optimum: the cost is monotone in h."
     return s
