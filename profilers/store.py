@@ -96,9 +96,9 @@ class Record:
             raise ValueError("field 'device' missing or without a name and kind")
         sizes = obj.get("sizes")
         if not isinstance(sizes, dict) or not all(
-            isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in sizes.values()
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in sizes.values()
         ):
-            raise ValueError("field 'sizes' is not an object of positive integers")
+            raise ValueError("field 'sizes' is not an object of integers")
         kind, status = obj["kind"], obj["status"]
         if kind not in KINDS:
             raise ValueError(f"kind {kind!r} is not one of {', '.join(KINDS)}")
@@ -234,11 +234,9 @@ def database_path(root: Path | None) -> Path:
 class Database:
     """One connection to the results database; every write is one transaction."""
 
-    def __init__(self, path: Path, *, create: bool = True) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = path
         self.warnings: list[str] = []
-        if not create and not path.exists():
-            raise FileNotFoundError(path)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -365,10 +363,10 @@ def migrate_legacy(db: Database, root: Path) -> list[str]:
     return warnings
 
 
-def open_database(root: Path | None = None, *, create: bool = True) -> Database:
+def open_database(root: Path | None = None) -> Database:
     """The results database under `root` (default: `default_root()`), earlier files migrated."""
     path = database_path(root)
-    db = Database(path, create=create)
+    db = Database(path)
     db.warnings += migrate_legacy(db, path.parent)
     return db
 
