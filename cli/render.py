@@ -1,6 +1,6 @@
 """The one way every command prints a table or a line: names, numbers and formulas are never split.
 
-The title is a line of its own above the table (wrapped between words at the width). A table
+The title and the caption are lines of their own (wrapped between words at the width). A table
 is printed whole when it fits the width (COLUMNS, the terminal, or 80 when piped). When it
 does not, its value columns are stacked into several narrower tables that repeat the key columns
 (A, B, d ...); when even one value column beside the keys does not fit, every row becomes a block
@@ -151,14 +151,9 @@ def table(
         return
     if title:
         _emit(con, Text.from_markup(title))
-    for n, group in enumerate(groups):
+    for group in groups:
         idx = key_idx + group
-        t = Table(
-            caption=caption if n == len(groups) - 1 else None,
-            box=box.SIMPLE_HEAD,
-            show_header=show_header,
-            caption_justify="left",
-        )
+        t = Table(box=box.SIMPLE_HEAD, show_header=show_header)
         for i in idx:
             col = columns[i]
             if col.prose:
@@ -168,6 +163,8 @@ def table(
         for r in rows:
             t.add_row(*(r[i] for i in idx))
         _emit(con, t)
+    if caption:
+        _emit(con, Text.from_markup(caption))
 
 
 def _stack(needs: list[int], key_idx: list[int], value_idx: list[int], width: int) -> list[list[int]] | None:
