@@ -75,7 +75,10 @@ class ResolvedTiles:
             "sram_elements": self.sram_elements,
             "block_q": self.block_q,
             "block_kv": self.block_kv,
-            "blocks_from": "given" if self.tiles.block_q or self.tiles.block_kv else "M/4d (Algorithm 1)",
+            "blocks_from": (
+                f"B_r {'given' if self.tiles.block_q else '= min(⌈M/4d⌉, d)'}, "
+                f"B_c {'given' if self.tiles.block_kv else '= ⌈M/4d⌉'}"
+            ),
             "d": self.d,
             "dtype": self.dtype,
         }

@@ -321,6 +321,8 @@ def test_io_command_finds_where_the_fused_kernel_moves_more_than_linear(attn_cos
         ("io", "--order", "fa3"),
         ("crossover", "--pair", "softmax:gqa", "--h", "3", "--kv-heads", "2"),
         ("crossover", "--pair", "softmax:sliding-window", "--window", "0"),
+        ("crossover", "--pair", "softmax:sliding-window", "--n-kv", "100"),
+        ("crossover", "--pair", "softmax:nystromformer", "--n-kv", "100"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(attn_cost, args: tuple[str, ...]) -> None:

@@ -10,6 +10,7 @@ depthwise convolution on V of their code is left out.
 
 from __future__ import annotations
 
+from attn_cost.costmodel.errors import ModelError
 from attn_cost.costmodel.graph import Graph, Tensor
 from attn_cost.costmodel.symbols import N, b, c, d, h
 from attn_cost.costmodel.variants import variant
@@ -68,6 +69,8 @@ def pinv(g: Graph, A: Tensor) -> Tensor:
     family="low-rank",
 )
 def nystromformer(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
+    if K.shape[-2] != N:
+        raise ModelError(f"{g.name}: one set of segments serves queries and keys; they need the same length N")
     Ql = landmarks(g, Q, "Q̃")
     Kl = landmarks(g, K, "K̃")
     Bk = kernel(g, "B̃", Ql, K.T)

@@ -11,6 +11,7 @@ row of w scores alive (the memory of a fused local kernel).
 
 from __future__ import annotations
 
+from attn_cost.costmodel.errors import ModelError
 from attn_cost.costmodel.graph import Graph, Tensor
 from attn_cost.costmodel.symbols import N, b, d, h, w
 from attn_cost.costmodel.variants import variant
@@ -20,6 +21,8 @@ PAPER = "Jiang et al., Mistral 7B, 2023 (sliding-window attention); Beltagy et a
 
 def padded(g: Graph, X: Tensor) -> Tensor:
     """X with w−1 rows of zeros in front: row i + w − 1 of the result is token i."""
+    if X.shape[-2] != N:
+        raise ModelError(f"{g.name}: the window slides over the query positions; keys and values need N rows")
     Xp = g.zeros(f"{X.name}_pad", b, h, N + w - 1, d, label=f"{X.name}_pad ← 0 (w−1 rows of padding)")
     g.store(Tensor(f"{X.name}_pad[w−1:]", X.shape, Xp.storage), X, label=f"{X.name}_pad[w−1:] ← {X.name}")
     return Xp
