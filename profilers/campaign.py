@@ -1,10 +1,10 @@
-"""One command that a GPU session only has to start: calibrate, profile, validate, export, report.
+"""One command that a GPU session only has to start: profile, calibrate, validate, export, report.
 
-A campaign first calibrates the op-level device model (`attn-cost calibrate`, in the first dtype),
-then measures, on one device and in one process, the TaylorShift pair and softmax against
+A campaign measures, on one device and in one process, the TaylorShift pair and softmax against
 linear attention, Latte and efficient TaylorShift at d = 16, 32, 64 (core scope, batch 32 like the
-TaylorShift authors' timing code, so that the GPU is busy), in fp32 and bf16; then it fits the
-per-device corrections on d = 16 and 64 and checks them on d = 32 (`validate`), and writes:
+TaylorShift authors' timing code, so that the GPU is busy), in fp32 and bf16; then it calibrates
+the op-level device model (`attn-cost calibrate`, in the first dtype), fits the per-device
+corrections on d = 16 and 64 and checks them on d = 32 (`validate`), and writes:
 
     DIR/campaign.log            every progress line, with the seconds since the start
     DIR/measurements.jsonl      every measurement of this device (JSON lines: `attn-cost results import`)
@@ -14,13 +14,17 @@ per-device corrections on d = 16 and 64 and checks them on d = 32 (`validate`), 
     DIR/opmodel-<device>.json   the op calibration (also saved where `validate` looks for it)
     DIR/report-<dtype>.html     the offline HTML report per fitted dtype, where plotly is installed
 
+That is at most 8 files of a few MiB: what the `device` tool brings back. The measured transition
+points come first because they are what a GPU session is for; the calibration, which only refines
+the predictions, comes after them.
+
 It checkpoints as it goes: the measurements and the summary are rewritten (atomically: a
-temporary file, then os.replace) after every pair and head dim, so a run cut off at any moment
-leaves everything measured up to the last finished unit in DIR. A rerun with the same DIR first
-imports DIR/measurements.jsonl into the store and measures only what is missing. A time budget
-(`minutes`) keeps the whole run inside a lease: the calibration stops at 25 % of it, profiling
-units that would start after 60 % are skipped, and validation after 90 %, each with a line in
-the log. That is at most 8 files of a few MiB: what the `device` tool brings back.
+temporary file, then os.replace) after every pair and head dim and every CHECKPOINT_S seconds
+inside longer steps, so a run cut off at any moment leaves what it measured in DIR. A rerun with
+the same DIR first imports DIR/measurements.jsonl into the store and measures only what is
+missing. A time budget (`minutes`) keeps the whole run inside a lease: no profiling unit starts
+after 50 % of it, the calibration stops at 75 %, no validation starts after 90 %, and at 97 % the
+run stops by itself, each with a line in the log.
 """
 
 from __future__ import annotations
@@ -46,8 +50,8 @@ DTYPES = ("fp32", "bf16")
 MAX_FILES = 8
 MAX_FILE_BYTES = 16 << 20
 """What the device tool brings back from its output folder."""
-CALIBRATE_SHARE, PROFILE_SHARE, VALIDATE_SHARE, STOP_SHARE = 0.25, 0.6, 0.9, 0.97
-"""Fractions of the time budget after which the calibration stops, no new profiling unit and no
+PROFILE_SHARE, CALIBRATE_SHARE, VALIDATE_SHARE, STOP_SHARE = 0.5, 0.75, 0.9, 0.97
+"""Fractions of the time budget after which no new profiling unit starts, the calibration stops, no
 validation starts, and the run stops (its measurements saved: a rerun continues)."""
 CHECKPOINT_S = 30.0
 """Inside a long step (a calibration, a validation sweep) the export is rewritten this often."""
@@ -288,8 +292,8 @@ def run_campaign(plan: Plan, sink: Callable[[str], None] = print) -> dict:
             f"N up to {camp.n_max:,}, budget {plan.minutes:g} min"
         )
         try:
-            calibrate_step(camp)
             profile_step(camp)
+            calibrate_step(camp)
             validate_step(camp)
         except _OutOfTimeError as e:
             camp.skip(f"the rest ({e}): run the same command again to continue where this one stopped")
