@@ -139,14 +139,17 @@ def _curves(data: dict, colors: dict) -> str:
     out = [
         "<p class='note'>Analytic cost of each variant (lines, log axes). Dashed vertical lines mark the analytic "
         "transition points of each pair on that cost; where a device profile was given, measured points are drawn as "
-        "markers, and the measured time panel marks the measured speed crossover (solid) next to the analytic one "
-        "(dashed).</p>"
+        "markers, and the time panel marks the measured speed crossover (solid) next to the analytic one "
+        "(dashed). In the time panel, thin lines are the op model's prediction (zero-shot: the sum of the variant's "
+        "ops, from `attn-cost calibrate`), markers the measured times: where the model bends, an op's working "
+        "set left a cache level.</p>"
     ]
     measured = data.get("measured") or {}
     for dv in data["d"]:
         key = str(dv)
-        has_time = any(measured.get(key, {}).get(v, {}).get("time") for v in data["variants"])
-        titles = [COST_TITLE[c] for c in ("flops", "memory", "traffic")] + (["measured time (s)"] if has_time else [])
+        slots = [measured.get(key, {}).get(v, {}) for v in data["variants"]]
+        has_time = any(p.get("time") or p.get("predicted") for p in slots)
+        titles = [COST_TITLE[c] for c in ("flops", "memory", "traffic")] + (["time (s)"] if has_time else [])
         fig = make_subplots(rows=1, cols=len(titles), subplot_titles=titles, horizontal_spacing=0.06)
         for v in data["variants"]:
             line = {"mode": "lines", "line": {"color": colors[v]}}
@@ -166,6 +169,9 @@ def _curves(data: dict, colors: dict) -> str:
                 }
                 dots = {"mode": "markers", "marker": {"color": colors[v], "size": 5}, "error_y": err}
                 _trace(fig, 4, n, t, f"{v} measured", v, False, **dots)
+            if has_time and points.get("predicted"):
+                n, t = zip(*points["predicted"], strict=True)
+                _trace(fig, 4, n, t, f"{v} op model", v, False, mode="lines", line={"color": colors[v], "width": 1})
         for row in (r for r in data["transitions"] if r["d"] == dv):
             for col, cost in enumerate(("flops", "memory", "traffic"), start=1):
                 if row[PAIR_KEY[cost]]:
@@ -271,6 +277,7 @@ def _devices(data: dict) -> str:
                 row += [
                     _with_err(r[f"analytic_n{k}"], r.get(f"analytic_n{k}_error")),
                     _with_err(r[f"corrected_n{k}"], r.get(f"corrected_n{k}_error")),
+                    *([_op_model_cell(r)] if k == "0" else []),
                     _n(r[f"measured_n{k}"]) + (f" ± {unc:,.0f}" if unc else ""),
                 ]
             rows.append(row)
@@ -293,6 +300,12 @@ def _devices(data: dict) -> str:
             "limited the variant.</p>"
         )
     return "".join(out)
+
+
+def _op_model_cell(row: dict) -> str:
+    cell = _with_err(row.get("predicted_n0"), row.get("predicted_n0_error"))
+    low, high = row.get("predicted_n0_low"), row.get("predicted_n0_high")
+    return cell + (f" [{_n(low)}–{_n(high)}]" if row.get("predicted_n0") is not None and (low or high) else "")
 
 
 def _with_err(value, err) -> str:

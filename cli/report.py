@@ -155,8 +155,30 @@ def _measured(profile, variants: list[str], ds: list[int], setting: Setting) -> 
         for slot in by_variant.values():
             slot["time"].sort()
             slot["memory"].sort()
+    _predicted_times(out, profile, variants, ds, setting)
     out["transitions"] = profile.measured
     return out
+
+
+def _predicted_times(out: dict, profile, variants: list[str], ds: list[int], setting: Setting) -> None:
+    """The op model's predicted time of every variant over the measured range (lines beside the markers)."""
+    from attn_cost.costmodel.errors import UserError
+    from attn_cost.profilers.opmodel import opmodel_for, predicted_curve
+
+    model = opmodel_for(profile.slug)
+    if model is None or setting.mode != "inference" or setting.dtype != model.dtype:
+        return
+    for dv in ds:
+        for v in variants:
+            slot = out[str(dv)][v]
+            top = max([n for n, *_ in slot["time"]] + [4096])
+            grid = sorted({max(2, round(2 ** (k / 8))) for k in range(8, 8 * (top.bit_length() + 1))})
+            sizes = {"d": dv, "h": 1, "b": 1, "L": dv, "r": 4, "D": 12}
+            try:
+                times = predicted_curve(model, v, sizes, grid, setting.scope, model.dtype)
+            except UserError:  # a size the op model is not given
+                continue
+            slot["predicted"] = [[n, t] for n, t in zip(grid, times, strict=True)]
 
 
 def _devices(device: str | None) -> list[dict]:

@@ -21,6 +21,7 @@ from attn_cost.profilers.opmodel import (
     last_crossing,
     load_opmodel,
     predict_n0,
+    predicted_seconds,
 )
 
 DEVICE = {"kind": "cpu", "name": "Test CPU", "torch": "2.13.0", "threads": 2, "family": "1"}
@@ -293,3 +294,26 @@ def test_quick_calibration_of_this_cpu(attn_cost, tmp_path) -> None:
     data = r.json()
     assert data["grid_shapes"] > 100 and data["measured"] >= data["grid_shapes"]
     assert {"copy", "matmul-NT", "softmax", "l2normalize"} <= set(data["kernels"])
+
+
+def test_report_draws_predicted_time_beside_measured(attn_cost, tmp_path) -> None:
+    import re
+
+    from attn_cost.profilers.corrections import SHIPPED, load_profile
+
+    shipped = sorted(SHIPPED.glob("*.json"))
+    if not shipped:
+        pytest.skip("no shipped device profile")
+    profile = load_profile(str(shipped[0]))
+    model = synthetic_model()
+    OpModel(profile.device, "fp32", model.points).save(tmp_path / "home" / "opmodels")
+    out = tmp_path / "r.html"
+    r = attn_cost("report", "--html", str(out), "--pair", "softmax:linear", "--d", "16", "--device", profile.slug)
+    assert r.code == 0, r.err
+    text = out.read_text(encoding="utf-8")
+    payload = re.search(r"<script type='application/json' id='attn-cost-data'>(.*?)</script>", text, re.S).group(1)
+    slot = json.loads(payload.replace("<\\/", "</"))["measured"]["16"]["softmax"]
+    n, t = slot["predicted"][-1]
+    sizes = {"N": n, "d": 16, "h": 1, "b": 1, "L": 16}
+    assert t == pytest.approx(predicted_seconds(model, "softmax", sizes))
+    assert "softmax op model" in text
