@@ -20,7 +20,7 @@ import os
 import sqlite3
 import weakref
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -80,6 +80,8 @@ class Record:
     n: int | None
     at: str
     data: dict
+    line: int = 0
+    """Line of the JSON-lines file it was read from (0: not read from a file)."""
 
     @classmethod
     def check(cls, obj: object) -> Record:
@@ -162,7 +164,7 @@ def read_jsonl(path: Path) -> tuple[list[Record], Problems]:
         if not line.strip():
             continue
         try:
-            records.append(Record.check(json.loads(line)))
+            records.append(replace(Record.check(json.loads(line)), line=number))
         except json.JSONDecodeError as e:
             problems.lines.setdefault(f"not valid JSON: {e.msg}", []).append(number)
         except ValueError as e:
@@ -394,8 +396,9 @@ def shipped_records(device_slug: str) -> tuple[dict[str, dict], list[str]]:
     records, problems = read_jsonl(path)
     mine = [r for r in records if r.device == device_slug]
     warnings = problems.warnings()
-    if len(mine) < len(records):
-        warnings.append(f"{path}: {len(records) - len(mine)} records of other devices ignored")
+    others = [r.line for r in records if r.device != device_slug]
+    if others:
+        warnings.append(f"{path}: {len(others)} records of other devices ignored: lines {_ranges(others)}")
     return {r.key: r.data for r in mine}, warnings
 
 

@@ -209,3 +209,17 @@ def test_an_interrupted_profile_resumes_without_repeating_measurements(store_dir
     calls["n"] = 0
     third, again = run()
     assert calls["n"] == 0 and third.measured == 0 and again.speed.measured == result.speed.measured
+
+
+def test_a_shipped_file_with_hundreds_of_foreign_records_warns_once(tmp_path, monkeypatch) -> None:
+    import attn_cost.profilers.store as store_module
+    from attn_cost.profilers.device import slug
+
+    device = fingerprint("cpu")
+    other = {**device, "name": "Some Other CPU"}
+    lines = [_legacy_line(device, "k1")] + [_legacy_line(other, f"o{i}") for i in range(556)]
+    (tmp_path / f"{slug(device)}.jsonl").write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(store_module, "SHIPPED", tmp_path)
+    store = ResultStore(device, tmp_path / "results")
+    assert store.get("k1") is not None and store.get("o1") is None
+    assert store.warnings == [f"{tmp_path / slug(device)}.jsonl: 556 records of other devices ignored: lines 2-557"]
