@@ -15,11 +15,7 @@ from attn_cost.cli import options as o
 from attn_cost.cli import render
 from attn_cost.cli.analytic import emit
 from attn_cost.cli.app import app, fail
-from attn_cost.cli.measure import CPU, GPU, STORE, THREADS
-
-SDPA_BACKEND = typer.Option(
-    None, "--sdpa-backend", help="Kernel of softmax-fused: flash, efficient, cudnn or math (default: PyTorch's choice)."
-)
+from attn_cost.cli.measure import CPU, GPU, SDPA_BACKEND, STORE, THREADS
 
 
 def _err(line: str) -> None:
@@ -147,39 +143,36 @@ def _state(row: dict, waited: bool) -> str:
 
 
 def _summary_tables(summary: dict) -> None:
-    """Measured against predicted transition points, one table per dtype."""
+    """Measured against predicted transition points, one table per dtype (with the fitted points once validated)."""
     dev = summary["device"]
-    corrected = {
-        (r["a"], r["b"], r["d"], dtype): r for dtype, rows in summary["validation"].items() for r in rows
-    }  # the validated rows carry the corrected points
+    corrected = {(r["a"], r["b"], r["d"], dtype): r for dtype, rows in summary["validation"].items() for r in rows}
     for dtype in summary["plan"]["dtypes"]:
         units = [u for u in summary["transitions"] if u["dtype"] == dtype]
         if not units:
             continue
+        fitted = dtype in summary["validation"]
+        heads = ["N0 model", "N0 fit", "N0 measured", "N1 model", "N1 fit", "N1 measured"]
+        if not fitted:
+            heads = [h for h in heads if "fit" not in h]
         rows = []
         for u in units:
             c = corrected.get((u["a"], u["b"], u["d"], dtype), {})
-            rows.append(
-                [
-                    u["a"], u["b"], str(u["d"]),
-                    _n(u["analytic_n0"]), _n(c.get("corrected_n0")), _measured(u, "n0"),
-                    _n(u["analytic_n1"]), _n(c.get("corrected_n1")), _measured(u, "n1"),
-                ]
-            )  # fmt: skip
+            n0 = [_n(u["analytic_n0"]), _n(c.get("corrected_n0")), _measured(u, "n0")]
+            n1 = [_n(u["analytic_n1"]), _n(c.get("corrected_n1")), _measured(u, "n1")]
+            if not fitted:
+                n0, n1 = [n0[0], n0[2]], [n1[0], n1[2]]
+            rows.append([u["a"], u["b"], str(u["d"]), *n0, *n1])
+        plan = summary["plan"]
         render.table(
-            f"Transition points on {dev['name']} ({dev['kind']}, {dtype}, b = {summary['plan']['batch']}, "
-            f"h = {summary['plan']['heads']})",
-            [render.Col("A"), render.Col("B"), render.right("d")]
-            + [render.right(h) for h in ("N0 model", "N0 fit", "N0 measured", "N1 model", "N1 fit", "N1 measured")],
+            f"Transition points on {dev['name']} ({dev['kind']}, {dtype}, b = {plan['batch']}, h = {plan['heads']})",
+            [render.Col("A"), render.Col("B"), render.right("d")] + [render.right(h) for h in heads],
             rows,
             keys=3,
         )
     for what in summary["skipped"]:
         render.line(f"skipped: {what}", markup=False)
-    render.line(
-        f"Wrote {', '.join(summary['files'])} to {summary['plan']['out']} in {summary['elapsed_s']:.0f} s.",
-        markup=False,
-    )
+    files = ", ".join(summary["files"])
+    render.line(f"Wrote {files} to {summary['plan']['out']} in {summary['elapsed_s']:.0f} s.", markup=False)
 
 
 def _n(value) -> str:
