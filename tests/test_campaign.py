@@ -298,3 +298,47 @@ def test_submitit_local_executor_runs_the_jobs_and_prints_the_merge(attn_cost, t
     assert merge.startswith("attn-cost results import ")
     imported = attn_cost(*merge.split()[1:], "--store", str(tmp_path / "merged"))
     assert imported.code == 0, imported.err
+
+
+# -- on a GPU (skipped without CUDA; the next GPU session runs them first) ----------------------------
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+SDPA_OPS = {
+    "flash": "aten::_scaled_dot_product_flash_attention",
+    "efficient": "aten::_scaled_dot_product_efficient_attention",
+    "cudnn": "aten::_scaled_dot_product_cudnn_attention",
+    "math": "aten::_scaled_dot_product_attention_math",
+}
+
+
+@pytest.mark.gpu
+@cuda
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("d", [16, 64, 96])
+def test_every_backend_the_rules_allow_runs_on_this_gpu_and_is_the_kernel_that_runs(dtype, d) -> None:
+    capability = torch.cuda.get_device_capability(0)
+    case = build_case("softmax-fused", "core", Sizes(N=256, d=d, h=4, b=2), dtype, "cuda")
+    for name in sdpa.BACKENDS:
+        try:
+            sdpa.check_backend(name, "cuda", dtype, d, capability)
+        except UserError:
+            continue
+        assert sdpa.probe_backend(name, "cuda", dtype, d) == name  # PyTorch agrees with the rules
+        assert SDPA_OPS[name] in _aten_ops(sdpa.bind(case, name))
+
+
+@pytest.mark.gpu
+@cuda
+def test_cuda_timing_goes_through_the_harness_and_the_device_record_holds_its_clocks() -> None:
+    from attn_cost.profilers.device import fingerprint
+    from attn_cost.profilers.memory import cuda_peak
+    from attn_cost.profilers.timing import time_cases
+
+    cases = [build_case(v, "core", Sizes(N=512, d=64, b=32), "bf16", "cuda") for v in ("softmax", "linear")]
+    stats = time_cases(cases, 3, 2)
+    assert [s.runs for s in stats] == [3, 3] and all(s.median > 0 for s in stats)
+    info = fingerprint("cuda")
+    assert info["sm_count"] > 0 and info["timer"] == gpu_timing.describe_timer()
+    # the N×N scores of materialised softmax are allocated: at least b·N² bf16 elements above the baseline
+    assert cuda_peak(cases[0]) >= 32 * 512 * 512 * 2
