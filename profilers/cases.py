@@ -183,7 +183,7 @@ def _bind_core(ref: Reference, s: Sizes, device: str, params: Params) -> Callabl
 def _decode_inputs(variant: str, s: Sizes, inputs) -> Callable[[], list[Tensor]]:
     """Inputs of one decoding step with N tokens of context, in the engine's order."""
     b, h, n, d, lat = s.b, s.h, s.N, s.d, s.latents
-    if variant == "gqa":
+    if variant.startswith("gqa"):
         kv = s.kv
         return inputs((b, h, 1, d), (b, kv, 1, d), (b, kv, 1, d), (b, kv, n + 1, d), (b, kv, n + 1, d))
     if variant.startswith("softmax"):

@@ -308,6 +308,11 @@ def gqa(inputs: list[Tensor]) -> Tensor:
     return y.view(b, h, n, d)
 
 
+def gqa_causal(inputs: list[Tensor]) -> Tensor:
+    q, k, v = take(inputs)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+
 def gqa_decode(inputs: list[Tensor]) -> Tensor:
     q, k, v, k_cache, v_cache = take(inputs)
     _write_token(k, v, k_cache, v_cache)
@@ -556,6 +561,7 @@ REFERENCES: dict[str, Reference] = {
     "efficient-attention": Reference(layer="Q"),
     "super-attention": Reference(layer="super"),
     "gqa": Reference(gqa, decode=gqa_decode),
+    "gqa-causal": Reference(gqa_causal, decode=gqa_decode),
     "sliding-window": Reference(sliding_window, constants=lambda s, p: _window(s, p)),
     "sliding-window-fused": Reference(sliding_window_fused, constants=lambda s, p: _window(s, p)),
     "linformer": Reference(

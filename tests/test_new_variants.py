@@ -20,6 +20,7 @@ from attn_cost.profilers.memory import traced_peak
 MATMUL = get_convention("matmul")
 NEW = [
     "gqa",
+    "gqa-causal",
     "sliding-window",
     "sliding-window-fused",
     "linformer",
@@ -27,7 +28,11 @@ NEW = [
     "nystromformer",
     "linear-causal-fused",
 ]
-SCOPES = {"gqa": ("core", "layer", "block", "decode"), "linear-causal-fused": ("core", "layer", "decode")}
+SCOPES = {
+    "gqa": ("core", "layer", "block", "decode"),
+    "gqa-causal": ("core", "layer"),
+    "linear-causal-fused": ("core", "layer", "decode"),
+}
 # sizes away from the defaults: h_kv < h, windows shorter and longer than N, k > N, N < c and N = c
 SIZES = [
     Sizes(N=13, d=4, h=2, b=2, D=2, h_kv=1, w=5, k=6, m=7, c=3),
@@ -173,6 +178,13 @@ def test_gqa_shares_each_kv_head_among_its_group() -> None:
     rep = 6 // 2
     full = torch.ones(11, 11, dtype=torch.bool)
     assert rel_err(y, dense(q, k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1), full)) < 1e-5
+
+
+def test_gqa_causal_is_causal_attention_over_shared_kv_heads() -> None:
+    sizes = Sizes(N=11, d=4, h=6, b=2, h_kv=3)
+    y, (q, k, v), _ = run("gqa-causal", sizes)
+    causal = torch.ones(11, 11, dtype=torch.bool).tril()
+    assert rel_err(y, dense(q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1), causal)) < 1e-5
 
 
 def test_gqa_decode_attends_over_the_grouped_cache() -> None:

@@ -2,7 +2,9 @@
 
 h query heads share h_kv key/value heads (h_kv divides h; h_kv = 1 is multi-query attention).
 The kernel is fused SDPA; the query heads of one group are stacked along the sequence axis, a
-view, so each key/value head is read once for its h/h_kv query heads and never copied. What GQA
+view, so each key/value head is read once for its h/h_kv query heads and never copied. The causal
+form cannot stack (the mask would cross the stacked rows): it runs SDPA with enable_gqa, which
+PyTorch's kernels also serve without repeating K and V. What GQA
 saves is the key/value side: the K/V projections (layer scope) and the KV cache of decoding,
 2·N·h_kv·d elements instead of 2·N·h·d.
 """
@@ -22,6 +24,7 @@ PAPER = "Ainslie et al., GQA, EMNLP 2023; Shazeer, Fast Transformer Decoding (mu
     source=PAPER,
     family="softmax",
     kv_heads=h_kv,
+    causal_form="gqa-causal",
 )
 def gqa(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
     grouped = Q.view(b, h_kv, (h / h_kv) * N, d, name="Q_g")
@@ -29,7 +32,19 @@ def gqa(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
     return Y.view(b, h, N, d)
 
 
-@decode_step("gqa")
+@variant(
+    "gqa-causal",
+    "grouped-query attention with a causal mask (SDPA is_causal with enable_gqa: no repeated K/V)",
+    source=PAPER,
+    family="softmax",
+    kv_heads=h_kv,
+    causal=True,
+)
+def gqa_causal(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
+    return g.fused_attention("Y", Q, K, V, causal=True, label="Y ← SDPA(Q, K, V, is_causal, enable_gqa)")
+
+
+@decode_step("gqa", "gqa-causal")
 def gqa_decode(g: Graph) -> None:
     """Token N+1: its h query heads attend over a cache of h_kv key/value heads."""
     q = g.input("q", b, h, 1, d)
