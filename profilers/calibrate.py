@@ -73,14 +73,21 @@ def _s(kernel: str, **dims: int) -> Shape:
 
 
 def _numels(llc: int, quick: bool, elem: int) -> list[int]:
-    """Element counts from launch-bound to ~8× the last-level cache, denser around the cache."""
+    """Element counts from launch-bound to ~8× the last-level cache: every 4×, then every 2^¼ where an
+    out-of-place op's working set (2 × numel × elem bytes) runs from an eighth of the cache to twice it."""
     top = max(llc * 8 // (2 * elem), 1 << 18)
-    step = 4 if not quick else 16
-    base = [4**k for k in range(3, 20) if 4**k <= top] if not quick else [16**k for k in range(1, 8) if 16**k <= top]
+    if quick:
+        return [16**k for k in range(1, 8) if 16**k <= top]
+    base = [4**k for k in range(3, 20) if 4**k <= top]
     lo, hi = llc / 8 / (2 * elem), 2 * llc / (2 * elem)
-    dense = [] if quick else [int(lo * 2 ** (j / 2)) for j in range(int(2 * math.log2(hi / lo)) + 1)]
-    del step
+    dense = [int(lo * 2 ** (j / 4)) for j in range(int(4 * math.log2(hi / lo)) + 1)]
     return sorted(set(base + dense))
+
+
+def _square_sides(llc: int, elem: int) -> list[int]:
+    """N of N×N products whose N×N operand runs from an eighth of the cache to twice it, every 2^⅛."""
+    lo, hi = math.sqrt(llc / 8 / elem), math.sqrt(2 * llc / elem)
+    return sorted({int(lo * 2 ** (j / 8)) for j in range(int(8 * math.log2(hi / lo)) + 1)})
 
 
 def grid(caches: dict[str, int], dtype: str = "fp32", quick: bool = False) -> list[Shape]:
@@ -99,7 +106,7 @@ def grid(caches: dict[str, int], dtype: str = "fp32", quick: bool = False) -> li
             numels = _numels(llc, quick, elem * (w if kernel == "outer" else 1))
             shapes += [_s(kernel, rows=max(1, n // w), cols=w) for n in numels if n >= w]
     small = (1, 8, 16, 32, 64) if not quick else (1, 16, 64)
-    large = (32, 256, 2048, 8192) if not quick else (64, 1024)
+    large = (32, 128, 512, 2048, 8192) if not quick else (64, 1024)
     flop_cap = 2**33 if not quick else 2**28
     for layout in MATMUL_LAYOUTS:
         seen: set[tuple[int, int, int]] = set()
@@ -112,6 +119,10 @@ def grid(caches: dict[str, int], dtype: str = "fp32", quick: bool = False) -> li
                         if mkn not in seen and 2 * m * k * n <= flop_cap and m * k + k * n + m * n <= 2**26:
                             seen.add(mkn)
                             shapes.append(_s(f"matmul-{layout}", batch=1, m=m, k=k, n=n))
+    for side in [] if quick else _square_sides(llc, elem):  # S = QKᵀ and PV, where the N×N matrix leaves the cache
+        for d in (8, 16, 32, 64):
+            shapes.append(_s("matmul-NT", batch=1, m=side, k=d, n=side))
+            shapes.append(_s("matmul-NN", batch=1, m=side, k=side, n=d))
     for batch in (16, 256, 4096) if not quick else (64,):
         for k in (8, 32, 64):
             shapes.append(_s("matmul-NN", batch=batch, m=1, k=k, n=k))

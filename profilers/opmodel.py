@@ -8,22 +8,25 @@ It is zero-shot: it never sees a timing of a whole variant. numpy and scipy only
 Per op kind (kernel) the model is physically shaped:
 
     element-wise, row-wise, reductions, outer products, ...:  t = t_launch + B · s(B, w)
-    matrix products:  t = t_launch + batch·t_item + max(F / (P·e(m)·e(k)·e(n)), B · s_copy(B))   × residual
+    matrix products:  t = (t_launch + batch·t_item + max(F / (P·e(m)·e(k)·e(n)), B · s_copy(B))) × residual
 
 B is the op's traffic in bytes (inputs read + output written, as `derive` counts it), which is also
 its working set when it runs alone; s(B, w) the seconds per byte measured at that working set and row
-width w, interpolated linearly in log B and log w between calibration points (it carries the cache
-levels: a few bytes per ns in L2, fewer in L3, fewest from DRAM) and constant beyond the grid. A
+width w: measured times are interpolated linearly in B between calibration points (a constant marginal
+cost per byte between two sizes: the cache levels are in the curve) and linearly in log w between row
+widths, held at the launch cost below the grid and continued at the last marginal cost above it. A
 matrix product is the larger of its compute time at a shape-dependent rate (P the peak, e(x) =
 x/(x + x½) the efficiency of a dimension of size x) and its traffic time at the copy kernel's
 bandwidth; the fitted form is corrected by the measured residuals of nearby grid shapes (Gaussian
 weights over octaves of batch, m, k, n), which fade to 1 away from the grid.
 
-A variant's time is Σ over its ops of repeat × t(op) at concrete sizes, plus a per-iteration
-overhead for loops. Crossovers come from the predicted curves by bracketing sign changes on a log
-grid and brentq; their interval is the 2.5-97.5 % range over bootstrap replicates of the model, each
-refitted on a resample (with replacement) of the calibration points, medians jittered by their
-standard errors.
+A variant's time is Σ over its ops of repeat × t(op) at concrete sizes, plus the fixed cost of a call,
+a per-iteration cost for loops, and per op what running inside a chain of different ops adds to the
+op alone (all three calibrated as pseudo-kernels). Crossovers come from the predicted curves by
+bracketing sign changes on a log grid and brentq; their interval is the 2.5-97.5 % range over bootstrap
+replicates of the model, each refitted on a resample (with replacement) of the calibration points,
+medians jittered by their standard errors, and every kernel scaled by a draw of the error the model
+makes on shapes off its grid (log-normal, σ from the held-out shapes `calibrate` times).
 """
 
 from __future__ import annotations
@@ -244,6 +247,21 @@ class Fixed:
         return np.full_like(f["bytes"], self.launch, dtype=float)
 
 
+@dataclass
+class Scaled:
+    """A kernel model times a factor (a bootstrap replicate's draw of the off-grid error)."""
+
+    inner: Streaming | Gemm | Fixed
+    factor: float
+
+    @property
+    def launch(self) -> float:
+        return self.inner.launch * self.factor
+
+    def predict(self, f: dict[str, np.ndarray]) -> np.ndarray:
+        return self.inner.predict(f) * self.factor
+
+
 def _matmul_coords(f: dict[str, np.ndarray]) -> np.ndarray:
     return np.stack([np.log2(np.maximum(f[k], 1.0)) for k in ("batch", "m", "k", "n")], axis=-1)
 
@@ -401,9 +419,21 @@ class OpModel:
         refit = self._fit(picked)
         for name, model in refit.items():
             kernels.setdefault(name, model)
+        for name in list(kernels):  # the error the model makes off its grid, one draw per kernel and replicate
+            sigma = self.off_grid_sigma(name)
+            if sigma > 0:
+                kernels[name] = Scaled(kernels[name], math.exp(sigma * rng.standard_normal()))
         for name, model in self.kernels.items():
             kernels.setdefault(name, model)
         return OpModel(self.device, self.dtype, self.points, self.caches, self.held_out, self.created, kernels)
+
+    def off_grid_sigma(self, kernel: str) -> float:
+        """Log-scale spread of the model's error on shapes off the grid (from the held-out shapes that
+        `calibrate` times): 1.4826 × their median |relative error|, a robust σ."""
+        family = "matmul" if kernel.startswith(("matmul", "sdpa")) else "other kernels"
+        if kernel in (CALL, LOOP_STEP, SEQUENCE) or family not in self.held_out:
+            return 0.0
+        return 1.4826 * float(self.held_out[family].get("median_abs_error", 0.0))
 
     def as_json(self) -> dict:
         from datetime import datetime, timezone
