@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
-NAMES = ["taylorshift_reproduction.ipynb", "tour.ipynb"]
+NAMES = ["taylorshift_reproduction.ipynb", "tour.ipynb", "bring_your_own.ipynb"]
 
 
 @pytest.mark.parametrize("name", NAMES)
