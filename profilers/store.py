@@ -228,6 +228,8 @@ def _row(r: Record) -> tuple:
 def database_path(root: Path | None) -> Path:
     """The database file: `root` itself if it names a file (an existing one or *.db), else root/results.db."""
     root = Path(root) if root is not None else default_root()
+    if root.suffix == ".jsonl":
+        raise UserError(f"{root} is a JSON-lines file: bring it in with `attn-cost results import {root}`")
     if root.is_file() or root.suffix in (".db", ".sqlite", ".sqlite3"):
         return root
     return root / DB_NAME

@@ -333,6 +333,7 @@ def test_odd_store_paths_are_one_line_each(attn_cost, tmp_path) -> None:
     assert "cannot read" in _one_error(attn_cost("results", "import", str(tmp_path / "missing.jsonl")))
     assert "--kind takes" in _one_error(attn_cost("results", "ls", "--kind", "speed"))
     assert "needs a filter" in _one_error(attn_cost("results", "rm"))
+    assert "results import" in _one_error(attn_cost("results", "ls", "--store", str(tmp_path / "old.jsonl")))
 
 
 def test_ls_and_rm_with_filters(attn_cost, tmp_path) -> None:
