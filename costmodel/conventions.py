@@ -88,6 +88,8 @@ SAVES: dict[str, tuple] = {
     "elu1": (0,),
     "layernorm": (0,),
     "gelu": (0,),
+    "pointwise": (0,),
+    "norm": (0, "out"),
     "fused_attention": (0, 1, 2, "out"),
 }
 """Training mode keeps these tensors alive to the end of the forward pass."""
@@ -143,6 +145,8 @@ KINDS: dict[str, str] = {
     "maximum": "element-wise maximum of two tensors (1 compare per output element)",
     "layernorm": "layer normalisation: mean, centre, variance, scale, affine (7 ops per element + 2 per row)",
     "gelu": "GELU activation, 0.5x(1 + erf(x/√2)) (5 ops per element)",
+    "pointwise": "another element-wise function of one tensor (relu, sigmoid, tanh, sqrt, log, ...: 1 op per element)",
+    "norm": "vector 2-norm over one axis (a square and an add per input element, a square root per output)",
     "mask": "causal mask fill (selection, no arithmetic)",
     "copy": "copy of a view into a new or existing tensor (data movement only)",
     "fill": "allocate a buffer (zeros or to be written; no arithmetic)",
@@ -171,6 +175,8 @@ FULL_RULES: dict[str, Rule] = {
     "maximum": per_out(1),
     "layernorm": lambda op: 7 * op.out_numel + 2 * op.output.rows,
     "gelu": per_out(5),
+    "pointwise": per_out(1),
+    "norm": lambda op: 2 * op.in_numel(0) + op.out_numel,
     "mask": _zero,
     "copy": _zero,
     "fill": _zero,

@@ -276,7 +276,7 @@ def _pow(n: _Node):
     exponent = n.args[1] if len(n.args) > 1 else None
     if exponent == 2:
         return "mul", _tensors(n)[:1], {"gain": None}
-    raise _UnmappedError(f"pow with exponent {exponent}")
+    return "pointwise", _tensors(n)[:1], {"gain": None}
 
 
 def _mm(n: _Node, a: Tensor, c: Tensor, accumulate: bool, gain: str | None = None) -> dict[str, Any]:
@@ -361,6 +361,12 @@ def _mask(n: _Node):
     return "mask", _tensors(n), {"gain": None}
 
 
+POINTWISE = (
+    "relu", "sigmoid", "tanh", "sqrt", "rsqrt", "log", "log1p", "expm1", "exp2", "abs", "sin", "cos", "erf",
+    "silu", "sign", "sgn", "clamp", "clamp_min", "clamp_max", "hardtanh", "leaky_relu", "softplus", "mish",
+)  # fmt: skip
+"""Element-wise functions of one tensor the engine counts as one op per element (kind `pointwise`)."""
+
 RULES: dict[str, Rule] = {
     # products
     "matmul": _matmul,
@@ -385,6 +391,7 @@ RULES: dict[str, Rule] = {
     "exp": _unary("exp"),
     "elu": _unary("elu1"),
     "gelu": _unary("gelu"),
+    **{op: _unary("pointwise") for op in POINTWISE},
     "masked_fill": _mask,
     "tril": _mask,
     "triu": _mask,
@@ -395,7 +402,8 @@ RULES: dict[str, Rule] = {
     "layer_norm": _unary("layernorm"),
     "sum": _reduce("sum"),
     "mean": _reduce("sum"),
-    "linalg_vector_norm": _reduce("sum"),
+    "linalg_vector_norm": _reduce("norm"),
+    "norm": _reduce("norm"),
     "amax": _reduce("max"),
     "cumsum": _unary("cumsum"),
     # data movement and allocation
