@@ -80,7 +80,7 @@ class Plan:
     threads: int | None = None
     quick: bool = False
     calibrate: bool = True
-    """Run the op calibration first (`attn-cost calibrate`), where this version has it."""
+    """Calibrate the op model (`attn-cost calibrate`) after the profiles."""
 
     @classmethod
     def quick_plan(cls, out: str, **overrides) -> Plan:
@@ -224,12 +224,9 @@ class Campaign:
 
 def export_records(store) -> list[dict]:
     """Every stored record of the store's device (replicate timings included), oldest first."""
-    try:
-        from attn_cost.profilers.store import select
+    from attn_cost.profilers.store import select
 
-        rows = [rec for _, rec in select(store.db, {"device": store.slug})]
-    except (ImportError, AttributeError):  # a store without the SQLite database
-        rows = list(store.records.values())
+    rows = [rec for _, rec in select(store.db, {"device": store.slug})]
     return sorted(rows, key=lambda r: (r.get("at", ""), r.get("key", "")))
 
 
@@ -237,16 +234,9 @@ def resume_from(store, path: Path, log: Log) -> None:
     """Import an earlier run's DIR/measurements.jsonl, so that a rerun measures only what is missing."""
     if not path.exists():
         return
-    from attn_cost.profilers import store as store_module
+    from attn_cost.profilers.store import import_jsonl
 
-    if hasattr(store_module, "import_jsonl") and hasattr(store, "db"):
-        count, warnings = store_module.import_jsonl(store.db, path)
-    else:
-        records, warnings = store_module.read_records(path)
-        mine = [r for r in records if store_module.slug(r["device"]) == store_module.slug(store.device)]
-        for rec in mine:
-            store.records[rec["key"]] = rec
-        count = len(mine)
+    count, warnings = import_jsonl(store.db, path)
     for w in warnings:
         log(f"warning: {w}")
     log(f"resumed: {count} measurements imported from {path}")
@@ -316,13 +306,9 @@ def calibrate_step(camp: Campaign) -> None:
     if not plan.calibrate:
         camp.steps["calibrate"] = "not asked for (--no-calibrate)"
         return
-    try:
-        from attn_cost.profilers.calibrate import Calibrator, cache_sizes, calibrate
-        from attn_cost.profilers.opmodel import user_dir
-    except ImportError:
-        camp.steps["calibrate"] = "not available in this version (no attn_cost.profilers.calibrate)"
-        camp.log(f"calibration: {camp.steps['calibrate']}")
-        return
+    from attn_cost.profilers.calibrate import Calibrator, cache_sizes, calibrate
+    from attn_cost.profilers.opmodel import user_dir
+
     dtype = plan.dtypes[0]
     caches = cache_sizes(camp.device)
     camp.log(f"calibrate the op model in {dtype} ({'quick' if plan.quick else 'full'} grid); caches {caches}")
