@@ -202,7 +202,7 @@ class Derived:
             storages[t.storage.id] = t.storage
             last_use[t.storage.id] = -1
         for op in g.ops:
-            for t in op.inputs:
+            for t in (*op.inputs, *op.attrs.get("holds", ())):  # holds: alive through the op, not read by it
                 reach = op.index
                 for lp in self._loops_of(op.index):
                     first, last = span[lp]

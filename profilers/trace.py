@@ -525,7 +525,8 @@ def replay(t: Traced, g: Graph, inputs: list[Tensor]) -> Tensor:
             if not tensors:
                 raise UserError(f"{t.path}:{t.name} returns no tensor")
             out = tensors[0]
-    g.keep(*inputs)  # the caller holds the arguments: eager PyTorch cannot free them during the call
+    if g.ops:  # the caller holds the arguments: eager PyTorch cannot free them before the call returns
+        g.ops[-1].attrs.setdefault("holds", []).extend(inputs)
     return out
 
 

@@ -181,3 +181,14 @@ def test_an_op_it_cannot_map_is_named_with_its_line(attn_cost, tmp_path: Path) -
 def test_bad_trace_specs(attn_cost, spec: str, words: str) -> None:
     r = attn_cost("trace", spec.format(code=CODE))
     assert r.code == 2 and words in r.err and "Traceback" not in r.err
+
+
+def test_arguments_are_held_through_the_call_only() -> None:
+    """Inside a layer, the traced core's q, k, v (the split heads) live until the core returns, not to the end."""
+    from attn_cost.costmodel.variants import derive
+
+    layer = derive(_register(f"{CODE}:ref_softmax"), "layer")
+    live = {step.op.label: {s.name for s in step.live} for step in layer.steps}
+    core_last = next(s for s in reversed(layer.steps) if s.op.kind == "matmul")
+    assert {"Qₕ", "Kₕ", "Vₕ"} <= live[core_last.op.label]
+    assert not {"Qₕ", "Kₕ", "Vₕ"} & live[layer.steps[-1].op.label]
