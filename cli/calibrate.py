@@ -25,6 +25,11 @@ def calibrate(
     quick: bool = typer.Option(False, "--quick", help="A coarse grid (a smoke test: about a fifth of the shapes)."),
     store: Optional[Path] = STORE,
     fresh: bool = FRESH,
+    context: bool = typer.Option(
+        False,
+        "--context/--no-context",
+        help="Also charge each op the cache misses it has inside its variant and not alone (reuse distances).",
+    ),
     out: Optional[Path] = typer.Option(
         None, "--out", help="Directory for the op model (default: $ATTN_COST_HOME/opmodels or ~/.local/share/...)."
     ),
@@ -56,6 +61,7 @@ def calibrate(
             bar.update(task, description=message[:40], completed=done, total=total)
 
         model, n_grid, n_held = run_calibration(calibrator, caches, quick=quick, step=step)
+    model.context = context
     path = model.save(target)
     summary = model.as_json()
     if as_json:

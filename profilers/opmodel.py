@@ -98,6 +98,70 @@ class KernelCalls:
     """Per op: sympy-lambdified functions of N for repeat, bytes, and the kernel's dims."""
     loop_iterations: object
     """Function of N: loop iterations per call (0 without loops)."""
+    touches: list[list[tuple[int, bool]]] = field(default_factory=list)
+    """Per op: the storages it touches, and whether each is a new allocation it writes (its output)."""
+    storage_bytes: dict = field(default_factory=dict)
+    """Bytes of every storage, as functions of N."""
+    freed_after: dict = field(default_factory=dict)
+    """Op index after which a storage is freed (absent: it outlives the call)."""
+    in_loop: list[bool] = field(default_factory=list)
+    _reuse: dict = field(default_factory=dict, repr=False)
+
+    def reuse(self, n: float) -> list[list[tuple[float, float, float]]]:
+        """Per op: (bytes, reuse distance in the variant, reuse distance alone) of every tensor it touches.
+
+        The reuse distance of a tensor is the bytes of distinct storages touched since it was last touched,
+        its own included: the working set its cache lines had to survive. Alone in a tight loop, that is the
+        op's own footprint. Inside the variant, called again and again, it is what the ops since its last
+        touch touched (through the end of the previous call for the graph's inputs); a new allocation reuses
+        the block freed most recently that is large enough, and inherits that block's last touch."""
+        key = float(n)
+        if key not in self._reuse:
+            self._reuse[key] = self._simulate(key)
+        return self._reuse[key]
+
+    def _simulate(self, n: float) -> list[list[tuple[float, float, float]]]:
+        size = {sid: float(f(n)) for sid, f in self.storage_bytes.items()}
+        history: list[set[int]] = []
+        last: dict[int, int] = {}
+        free: dict[int, list[float]] = {}
+        """Free blocks: id -> [freed at, bytes, last touch]. A storage carved from a block gives its bytes
+        back to that block when freed (the allocator coalesces them), else it becomes a block of its own."""
+        origin: dict[int, int] = {}
+        out: list[list[tuple[float, float, float]]] = []
+        for call in range(2):
+            for i, touched in enumerate(self.touches):
+                pos = call * len(self.touches) + i
+                row = []
+                own = sum(size[sid] for sid in {sid for sid, _ in touched})
+                for sid, fresh in touched:
+                    since = last.get(sid)
+                    if fresh:
+                        since = None
+                        fits = [b for b, blk in free.items() if blk[1] >= size[sid]]
+                        if fits:  # best fit, the most recently freed among equal sizes
+                            pick = min(fits, key=lambda b: (free[b][1], -free[b][0]))
+                            free[pick][1] -= size[sid]
+                            since, origin[sid] = int(free[pick][2]), pick
+                    if since is None:
+                        distance = math.inf
+                    else:
+                        seen = set().union(*history[since:pos], {sid})
+                        distance = sum(size.get(x, 0.0) for x in seen)
+                    row.append((size[sid], max(distance, own), own))
+                for sid, _ in touched:
+                    last[sid] = pos
+                history.append({sid for sid, _ in touched})
+                for sid in {sid for sid, _ in touched}:
+                    if self.freed_after.get(sid) == i:
+                        home = origin.pop(sid, None)
+                        if home in free:
+                            free[home] = [pos, free[home][1] + size[sid], pos]
+                        else:
+                            free[sid + 1_000_000 * call] = [pos, size[sid], pos]
+                if call == 1:
+                    out.append(row)
+        return out
 
     def at(self, n: np.ndarray) -> list[tuple[str, dict[str, np.ndarray]]]:
         n = np.asarray(n, dtype=float)
@@ -139,17 +203,30 @@ def op_features(derived, op, dtype: str) -> tuple[str, dict]:
 
 @cache
 def _calls(variant: str, scope: str, dtype: str, dims_key: tuple) -> KernelCalls:
+    from attn_cost.costmodel.derive import dtype_bytes
     from attn_cost.costmodel.variants import derive
 
     derived = derive(variant, scope)
     values = dict(dims_key)
-    kernels, features = [], []
+    kernels, features, touches = [], [], []
+    storages: dict[int, object] = {}
+    last_op: dict[int, int] = {}
     for op in derived.ops:
         kernel, feats = op_features(derived, op, dtype)
         kernels.append(kernel)
         features.append({k: _fn(v, values) for k, v in feats.items()})
+        ts = [(t.storage, False) for t in op.inputs] + ([] if op.inplace else [(op.output.storage, True)])
+        touches.append([(st.id, fresh) for st, fresh in ts])
+        for st, _ in ts:
+            storages[st.id] = st
+            last_op[st.id] = op.index
+    inputs = {t.storage.id for t in derived.graph.inputs}  # the caller holds them across calls
+    sizes = {sid: _fn(st.numel * dtype_bytes(st.dtype or dtype), values) for sid, st in storages.items()}
+    end = len(derived.ops) - 1  # results are dropped by the caller once the call is over
+    freed = {sid: end if sid in derived.graph.kept else i for sid, i in last_op.items() if sid not in inputs}
     loops = sum((lp.count for lp in derived.graph.loops), sp.Integer(0))
-    return KernelCalls(kernels, features, _fn(loops, values))
+    in_loop = [op.loop is not None for op in derived.ops]
+    return KernelCalls(kernels, features, _fn(loops, values), touches, sizes, freed, in_loop)
 
 
 def kernel_calls(variant: str, scope: str, dtype: str, dims: dict) -> KernelCalls:
@@ -340,6 +417,8 @@ class OpModel:
     """Errors of the model on shapes that are not in the grid (measured by `attn-cost calibrate`)."""
     created: str = ""
     kernels: dict[str, Streaming | Gemm] = field(default_factory=dict, repr=False)
+    context: bool = False
+    """Add the cache misses a variant's ops have and the same ops alone do not (`context_seconds`)."""
 
     def __post_init__(self) -> None:
         if not self.kernels:
@@ -387,14 +466,48 @@ class OpModel:
         return self.kernel(kernel).predict(f)
 
     def time(self, calls: KernelCalls, n: np.ndarray) -> np.ndarray:
-        """Predicted seconds of one call of a variant at every N."""
+        """Predicted seconds of one call of a variant at every N (with the cache context, if the model has it)."""
         n = np.atleast_1d(np.asarray(n, dtype=float))
         total = np.zeros_like(n)
         for kernel, f in calls.at(n):
             if kernel in (LOOP_STEP, CALL, SEQUENCE) and (not np.any(f["repeat"] > 0) or kernel not in self.kernels):
                 continue
             total = total + f["repeat"] * self.op_seconds(kernel, f)
+        if self.context and COPY in self.kernels:
+            total = total + self.context_seconds(calls, n)
         return total
+
+    def context_seconds(self, calls: KernelCalls, n: np.ndarray) -> np.ndarray:
+        """What the ops of a variant lose to cache misses that the same ops alone do not have: per tensor,
+        its bytes times the rise of the copy kernel's cost per byte from the working set it has alone to
+        the one it has inside the variant (zero while both fit in a cache level). Ops in loops are left out."""
+        per_byte = self.cache_cost_per_byte()
+
+        out = np.zeros_like(n)
+        for j, x in enumerate(n):
+            rows = [t for i, r in enumerate(calls.reuse(x)) if not calls.in_loop[i] for t in r]
+            if not rows:
+                continue
+            size, inside, alone = (np.array(col) for col in zip(*rows, strict=True))
+            out[j] = float(np.sum(size * np.maximum(per_byte(inside) - per_byte(alone), 0.0)))
+        return out
+
+    def cache_cost_per_byte(self):
+        """Seconds per byte of moving data whose working set is ws, from the copy kernel's curve: its marginal
+        cost per byte between calibrated sizes (at their geometric mean), made non-decreasing in ws (the
+        smallest cost at that working set or any larger one: per-call overheads are not cache misses)."""
+        copy = self.kernels[COPY]
+        curve = copy.inner.curves[0] if isinstance(copy, Scaled) else copy.curves[0]
+        if len(curve.nbytes) < 2:
+            return lambda ws: np.zeros_like(ws, dtype=float)
+        cost = np.maximum(np.diff(curve.seconds), 0.0) / np.diff(curve.nbytes)
+        envelope = np.minimum.accumulate(cost[::-1])[::-1]
+        log_ws = (np.log2(curve.nbytes[1:]) + np.log2(curve.nbytes[:-1])) / 2
+
+        def per_byte(ws: np.ndarray) -> np.ndarray:
+            return np.interp(np.log2(np.where(np.isfinite(ws), ws, 2.0**60)), log_ws, envelope)
+
+        return per_byte
 
     def resample(self, rng: np.random.Generator, only: set[str] | None = None) -> OpModel:
         """A bootstrap replicate: every kernel (of `only`, if given) refitted on a resample of its points,
@@ -425,7 +538,9 @@ class OpModel:
                 kernels[name] = Scaled(kernels[name], math.exp(sigma * rng.standard_normal()))
         for name, model in self.kernels.items():
             kernels.setdefault(name, model)
-        return OpModel(self.device, self.dtype, self.points, self.caches, self.held_out, self.created, kernels)
+        return OpModel(
+            self.device, self.dtype, self.points, self.caches, self.held_out, self.created, kernels, self.context
+        )
 
     def off_grid_sigma(self, kernel: str) -> float:
         """Log-scale spread of the model's error on shapes off the grid (from the held-out shapes that
@@ -447,6 +562,7 @@ class OpModel:
             "created": self.created or datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "caches": self.caches,
             "held_out": self.held_out,
+            "context": self.context,
             "kernels": {k: _describe(v) for k, v in sorted(self.kernels.items())},
             "points": [p.as_json() for p in self.points],
         }
@@ -468,6 +584,7 @@ class OpModel:
             raise UserError(f"{where} is not an attn-cost op calibration ({e.__class__.__name__}: {e})") from None
         model = fit_points(device, dtype, points, data.get("caches", {}), where)
         model.held_out, model.created = data.get("held_out", {}), data.get("created", "")
+        model.context = bool(data.get("context", False))
         return model
 
     def save(self, root: Path) -> Path:

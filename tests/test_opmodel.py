@@ -327,3 +327,33 @@ def test_off_grid_error_widens_the_interval() -> None:
     loose = predict_n0(*args, replicates=20)
     assert loose.n0 == exact.n0  # the estimate itself does not move
     assert loose.high - loose.low > exact.high - exact.low
+
+
+def _with_copy_curve(per_byte) -> OpModel:
+    """The synthetic model with its copy kernel replaced by seconds = bytes × per_byte(bytes)."""
+    model = synthetic_model()
+    sizes = [2.0**k for k in range(8, 34)]
+    copy = [Point(COPY, {"bytes": b, "rows": b / 512, "cols": 64.0}, 1e-9 + b * per_byte(b)) for b in sizes]
+    points = [p for p in model.points if p.kernel != COPY] + copy
+    out = fit_points(DEVICE, "fp32", points)
+    out.context = True
+    return out
+
+
+def test_no_cache_levels_no_context_cost() -> None:
+    model = _with_copy_curve(lambda b: 1e-10)
+    calls = kernel_calls("taylorshift-direct", "core", "fp32", dims_of(32))
+    assert model.context_seconds(calls, np.array([64.0, 1400.0, 20000.0])) == pytest.approx([0, 0, 0], abs=1e-12)
+
+
+def test_context_cost_appears_when_the_call_outgrows_the_cache() -> None:
+    cache = 2.0**24  # 16.8 MB
+    model = _with_copy_curve(lambda b: 1e-11 if b <= cache else 1e-10)
+    calls = kernel_calls("softmax", "core", "fp32", dims_of(16))
+    small, large = model.context_seconds(calls, np.array([400.0, 1900.0]))  # call footprints 1.3 MB and 29 MB
+    assert small == 0.0
+    assert large > 0.0  # S and P (14 MB each) fit alone, not together with what the call touched since
+    model.context = False
+    without = model.time(calls, np.array([1900.0]))[0]
+    model.context = True
+    assert model.time(calls, np.array([1900.0]))[0] == pytest.approx(without + large)
