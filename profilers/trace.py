@@ -21,6 +21,7 @@ import importlib.util
 import logging
 import math
 import operator
+import re
 import sys
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -175,7 +176,7 @@ def _export(name: str, path: Path, kind: str, module: torch.nn.Module, width: in
     """Export with as many symbolic dims as the code allows; N must stay symbolic."""
     from torch.export import Dim, export
 
-    attempts = [CORE_DIMS, ("N", "d"), ("N",)] if kind == "core" else [LAYER_DIMS, ("N",)]
+    symbolic = list(CORE_DIMS if kind == "core" else LAYER_DIMS)
     gen = torch.Generator().manual_seed(0)
     if kind == "core":
         shape = tuple(EXAMPLE[k] for k in CORE_DIMS)
@@ -184,25 +185,27 @@ def _export(name: str, path: Path, kind: str, module: torch.nn.Module, width: in
     else:
         args = (torch.randn(EXAMPLE["b"], EXAMPLE["N"], width, generator=gen),)
         axes = {0: "b", 1: "N"}
-    last: Exception | None = None
-    for symbolic in attempts:
+    while True:  # drop the dims the code fixes, one export at a time; N must stay
         dims = {k: Dim(k, min=2 if k == "N" else 1) for k in symbolic}
         dynamic = tuple({ax: dims[k] for ax, k in axes.items() if k in dims} for _ in args)
         try:
             with _symbolic_math(), torch.no_grad():
                 program = export(module, args, dynamic_shapes=dynamic, prefer_deferred_runtime_asserts_over_guards=True)
         except Exception as e:
-            last = e
-            if "Constraints violated" in str(e) or "specialized" in str(e):
-                continue
-            hint = ADVICE.get(next((k for k in ADVICE if k in str(e)), ""), "")
-            raise UserError(f"torch.export could not trace {path}:{name}: {_first_line(e)}{hint}") from None
-        return Traced(name, path, kind, program, symbolic, width)
-    raise UserError(
-        f"{path}:{name}: the sequence length N cannot stay symbolic: the code fixes it ({_first_line(last)}). "
-        "A Python loop or branch over N cannot be traced symbolically: write it with tensor ops "
-        "(cumsum, matmul), or describe it with the op DSL (g.loop, docs/variants.md)"
-    )
+            if "Constraints violated" not in str(e) and "specialized" not in str(e):
+                hint = ADVICE.get(next((k for k in ADVICE if k in str(e)), ""), "")
+                raise UserError(f"torch.export could not trace {path}:{name}: {_first_line(e)}{hint}") from None
+            named = re.search(r"Constraints violated \(([^)]*)\)", str(e))
+            fixed = {x.strip() for x in named.group(1).split(",")} if named else set(symbolic) - {"N"}
+            if "N" in fixed or not fixed & set(symbolic):
+                raise UserError(
+                    f"{path}:{name}: the sequence length N cannot stay symbolic: the code fixes it "
+                    f"({_first_line(e)}). A Python loop or branch over N cannot be traced symbolically: write it "
+                    "with tensor ops (cumsum, matmul), or describe it with the op DSL (g.loop, docs/variants.md)"
+                ) from None
+            symbolic = [k for k in symbolic if k not in fixed]
+            continue
+        return Traced(name, path, kind, program, tuple(symbolic), width)
 
 
 ADVICE = {
@@ -640,6 +643,12 @@ def register(spec: str) -> str:
         raise UserError(f"traced variant {canonical!r} clashes with a registered variant: rename {name} in {path}")
     t = trace(spec)
     source = f"traced from {path}:{name} with torch.export (symbolic: {', '.join(t.symbolic)})"
+    fixed = [k for k in (CORE_DIMS if t.kind == "core" else LAYER_DIMS) if k not in t.symbolic]
+    if fixed:  # the formulas hold at the example's sizes only: say so once, on stderr (stdout may be JSON)
+        sizes = ", ".join(f"{k} = {EXAMPLE[k]}" for k in fixed)
+        sys.stderr.write(f"attn-cost: note: {path}:{name} fixes {sizes} (torch.export could not keep "
+                         "symbolic); its formulas hold at these sizes only\n")  # fmt: skip
+        source += f"; fixed: {sizes}"
     if t.kind == "core":
         core = lambda g, q, k, v: replay(t, g, [q, k, v])  # noqa: E731
         v = Variant(canonical, f"{name} as written in {path.name} (traced)", source, "traced", core=core)
