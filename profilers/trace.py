@@ -647,7 +647,7 @@ def register(spec: str) -> str:
     if fixed:  # the formulas hold at the example's sizes only: say so once, on stderr (stdout may be JSON)
         sizes = ", ".join(f"{k} = {EXAMPLE[k]}" for k in fixed)
         sys.stderr.write(f"attn-cost: note: {path}:{name} fixes {sizes} (torch.export could not keep "
-                         "symbolic); its formulas hold at these sizes only\n")  # fmt: skip
+                         "them symbolic); its formulas hold at these sizes only\n")  # fmt: skip
         source += f"; fixed: {sizes}"
     if t.kind == "core":
         core = lambda g, q, k, v: replay(t, g, [q, k, v])  # noqa: E731
