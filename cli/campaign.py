@@ -151,17 +151,15 @@ def _summary_tables(summary: dict) -> None:
         if not units:
             continue
         fitted = dtype in summary["validation"]
-        heads = ["N0 model", "N0 fit", "N0 measured", "N1 model", "N1 fit", "N1 measured"]
-        if not fitted:
-            heads = [h for h in heads if "fit" not in h]
+        ops = fitted and any(r.get("predicted_n0") is not None for r in summary["validation"][dtype])
+        heads = ["N0 model", "N0 fit", "N0 ops", "N0 measured", "N1 model", "N1 fit", "N1 measured"]
         rows = []
         for u in units:
             c = corrected.get((u["a"], u["b"], u["d"], dtype), {})
-            n0 = [_n(u["analytic_n0"]), _n(c.get("corrected_n0")), _measured(u, "n0")]
-            n1 = [_n(u["analytic_n1"]), _n(c.get("corrected_n1")), _measured(u, "n1")]
-            if not fitted:
-                n0, n1 = [n0[0], n0[2]], [n1[0], n1[2]]
-            rows.append([u["a"], u["b"], str(u["d"]), *n0, *n1])
+            cells = [_n(u["analytic_n0"]), _n(c.get("corrected_n0")), _n(c.get("predicted_n0")), _measured(u, "n0"),
+                     _n(u["analytic_n1"]), _n(c.get("corrected_n1")), _measured(u, "n1")]  # fmt: skip
+            rows.append([u["a"], u["b"], str(u["d"]), *_keep(cells, heads, fitted, ops)])
+        heads = _keep(heads, heads, fitted, ops)
         plan = summary["plan"]
         render.table(
             f"Transition points on {dev['name']} ({dev['kind']}, {dtype}, b = {plan['batch']}, h = {plan['heads']})",
@@ -173,6 +171,11 @@ def _summary_tables(summary: dict) -> None:
         render.line(f"skipped: {what}", markup=False)
     files = ", ".join(summary["files"])
     render.line(f"Wrote {files} to {summary['plan']['out']} in {summary['elapsed_s']:.0f} s.", markup=False)
+
+
+def _keep(cells: list, heads: list[str], fitted: bool, ops: bool) -> list:
+    """Drop the fitted columns before a validation, the op model's before a calibration."""
+    return [c for c, h in zip(cells, heads, strict=True) if (fitted or "fit" not in h) and (ops or "ops" not in h)]
 
 
 def _n(value) -> str:

@@ -164,6 +164,8 @@ class Campaign:
     skipped: list[str] = field(default_factory=list)
     steps: dict[str, str] = field(default_factory=dict)
     saved_at: float = 0.0
+    opmodel: object = None
+    """The op model calibrated in this run (validation adds its zero-shot N0)."""
 
     @property
     def out(self) -> Path:
@@ -332,6 +334,7 @@ def calibrate_step(camp: Campaign) -> None:
     except UserError as e:
         camp.skip(f"calibration: {e}")
         return
+    camp.opmodel = model
     model.save(user_dir())  # where validate and crossover --device look for it
     path = camp.out / f"opmodel-{model.slug}.json"
     write_atomic(path, json.dumps(model.as_json(), indent=1) + "\n")
@@ -406,11 +409,14 @@ def validate_step(camp: Campaign) -> None:
         camp.log(f"validate {dtype}: fit on d = {plan.fit_d}, check on d = {plan.check_d or 'none'}")
         template = Sizes(N=1, d=1, h=plan.heads, b=plan.batch)
         setting = Setting(DEFAULT, dtype, "core", "inference")
+        args = (pairs, plan.check_d, plan.fit_d, template, camp.measurer(dtype), setting)
+        kwargs = {"n_max": camp.n_max, "max_lengths": plan.max_lengths}
         try:
-            profile, rows = validate(
-                pairs, plan.check_d, plan.fit_d, template, camp.measurer(dtype), setting,
-                n_max=camp.n_max, max_lengths=plan.max_lengths,
-            )  # fmt: skip
+            try:
+                profile, rows = validate(*args, **kwargs, opmodel=camp.opmodel)
+            except (ValueError, ArithmeticError) as e:  # an op-model prediction gone wrong must not cost the fit
+                camp.log(f"warning: the op model's prediction failed ({type(e).__name__}: {e}); validating without it")
+                profile, rows = validate(*args, **kwargs)  # every measurement is stored: lookups only
         except UserError as e:
             camp.skip(f"validation in {dtype}: {e}")
             continue
@@ -431,6 +437,12 @@ def report_step(camp: Campaign) -> None:
         import plotly  # noqa: F401
     except ImportError:
         camp.steps["report"] = "skipped: plotly is not installed (pip install plotly, or carry its wheel)"
+        camp.log(f"report: {camp.steps['report']}")
+        return
+    if camp.profiles and camp.over(STOP_SHARE):
+        camp.steps["report"] = (
+            "skipped: the time budget is spent (make it with `attn-cost report --device DIR/<profile>`)"
+        )
         camp.log(f"report: {camp.steps['report']}")
         return
     from attn_cost.cli.html_report import render
