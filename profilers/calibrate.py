@@ -31,6 +31,9 @@ ELEMENTWISE = ("copy", "store", "fill", "scale!", "poly2", "elu1", "exp!", "gelu
 ROWWISE = ("softmax", "softmax-axis2", "l2normalize", "normalize_rows!", "layernorm", "sum-axis2", "max-axis2",
            "cumsum!", "outer", "augment", "mask!")  # fmt: skip
 """Kernels that work along rows or columns: calibrated at several widths."""
+RANK = 4
+"""Tensors are timed with the rank of the variants' cores, (b, h, N, ·) with b = h = 1: PyTorch's
+dispatch of a 4-d product or map costs more than a 2-d one, and the variants pay the 4-d price."""
 SAMPLE_S = 2e-4
 """A timed sample runs a small kernel enough times in a row to last about this long."""
 
@@ -226,6 +229,8 @@ def _runner(shape: Shape, dtype: str, device: str) -> tuple[Callable, Callable[[
     gen = torch.Generator(device="cpu").manual_seed(0)
 
     def rand(*s: int, positive: bool = False) -> torch.Tensor:
+        """A tensor of shape (1, 1, *s) unless s has its own batch: the rank the variants' cores run at."""
+        s = (1,) * (RANK - len(s)) + s
         x = torch.rand(*s, generator=gen) + 0.5 if positive else torch.randn(*s, generator=gen)
         return x.to(device=device, dtype=dt)
 
@@ -256,7 +261,7 @@ def _runner(shape: Shape, dtype: str, device: str) -> tuple[Callable, Callable[[
             for t in range(its):
                 x[:, :, t], x[:, :, t], x[:, :, t]
 
-        return loop, lambda: [rand(1, 1, its, 1)]
+        return loop, lambda: [rand(its, 1)]
     if k == SEQUENCE:
         parts = [_runner(part, dtype, device) for part in sequence_parts(shape)]
 
@@ -302,8 +307,9 @@ def _runner(shape: Shape, dtype: str, device: str) -> tuple[Callable, Callable[[
         "outer": ref.outer,
         "store": lambda x, z: z.copy_(x),
     }
+    lead = (1,) * (RANK - 2)
     if base == "fill":
-        return (lambda box: torch.zeros(rows, cols, dtype=dt, device=device)), (lambda: [])
+        return (lambda box: torch.zeros(*lead, rows, cols, dtype=dt, device=device)), (lambda: [])
     if base == "mask":
         mask = torch.ones(rows, cols, dtype=torch.bool, device=device).triu_(1)
         return (lambda box: box[0].masked_fill_(mask, float("-inf"))), (lambda: [rand(rows, cols)])
@@ -314,7 +320,7 @@ def _runner(shape: Shape, dtype: str, device: str) -> tuple[Callable, Callable[[
         return (lambda box: fn(box[0], box[1])), (
             lambda: [
                 rand(rows, cols, positive=positive),
-                torch.ones(rows, cols, dtype=dt, device=device) if ones else rand(rows, cols),
+                torch.ones(*lead, rows, cols, dtype=dt, device=device) if ones else rand(rows, cols),
             ]
         )
     fn = unary[base]
@@ -362,7 +368,8 @@ class Calibrator:
         self.measured = 0
 
     def key(self, shape: Shape, tag: str) -> str:
-        return record_key("time", f"{tag}:{shape.kernel}", "op", self.dtype, dict(shape.dims), self.store.device)
+        sizes = {**dict(shape.dims), "rank": RANK}
+        return record_key("time", f"{tag}:{shape.kernel}", "op", self.dtype, sizes, self.store.device)
 
     def point(self, shape: Shape, tag: str = "op") -> Point | None:
         """The timing of one grid point (None: out of memory), measured unless stored."""
@@ -402,7 +409,7 @@ class Calibrator:
             values = {"time": None, "status": "oom"}
         self.measured += 1
         record = {"kind": "time", "key": key, "variant": f"{tag}:{shape.kernel}", "scope": "op", "dtype": self.dtype,
-                  "sizes": dict(shape.dims), **values}  # fmt: skip
+                  "sizes": {**dict(shape.dims), "rank": RANK}, **values}  # fmt: skip
         return self.store.add(record)
 
 

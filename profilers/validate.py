@@ -126,6 +126,8 @@ def time_errors(opmodel: OpModel, measurer: Measurer, variants: list[str], ds: l
         s = rec.get("sizes", {})
         if rec["kind"] != "time" or rec["status"] != "ok" or rec["variant"] not in points:
             continue
+        if rec["device"].get("threads") != measurer.store.device.get("threads"):
+            continue
         if (rec["scope"], rec["dtype"]) != (measurer.scope, measurer.dtype) or s.get("d") not in ds:
             continue
         if (s.get("h"), s.get("b")) != (template.h, template.b) or s.get("L") != (template.L or s.get("d")):

@@ -357,3 +357,42 @@ def test_context_cost_appears_when_the_call_outgrows_the_cache() -> None:
     without = model.time(calls, np.array([1900.0]))[0]
     model.context = True
     assert model.time(calls, np.array([1900.0]))[0] == pytest.approx(without + large)
+
+
+def test_validation_summary_counts_what_the_issue_judges() -> None:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parent.parent / "benchmarks" / "opmodel_validation.py"
+    spec = importlib.util.spec_from_file_location("opmodel_validation", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    row = {"a": "softmax", "b": "linear", "analytic_n0": 33, "fit_n0": 190, "n0_uncertainty": 2}
+    data = {
+        "results": [
+            {**row, "d": 8, "measured_n0": 100, "predicted_n0": 105, "predicted_n0_low": 95, "predicted_n0_high": 110},
+            {
+                **row,
+                "d": 16,
+                "measured_n0": 200,
+                "predicted_n0": 230,
+                "predicted_n0_low": 210,
+                "predicted_n0_high": 250,
+            },
+            {**row, "d": 32, "measured_n0": 9000, "predicted_n0": 1, "predicted_n0_low": 1, "predicted_n0_high": 2},
+        ],
+        "op_model_time_errors": {
+            "softmax": {
+                "points": 2,
+                "median_abs_error": 0,
+                "max_abs_error": 0,
+                "timings": [[8, 8, 1.0, 1.1], [9, 8, 2.0, 1.0]],
+            }
+        },
+    }
+    lines, figures = mod.summarize(data)
+    assert len(lines) == 5 and "105 (+5.0 %) [95–110]" in lines[2]
+    assert figures["judged_rows"] == 2 and figures["within_10_percent"] == 1  # 9,000 is past the 8,192 limit
+    assert figures["median_abs_n0_error"] == pytest.approx((0.05 + 0.15) / 2)
+    assert figures["interval_coverage"] == 0.5
+    assert figures["median_abs_time_error"] == pytest.approx(0.3) and figures["worst_abs_time_error"] == 0.5

@@ -1,0 +1,90 @@
+"""The op model's validation table and the issue's acceptance figures, from `attn-cost validate --json`.
+
+    attn-cost validate --cpu --pair taylorshift-direct:taylorshift-efficient --pair softmax:linear \\
+        --pair softmax:latte --pair softmax:taylorshift-efficient --fit-d 8 --fit-d 16 --fit-d 64 \\
+        --d 24 --d 32 --d 48 --json > validation.json
+    python benchmarks/opmodel_validation.py validation.json
+
+Prints a Markdown table (pair, d, analytic / fitted / op-model / measured N0 with errors) and, over the rows
+whose measured N0 is below 8,192: how many op-model N0 are within 10 % of the measured one, the median
+|error|, how often the bootstrap interval covers the measured point; then the op model's error on every
+timed point of the variants (median and worst, per variant and over all).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+LIMIT = 8192
+
+
+def _n(x) -> str:
+    return "—" if x is None else f"{x:,.0f}"
+
+
+def _err(x, truth) -> str:
+    if x is None or not truth:
+        return _n(x)
+    return f"{x:,.0f} ({100 * (x - truth) / truth:+.1f} %)"
+
+
+def summarize(data: dict) -> tuple[list[str], dict]:
+    """The table's lines and the acceptance figures."""
+    lines = [
+        "| pair | d | N0 analytic | N0 fit | N0 op model [95 %] | N0 measured |",
+        "|---|---|---|---|---|---|",
+    ]
+    errors, covered, judged = [], 0, 0
+    for r in sorted(data["results"], key=lambda r: (r["a"], r["b"], r["d"])):
+        truth = r.get("measured_n0")
+        low, high = r.get("predicted_n0_low"), r.get("predicted_n0_high")
+        span = f" [{_n(low)}–{_n(high)}]" if r.get("predicted_n0") is not None else ""
+        unc = f" ± {r['n0_uncertainty']:,.0f}" if r.get("n0_uncertainty") else ""
+        lines.append(
+            f"| {r['a']} → {r['b']} | {r['d']} | {_err(r.get('analytic_n0'), truth)} | "
+            f"{_err(r.get('fit_n0', r.get('corrected_n0')), truth)} | {_err(r.get('predicted_n0'), truth)}{span} | "
+            f"{_n(truth)}{unc} |"
+        )
+        if truth is None or truth >= LIMIT or r.get("predicted_n0") is None:
+            continue
+        judged += 1
+        errors.append(abs(r["predicted_n0"] - truth) / truth)
+        covered += (low is not None and low <= truth) and (high is None or truth <= high)
+    times = data.get("op_model_time_errors") or {}
+    every = [abs(g - t) / t for v in times.values() for _, _, t, g in v["timings"]]
+    figures = {
+        "judged_rows": judged,
+        "within_10_percent": sum(e <= 0.10 for e in errors),
+        "median_abs_n0_error": statistics.median(errors) if errors else None,
+        "worst_abs_n0_error": max(errors) if errors else None,
+        "interval_coverage": covered / judged if judged else None,
+        "timed_points": len(every),
+        "median_abs_time_error": statistics.median(every) if every else None,
+        "worst_abs_time_error": max(every) if every else None,
+        "per_variant": {
+            v: {k: e[k] for k in ("points", "median_abs_error", "max_abs_error")} for v, e in times.items()
+        },
+    }
+    return lines, figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("validation", type=Path, help="the output of `attn-cost validate --json`")
+    opts = parser.parse_args()
+    try:
+        data = json.loads(opts.validation.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        sys.exit(f"{opts.validation}: not a validate --json output ({e.__class__.__name__})")
+    lines, figures = summarize(data)
+    print("\n".join(lines))
+    print()
+    print(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()
