@@ -3,6 +3,7 @@
     python benchmarks/bench_calibrate.py                  # the full grid of this CPU (target: <= 300 s)
     python benchmarks/bench_calibrate.py --quick          # the coarse grid (a smoke test)
     python benchmarks/bench_calibrate.py --threads 1
+    python benchmarks/bench_calibrate.py --out profilers/data/opmodels   # also keep the op model (to ship it)
 
 Prints the seconds the process took, the shapes it timed, and the op model's held-out error.
 Run it on a quiet machine: the disturbance detector re-times (or refuses) disturbed timings.
@@ -25,12 +26,14 @@ def main() -> None:
     parser.add_argument("--device", default="--cpu")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--threads", default=None)
+    parser.add_argument("--out", default=None, help="Directory to write the op model to (default: the temp home).")
     opts = parser.parse_args()
     script = Path(sys.executable).with_name("attn-cost")
     with tempfile.TemporaryDirectory() as home:
         cmd = [str(script), "calibrate", opts.device, "--fresh", "--json"]
         cmd += ["--quick"] if opts.quick else []
         cmd += ["--threads", opts.threads] if opts.threads else []
+        cmd += ["--out", str(Path(opts.out).resolve())] if opts.out else []
         t0 = time.perf_counter()
         proc = subprocess.run(
             cmd, capture_output=True, text=True, env={**os.environ, "ATTN_COST_HOME": home}, check=False
@@ -50,6 +53,7 @@ def main() -> None:
                 "held_out_shapes": data["held_out_shapes"],
                 "measured": data["measured"],
                 "held_out": data["held_out"],
+                "saved_to": data["saved_to"] if opts.out else None,
             },
             indent=2,
         )
