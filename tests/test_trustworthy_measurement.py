@@ -273,7 +273,7 @@ def kill_loop(root, kills: int, seed: int = 0) -> dict:
 
 
 def test_killed_writers_leave_a_valid_database_and_no_debris(tmp_path) -> None:
-    result = kill_loop(tmp_path, kills=5)
+    result = kill_loop(tmp_path, kills=10)
     assert result["committed"] > 0 and result["lost"] == 0
     _only_the_database(tmp_path)
 
