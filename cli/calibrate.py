@@ -22,7 +22,9 @@ def calibrate(
     threads: Optional[int] = THREADS,
     repeats: int = typer.Option(7, "--repeats", help="Timed samples per shape (3 for shapes slower than 20 ms)."),
     dtype: str = o.DTYPE,
-    quick: bool = typer.Option(False, "--quick", help="A coarse grid (a smoke test: about a fifth of the shapes)."),
+    quick: bool = typer.Option(
+        False, "--quick", help="A coarse grid of about 300 shapes (a smoke test, not for predictions)."
+    ),
     store: Optional[Path] = STORE,
     fresh: bool = FRESH,
     context: bool = typer.Option(
