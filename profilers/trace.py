@@ -245,11 +245,6 @@ def _tensors(n: _Node) -> tuple[Tensor, ...]:
     return tuple(a for a in n.args if isinstance(a, Tensor))
 
 
-def _scalar_gain(n: _Node) -> str | None:
-    scalars = [a for a in n.args[1:] if not isinstance(a, Tensor)]
-    return str(scalars[0]) if scalars else None
-
-
 def _elementwise(kind: str, scalar_kind: str | None = None) -> Rule:
     """Element-wise op: with two tensors `kind`, with one tensor and a number `scalar_kind`."""
 
