@@ -747,9 +747,16 @@ def predict_n0(
     rng = np.random.default_rng(seed)
     boots = [crossing(model.resample(rng, used)) for _ in range(replicates)]
     vals = np.array([math.inf if x is None else x for x in boots])
-    low, high = (float(np.percentile(vals, q)) for q in (2.5, 97.5)) if replicates else (n0, n0)
-    return Prediction(_ceil(n0), _ceil(low) if low != math.inf else None, _ceil(high) if high != math.inf else None,
-                      replicates)  # fmt: skip
+    # Order statistics, not interpolation: interpolating between two infinite replicates gives NaN.
+    if replicates:
+        low = float(np.percentile(vals, 2.5, method="lower"))
+        high = float(np.percentile(vals, 97.5, method="higher"))
+    else:
+        low = high = n0
+    def finite(x: float | None) -> int | None:
+        return _ceil(x) if x is not None and math.isfinite(x) else None
+
+    return Prediction(_ceil(n0), finite(low), finite(high), replicates)
 
 
 def predicted_seconds(
