@@ -17,7 +17,7 @@ from attn_cost.costmodel.counting import DEFAULT_COUNTING, Counting
 from attn_cost.costmodel.crossover import Setting, at_sizes, cost_branches, evaluate
 from attn_cost.costmodel.derive import dominant_for_large
 from attn_cost.costmodel.errors import UserError
-from attn_cost.costmodel.symbols import N, b, d, d_embed, h
+from attn_cost.costmodel.symbols import L, N, b, d, d_embed, h
 
 
 @dataclass
@@ -79,6 +79,8 @@ def heads(
         raise UserError(f"--d-embed must be a positive integer, got {embed}")
     branches = cost_branches(variant, cost, Setting(convention, dtype, counting=counting))
     fixed = {b: batch, **(extra or {})}
+    if L not in fixed:  # Latte's L follows the head dim unless it is given, as everywhere else
+        branches = tuple(e.xreplace({L: d}) for e in branches)
     table = []
     for hv in divisors(embed):
         dims = {**fixed, h: hv, d: embed // hv}

@@ -151,3 +151,12 @@ def test_compare_bounded_window_is_reported_as_never() -> None:
 )
 def test_display_prints_like_the_paper(expr: str, shown: str) -> None:
     assert text(sp.sympify(expr, locals={"N": N, "d": d})) == shown
+
+
+def test_heads_of_latte_tie_its_latents_to_the_head_dim() -> None:
+    """Latte's products cost 4NLd per head (Latte, matmul convention); with L = d = 64/h that is 4N·64²/h."""
+    from attn_cost.costmodel.heads import heads
+
+    result = heads("latte", "flops", 64, n=1024, convention=MATMUL.name)
+    expected = {hv: 4 * 1024 * 64 * 64 // hv for hv in (1, 2, 4, 8, 16, 32, 64)}
+    assert {hv: value for hv, _, value in result.table} == expected
