@@ -1,4 +1,13 @@
 """Imports every command module so that they register on the typer app."""
 
-from attn_cost.cli import analytic, calibrate, campaign, claims, measure, report, results, trace  # noqa: F401
-from attn_cost.cli import iotraffic  # noqa: F401
+from attn_cost.cli import (  # noqa: F401
+    analytic,
+    calibrate,
+    campaign,
+    claims,
+    iotraffic,
+    measure,
+    report,
+    results,
+    trace,
+)

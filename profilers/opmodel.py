@@ -753,6 +753,7 @@ def predict_n0(
         high = float(np.percentile(vals, 97.5, method="higher"))
     else:
         low = high = n0
+
     def finite(x: float | None) -> int | None:
         return _ceil(x) if x is not None and math.isfinite(x) else None
 

@@ -120,8 +120,18 @@ def derive(name: str, scope: str = "core", mode: str = "inference", kv: bool = F
 
 
 def _load() -> None:
-    from attn_cost.costmodel.variants import hosseini, latte, linear, softmax, taylorshift  # noqa: F401 (registration)
-    from attn_cost.costmodel.variants import gqa, linformer, nystromformer, performer, sliding_window  # noqa: F401
+    from attn_cost.costmodel.variants import (  # noqa: F401 (registration)  # noqa: F401
+        gqa,
+        hosseini,
+        latte,
+        linear,
+        linformer,
+        nystromformer,
+        performer,
+        sliding_window,
+        softmax,
+        taylorshift,
+    )
 
     _load_user_files()
 
