@@ -133,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         return _error(describe_os_error(e))
     except SystemExit:
         if _stdout_broken():  # typer answers a broken pipe with sys.exit(1)
-            return _error("cannot write the output: the reading end of the pipe closed early")
+            _silence_stdout()
+            return PIPE_CLOSED
         raise
     if result == INTERRUPTED:  # typer turns Ctrl-C into exit code 130 itself
         return interrupted()
@@ -180,16 +181,18 @@ def _error(message: str, code: int = 2) -> int:
 
 
 def finish(code: int) -> int:
-    """Flush stdout; a full disk or a closed pipe there becomes one line on stderr and exit 2."""
+    """Flush stdout; a full disk there becomes one line on stderr and exit 2, a closed pipe a quiet exit."""
     try:
         sys.stdout.flush()
     except OSError as e:
         _silence_stdout()
-        return _error(describe_os_error(e) if not isinstance(e, BrokenPipeError) else _PIPE)
+        return PIPE_CLOSED if isinstance(e, BrokenPipeError) else _error(describe_os_error(e))
     return code
 
 
-_PIPE = "cannot write the output: the reading end of the pipe closed early"
+PIPE_CLOSED = 141
+"""The reader stopped reading (`attn-cost ... | head`): no error line, the exit status of a process ended by
+SIGPIPE (128 + 13), as the shell tools in the same pipe end."""
 
 
 def _silence_stdout() -> None:

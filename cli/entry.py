@@ -24,8 +24,8 @@ def run() -> None:
         except KeyboardInterrupt:
             code = 130
     except BrokenPipeError:
-        from attn_cost.cli.app import _PIPE, _error, _silence_stdout
+        from attn_cost.cli.app import PIPE_CLOSED, _silence_stdout
 
         _silence_stdout()
-        code = _error(_PIPE)
+        code = PIPE_CLOSED
     sys.exit(code)
