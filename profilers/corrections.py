@@ -343,6 +343,7 @@ def shipped_elsewhere(fingerprint: dict) -> str | None:
     mine = slug(fingerprint)
     if not SHIPPED.is_dir() or (SHIPPED / f"{mine}.json").exists():
         return None
+    others = []  # (fields that differ, slug, detail) of every shipped device sold under this name
     for path in sorted(SHIPPED.glob("*.json")):
         try:
             device = json.loads(path.read_text(encoding="utf-8")).get("device", {})
@@ -352,12 +353,15 @@ def shipped_elsewhere(fingerprint: dict) -> str | None:
             continue
         differ = [k for k in (*IDENTITY, "torch") if str(device.get(k)) != str(fingerprint.get(k))]
         detail = ", ".join(f"{k} {device.get(k)} there, {fingerprint.get(k)} here" for k in differ[:3])
-        return (
-            f"note: attn-cost ships measurements of {device['name']} ({path.stem}), but this device differs "
-            f"({detail}), so they are not reused here; see them as a reference with "
-            f"`attn-cost crossover --device {path.stem}`"
-        )
-    return None
+        others.append((len(differ), path.stem, detail))
+    if not others:
+        return None
+    closest = min(others)[1]
+    listed = "; ".join(f"{stem}: {detail}" for _, stem, detail in sorted(others, key=lambda o: o[1]))
+    return (
+        f"note: attn-cost ships measurements of {fingerprint.get('name')} with another fingerprint ({listed}), "
+        f"so they are not reused here; see them as a reference with `attn-cost crossover --device {closest}`"
+    )
 
 
 def load_profile(name: str) -> DeviceProfile:

@@ -247,8 +247,12 @@ def test_shipped_measurements_of_a_same_named_cpu_are_offered_as_reference() -> 
     assert shipped_elsewhere(shipped) is None  # the very device: its data is used, nothing to say
     other = {**shipped, "model": "17", "cpus": 64}
     note = shipped_elsewhere(other)
-    assert note is not None and "not reused" in note and "--device cpu-amd-epyc-bed586" in note
+    assert note is not None and "not reused" in note and "--device cpu-amd-epyc-bed586" in note  # the closest
     assert "\n" not in note
+    same_name = [
+        p.stem for p in SHIPPED.parent.glob("*.json") if json.loads(p.read_text())["device"]["name"] == shipped["name"]
+    ]
+    assert all(stem in note for stem in same_name)  # every shipped device of that name is offered
     assert shipped_elsewhere({**shipped, "name": "Some Other CPU"}) is None
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 from attn_cost.costmodel.crossover import Setting, crossover
-from attn_cost.costmodel.symbols import b, d, h
+from attn_cost.costmodel.symbols import L, b, d, h
 from attn_cost.profilers.corrections import SHIPPED as PROFILES
 from attn_cost.profilers.corrections import corrected_points, load_profile
 from attn_cost.profilers.store import SHIPPED as RESULTS
@@ -43,7 +43,7 @@ def test_measured_memory_crossovers_equal_the_analytic_ones(shipped) -> None:
 
 def test_shipped_validation_rows_match_a_fresh_computation(shipped) -> None:
     for row in shipped.validation:
-        dims = {d: row["d"], h: row["heads"], b: row["batch"]}
+        dims = {d: row["d"], h: row["heads"], b: row["batch"], L: row["d"]}  # Latte's L defaults to d
         setting = Setting(scope=shipped.scope, dtype=shipped.dtype)
         assert row["analytic_n0"] == crossover(row["a"], row["b"], "flops", dims, setting, exact=False).n
         assert corrected_points(shipped, row["a"], row["b"], dims, setting)["corrected_n0"] == row["corrected_n0"]
