@@ -32,7 +32,7 @@ def io(
     against: Optional[list[str]] = typer.Option(
         None, "--against", help="A linear-time variant; repeatable. Default: linear, linear-causal-fused, performer."
     ),
-    d_values: Optional[list[int]] = typer.Option(None, "--d", help="Head dimension; repeatable.", show_default="64"),
+    d_values: Optional[list[int]] = o.head_dim_option("io"),
     heads: int = o.HEADS,
     batch: int = o.BATCH,
     dtype: str = typer.Option("bf16", "--dtype", help="fp32, bf16 or fp16 (FlashAttention kernels run bf16/fp16)."),
@@ -51,7 +51,7 @@ def io(
             fail(f"{name} has no fused attention kernel to tile (fused variants: softmax-fused, gqa, ...)")
     for name in others:
         derive(name)
-    ds = o.head_dims(d_values, None, heads, default=[64])
+    ds = o.head_dims(d_values, None, heads, default=o.D_DEFAULT["io"])
     st = o.setting("matmul", dtype, "core", "inference", [*fused, *others])
     tiles = Tiles(sram, block_q, block_kv, order)
     results = []

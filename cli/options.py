@@ -26,6 +26,7 @@ D_DEFAULT = {
     "decode": [64],
     "profile": [16],
     "measure": [16],
+    "io": [64],
 }
 """Head dims each command uses when no --d is given (shown in its help)."""
 

@@ -320,18 +320,16 @@ def check_profile(data: object) -> None:
 
 
 def user_profiles_dir() -> Path:
-    from attn_cost.profilers.store import default_root
+    from attn_cost.profilers.store import user_data_dir
 
-    return default_root().parent / "devices"
+    return user_data_dir("devices")
 
 
 def known_profiles() -> dict[str, Path]:
     """Device profiles by name: shipped ones, overridden by the user's own."""
-    found: dict[str, Path] = {}
-    for root in (SHIPPED, user_profiles_dir()):
-        if root.is_dir():
-            found.update({p.stem: p for p in sorted(root.glob("*.json"))})
-    return found
+    from attn_cost.profilers.store import named_files
+
+    return named_files(SHIPPED, "devices")
 
 
 def shipped_elsewhere(fingerprint: dict) -> str | None:

@@ -634,18 +634,16 @@ def fit_points(
 
 
 def user_dir() -> Path:
-    from attn_cost.profilers.store import default_root
+    from attn_cost.profilers.store import user_data_dir
 
-    return default_root().parent / "opmodels"
+    return user_data_dir("opmodels")
 
 
 def known_opmodels() -> dict[str, Path]:
     """Op calibrations by device slug: shipped ones, overridden by the user's own."""
-    found: dict[str, Path] = {}
-    for root in (SHIPPED, user_dir()):
-        if root.is_dir():
-            found.update({p.stem: p for p in sorted(root.glob("*.json"))})
-    return found
+    from attn_cost.profilers.store import named_files
+
+    return named_files(SHIPPED, "opmodels")
 
 
 def load_opmodel(name: str) -> OpModel:

@@ -50,6 +50,20 @@ def default_root() -> Path:
     return Path(data) / "attn-cost" / "results"
 
 
+def user_data_dir(kind: str) -> Path:
+    """The user's own folder of one kind of data (devices, opmodels) beside the results."""
+    return default_root().parent / kind
+
+
+def named_files(shipped: Path, kind: str) -> dict[str, Path]:
+    """JSON files by stem: those shipped with attn-cost, overridden by the user's own of the same name."""
+    found: dict[str, Path] = {}
+    for root in (shipped, user_data_dir(kind)):
+        if root.is_dir():
+            found.update({p.stem: p for p in sorted(root.glob("*.json"))})
+    return found
+
+
 def record_key(kind: str, variant: str, scope: str, dtype: str, sizes: dict, device: dict) -> str:
     """What makes two measurements the same measurement (CPU timings also depend on the threads)."""
     dims = ",".join(f"{k}={v}" for k, v in sorted(sizes.items()))
