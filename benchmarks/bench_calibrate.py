@@ -1,9 +1,11 @@
-"""Wall-clock cost of a whole op calibration, timing every grid shape (--fresh store), as a user runs it.
+"""Wall-clock cost of a whole op calibration, timing every grid shape and every exact shape of the
+variants' ops (--fresh store), as a user runs it.
 
     python benchmarks/bench_calibrate.py                  # the full grid of this CPU (target: <= 300 s)
     python benchmarks/bench_calibrate.py --quick          # the coarse grid (a smoke test)
     python benchmarks/bench_calibrate.py --threads 1
     python benchmarks/bench_calibrate.py --out profilers/data/opmodels   # also keep the op model (to ship it)
+    python benchmarks/bench_calibrate.py --context        # fit the model with the cache context (as shipped)
 
 Prints the seconds the process took, the shapes it timed, and the op model's held-out error.
 Run it on a quiet machine: the disturbance detector re-times (or refuses) disturbed timings.
@@ -26,12 +28,14 @@ def main() -> None:
     parser.add_argument("--device", default="--cpu")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--threads", default=None)
+    parser.add_argument("--context", action="store_true", help="Pass --context to calibrate.")
     parser.add_argument("--out", default=None, help="Directory to write the op model to (default: the temp home).")
     opts = parser.parse_args()
     script = Path(sys.executable).with_name("attn-cost")
     with tempfile.TemporaryDirectory() as home:
         cmd = [str(script), "calibrate", opts.device, "--fresh", "--json"]
         cmd += ["--quick"] if opts.quick else []
+        cmd += ["--context"] if opts.context else []
         cmd += ["--threads", opts.threads] if opts.threads else []
         cmd += ["--out", str(Path(opts.out).resolve())] if opts.out else []
         t0 = time.perf_counter()
@@ -50,6 +54,7 @@ def main() -> None:
                 "device": data["slug"],
                 "threads": data["device"].get("threads"),
                 "grid_shapes": data["grid_shapes"],
+                "exact_shapes": data["exact_shapes"],
                 "held_out_shapes": data["held_out_shapes"],
                 "measured": data["measured"],
                 "held_out": data["held_out"],

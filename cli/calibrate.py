@@ -32,6 +32,18 @@ def calibrate(
         "--context/--no-context",
         help="Also charge each op the cache misses it has inside its variant and not alone (reuse distances).",
     ),
+    d_values: Optional[list[int]] = typer.Option(
+        None,
+        "--d",
+        help="Head dims whose variants' ops are also timed at their exact shapes; repeatable.",
+        show_default="8,16,24,32,48,64",
+    ),
+    variant: Optional[list[str]] = typer.Option(
+        None, "--variant", help="Variants whose ops are timed at their exact shapes; repeatable. Default: all."
+    ),
+    exact: bool = typer.Option(
+        True, "--exact/--no-exact", help="Time the variants' ops at their exact shapes (--d, --variant) too."
+    ),
     out: Optional[Path] = typer.Option(
         None, "--out", help="Directory for the op model (default: $ATTN_COST_HOME/opmodels or ~/.local/share/...)."
     ),
@@ -40,15 +52,23 @@ def calibrate(
     """Time every op kind the engine emits (products, element-wise, reductions, outer products, SDPA, loop
     steps) from launch-bound sizes to beyond the last-level cache, and fit the per-op time model that
     `validate`, `crossover --device` and `report` use to predict any variant's time from its op list."""
-    from attn_cost.profilers.calibrate import Calibrator, cache_sizes
+    ds = o.head_dims(d_values, None, 1, default=[])
+    names = o.variant_names(variant or [], causal=False)
+    from attn_cost.profilers.calibrate import LINE_D, Calibrator, cache_sizes, line_grid
     from attn_cost.profilers.calibrate import calibrate as run_calibration
-    from attn_cost.profilers.opmodel import user_dir
+    from attn_cost.profilers.opmodel import LINES, user_dir
 
     target = out or user_dir()
     _check_dir(target)
     measurer = open_measurer(gpu, cpu, threads, store, "core", dtype, repeats, fresh)
     caches = cache_sizes(measurer.device)
     calibrator = Calibrator(measurer.store, measurer.device, dtype, repeats)
+    lines = []
+    if exact:
+        from attn_cost.costmodel.variants import all_variants
+
+        every = names or [v.name for v in all_variants()]
+        lines = line_grid(every, [{"d": d} for d in ds or LINE_D], caches, dtype, quick)
     with Progress(
         TextColumn("{task.description}", style="dim"),
         BarColumn(),
@@ -62,13 +82,14 @@ def calibrate(
         def step(message: str, done: int, total: int) -> None:
             bar.update(task, description=message[:40], completed=done, total=total)
 
-        model, n_grid, n_held = run_calibration(calibrator, caches, quick=quick, step=step)
+        model, n_grid, n_lines, n_held = run_calibration(calibrator, caches, quick=quick, lines=lines, step=step)
     model.context = context
     path = model.save(target)
     summary = model.as_json()
     if as_json:
         summary.pop("points")
-        emit({**summary, "grid_shapes": n_grid, "held_out_shapes": n_held, "measured": calibrator.measured,
+        emit({**summary, "grid_shapes": n_grid, "exact_shapes": n_lines, "held_out_shapes": n_held,
+              "measured": calibrator.measured,
               "saved_to": str(path)})  # fmt: skip
         return
     dev = model.device
@@ -86,10 +107,14 @@ def calibrate(
         )
     console.print(table)
     caches_txt = ", ".join(f"{k} {v / 1024:,.0f} KiB" for k, v in caches.items())
-    console.print(f"Caches: {caches_txt}. {n_grid} grid shapes, {calibrator.measured} newly timed.")
+    console.print(
+        f"Caches: {caches_txt}. {n_grid} grid shapes, {n_lines} exact shapes of the variants' ops, "
+        f"{calibrator.measured} newly timed."
+    )
     for family, e in model.held_out.items():
+        what = "lengths left out of a line" if family == LINES else "shapes off the grid"
         console.print(
-            f"Held-out error ({family}, {e['shapes']} shapes off the grid): "
+            f"Held-out error ({family}, {e['shapes']} {what}): "
             f"median {100 * e['median_abs_error']:.1f} %, worst {100 * e['max_abs_error']:.1f} %"
         )
     console.print(f"Saved the op model to {path}; `attn-cost validate` and `crossover --device {model.slug}` use it.")

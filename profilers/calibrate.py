@@ -3,8 +3,9 @@
 Each grid point is one engine op at concrete shapes (built with the same `Graph` calls the variants
 use, so its traffic and dims are exactly what the op model will be asked about) and the PyTorch code
 the reference implementations run for it. Shapes run from launch-bound sizes to several times the
-last-level cache, denser around the cache (where bandwidth falls). Timings go through
-`timing.time_cases` into the device's result store, so an interrupted calibration resumes.
+last-level cache, denser around the cache (where bandwidth falls). Beside the grid, `line_grid` gives
+the ops of the catalogue's variants at their exact shapes along N (the op model's lines). Timings go
+through `timing.time_cases` into the device's result store, so an interrupted calibration resumes.
 """
 
 from __future__ import annotations
@@ -135,8 +136,63 @@ def grid(caches: dict[str, int], dtype: str = "fp32", quick: bool = False) -> li
                 shapes.append(_s(causal, batch=1, m=n, k=d, n=n))
     shapes += [_s(LOOP_STEP, iterations=n) for n in ((64, 256, 1024) if not quick else (64, 128, 256))]
     shapes += [_s(CALL, rows=n, cols=8) for n in (1, 2, 4, 8)]
-    shapes += [_s(SEQUENCE, rows=r) for r in (8, 16, 32)]
+    chains = (8, 11, 16, 23, 32, 45, 64, 128, 256, 512) if not quick else (8, 128)
+    shapes += [_s(SEQUENCE, rows=r) for r in chains]
     return shapes
+
+
+LINE_D = (8, 16, 24, 32, 48, 64)
+"""Head dims whose ops `calibrate` times at their exact shapes by default."""
+LINE_LENGTHS = [round(2 ** (j / 2)) for j in range(6, 29)]
+"""Lengths at which an op is timed along its line: every half octave from 8 to 16,384."""
+LINE_MAX_S = 0.03
+"""Longest estimated time of one op along a line (the kernel model extrapolates beyond it)."""
+
+
+def runnable(kernel: str) -> bool:
+    """Whether the calibration has PyTorch code for a kernel (others fall back on a related kernel)."""
+    timed = {k.rstrip("!") for k in (*ELEMENTWISE, *ROWWISE)} | {"mul"}
+    return kernel.startswith(("matmul", "sdpa")) or kernel.rstrip("!") in timed
+
+
+@dataclass(frozen=True)
+class LinePoint:
+    """One op of a variant at one length: the shape to time, and the line it lies on."""
+
+    shape: Shape
+    line: str
+    n: int
+
+
+def line_grid(variants: list[str], sizes: list[dict[str, int]], caches: dict[str, int], dtype: str = "fp32",
+              quick: bool = False) -> list[LinePoint]:  # fmt: skip
+    """The ops of `variants` (core scope) at every size of `sizes` (keyed by name: d, h, b, L, ...) at their
+    exact shapes along `LINE_LENGTHS`, up to 8× the last-level cache and `LINE_MAX_S` a call. A variant
+    that needs a size it is not given, or has no core scope, is skipped."""
+    from attn_cost.costmodel.errors import UserError
+    from attn_cost.profilers.opmodel import kernel_calls, row_dims
+
+    top = 8 * max(caches.values())
+    lengths = LINE_LENGTHS[::3] if quick else LINE_LENGTHS
+    out: dict[tuple[Shape, str], LinePoint] = {}
+    for size in sizes:
+        for variant in variants:
+            try:
+                calls = kernel_calls(variant, "core", dtype, row_dims(size))
+            except UserError:
+                continue
+            for kernel, feats, line in zip(calls.kernels, calls.features, calls.lines, strict=True):
+                if not runnable(kernel):
+                    continue
+                for n in lengths:
+                    f = {k: float(fn(float(n))) for k, fn in feats.items() if k not in ("repeat",)}
+                    keys = ("batch", "m", "k", "n") if "m" in f else ("rows", "cols")
+                    dims = {k: max(1, round(f[k])) for k in keys}
+                    if f["bytes"] > top or _estimate(Point(kernel, {**f, **dims}, 0.0)) > LINE_MAX_S:
+                        break
+                    shape = _s(kernel, **dims)
+                    out.setdefault((shape, line), LinePoint(shape, line, n))
+    return list(out.values())
 
 
 def held_out_grid(caches: dict[str, int], dtype: str = "fp32", quick: bool = False, seed: int = 7) -> list[Shape]:
@@ -395,6 +451,8 @@ class Calibrator:
         run, make = _runner(shape, self.dtype, self.device)
         inner = _inner(p)
         repeats = self.repeats if _estimate(p) * p.dims.get("iterations", 1) < 0.02 else 3
+        if p.kernel in (CALL, SEQUENCE):  # one call per sample, a few µs each: the noisiest points of all
+            repeats *= 3
 
         def many(box: list) -> None:
             for _ in range(inner):
@@ -413,38 +471,88 @@ class Calibrator:
         return self.store.add(record)
 
 
+RECHECK = 1.25
+"""A line's point slower or faster than both its neighbours' trend by this factor is timed again."""
+
+
+def _recheck_lines(
+    calibrator: Calibrator, points: list[Point], shapes: list[Shape], step: Callable[[str, int, int], None]
+) -> None:
+    """Time again every point of a line that its neighbours do not explain (a spike or a dip of more than
+    `RECHECK` against the straight line through its two neighbours, or for an end the two next to it, in log
+    time over log N) and keep the faster timing:
+    a disturbed timing is slow, never fast, and a real change of speed along N spans several lengths.
+    `points[i]` was timed at `shapes[i]`."""
+    by_line: dict[str, list[int]] = {}
+    for i, p in enumerate(points):
+        if p.line:
+            by_line.setdefault(p.line, []).append(i)
+
+    def off_trend(i: int, a: int, c: int) -> bool:
+        """Whether point i is off the straight line through points a and c (log time over log N)."""
+        (li, la, lc), (ti, ta, tc) = ([math.log(getattr(points[j], k)) for j in (i, a, c)] for k in ("n", "seconds"))
+        return abs(ti - (ta + (tc - ta) * (li - la) / (lc - la))) > math.log(RECHECK)
+
+    suspects = []
+    for idx in by_line.values():
+        idx.sort(key=lambda i: points[i].n)
+        if len(idx) < 3:
+            continue
+        inner = [b for a, b, c in zip(idx, idx[1:], idx[2:], strict=False) if off_trend(b, a, c)]
+        ends = [e for e, a, c in ((idx[0], idx[1], idx[2]), (idx[-1], idx[-2], idx[-3])) if off_trend(e, a, c)]
+        suspects += inner + ends
+    for j, i in enumerate(suspects):
+        p = points[i]
+        step(f"again: {p.kernel}", j, len(suspects))
+        again = calibrator.point(shapes[i], tag="op-again")
+        if again is not None and again.seconds < p.seconds:
+            points[i] = Point(p.kernel, p.dims, again.seconds, again.se, p.line, p.n)
+
+
 def calibrate(
     calibrator: Calibrator,
     caches: dict[str, int],
     *,
     quick: bool = False,
+    lines: list[LinePoint] = (),
     step: Callable[[str, int, int], None] = lambda message, done, total: None,
 ):
-    """Time the grid (reusing stored points), fit the op model, and measure its error off the grid."""
-    from attn_cost.profilers.opmodel import fit_points
+    """Time the grid and the variants' ops at their exact shapes (`lines`, from `line_grid`), reusing
+    stored points; fit the op model; measure its error off the grid, and each line's leave-one-out error.
+    Returns the model and the numbers of grid, line and held-out shapes."""
+    import numpy as np
+    from attn_cost.profilers.opmodel import LINES, fit_points
 
     shapes = grid(caches, calibrator.dtype, quick)
     extra = held_out_grid(caches, calibrator.dtype, quick)
-    total = len(shapes) + len(extra)
+    # In random order: a slow spell of the machine then slows scattered shapes, which the check of each
+    # line against its neighbours finds, rather than a whole stretch of one kernel, which nothing would.
+    todo: list[tuple[Shape, LinePoint | None]] = [(shape, None) for shape in shapes] + [(lp.shape, lp) for lp in lines]
+    random.Random(0).shuffle(todo)
+    total = len(todo) + len(extra)
     points: list[Point] = []
-    for i, shape in enumerate(shapes):
-        step(f"{shape.kernel} {dict(shape.dims)}", i, total)
+    timed: list[Shape] = []
+    for i, (shape, lp) in enumerate(todo):
+        step(f"{'exact: ' if lp else ''}{shape.kernel} {dict(shape.dims)}", i, total)
         p = calibrator.point(shape)
         if p is not None:
-            points.append(p)
+            points.append(p if lp is None else Point(p.kernel, p.dims, p.seconds, p.se, lp.line, float(lp.n)))
+            timed.append(shape)
+    _recheck_lines(calibrator, points, timed, step)
     model = fit_points(calibrator.store.device, calibrator.dtype, points, caches)
     errors: dict[str, list[float]] = {}
     for j, shape in enumerate(extra):
-        step(f"held out: {shape.kernel} {dict(shape.dims)}", len(shapes) + j, total)
+        step(f"held out: {shape.kernel} {dict(shape.dims)}", len(todo) + j, total)
         p = calibrator.point(shape, tag="op-held-out")
         if p is None:
             continue
-        import numpy as np
-
         f = {k: np.array([v]) for k, v in p.dims.items()}
         guess = float(model.op_seconds(shape.kernel, f)[0])
         family = "matmul" if shape.kernel.startswith("matmul") else "other kernels"
         errors.setdefault(family, []).append((guess - p.seconds) / p.seconds)
+    loo = [e for line in model.lines.values() for e in line.leave_one_out(model)]
+    if loo:
+        errors[LINES] = loo
     step("done", total, total)
     model.held_out = {
         family: {
@@ -454,4 +562,4 @@ def calibrate(
         }
         for family, errs in errors.items()
     }
-    return model, len(shapes), len(extra)
+    return model, len(shapes), len(lines), len(extra)

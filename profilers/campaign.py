@@ -308,7 +308,7 @@ def calibrate_step(camp: Campaign) -> None:
     if not plan.calibrate:
         camp.steps["calibrate"] = "not asked for (--no-calibrate)"
         return
-    from attn_cost.profilers.calibrate import Calibrator, cache_sizes, calibrate
+    from attn_cost.profilers.calibrate import Calibrator, cache_sizes, calibrate, line_grid
     from attn_cost.profilers.opmodel import user_dir
 
     dtype = plan.dtypes[0]
@@ -326,7 +326,10 @@ def calibrate_step(camp: Campaign) -> None:
             camp.notify(f"  calibration {done}/{total}: {message}")
 
     try:
-        model, n_grid, n_held = calibrate(calibrator, caches, quick=plan.quick, step=step)
+        variants = sorted({v for pair in plan.pairs for v in pair})
+        sizes = [{"d": d, "h": plan.heads, "b": plan.batch} for d in plan.ds]
+        lines = line_grid(variants, sizes, caches, dtype, plan.quick)
+        model, n_grid, n_lines, n_held = calibrate(calibrator, caches, quick=plan.quick, lines=lines, step=step)
     except _OutOfTimeError as e:
         camp.skip(f"rest of the calibration (over {CALIBRATE_SHARE:.0%} of the time budget; {e}, kept in the store)")
         camp.steps["calibrate"] = f"cut off: {e}"
@@ -338,8 +341,9 @@ def calibrate_step(camp: Campaign) -> None:
     camp.opmodel = model
     model.save(user_dir())  # where validate and crossover --device look for it
     path = camp.out / f"opmodel-{model.slug}.json"
-    write_atomic(path, json.dumps(model.as_json(), indent=1) + "\n")
-    camp.steps["calibrate"] = f"{n_grid} grid and {n_held} held-out shapes, {calibrator.measured} timed; {path.name}"
+    write_atomic(path, model.to_text())
+    shapes = f"{n_grid} grid, {n_lines} exact and {n_held} held-out shapes"
+    camp.steps["calibrate"] = f"{shapes}, {calibrator.measured} timed; {path.name}"
     camp.log(f"  wrote {path.name}; held-out error {model.held_out}")
     camp.checkpoint()
 

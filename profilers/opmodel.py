@@ -20,13 +20,20 @@ x/(x + x½) the efficiency of a dimension of size x) and its traffic time at the
 bandwidth; the fitted form is corrected by the measured residuals of nearby grid shapes (Gaussian
 weights over octaves of batch, m, k, n), which fade to 1 away from the grid.
 
+Where `calibrate` timed a variant's op at its exact shapes along N (a *line*, `Line`), the op's time is
+the kernel model's times the measured ratio to it, interpolated in log N: the head dim fixes every small
+dimension of a variant, and a kernel's speed at one width says little about the next (an odd n, a row of 8).
+
 A variant's time is Σ over its ops of repeat × t(op) at concrete sizes, plus the fixed cost of a call,
 a per-iteration cost for loops, and per op what running inside a chain of different ops adds to the
-op alone (all three calibrated as pseudo-kernels). Crossovers come from the predicted curves by
-bracketing sign changes on a log grid and brentq; their interval is the 2.5-97.5 % range over bootstrap
-replicates of the model, each refitted on a resample (with replacement) of the calibration points,
-medians jittered by their standard errors, and every kernel scaled by a draw of the error the model
-makes on shapes off its grid (log-normal, σ from the held-out shapes `calibrate` times).
+op alone: a fixed cost and a share of the op's time (all three calibrated as pseudo-kernels).
+Crossovers come from the predicted curves by bracketing sign changes on a log grid and brentq; their
+interval is the 2.5-97.5 % range over bootstrap replicates of the model, each refitted on a resample
+(with replacement) of the calibration points, medians jittered by their standard errors, and every
+kernel scaled by a draw of the error the model makes on shapes off its grid (log-normal, σ from the
+held-out shapes `calibrate` times); each line is resampled likewise and scaled by a draw of its
+leave-one-out error, and each variant's whole time by a draw of the error the model makes on chains of
+ops timed whole (`Chain.sigma`).
 """
 
 from __future__ import annotations
@@ -61,6 +68,10 @@ CALL = "call"
 SEQUENCE = "op-sequence"
 """Pseudo-kernel: what an op costs more inside a chain of different ops than alone in a tight loop (cold
 dispatch paths, freeing its inputs): a chain of small ops timed whole, against the sum of its ops alone."""
+LINES = "exact shapes"
+"""The `held_out` entry of the lines' leave-one-out error (`Line.leave_one_out`)."""
+CHAIN_SPAN = 10.0
+"""A chain's share of its ops' time is fitted only when the chains' ops alone span this factor in time."""
 COPY = "copy"
 """The kernel whose bandwidth curve serves matmul traffic and kernels never calibrated."""
 
@@ -105,6 +116,8 @@ class KernelCalls:
     freed_after: dict = field(default_factory=dict)
     """Op index after which a storage is freed (absent: it outlives the call)."""
     in_loop: list[bool] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    """Per op: its line (`line_of`), the key under which `calibrate --d` times it at its exact shapes."""
     _reuse: dict = field(default_factory=dict, repr=False)
 
     def reuse(self, n: float) -> list[list[tuple[float, float, float]]]:
@@ -164,6 +177,7 @@ class KernelCalls:
         return out
 
     def at(self, n: np.ndarray) -> list[tuple[str, dict[str, np.ndarray]]]:
+        """Per op, then loop steps, the call and the chain: the kernel and its features at every N."""
         n = np.asarray(n, dtype=float)
         out = []
         for kernel, feats in zip(self.kernels, self.features, strict=True):
@@ -174,6 +188,19 @@ class KernelCalls:
         ops = sum((f["repeat"] for _, f in out[: len(self.kernels)]), np.zeros_like(n))
         out.append((SEQUENCE, {"repeat": ops, "bytes": np.ones_like(n), "rows": np.ones_like(n)}))
         return out
+
+
+LINE_PROBES = (1009.0, 2003.0)
+"""Lengths at which an op's dims are read to name its line: two, so that a dim growing with N and one
+that does not tell apart."""
+
+
+def line_of(kernel: str, feats: dict) -> str:
+    """The line of an op: its kernel and how its dims (not its bytes) go with N, read at `LINE_PROBES`.
+    Ops of different variants with the same kernel and the same shapes at every N share a line."""
+    dims = sorted(k for k in feats if k not in ("repeat", "bytes"))
+    probes = ",".join(f"{k}=" + "/".join(f"{float(feats[k](n)):.9g}" for n in LINE_PROBES) for k in dims)
+    return f"{kernel}|{probes}"
 
 
 def _fn(expr, values: dict):
@@ -226,7 +253,8 @@ def _calls(variant: str, scope: str, dtype: str, dims_key: tuple) -> KernelCalls
     freed = {sid: end if sid in derived.graph.kept else i for sid, i in last_op.items() if sid not in inputs}
     loops = sum((lp.count for lp in derived.graph.loops), sp.Integer(0))
     in_loop = [op.loop is not None for op in derived.ops]
-    return KernelCalls(kernels, features, _fn(loops, values), touches, sizes, freed, in_loop)
+    lines = [line_of(k, f) for k, f in zip(kernels, features, strict=True)]
+    return KernelCalls(kernels, features, _fn(loops, values), touches, sizes, freed, in_loop, lines)
 
 
 def kernel_calls(variant: str, scope: str, dtype: str, dims: dict) -> KernelCalls:
@@ -250,9 +278,13 @@ class Point:
     seconds: float
     se: float = 0.0
     """Standard error of the median (seconds)."""
+    line: str = ""
+    """The line (`line_of`) of a variant's op this point was timed for, at length `n`; empty on the grid."""
+    n: float = 0.0
 
     def as_json(self) -> dict:
-        return {"kernel": self.kernel, "dims": self.dims, "seconds": self.seconds, "se": self.se}
+        out = {"kernel": self.kernel, "dims": self.dims, "seconds": self.seconds, "se": self.se}
+        return {**out, "line": self.line, "n": self.n} if self.line else out
 
 
 @dataclass
@@ -315,20 +347,43 @@ class Streaming:
 
 
 @dataclass
-class Fixed:
-    """A constant cost per call (it may be negative: a correction to the other kernels' sum)."""
+class Chain:
+    """What an op costs more inside a chain of different ops than alone in a tight loop: a fixed cost per op
+    (cold dispatch paths) and a share of its own time (caches and threads no longer primed by the same op
+    just before). Fitted to chains of ops of growing sizes timed whole, against the same ops timed alone."""
 
     launch: float
+    share: float
+    sigma: float = 0.0
+    """Log-scale spread of what this misses on the chains (1.4826 × median |log(whole / predicted)|): the
+    error of predicting a chain timed whole from its ops timed alone, which a variant has too."""
 
     def predict(self, f: dict[str, np.ndarray]) -> np.ndarray:
         return np.full_like(f["bytes"], self.launch, dtype=float)
+
+    @classmethod
+    def fit(cls, points: list[Point], call: float) -> Chain:
+        """Non-negative least squares of (whole − call − alone) = launch·ops + share·alone, each chain
+        weighted by its own time (relative errors: a chain of large ops must not drown the small ones)."""
+        from scipy.optimize import nnls
+
+        a = np.array([[p.dims["ops"], p.dims["isolated_s"]] for p in points])
+        y = np.array([p.seconds - call - p.dims["isolated_s"] for p in points])
+        w = 1.0 / np.array([p.seconds for p in points])
+        if a[:, 1].max() < CHAIN_SPAN * a[:, 1].min():  # sizes too alike to tell a share from a fixed cost
+            launch, share = max(float(np.median(y / a[:, 0])), 0.0), 0.0
+        else:
+            (launch, share), _ = nnls(a * w[:, None], y * w)
+        whole = np.array([p.seconds for p in points])
+        predicted = call + a[:, 1] * (1 + share) + launch * a[:, 0]
+        return cls(float(launch), float(share), 1.4826 * float(np.median(np.abs(np.log(whole / predicted)))))
 
 
 @dataclass
 class Scaled:
     """A kernel model times a factor (a bootstrap replicate's draw of the off-grid error)."""
 
-    inner: Streaming | Gemm | Fixed
+    inner: Streaming | Gemm | Chain
     factor: float
 
     @property
@@ -405,6 +460,71 @@ class Gemm:
 
 
 @dataclass
+class Line:
+    """Timings of one op of the variants at its exact shapes at several lengths (`calibrate --d`).
+
+    Along a line the op's time is the kernel model's time times the measured ratio to it, interpolated
+    linearly in log N between the timed lengths and held at the ends: exact at the timed shapes, the
+    kernel model's shape in between, and what a grid cannot see (a width or a product dimension that
+    a kernel handles badly, such as an odd n) measured rather than interpolated."""
+
+    kernel: str
+    n: np.ndarray
+    dims: list[dict[str, float]]
+    seconds: np.ndarray
+    se: np.ndarray
+    factor: float = 1.0
+    """A bootstrap replicate's draw of the line's own interpolation error."""
+    _ratio: np.ndarray | None = field(default=None, repr=False)
+
+    @classmethod
+    def group(cls, points: list[Point]) -> dict[str, Line]:
+        by_line: dict[str, dict[float, list[Point]]] = defaultdict(lambda: defaultdict(list))
+        for p in points:
+            by_line[p.line][p.n].append(p)
+        out = {}
+        for name, at in by_line.items():
+            ns = sorted(at)
+            mid = [sorted(at[x], key=lambda p: p.seconds)[len(at[x]) // 2] for x in ns]
+            out[name] = cls(mid[0].kernel, np.array(ns), [p.dims for p in mid],
+                            np.array([p.seconds for p in mid]), np.array([p.se for p in mid]))  # fmt: skip
+        return out
+
+    def ratio(self, model: OpModel) -> np.ndarray:
+        """log(measured / kernel model) at the line's lengths (kept: the same model asks again and again)."""
+        if self._ratio is None:
+            base = np.array([float(model.op_seconds(self.kernel, _arrays(d))[0]) for d in self.dims])
+            self._ratio = np.log(self.seconds) - np.log(base)
+        return self._ratio
+
+    def along(self, model: OpModel, n: np.ndarray, base: np.ndarray) -> np.ndarray:
+        """The op's seconds at lengths n, given the kernel model's seconds there."""
+        return base * np.exp(np.interp(np.log(n), np.log(self.n), self.ratio(model))) * self.factor
+
+    def leave_one_out(self, model: OpModel) -> list[float]:
+        """Relative errors at each inner timed length, predicted from the other lengths."""
+        r, ln = self.ratio(model), np.log(self.n)
+        out = []
+        for j in range(1, len(self.n) - 1):
+            guess = r[j - 1] + (r[j + 1] - r[j - 1]) * (ln[j] - ln[j - 1]) / (ln[j + 1] - ln[j - 1])
+            out.append(math.expm1(guess - r[j]))
+        return out
+
+    def resampled(self, rng: np.random.Generator, sigma: float) -> Line:
+        """A bootstrap replicate: lengths resampled (the ends kept), medians jittered by their standard
+        errors, the whole line scaled by a draw of its leave-one-out error."""
+        inner = rng.choice(np.arange(1, len(self.n) - 1), size=max(len(self.n) - 2, 0), replace=True)
+        keep = np.unique(np.concatenate([[0, len(self.n) - 1], inner])).astype(int)
+        jitter = np.exp(rng.standard_normal(len(keep)) * np.minimum(self.se[keep] / self.seconds[keep], 0.5))
+        return Line(self.kernel, self.n[keep], [self.dims[i] for i in keep], self.seconds[keep] * jitter,
+                    self.se[keep], math.exp(sigma * rng.standard_normal()))  # fmt: skip
+
+
+def _arrays(dims: dict[str, float]) -> dict[str, np.ndarray]:
+    return {k: np.array([v], dtype=float) for k, v in dims.items()}
+
+
+@dataclass
 class OpModel:
     """Per-kernel time models of one device, and the calibration points they were fitted to."""
 
@@ -419,10 +539,18 @@ class OpModel:
     kernels: dict[str, Streaming | Gemm] = field(default_factory=dict, repr=False)
     context: bool = False
     """Add the cache misses a variant's ops have and the same ops alone do not (`context_seconds`)."""
+    lines: dict[str, Line] = field(default_factory=dict, repr=False)
+    """The variants' ops timed at their exact shapes, by line (`line_of`)."""
+    whole_sigma: float = 0.0
+    """In a bootstrap replicate: the spread of the factor that scales each variant's whole time (`Chain.sigma`)."""
+    whole_rng: np.random.Generator | None = field(default=None, repr=False)
+    _whole: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if not self.kernels:
-            self.kernels = self._fit(self.points)
+            self.kernels = self._fit([p for p in self.points if not p.line])
+        if not self.lines:
+            self.lines = Line.group([p for p in self.points if p.line])
 
     @property
     def slug(self) -> str:
@@ -447,9 +575,7 @@ class OpModel:
             else:
                 kernels[name] = copy if name == COPY and copy is not None else Streaming.fit(pts)
         if by_kernel.get(SEQUENCE) and CALL in kernels:
-            call = kernels[CALL].launch
-            extra = [(p.seconds - call - p.dims["isolated_s"]) / p.dims["ops"] for p in by_kernel[SEQUENCE]]
-            kernels[SEQUENCE] = Fixed(float(np.median(extra)))
+            kernels[SEQUENCE] = Chain.fit(by_kernel[SEQUENCE], kernels[CALL].launch)
         return kernels
 
     def kernel(self, name: str) -> Streaming | Gemm:
@@ -468,11 +594,24 @@ class OpModel:
     def time(self, calls: KernelCalls, n: np.ndarray) -> np.ndarray:
         """Predicted seconds of one call of a variant at every N (with the cache context, if the model has it)."""
         n = np.atleast_1d(np.asarray(n, dtype=float))
-        total = np.zeros_like(n)
-        for kernel, f in calls.at(n):
+        total, ops = np.zeros_like(n), np.zeros_like(n)
+        for i, (kernel, f) in enumerate(calls.at(n)):
             if kernel in (LOOP_STEP, CALL, SEQUENCE) and (not np.any(f["repeat"] > 0) or kernel not in self.kernels):
                 continue
-            total = total + f["repeat"] * self.op_seconds(kernel, f)
+            seconds = self.op_seconds(kernel, f)
+            line = self.lines.get(calls.lines[i]) if i < len(calls.lines) else None
+            if line is not None:
+                seconds = line.along(self, n, seconds)
+            total = total + f["repeat"] * seconds
+            if i < len(calls.kernels):
+                ops = ops + f["repeat"] * seconds
+        chain = self.kernels.get(SEQUENCE)
+        if isinstance(chain, Chain):
+            total = total + chain.share * ops
+        if self.whole_rng is not None:  # one draw per variant and replicate, the same at every N
+            if id(calls) not in self._whole:
+                self._whole[id(calls)] = math.exp(self.whole_sigma * self.whole_rng.standard_normal())
+            total = total * self._whole[id(calls)]
         if self.context and COPY in self.kernels:
             total = total + self.context_seconds(calls, n)
         return total
@@ -509,11 +648,15 @@ class OpModel:
 
         return per_byte
 
-    def resample(self, rng: np.random.Generator, only: set[str] | None = None) -> OpModel:
+    def resample(
+        self, rng: np.random.Generator, only: set[str] | None = None, lines: set[str] | None = None
+    ) -> OpModel:
         """A bootstrap replicate: every kernel (of `only`, if given) refitted on a resample of its points,
-        medians jittered by their standard errors."""
+        medians jittered by their standard errors; every line (of `lines`, if given) likewise."""
         by_kernel: dict[str, list[int]] = defaultdict(list)
         for i, p in enumerate(self.points):
+            if p.line:
+                continue
             if only is None or p.kernel in only or (p.kernel == COPY and p.kernel in self.kernels):
                 by_kernel[p.kernel].append(i)
         kernels: dict = {}
@@ -538,9 +681,16 @@ class OpModel:
                 kernels[name] = Scaled(kernels[name], math.exp(sigma * rng.standard_normal()))
         for name, model in self.kernels.items():
             kernels.setdefault(name, model)
+        sigma = 1.4826 * float(self.held_out.get(LINES, {}).get("median_abs_error", 0.0))
+        drawn = {
+            name: line.resampled(rng, sigma) if lines is None or name in lines else line
+            for name, line in self.lines.items()
+        }
+        chain = self.kernels.get(SEQUENCE)
         return OpModel(
-            self.device, self.dtype, self.points, self.caches, self.held_out, self.created, kernels, self.context
-        )
+            self.device, self.dtype, self.points, self.caches, self.held_out, self.created, kernels, self.context,
+            drawn, chain.sigma if isinstance(chain, Chain) else 0.0, np.random.default_rng(rng.integers(1 << 32)),
+        )  # fmt: skip
 
     def off_grid_sigma(self, kernel: str) -> float:
         """Log-scale spread of the model's error on shapes off the grid (from the held-out shapes that
@@ -573,10 +723,12 @@ class OpModel:
             if data.get("schema") != SCHEMA or data.get("kind") != "attn-cost op model":
                 raise KeyError("schema")
             points = [
-                Point(p["kernel"], dict(p["dims"]), float(p["seconds"]), float(p.get("se", 0))) for p in data["points"]
-            ]
-            if any(not p.seconds > 0 or not p.dims.get("bytes", 0) > 0 for p in points):
-                raise ValueError("a non-positive time or size")
+                Point(p["kernel"], dict(p["dims"]), float(p["seconds"]), float(p.get("se", 0)), str(p.get("line", "")),
+                      float(p.get("n", 0)))
+                for p in data["points"]
+            ]  # fmt: skip
+            if any(not p.seconds > 0 or not p.dims.get("bytes", 0) > 0 or (p.line and not p.n > 0) for p in points):
+                raise ValueError("a non-positive time, size or length")
             device, dtype = data["device"], data["dtype"]
             if not isinstance(device, dict) or not isinstance(dtype, str):
                 raise TypeError("device or dtype")
@@ -587,11 +739,19 @@ class OpModel:
         model.context = bool(data.get("context", False))
         return model
 
+    def to_text(self) -> str:
+        """The calibration as JSON: the summary indented, one calibration point per line (thousands of them)."""
+        data = self.as_json()
+        points = data.pop("points")
+        head = json.dumps(data, indent=1)[:-2]
+        body = ",\n".join(" " + json.dumps(p, separators=(",", ":")) for p in points)
+        return f'{head},\n "points": [\n{body}\n ]\n}}\n'
+
     def save(self, root: Path) -> Path:
         root.mkdir(parents=True, exist_ok=True)
         path = root / f"{self.slug}.json"
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.as_json(), indent=1) + "\n", encoding="utf-8")
+        tmp.write_text(self.to_text(), encoding="utf-8")
         tmp.replace(path)
         return path
 
@@ -606,9 +766,9 @@ def _fallbacks(name: str) -> list[str]:
     return [*out, COPY]
 
 
-def _describe(model: Streaming | Gemm | Fixed) -> dict:
-    if isinstance(model, Fixed):
-        return {"form": "fixed", "launch_s": model.launch}
+def _describe(model: Streaming | Gemm | Chain) -> dict:
+    if isinstance(model, Chain):
+        return {"form": "chain", "launch_s": model.launch, "share": model.share, "sigma": model.sigma}
     if isinstance(model, Gemm):
         return {"form": "gemm", "launch_s": model.launch, "item_s": model.item, "peak_flops_per_s": model.peak,
                 "half": list(model.half), "points": len(model.residuals)}  # fmt: skip
@@ -621,7 +781,7 @@ def fit_points(
     device: dict, dtype: str, points: list[Point], caches: dict | None = None, where: str = "the calibration"
 ) -> OpModel:
     """Fit the op model; too few points (for the copy kernel every other one falls back on) is bad input."""
-    copies = sum(p.kernel == COPY for p in points)
+    copies = sum(p.kernel == COPY and not p.line for p in points)
     if copies < MIN_POINTS:
         raise UserError(
             f"{where} has {copies} timing{'s' if copies != 1 else ''} of the {COPY} kernel, which every kernel "
@@ -737,13 +897,14 @@ def predict_n0(
     """Where B's predicted time falls to A's, with a bootstrap interval over the calibration."""
     ca, cb = kernel_calls(a, scope, dtype, dims), kernel_calls(b, scope, dtype, dims)
     used = {name for calls in (ca, cb) for k in (*calls.kernels, LOOP_STEP, CALL, SEQUENCE) for name in _fallbacks(k)}
+    lines = {line for calls in (ca, cb) for line in calls.lines}
 
     def crossing(m: OpModel) -> float | None:
         return last_crossing(lambda n: m.time(ca, n) - m.time(cb, n), 2.0, float(n_max))
 
     n0 = crossing(model)
     rng = np.random.default_rng(seed)
-    boots = [crossing(model.resample(rng, used)) for _ in range(replicates)]
+    boots = [crossing(model.resample(rng, used, lines)) for _ in range(replicates)]
     vals = np.array([math.inf if x is None else x for x in boots])
     # Order statistics, not interpolation: interpolating between two infinite replicates gives NaN.
     if replicates:
@@ -769,15 +930,17 @@ def predicted_seconds(
 
 
 def row_dims(row: dict) -> dict:
-    """The sizes of a crossover or validation row keyed by symbol (L, r, D default as `Sizes` does)."""
-    from attn_cost.costmodel.symbols import BY_NAME
+    """The sizes of a crossover or validation row keyed by symbol (L, r, D and the variant-specific sizes
+    default as `Sizes` does)."""
+    from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS
 
     values = {"h": row.get("heads", row.get("h", 1)), "b": row.get("batch", row.get("b", 1))}
     values.update({k: v for k, v in row.items() if k in BY_NAME and k not in ("N", "h", "b") and isinstance(v, int)})
     values.setdefault("L", values.get("d"))
     values.setdefault("r", 4)
     values.setdefault("D", 2)
-    return {BY_NAME[k]: v for k, v in values.items() if v is not None}
+    out = {BY_NAME[k]: v for k, v in values.items() if v is not None}
+    return {**DEFAULTS, **out}
 
 
 def add_predicted_columns(rows: list[dict], name: str, *, required: bool = True, n_max: int = 65536) -> None:

@@ -13,6 +13,7 @@ from attn_cost.costmodel.symbols import BY_NAME
 from attn_cost.profilers.opmodel import (
     COPY,
     Gemm,
+    Line,
     OpModel,
     Point,
     Streaming,
@@ -123,6 +124,156 @@ def test_loop_bodies_count_once_per_iteration() -> None:
     calls = kernel_calls("linear-recurrent", "core", "fp32", dims_of(8))
     got = Constant().time(calls, np.array([10.0, 1000.0]))
     assert got == pytest.approx([1e-6 * (3 + 9 * 10), 1e-6 * (3 + 9 * 1000)])
+
+
+# -- exact shapes: a variant's ops timed along N ------------------------------------------------------------
+
+
+def test_the_same_op_of_two_variants_shares_a_line() -> None:
+    softmax = kernel_calls("softmax", "core", "fp32", dims_of(32))
+    direct = kernel_calls("taylorshift-direct", "core", "fp32", dims_of(32))
+    other_d = kernel_calls("softmax", "core", "fp32", dims_of(24))
+    # S = QKᵀ: an N×32 by 32×N product in both; at d = 24 another line
+    qk = softmax.lines[softmax.kernels.index("matmul-NT")]
+    assert qk == direct.lines[direct.kernels.index("matmul-NT")]
+    assert qk != other_d.lines[other_d.kernels.index("matmul-NT")]
+    assert len(set(softmax.lines)) == len(softmax.lines)  # scale!, softmax, PV: each its own
+
+
+def _line_points(calls, i: int, ns, seconds) -> list[Point]:
+    """Points along op i of a variant at lengths ns (dims as the variant has them there)."""
+    out = []
+    for n, t in zip(ns, seconds, strict=True):
+        f = {k: float(fn(float(n))) for k, fn in calls.features[i].items() if k != "repeat"}
+        out.append(Point(calls.kernels[i], f, t, 0.0, calls.lines[i], float(n)))
+    return out
+
+
+def test_a_line_replaces_the_kernel_model_along_it_and_nowhere_else() -> None:
+    base = synthetic_model()
+    calls = kernel_calls("taylorshift-efficient", "core", "fp32", dims_of(8))
+    i = calls.kernels.index("matmul-NN")  # QQᵀ-term product with n = d + 1 = 9, which a grid would miss
+    ns = [64, 256, 1024, 4096]
+    slow = 2.0 * base.op_seconds(
+        calls.kernels[i], calls.at(np.array(ns, dtype=float))[i][1]
+    )  # this shape runs twice as slow as the grid says
+    model = fit_points(DEVICE, "fp32", base.points + _line_points(calls, i, ns, slow))
+    n = np.array([64.0, 300.0, 4096.0, 20000.0])  # on the line, between, at and past its end
+    extra = model.time(calls, n) - base.time(calls, n)
+    assert extra == pytest.approx(
+        base.op_seconds(calls.kernels[i], calls.at(n)[i][1]), rel=1e-9
+    )  # the op's time, doubled
+    other = kernel_calls("taylorshift-efficient", "core", "fp32", dims_of(16))
+    assert model.time(other, n) == pytest.approx(base.time(other, n), rel=1e-12)  # another d: no line
+
+
+def test_a_line_interpolates_in_log_n_and_reports_its_leave_one_out_error() -> None:
+    base = synthetic_model()
+    calls = kernel_calls("softmax", "core", "fp32", dims_of(16))
+    i = calls.kernels.index("softmax")
+    ns = np.array([64.0, 128.0, 256.0, 512.0])
+    ratio = ns / 64.0  # measured / kernel model: 1, 2, 4, 8 (linear in log N)
+    timed = base.op_seconds("softmax", calls.at(ns)[i][1]) * ratio
+    model = fit_points(DEVICE, "fp32", base.points + _line_points(calls, i, ns, timed))
+    (line,) = model.lines.values()
+    mid = np.array([181.0])  # ≈ 2^7.5: halfway in log N between 128 and 256, so the ratio is 2^2.5
+    g = calls.at(mid)[i][1]
+    assert line.along(model, mid, base.op_seconds("softmax", g))[0] == pytest.approx(
+        base.op_seconds("softmax", g)[0] * 2 ** (1 + math.log2(181 / 128)), rel=1e-9
+    )
+    assert line.leave_one_out(model) == pytest.approx([0.0, 0.0], abs=1e-12)  # a power law is interpolated exactly
+
+
+def test_line_points_round_trip_and_stay_out_of_the_kernel_fit(tmp_path) -> None:
+    base = synthetic_model()
+    calls = kernel_calls("linear", "core", "fp32", dims_of(16))
+    i = calls.kernels.index("elu1")
+    ns = [100, 1000]
+    model = fit_points(DEVICE, "fp32", base.points + _line_points(calls, i, ns, [1.0, 2.0]))  # absurd times
+    n = np.array([50.0, 5000.0])
+    feats = calls.at(n)[i][1]
+    assert model.op_seconds("elu1", feats) == pytest.approx(base.op_seconds("elu1", feats))  # kernel fit unmoved
+    again = load_opmodel(str(model.save(tmp_path)))
+    assert isinstance(again.lines[calls.lines[i]], Line)
+    assert again.time(calls, n) == pytest.approx(model.time(calls, n))
+
+
+def test_a_line_point_without_a_length_is_refused(tmp_path) -> None:
+    data = synthetic_model().as_json()
+    data["points"].append({**data["points"][0], "line": "copy|cols=64/64", "n": 0})
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(UserError, match="not an attn-cost op calibration"):
+        load_opmodel(str(path))
+
+
+def test_line_grid_times_a_variant_s_ops_at_their_shapes() -> None:
+    from attn_cost.profilers import calibrate as cal
+
+    points = cal.line_grid(["softmax"], [{"d": 24}], {"L3": 1 << 20})
+    qk = [p for p in points if p.shape.kernel == "matmul-NT"]
+    assert [p.n for p in qk] == [n for n in cal.LINE_LENGTHS if 4 * (2 * n * 24 + n * n) <= 8 << 20]
+    assert all(dict(p.shape.dims) == {"batch": 1, "m": p.n, "k": 24, "n": p.n} for p in qk)
+    assert {p.shape.kernel for p in points} == {"matmul-NT", "scale!", "softmax", "matmul-NN"}
+    # variants needing sizes they are not given are skipped; those with defaults are not
+    assert cal.line_grid(["optimized-attention"], [{"d": 24}], {"L3": 1 << 20}) == []
+    assert cal.line_grid(["gqa"], [{"d": 24}], {"L3": 1 << 20})
+
+
+def test_a_spike_along_a_line_is_timed_again_and_the_faster_timing_kept() -> None:
+    from attn_cost.profilers import calibrate as cal
+
+    class Again:
+        """Times a shape again as 10 µs per 64 rows (the undisturbed power law), and remembers which."""
+
+        def __init__(self) -> None:
+            self.asked: list = []
+
+        def point(self, shape, tag="op"):
+            self.asked.append((shape, tag))
+            return Point(shape.kernel, {}, 1e-5 * shape.get("rows") / 64)
+
+    ns = [64, 128, 256, 512, 1024]
+    law = [1e-5, 2e-5, 4e-5, 8e-5, 1.6e-4]
+    shapes = [cal._s("softmax", rows=n, cols=24) for n in ns]
+    grid_point = (Point("softmax", {}, 1.0, 0.0), cal._s("softmax", rows=1, cols=24))  # never checked
+    for disturbed in (2, 0, 4):  # an inner point, the first, the last: 2.25× the law
+        seconds = [t * (2.25 if i == disturbed else 1.0) for i, t in enumerate(law)]
+        points = [Point("softmax", {}, t, 0.0, "line", float(n)) for n, t in zip(ns, seconds, strict=True)]
+        points.append(grid_point[0])
+        again = Again()
+        cal._recheck_lines(again, points, [*shapes, grid_point[1]], lambda *a: None)
+        # the spike (and neighbours it made look off their trend) are timed again, the faster timing kept
+        assert shapes[disturbed] in [shape for shape, _ in again.asked]
+        assert grid_point[1] not in [shape for shape, _ in again.asked]
+        assert {tag for _, tag in again.asked} == {"op-again"}
+        assert [p.seconds for p in points] == pytest.approx([*law, 1.0])
+    undisturbed = [Point("softmax", {}, t, 0.0, "line", float(n)) for n, t in zip(ns, law, strict=True)]
+    again = Again()
+    cal._recheck_lines(again, undisturbed, shapes, lambda *a: None)
+    assert again.asked == []  # a power law is left alone
+
+
+def test_the_chain_cost_recovers_its_fixed_part_and_its_share() -> None:
+    from attn_cost.profilers.opmodel import CALL, SEQUENCE, Chain
+
+    call, launch, share = 1e-6, 2e-6, 0.05
+    alone = [2e-5, 4e-5, 5e-4, 3e-3]  # eight ops alone, from launch-bound to large
+    chains = [
+        Point(SEQUENCE, {"bytes": 1.0, "ops": 8.0, "isolated_s": a}, call + a + 8 * launch + share * a) for a in alone
+    ]
+    fitted = Chain.fit(chains, call)
+    assert (fitted.launch, fitted.share) == pytest.approx((launch, share), rel=1e-6)
+    alike = Chain.fit(chains[:2], call)  # 20 and 40 µs: no share can be told from a fixed cost
+    assert alike.share == 0.0 and alike.launch == pytest.approx(launch + share * 3e-5 / 8, rel=0.2)
+    # in a variant: Σ ops + call + launch per op + share of the ops' time
+    model = fit_points(
+        DEVICE, "fp32", synthetic_model().points + chains + streaming_points(CALL, launch=call, per_byte=0)
+    )
+    calls = kernel_calls("softmax", "core", "fp32", dims_of(16))
+    n = np.array([100.0, 3000.0])
+    ops = sum(model.op_seconds(k, f) for k, f in calls.at(n)[: len(calls.kernels)])
+    assert model.time(calls, n) == pytest.approx(ops * (1 + share) + model.kernels[CALL].launch + 4 * launch, rel=1e-6)
 
 
 # -- crossovers ------------------------------------------------------------------------------------------
@@ -251,6 +402,15 @@ def test_crossover_device_uses_the_op_model_without_torch(attn_cost, tmp_path) -
     assert (row["predicted_n0"], row["predicted_n0_low"], row["predicted_n0_high"]) == (pred.n0, pred.low, pred.high)
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--variant", "softmaxx"], "softmaxx"), (["--d", "0"], "--d must be a positive integer")],
+)
+def test_calibrate_rejects_bad_exact_shape_options(attn_cost, args, message) -> None:
+    r = attn_cost("calibrate", "--cpu", *args)
+    assert r.code == 2 and message in r.err and len(r.err.strip().splitlines()) == 1
+
+
 def test_calibrate_rejects_an_output_that_is_a_file(attn_cost, tmp_path) -> None:
     (tmp_path / "afile").write_text("x")
     r = attn_cost("calibrate", "--cpu", "--out", str(tmp_path / "afile"))
@@ -278,8 +438,8 @@ def test_calibration_stores_points_and_resumes(monkeypatch, tmp_path) -> None:
 
     monkeypatch.setattr(cal, "time_cases", fake_time_cases)
     store = ResultStore(prepare("cpu"), tmp_path / "results", shipped=False)
-    model, n_grid, n_held = cal.calibrate(cal.Calibrator(store, "cpu"), {"L3": 1 << 20})
-    assert (n_grid, n_held, len(timed)) == (7, 1, 8)
+    model, n_grid, n_lines, n_held = cal.calibrate(cal.Calibrator(store, "cpu"), {"L3": 1 << 20})
+    assert (n_grid, n_lines, n_held, len(timed)) == (7, 0, 1, 8)
     assert set(model.kernels) == {COPY, "matmul-NT"} and model.held_out["other kernels"]["shapes"] == 1
     timed.clear()
     again = cal.Calibrator(ResultStore(prepare("cpu"), tmp_path / "results", shipped=False), "cpu")
@@ -326,6 +486,19 @@ def test_off_grid_error_widens_the_interval() -> None:
     model.held_out = {f: {"shapes": 10, "median_abs_error": 0.1} for f in ("matmul", "other kernels")}
     loose = predict_n0(*args, replicates=20)
     assert loose.n0 == exact.n0  # the estimate itself does not move
+    assert loose.high - loose.low > exact.high - exact.low
+
+
+def test_the_chain_error_widens_the_interval() -> None:
+    from attn_cost.profilers.opmodel import SEQUENCE, Chain
+
+    model = synthetic_model()
+    args = (model, "taylorshift-direct", "taylorshift-efficient", dims_of(16))
+    model.kernels[SEQUENCE] = Chain(1e-6, 0.0, 0.0)
+    exact = predict_n0(*args, replicates=20)
+    model.kernels[SEQUENCE] = Chain(1e-6, 0.0, 0.1)  # chains timed whole miss their ops' sum by ~10 %
+    loose = predict_n0(*args, replicates=20)
+    assert loose.n0 == exact.n0
     assert loose.high - loose.low > exact.high - exact.low
 
 
