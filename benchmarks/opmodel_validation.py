@@ -4,6 +4,7 @@
         --pair softmax:latte --pair softmax:taylorshift-efficient --fit-d 8 --fit-d 16 --fit-d 64 \\
         --d 24 --d 32 --d 48 --json > validation.json
     python benchmarks/opmodel_validation.py validation.json
+    python benchmarks/opmodel_validation.py validation.json --calibration OTHER.json   # score another calibration
 
 Prints a Markdown table (pair, d, analytic / fitted / op-model / measured N0 with errors) and, over the rows
 whose measured N0 is below 8,192: how many op-model N0 are within 10 % of the measured one, the median
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -72,15 +74,45 @@ def summarize(data: dict) -> tuple[list[str], dict]:
     return lines, figures
 
 
+def rescore(data: dict, calibration: str) -> dict:
+    """The validation with its op-model columns recomputed by another calibration (same measurements):
+    point estimates of N0 (no bootstrap, so no interval) and the predicted time of every timed point."""
+    from attn_cost.profilers.opmodel import kernel_calls, last_crossing, load_opmodel, predicted_seconds, row_dims
+
+    model = load_opmodel(calibration)
+    results = []
+    for r in data["results"]:
+        dims = row_dims({"d": r["d"], "h": r.get("heads", 1), "b": r.get("batch", 1)})
+        ca, cb = (kernel_calls(v, "core", model.dtype, dims) for v in (r["a"], r["b"]))
+        n0 = last_crossing(lambda n, ca=ca, cb=cb: model.time(ca, n) - model.time(cb, n), 2.0, 65536.0)
+        results.append({**r, "predicted_n0": None if n0 is None else math.ceil(n0 - 1e-9),
+                        "predicted_n0_low": None, "predicted_n0_high": None})  # fmt: skip
+    times = {}
+    for v, e in (data.get("op_model_time_errors") or {}).items():
+        pts = [
+            [n, d, t, predicted_seconds(model, v, {"N": n, "d": d, "h": 1, "b": 1, "L": d})]
+            for n, d, t, _ in e["timings"]
+        ]
+        err = [abs(g - t) / t for _, _, t, g in pts]
+        times[v] = {"points": len(pts), "median_abs_error": statistics.median(err), "max_abs_error": max(err),
+                    "timings": pts}  # fmt: skip
+    return {**data, "results": results, "op_model_time_errors": times}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("validation", type=Path, help="the output of `attn-cost validate --json`")
+    parser.add_argument("--calibration", help="score this op calibration (path or device slug) instead")
     opts = parser.parse_args()
     try:
         data = json.loads(opts.validation.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as e:
         sys.exit(f"{opts.validation}: not a validate --json output ({e.__class__.__name__})")
+    if opts.calibration:
+        data = rescore(data, opts.calibration)
     lines, figures = summarize(data)
+    if opts.calibration:
+        figures["interval_coverage"] = None  # rescored without the bootstrap
     print("\n".join(lines))
     print()
     print(json.dumps(figures, indent=2))

@@ -23,7 +23,10 @@ def calibrate(
     repeats: int = typer.Option(7, "--repeats", help="Timed samples per shape (3 for shapes slower than 20 ms)."),
     dtype: str = o.DTYPE,
     quick: bool = typer.Option(
-        False, "--quick", help="A coarse grid of about 300 shapes (a smoke test, not for predictions)."
+        False,
+        "--quick",
+        help="A coarse grid of about 300 shapes, exact shapes at every third length and (without --d) d = 16 only: "
+        "a smoke test, not for predictions.",
     ),
     store: Optional[Path] = STORE,
     fresh: bool = FRESH,
@@ -50,8 +53,9 @@ def calibrate(
     as_json: bool = o.JSON,
 ) -> None:
     """Time every op kind the engine emits (products, element-wise, reductions, outer products, SDPA, loop
-    steps) from launch-bound sizes to beyond the last-level cache, and fit the per-op time model that
-    `validate`, `crossover --device` and `report` use to predict any variant's time from its op list."""
+    steps) from launch-bound sizes to beyond the last-level cache, and each variant's ops at their exact
+    shapes along N; fit the per-op time model that `validate`, `crossover --device` and `report` use to
+    predict any variant's time from its op list."""
     ds = o.head_dims(d_values, None, 1, default=[])
     names = o.variant_names(variant or [], causal=False)
     from attn_cost.profilers.calibrate import LINE_D, Calibrator, cache_sizes, line_grid
@@ -68,7 +72,7 @@ def calibrate(
         from attn_cost.costmodel.variants import all_variants
 
         every = names or [v.name for v in all_variants()]
-        lines = line_grid(every, [{"d": d} for d in ds or LINE_D], caches, dtype, quick)
+        lines = line_grid(every, [{"d": d} for d in ds or ((16,) if quick else LINE_D)], caches, dtype, quick)
     with Progress(
         TextColumn("{task.description}", style="dim"),
         BarColumn(),

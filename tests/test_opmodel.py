@@ -532,7 +532,7 @@ def test_context_cost_appears_when_the_call_outgrows_the_cache() -> None:
     assert model.time(calls, np.array([1900.0]))[0] == pytest.approx(without + large)
 
 
-def test_validation_summary_counts_what_the_issue_judges() -> None:
+def _validation_script():
     import importlib.util
     from pathlib import Path
 
@@ -540,6 +540,24 @@ def test_validation_summary_counts_what_the_issue_judges() -> None:
     spec = importlib.util.spec_from_file_location("opmodel_validation", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    return mod
+
+
+def test_another_calibration_is_scored_on_the_same_measurements(tmp_path) -> None:
+    model = synthetic_model()
+    path = model.save(tmp_path)
+    row = {"a": "taylorshift-direct", "b": "taylorshift-efficient", "d": 32, "measured_n0": 1000}
+    data = {"results": [row], "op_model_time_errors": {"softmax": {"timings": [[300, 16, 1e-4, 5.0]]}}}
+    out = _validation_script().rescore(data, str(path))
+    (scored,) = out["results"]
+    assert scored["predicted_n0"] == predict_n0(model, row["a"], row["b"], dims_of(32), replicates=0).n0
+    ((n, d, t, guess),) = out["op_model_time_errors"]["softmax"]["timings"]
+    assert (n, d, t) == (300, 16, 1e-4)
+    assert guess == pytest.approx(predicted_seconds(model, "softmax", {"N": 300, "d": 16, "h": 1, "b": 1, "L": 16}))
+
+
+def test_validation_summary_counts_what_the_issue_judges() -> None:
+    mod = _validation_script()
     row = {"a": "softmax", "b": "linear", "analytic_n0": 33, "fit_n0": 190, "n0_uncertainty": 2}
     data = {
         "results": [
