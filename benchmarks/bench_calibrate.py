@@ -5,7 +5,7 @@ variants' ops (--fresh store), as a user runs it.
     python benchmarks/bench_calibrate.py --quick          # the coarse grid (a smoke test)
     python benchmarks/bench_calibrate.py --threads 1
     python benchmarks/bench_calibrate.py --out profilers/data/opmodels   # also keep the op model (to ship it)
-    python benchmarks/bench_calibrate.py --context        # fit the model with the cache context (as shipped)
+    python benchmarks/bench_calibrate.py --context        # also fit the cache context (validate both ways)
 
 Prints the seconds the process took, the shapes it timed, and the op model's held-out error.
 Run it on a quiet machine: the disturbance detector re-times (or refuses) disturbed timings.
