@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import sys
 from pathlib import Path
@@ -77,25 +76,24 @@ def summarize(data: dict) -> tuple[list[str], dict]:
 def rescore(data: dict, calibration: str) -> dict:
     """The validation with its op-model columns recomputed by another calibration (same measurements):
     point estimates of N0 (no bootstrap, so no interval) and the predicted time of every timed point."""
-    from attn_cost.profilers.opmodel import kernel_calls, last_crossing, load_opmodel, predicted_seconds, row_dims
+    from attn_cost.profilers.opmodel import load_opmodel, predict_n0, predicted_seconds, row_dims
+    from attn_cost.profilers.validate import timing_errors
 
     model = load_opmodel(calibration)
     results = []
     for r in data["results"]:
         dims = row_dims({"d": r["d"], "h": r.get("heads", 1), "b": r.get("batch", 1)})
-        ca, cb = (kernel_calls(v, "core", model.dtype, dims) for v in (r["a"], r["b"]))
-        n0 = last_crossing(lambda n, ca=ca, cb=cb: model.time(ca, n) - model.time(cb, n), 2.0, 65536.0)
-        results.append({**r, "predicted_n0": None if n0 is None else math.ceil(n0 - 1e-9),
-                        "predicted_n0_low": None, "predicted_n0_high": None})  # fmt: skip
-    times = {}
-    for v, e in (data.get("op_model_time_errors") or {}).items():
-        pts = [
-            [n, d, t, predicted_seconds(model, v, {"N": n, "d": d, "h": 1, "b": 1, "L": d})]
-            for n, d, t, _ in e["timings"]
-        ]
-        err = [abs(g - t) / t for _, _, t, g in pts]
-        times[v] = {"points": len(pts), "median_abs_error": statistics.median(err), "max_abs_error": max(err),
-                    "timings": pts}  # fmt: skip
+        point = predict_n0(model, r["a"], r["b"], dims, dtype=model.dtype, replicates=0)
+        results.append({**r, "predicted_n0": point.n0, "predicted_n0_low": None, "predicted_n0_high": None})
+    times = {
+        v: timing_errors(
+            [
+                [n, d, t, predicted_seconds(model, v, {"N": n, "d": d, "h": 1, "b": 1, "L": d})]
+                for n, d, t, _ in e["timings"]
+            ]
+        )
+        for v, e in (data.get("op_model_time_errors") or {}).items()
+    }
     return {**data, "results": results, "op_model_time_errors": times}
 
 

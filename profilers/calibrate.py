@@ -22,7 +22,7 @@ from attn_cost.costmodel.derive import Derived
 from attn_cost.costmodel.graph import Graph
 from attn_cost.profilers import reference as ref
 from attn_cost.profilers.cases import DTYPES, Case, Sizes
-from attn_cost.profilers.opmodel import CALL, LOOP_STEP, MATMUL_LAYOUTS, SEQUENCE, Point, op_features
+from attn_cost.profilers.opmodel import CALL, LOOP_STEP, MATMUL_LAYOUTS, SEQUENCE, Point, on_line_through, op_features
 from attn_cost.profilers.store import ResultStore, record_key
 from attn_cost.profilers.timing import OutOfMemoryError, time_cases
 
@@ -149,10 +149,13 @@ LINE_MAX_S = 0.03
 """Longest estimated time of one op along a line (the kernel model extrapolates beyond it)."""
 
 
+TIMED = {k.rstrip("!") for k in (*ELEMENTWISE, *ROWWISE)} | {"mul"}
+"""Kernels (in place or not) the calibration has PyTorch code for, besides products and SDPA."""
+
+
 def runnable(kernel: str) -> bool:
     """Whether the calibration has PyTorch code for a kernel (others fall back on a related kernel)."""
-    timed = {k.rstrip("!") for k in (*ELEMENTWISE, *ROWWISE)} | {"mul"}
-    return kernel.startswith(("matmul", "sdpa")) or kernel.rstrip("!") in timed
+    return kernel.startswith(("matmul", "sdpa")) or kernel.rstrip("!") in TIMED
 
 
 @dataclass(frozen=True)
@@ -491,7 +494,7 @@ def _recheck_lines(
     def off_trend(i: int, a: int, c: int) -> bool:
         """Whether point i is off the straight line through points a and c (log time over log N)."""
         (li, la, lc), (ti, ta, tc) = ([math.log(getattr(points[j], k)) for j in (i, a, c)] for k in ("n", "seconds"))
-        return abs(ti - (ta + (tc - ta) * (li - la) / (lc - la))) > math.log(RECHECK)
+        return abs(ti - on_line_through(li, la, ta, lc, tc)) > math.log(RECHECK)
 
     suspects = []
     for idx in by_line.values():

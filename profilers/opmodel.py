@@ -506,7 +506,7 @@ class Line:
         r, ln = self.ratio(model), np.log(self.n)
         out = []
         for j in range(1, len(self.n) - 1):
-            guess = r[j - 1] + (r[j + 1] - r[j - 1]) * (ln[j] - ln[j - 1]) / (ln[j + 1] - ln[j - 1])
+            guess = on_line_through(ln[j], ln[j - 1], r[j - 1], ln[j + 1], r[j + 1])
             out.append(math.expm1(guess - r[j]))
         return out
 
@@ -518,6 +518,11 @@ class Line:
         jitter = np.exp(rng.standard_normal(len(keep)) * np.minimum(self.se[keep] / self.seconds[keep], 0.5))
         return Line(self.kernel, self.n[keep], [self.dims[i] for i in keep], self.seconds[keep] * jitter,
                     self.se[keep], math.exp(sigma * rng.standard_normal()))  # fmt: skip
+
+
+def on_line_through(x: float, xa: float, ya: float, xc: float, yc: float) -> float:
+    """y at x on the straight line through (xa, ya) and (xc, yc): what two neighbours predict for a point."""
+    return ya + (yc - ya) * (x - xa) / (xc - xa)
 
 
 def _arrays(dims: dict[str, float]) -> dict[str, np.ndarray]:
@@ -536,7 +541,7 @@ class OpModel:
     held_out: dict = field(default_factory=dict)
     """Errors of the model on shapes that are not in the grid (measured by `attn-cost calibrate`)."""
     created: str = ""
-    kernels: dict[str, Streaming | Gemm] = field(default_factory=dict, repr=False)
+    kernels: dict[str, Streaming | Gemm | Chain] = field(default_factory=dict, repr=False)
     context: bool = False
     """Add the cache misses a variant's ops have and the same ops alone do not (`context_seconds`)."""
     lines: dict[str, Line] = field(default_factory=dict, repr=False)

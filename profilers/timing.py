@@ -5,7 +5,7 @@ thread count the caller fixed. Two variants are timed in alternation, so
 that drift (clock boost, a busy neighbour) hits both alike. The first calls are never timed.
 
 Every timed call is watched by a `Detector`: around it, it reads the process's clocks (`Clocks`:
-wall time, CPU time of this thread and of the process, the scheduler's run-queue wait of every
+wall time, CPU time of the process, the scheduler's run-queue wait of every
 thread from /proc/self/task/*/schedstat, the machine's steal time from /proc/stat). A call during
 which a thread waited for a CPU, the process's threads together got much less CPU than wall time
 (none of them was running: descheduled), or the hypervisor stole time, is *disturbed*: its round
@@ -86,10 +86,9 @@ class Clocks:
     """One reading of the clocks a disturbance shows on (seconds; None where the OS does not say)."""
 
     wall: float
-    cpu: float
-    """CPU time of the timing thread (time.thread_time)."""
     process_cpu: float
-    """CPU time of every thread of the process (time.process_time)."""
+    """CPU time of every thread of the process (time.process_time); not the timing thread's alone: a parallel
+    kernel may hand its work to a worker thread while the timing thread sleeps at the barrier."""
     run_wait: float | None = None
     """Sum over the process's threads of the time they were runnable but waiting for a CPU."""
     steal: float | None = None
@@ -121,7 +120,7 @@ def _steal() -> float | None:
 def read_clocks() -> Clocks:
     """The real clocks of this process and machine."""
     wait, steal = _run_wait(), _steal()
-    return Clocks(time.perf_counter(), time.thread_time(), time.process_time(), wait, steal)
+    return Clocks(time.perf_counter(), time.process_time(), wait, steal)
 
 
 @dataclass
@@ -163,8 +162,6 @@ class Detector:
 
     def judge(self, before: Clocks, after: Clocks) -> Verdict:
         wall = after.wall - before.wall
-        # Process CPU, not the timing thread's: a parallel kernel may hand its work to a worker thread
-        # while the timing thread sleeps at the barrier (a reduction over rows did: 18 % thread CPU, quiet).
         cpu = after.process_cpu - before.process_cpu
         wait = None if after.run_wait is None or before.run_wait is None else after.run_wait - before.run_wait
         steal = None if after.steal is None or before.steal is None else after.steal - before.steal

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import replace
 
 from attn_cost.costmodel.crossover import Setting
@@ -119,8 +120,6 @@ def _predicted(opmodel: OpModel | None, a: str, b: str, dims: dict, setting: Set
 def time_errors(opmodel: OpModel, measurer: Measurer, variants: list[str], ds: list[int], template: Sizes) -> dict:
     """The op model's error on every stored timing of `variants` at head dims `ds` (the template's h, b, L):
     per variant the points, median and worst |error|, and each point (N, d, measured s, predicted s)."""
-    import numpy as np
-
     points: dict[str, list[list[float]]] = {v: [] for v in variants}
     for rec in measurer.store.records.values():
         s = rec.get("sizes", {})
@@ -134,15 +133,11 @@ def time_errors(opmodel: OpModel, measurer: Measurer, variants: list[str], ds: l
             continue
         guess = predicted_seconds(opmodel, rec["variant"], s, measurer.scope, measurer.dtype)
         points[rec["variant"]].append([s["N"], s["d"], rec["time"]["median"], guess])
-    out = {}
-    for v, pts in points.items():
-        if not pts:
-            continue
-        err = np.array([abs(g - t) / t for _, _, t, g in pts])
-        out[v] = {
-            "points": len(pts),
-            "median_abs_error": float(np.median(err)),
-            "max_abs_error": float(err.max()),
-            "timings": sorted(pts),
-        }
-    return out
+    return {v: timing_errors(pts) for v, pts in points.items() if pts}
+
+
+def timing_errors(pts: list[list[float]]) -> dict:
+    """Points (N, d, measured s, predicted s): their count, median and worst |relative error|, and the points."""
+    err = [abs(g - t) / t for _, _, t, g in pts]
+    return {"points": len(pts), "median_abs_error": statistics.median(err), "max_abs_error": max(err),
+            "timings": sorted(pts)}  # fmt: skip

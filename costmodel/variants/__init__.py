@@ -120,7 +120,7 @@ def derive(name: str, scope: str = "core", mode: str = "inference", kv: bool = F
 
 
 def _load() -> None:
-    from attn_cost.costmodel.variants import (  # noqa: F401 (registration)  # noqa: F401
+    from attn_cost.costmodel.variants import (  # noqa: F401 (registration)
         gqa,
         hosseini,
         latte,
