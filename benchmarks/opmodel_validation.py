@@ -5,11 +5,14 @@
         --d 24 --d 32 --d 48 --json > validation.json
     python benchmarks/opmodel_validation.py validation.json
     python benchmarks/opmodel_validation.py validation.json --calibration OTHER.json   # score another calibration
+    python benchmarks/opmodel_validation.py benchmarks/data/validation-*.json --calibration MODEL.json  # one line each
 
 Prints a Markdown table (pair, d, analytic / fitted / op-model / measured N0 with errors) and, over the rows
 whose measured N0 is below 8,192: how many op-model N0 are within 10 % of the measured one, the median
 |error|, how often the bootstrap interval covers the measured point; then the op model's error on every
-timed point of the variants (median and worst, per variant and over all).
+timed point of the variants (median and worst, per variant and over all). Given several validations, it
+prints one line of figures per validation and their totals (with --calibration: one model scored on every set
+of measurements, so that two models are compared on the same machine states).
 """
 
 from __future__ import annotations
@@ -97,23 +100,39 @@ def rescore(data: dict, calibration: str) -> dict:
     return {**data, "results": results, "op_model_time_errors": times}
 
 
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f} %"
+
+
+def _load(path: Path, calibration: str | None) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        sys.exit(f"{path}: not a validate --json output ({e.__class__.__name__})")
+    return rescore(data, calibration) if calibration else data
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("validation", type=Path, help="the output of `attn-cost validate --json`")
+    parser.add_argument("validation", type=Path, nargs="+", help="the output of `attn-cost validate --json`")
     parser.add_argument("--calibration", help="score this op calibration (path or device slug) instead")
     opts = parser.parse_args()
-    try:
-        data = json.loads(opts.validation.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        sys.exit(f"{opts.validation}: not a validate --json output ({e.__class__.__name__})")
-    if opts.calibration:
-        data = rescore(data, opts.calibration)
-    lines, figures = summarize(data)
-    if opts.calibration:
-        figures["interval_coverage"] = None  # rescored without the bootstrap
-    print("\n".join(lines))
-    print()
-    print(json.dumps(figures, indent=2))
+    if len(opts.validation) == 1:
+        lines, figures = summarize(_load(opts.validation[0], opts.calibration))
+        if opts.calibration:
+            figures["interval_coverage"] = None  # rescored without the bootstrap
+        print("\n".join(lines))
+        print()
+        print(json.dumps(figures, indent=2))
+        return
+    within = judged = 0
+    print("validation: N0 within 10 % / rows, median N0 error, timed points' median and worst error")
+    for path in opts.validation:
+        _, f = summarize(_load(path, opts.calibration))
+        within, judged = within + f["within_10_percent"], judged + f["judged_rows"]
+        n0, tmed, tmax = (_pct(f[k]) for k in ("median_abs_n0_error", "median_abs_time_error", "worst_abs_time_error"))
+        print(f"{path.name}: {f['within_10_percent']} / {f['judged_rows']}, {n0}, {tmed}, {tmax}")
+    print(f"total: {within} / {judged} within 10 %")
 
 
 if __name__ == "__main__":

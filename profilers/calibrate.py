@@ -14,6 +14,7 @@ import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import torch
@@ -25,6 +26,7 @@ from attn_cost.profilers.cases import DTYPES, Case, Sizes
 from attn_cost.profilers.opmodel import CALL, LOOP_STEP, MATMUL_LAYOUTS, SEQUENCE, Point, on_line_through, op_features
 from attn_cost.profilers.store import ResultStore, record_key
 from attn_cost.profilers.timing import OutOfMemoryError, time_cases
+from torch.utils._python_dispatch import TorchDispatchMode
 
 ELEMENTWISE = ("copy", "store", "fill", "scale!", "poly2", "elu1", "exp!", "gelu", "add", "add!", "sub", "div",
                "div!", "mul!", "maximum")  # fmt: skip
@@ -395,6 +397,46 @@ def sequence_parts(shape: Shape) -> list[Shape]:
             _s("l2normalize", **rc), _s("poly2", **rc), _s("div!", **rc), _s("sum-axis2", **rc)]  # fmt: skip
 
 
+ALIASES = {"_unsafe_view"}
+"""ATen ops that make a view without being marked as one (the reshape a matmul ends with)."""
+
+
+class _CountDispatches(TorchDispatchMode):
+    """Counts the ATen kernels a call dispatches, views and aliases aside."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if not func.is_view and func.overloadpacket.__name__ not in ALIASES:
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+@cache
+def dispatches(shape: Shape, dtype: str = "fp32") -> int:
+    """ATen kernels one call of the shape's kernel dispatches (on CPU, at that shape): an op made of several
+    kernels pays the cost of running inside a chain once per kernel (`opmodel.Chain`)."""
+    if shape.kernel == SEQUENCE:
+        return sum(dispatches(part, dtype) for part in sequence_parts(shape))
+    run, make = _runner(shape, dtype, "cpu")
+    with torch.no_grad():
+        run(make())
+        inputs = make()
+        with _CountDispatches() as counted:
+            run(inputs)
+    return max(1, counted.count)
+
+
+def dispatch_table(shapes: list[Shape], dtype: str) -> dict[str, int]:
+    """Dispatches per kernel, counted at each kernel's smallest shape among `shapes` (pseudo-kernels aside)."""
+    smallest: dict[str, Shape] = {}
+    for shape in sorted((s for s in shapes if runnable(s.kernel)), key=lambda s: math.prod(v for _, v in s.dims)):
+        smallest.setdefault(shape.kernel, shape)
+    return {kernel: dispatches(shape, dtype) for kernel, shape in sorted(smallest.items())}
+
+
 def _augment(x: torch.Tensor) -> torch.Tensor:
     """[c·1, x/N] as the efficient TaylorShift reference builds it."""
     out = x.new_empty(*x.shape[:-1], x.shape[-1] + 1)
@@ -448,6 +490,7 @@ class Calibrator:
             if any(a is None for a in alone):
                 return None
             dims["isolated_s"] = sum(a.seconds for a in alone)
+            dims["dispatches"] = float(dispatches(shape, self.dtype))
         return Point(shape.kernel, dims, t["median"] / per, se / per)
 
     def _measure(self, shape: Shape, p: Point, key: str, tag: str) -> dict:
@@ -543,6 +586,7 @@ def calibrate(
             timed.append(shape)
     _recheck_lines(calibrator, points, timed, step)
     model = fit_points(calibrator.store.device, calibrator.dtype, points, caches)
+    model.dispatches = dispatch_table(shapes + [lp.shape for lp in lines], calibrator.dtype)
     errors: dict[str, list[float]] = {}
     for j, shape in enumerate(extra):
         step(f"held out: {shape.kernel} {dict(shape.dims)}", len(todo) + j, total)

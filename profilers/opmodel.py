@@ -26,7 +26,8 @@ dimension of a variant, and a kernel's speed at one width says little about the 
 
 A variant's time is Σ over its ops of repeat × t(op) at concrete sizes, plus the fixed cost of a call,
 a per-iteration cost for loops, and per op what running inside a chain of different ops adds to the
-op alone: a fixed cost and a share of the op's time (all three calibrated as pseudo-kernels).
+op alone: a fixed cost per ATen kernel it dispatches and a share of the op's time (all three calibrated
+as pseudo-kernels).
 Crossovers come from the predicted curves by bracketing sign changes on a log grid and brentq; their
 interval is the 2.5-97.5 % range over bootstrap replicates of the model, each refitted on a resample
 (with replacement) of the calibration points, medians jittered by their standard errors, and every
@@ -176,8 +177,10 @@ class KernelCalls:
                     out.append(row)
         return out
 
-    def at(self, n: np.ndarray) -> list[tuple[str, dict[str, np.ndarray]]]:
-        """Per op, then loop steps, the call and the chain: the kernel and its features at every N."""
+    def at(self, n: np.ndarray, dispatches: dict[str, int] | None = None) -> list[tuple[str, dict[str, np.ndarray]]]:
+        """Per op, then loop steps, the call and the chain: the kernel and its features at every N. The chain's
+        repeat counts the ATen kernels the ops dispatch (`dispatches` per kernel, 1 where not given), or the
+        ops themselves without a table (calibrations made before dispatches were counted)."""
         n = np.asarray(n, dtype=float)
         out = []
         for kernel, feats in zip(self.kernels, self.features, strict=True):
@@ -185,7 +188,8 @@ class KernelCalls:
         iters = np.broadcast_to(np.asarray(self.loop_iterations(n), dtype=float), n.shape)
         out.append((LOOP_STEP, {"repeat": iters, "bytes": np.ones_like(n), "rows": np.ones_like(n)}))
         out.append((CALL, {"repeat": np.ones_like(n), "bytes": np.ones_like(n), "rows": np.ones_like(n)}))
-        ops = sum((f["repeat"] for _, f in out[: len(self.kernels)]), np.zeros_like(n))
+        weight = dispatches or {}
+        ops = sum((f["repeat"] * weight.get(k, 1) for k, f in out[: len(self.kernels)]), np.zeros_like(n))
         out.append((SEQUENCE, {"repeat": ops, "bytes": np.ones_like(n), "rows": np.ones_like(n)}))
         return out
 
@@ -348,9 +352,10 @@ class Streaming:
 
 @dataclass
 class Chain:
-    """What an op costs more inside a chain of different ops than alone in a tight loop: a fixed cost per op
-    (cold dispatch paths) and a share of its own time (caches and threads no longer primed by the same op
-    just before). Fitted to chains of ops of growing sizes timed whole, against the same ops timed alone."""
+    """What an op costs more inside a chain of different ops than alone in a tight loop: a fixed cost per ATen
+    kernel it dispatches (cold dispatch paths: an op made of four kernels pays four times) and a share of its
+    own time (caches and threads no longer primed by the same op just before). Fitted to chains of ops of
+    growing sizes timed whole, against the same ops timed alone."""
 
     launch: float
     share: float
@@ -363,11 +368,12 @@ class Chain:
 
     @classmethod
     def fit(cls, points: list[Point], call: float) -> Chain:
-        """Non-negative least squares of (whole − call − alone) = launch·ops + share·alone, each chain
-        weighted by its own time (relative errors: a chain of large ops must not drown the small ones)."""
+        """Non-negative least squares of (whole − call − alone) = launch·dispatches + share·alone, each chain
+        weighted by its own time (relative errors: a chain of large ops must not drown the small ones).
+        Chains timed before dispatches were counted carry their ops instead."""
         from scipy.optimize import nnls
 
-        a = np.array([[p.dims["ops"], p.dims["isolated_s"]] for p in points])
+        a = np.array([[p.dims.get("dispatches", p.dims["ops"]), p.dims["isolated_s"]] for p in points])
         y = np.array([p.seconds - call - p.dims["isolated_s"] for p in points])
         w = 1.0 / np.array([p.seconds for p in points])
         if a[:, 1].max() < CHAIN_SPAN * a[:, 1].min():  # sizes too alike to tell a share from a fixed cost
@@ -546,6 +552,9 @@ class OpModel:
     """Add the cache misses a variant's ops have and the same ops alone do not (`context_seconds`)."""
     lines: dict[str, Line] = field(default_factory=dict, repr=False)
     """The variants' ops timed at their exact shapes, by line (`line_of`)."""
+    dispatches: dict[str, int] = field(default_factory=dict)
+    """ATen kernels one call of each kernel dispatches, views aside (counted by `calibrate`): what the chain's
+    fixed cost is paid per."""
     whole_sigma: float = 0.0
     """In a bootstrap replicate: the spread of the factor that scales each variant's whole time (`Chain.sigma`)."""
     whole_rng: np.random.Generator | None = field(default=None, repr=False)
@@ -600,7 +609,7 @@ class OpModel:
         """Predicted seconds of one call of a variant at every N (with the cache context, if the model has it)."""
         n = np.atleast_1d(np.asarray(n, dtype=float))
         total, ops = np.zeros_like(n), np.zeros_like(n)
-        for i, (kernel, f) in enumerate(calls.at(n)):
+        for i, (kernel, f) in enumerate(calls.at(n, self.dispatches)):
             if kernel in (LOOP_STEP, CALL, SEQUENCE) and (not np.any(f["repeat"] > 0) or kernel not in self.kernels):
                 continue
             seconds = self.op_seconds(kernel, f)
@@ -694,7 +703,8 @@ class OpModel:
         chain = self.kernels.get(SEQUENCE)
         return OpModel(
             self.device, self.dtype, self.points, self.caches, self.held_out, self.created, kernels, self.context,
-            drawn, chain.sigma if isinstance(chain, Chain) else 0.0, np.random.default_rng(rng.integers(1 << 32)),
+            drawn, self.dispatches, chain.sigma if isinstance(chain, Chain) else 0.0,
+            np.random.default_rng(rng.integers(1 << 32)),
         )  # fmt: skip
 
     def off_grid_sigma(self, kernel: str) -> float:
@@ -718,6 +728,7 @@ class OpModel:
             "caches": self.caches,
             "held_out": self.held_out,
             "context": self.context,
+            "dispatches": dict(sorted(self.dispatches.items())),
             "kernels": {k: _describe(v) for k, v in sorted(self.kernels.items())},
             "points": [p.as_json() for p in self.points],
         }
@@ -742,6 +753,7 @@ class OpModel:
         model = fit_points(device, dtype, points, data.get("caches", {}), where)
         model.held_out, model.created = data.get("held_out", {}), data.get("created", "")
         model.context = bool(data.get("context", False))
+        model.dispatches = _dispatch_table(data.get("dispatches", {}), where)
         return model
 
     def to_text(self) -> str:
@@ -759,6 +771,14 @@ class OpModel:
         tmp.write_text(self.to_text(), encoding="utf-8")
         tmp.replace(path)
         return path
+
+
+def _dispatch_table(table, where: str) -> dict[str, int]:
+    """A calibration's dispatches per kernel, checked: whole counts of at least one."""
+    counts = table.values() if isinstance(table, dict) else [None]
+    if any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in counts):
+        raise UserError(f"{where} is not an attn-cost op calibration (dispatches: not a count of kernels per kernel)")
+    return {str(k): v for k, v in table.items()}
 
 
 def _fallbacks(name: str) -> list[str]:

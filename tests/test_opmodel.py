@@ -276,6 +276,45 @@ def test_the_chain_cost_recovers_its_fixed_part_and_its_share() -> None:
     assert model.time(calls, n) == pytest.approx(ops * (1 + share) + model.kernels[CALL].launch + 4 * launch, rel=1e-6)
 
 
+def test_the_chain_cost_is_paid_per_dispatched_kernel() -> None:
+    from attn_cost.profilers.opmodel import CALL, SEQUENCE, Chain
+
+    call, launch = 1e-6, 5e-7
+    alone = [2e-5, 4e-5]
+    chains = [  # eight ops that dispatch fourteen ATen kernels
+        Point(SEQUENCE, {"bytes": 1.0, "ops": 8.0, "dispatches": 14.0, "isolated_s": a}, call + a + 14 * launch)
+        for a in alone
+    ]
+    assert Chain.fit(chains, call).launch == pytest.approx(launch, rel=1e-6)
+    model = fit_points(
+        DEVICE, "fp32", synthetic_model().points + chains + streaming_points(CALL, launch=call, per_byte=0)
+    )
+    calls = kernel_calls("linear", "core", "fp32", dims_of(16))
+    n = np.array([100.0])
+    ops = sum(model.op_seconds(k, f) for k, f in calls.at(n)[: len(calls.kernels)])
+    # linear: φ(K), KᵀV, Σ φ(K), φ(Q), φ(Q)·KV, φ(Q)·z, divide; φ = elu + 1 is two kernels
+    model.dispatches = {"elu1": 2}
+    assert model.time(calls, n) == pytest.approx(ops + model.kernels[CALL].launch + 9 * launch, rel=1e-6)
+    again = OpModel.from_json(json.loads(model.to_text()), "here")
+    assert again.dispatches == {"elu1": 2}
+    for bad in ({"elu1": 0}, {"elu1": "two"}, ["elu1"]):
+        with pytest.raises(UserError, match="dispatches"):
+            OpModel.from_json({**model.as_json(), "dispatches": bad}, "bad.json")
+
+
+def test_dispatches_are_counted_from_what_pytorch_runs() -> None:
+    from attn_cost.profilers import calibrate as cal
+
+    # l2normalize: vector_norm, reciprocal_, mul_, mul; poly2: x·x, ·0.5, +x, +1; a product is one bmm (its
+    # transposes, expands and reshapes are views); augment: new_empty, fill_ of the first column, mul into the rest
+    assert cal.dispatches(cal._s("l2normalize", rows=8, cols=8)) == 4
+    assert cal.dispatches(cal._s("poly2", rows=8, cols=8)) == 4
+    assert cal.dispatches(cal._s("matmul-NT", batch=1, m=8, k=8, n=8)) == 1
+    assert cal.dispatches(cal._s("augment", rows=8, cols=8)) == 3
+    table = cal.dispatch_table([cal._s("elu1", rows=64, cols=64), cal._s("elu1", rows=1, cols=8)], "fp32")
+    assert table == {"elu1": 2}  # F.elu, then add_(1)
+
+
 # -- crossovers ------------------------------------------------------------------------------------------
 
 
