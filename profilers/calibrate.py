@@ -23,7 +23,7 @@ from attn_cost.costmodel.derive import Derived
 from attn_cost.costmodel.graph import Graph
 from attn_cost.profilers import reference as ref
 from attn_cost.profilers.cases import DTYPES, Case, Sizes
-from attn_cost.profilers.opmodel import CALL, LOOP_STEP, MATMUL_LAYOUTS, SEQUENCE, Point, on_line_through, op_features
+from attn_cost.profilers.opmodel import CALL, LOOP_STEP, MATMUL_LAYOUTS, SEQUENCE, Point, off_trend, op_features
 from attn_cost.profilers.store import ResultStore, record_key
 from attn_cost.profilers.timing import OutOfMemoryError, time_cases
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -517,36 +517,19 @@ class Calibrator:
         return self.store.add(record)
 
 
-RECHECK = 1.25
-"""A line's point slower or faster than both its neighbours' trend by this factor is timed again."""
-
-
 def _recheck_lines(
     calibrator: Calibrator, points: list[Point], shapes: list[Shape], step: Callable[[str, int, int], None]
 ) -> None:
-    """Time again every point of a line that its neighbours do not explain (a spike or a dip of more than
-    `RECHECK` against the straight line through its two neighbours, or for an end the two next to it, in log
-    time over log N) and keep the faster timing:
-    a disturbed timing is slow, never fast, and a real change of speed along N spans several lengths.
-    `points[i]` was timed at `shapes[i]`."""
+    """Time again every point of a line that its neighbours do not explain (`opmodel.off_trend`) and keep the
+    faster timing: a disturbed timing is slow, never fast. `points[i]` was timed at `shapes[i]`."""
     by_line: dict[str, list[int]] = {}
     for i, p in enumerate(points):
         if p.line:
             by_line.setdefault(p.line, []).append(i)
-
-    def off_trend(i: int, a: int, c: int) -> bool:
-        """Whether point i is off the straight line through points a and c (log time over log N)."""
-        (li, la, lc), (ti, ta, tc) = ([math.log(getattr(points[j], k)) for j in (i, a, c)] for k in ("n", "seconds"))
-        return abs(ti - on_line_through(li, la, ta, lc, tc)) > math.log(RECHECK)
-
     suspects = []
     for idx in by_line.values():
         idx.sort(key=lambda i: points[i].n)
-        if len(idx) < 3:
-            continue
-        inner = [b for a, b, c in zip(idx, idx[1:], idx[2:], strict=False) if off_trend(b, a, c)]
-        ends = [e for e, a, c in ((idx[0], idx[1], idx[2]), (idx[-1], idx[-2], idx[-3])) if off_trend(e, a, c)]
-        suspects += inner + ends
+        suspects += [idx[j] for j in off_trend([points[i].n for i in idx], [points[i].seconds for i in idx])]
     for j, i in enumerate(suspects):
         p = points[i]
         step(f"again: {p.kernel}", j, len(suspects))

@@ -531,6 +531,26 @@ def on_line_through(x: float, xa: float, ya: float, xc: float, yc: float) -> flo
     return ya + (yc - ya) * (x - xa) / (xc - xa)
 
 
+SPIKE = 1.25
+"""A timing slower or faster than its neighbours' trend along N by this factor is timed again (`off_trend`)."""
+
+
+def off_trend(n: list[float], seconds: list[float], factor: float = SPIKE) -> list[int]:
+    """Indices of the timings of a series (sorted by n, no n twice) that their neighbours do not explain: more
+    than `factor` off the straight line through the two points beside it (an end: the two next to it), in log
+    time over log n. A disturbance shows as such a spike; a real change of speed along N spans several lengths."""
+    if len(n) < 3:
+        return []
+    ln, lt = np.log(np.asarray(n, dtype=float)), np.log(np.asarray(seconds, dtype=float))
+
+    def off(i: int, a: int, c: int) -> bool:
+        return abs(lt[i] - on_line_through(ln[i], ln[a], lt[a], ln[c], lt[c])) > math.log(factor)
+
+    last = len(n) - 1
+    inner = [i for i in range(1, last) if off(i, i - 1, i + 1)]
+    return inner + [e for e, a, c in ((0, 1, 2), (last, last - 1, last - 2)) if off(e, a, c)]
+
+
 def _arrays(dims: dict[str, float]) -> dict[str, np.ndarray]:
     return {k: np.array([v], dtype=float) for k, v in dims.items()}
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import statistics
+from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import replace
 
 from attn_cost.costmodel.crossover import Setting
@@ -10,7 +12,7 @@ from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.variants import derive
 from attn_cost.profilers.cases import Sizes
 from attn_cost.profilers.corrections import DeviceProfile, corrected_points, fit_memory, fit_time
-from attn_cost.profilers.opmodel import OpModel, Prediction, predict_n0, predicted_seconds
+from attn_cost.profilers.opmodel import OpModel, Prediction, off_trend, predict_n0, predicted_seconds
 from attn_cost.profilers.profile import Measurer, profile_pair
 
 SWEEP = [2 ** (k / 2) for k in range(-6, 4)]
@@ -83,6 +85,7 @@ def validate(
                 measurer.memory(a, replace(template, N=n, d=dv))
                 measurer.memory(b, replace(template, N=n, d=dv))
     variants = sorted({v for pair in pairs for v in pair})
+    recheck_spikes(measurer, variants, sorted(set(fit_d) | set(check_d)), template)
     profile = existing or fit_profile(measurer, variants, fit_d, template)
     missing = [v for v in variants if v not in profile.time]
     if missing:
@@ -117,13 +120,11 @@ def _predicted(opmodel: OpModel | None, a: str, b: str, dims: dict, setting: Set
     return predict_n0(opmodel, a, b, dims, setting.scope, setting.dtype, n_max=n_max).as_json()
 
 
-def time_errors(opmodel: OpModel, measurer: Measurer, variants: list[str], ds: list[int], template: Sizes) -> dict:
-    """The op model's error on every stored timing of `variants` at head dims `ds` (the template's h, b, L):
-    per variant the points, median and worst |error|, and each point (N, d, measured s, predicted s)."""
-    points: dict[str, list[list[float]]] = {v: [] for v in variants}
+def _timings(measurer: Measurer, variants: list[str], ds: list[int], template: Sizes) -> Iterator[dict]:
+    """Every stored timing of `variants` at head dims `ds` and the template's h, b, L (this thread count)."""
     for rec in measurer.store.records.values():
         s = rec.get("sizes", {})
-        if rec["kind"] != "time" or rec["status"] != "ok" or rec["variant"] not in points:
+        if rec["kind"] != "time" or rec["status"] != "ok" or rec["variant"] not in variants:
             continue
         if rec["device"].get("threads") != measurer.store.device.get("threads"):
             continue
@@ -131,6 +132,31 @@ def time_errors(opmodel: OpModel, measurer: Measurer, variants: list[str], ds: l
             continue
         if (s.get("h"), s.get("b")) != (template.h, template.b) or s.get("L") != (template.L or s.get("d")):
             continue
+        yield rec
+
+
+def recheck_spikes(measurer: Measurer, variants: list[str], ds: list[int], template: Sizes) -> int:
+    """Time again every stored timing of `variants` that its neighbours along N (same variant and head dim)
+    do not explain (`opmodel.off_trend`), keeping the faster; returns how many. The pairs' timings alternate
+    the two variants, so a slow spell leaves their ratio (and N0) alone, but not each variant's time."""
+    series: dict[tuple[str, int], list[tuple[int, float]]] = defaultdict(list)
+    for rec in _timings(measurer, variants, ds, template):
+        series[(rec["variant"], rec["sizes"]["d"])].append((rec["sizes"]["N"], rec["time"]["median"]))
+    again = 0
+    for (variant, d), pts in sorted(series.items()):
+        pts.sort()
+        for i in off_trend([n for n, _ in pts], [t for _, t in pts]):
+            measurer.time_again(variant, replace(template, N=pts[i][0], d=d))
+            again += 1
+    return again
+
+
+def time_errors(opmodel: OpModel, measurer: Measurer, variants: list[str], ds: list[int], template: Sizes) -> dict:
+    """The op model's error on every stored timing of `variants` at head dims `ds` (the template's h, b, L):
+    per variant the points, median and worst |error|, and each point (N, d, measured s, predicted s)."""
+    points: dict[str, list[list[float]]] = {v: [] for v in variants}
+    for rec in _timings(measurer, variants, ds, template):
+        s = rec["sizes"]
         guess = predicted_seconds(opmodel, rec["variant"], s, measurer.scope, measurer.dtype)
         points[rec["variant"]].append([s["N"], s["d"], rec["time"]["median"], guess])
     return {v: timing_errors(pts) for v, pts in points.items() if pts}

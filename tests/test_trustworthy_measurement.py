@@ -364,3 +364,43 @@ def test_ls_and_rm_with_filters(attn_cost, tmp_path) -> None:
     assert removed.code == 0 and removed.json()["removed"] == 2
     left = attn_cost("results", "ls", *where, "--json").json()["results"]
     assert sorted(r["key"] for r in left) == ["o", "s1", "s3"]
+
+
+# -- stored timings a slow spell moved --------------------------------------------------------------------
+
+
+def test_a_stored_timing_off_its_neighbours_trend_is_timed_again_and_the_faster_kept(tmp_path) -> None:
+    from attn_cost.profilers.device import prepare
+    from attn_cost.profilers.profile import Measurer
+    from attn_cost.profilers.validate import recheck_spikes
+
+    measurer = Measurer("cpu", ResultStore(prepare("cpu"), tmp_path / "store", shipped=False))
+    law = {n: 1e-5 * (n / 64) ** 2 for n in (64, 128, 256, 512, 1024)}  # t ∝ N², as a product's time grows
+
+    def stored(n: int) -> float:
+        return measurer.store.get(measurer._key("time", "softmax", Sizes(N=n, d=8)))["time"]["median"]
+
+    def store(times: dict[int, float]) -> None:
+        for n, t in times.items():
+            stats = TimeStats(t, t, t, t, t, 7, 2).as_json()
+            key = measurer._key("time", "softmax", Sizes(N=n, d=8))
+            measurer._record("time", key, "softmax", Sizes(N=n, d=8), {"time": stats, "status": "ok"})
+
+    timed_again: list[int] = []
+    now = {"factor": 1.0}
+
+    def timed(variants, sizes, runs):  # what the machine times now: the law, times a factor
+        timed_again.append(sizes.N)
+        t = law[sizes.N] * now["factor"]
+        return [TimeStats(t, t, t, t, t, runs, 2)], ["ok"]
+
+    measurer._timed = timed
+    store(law)
+    assert recheck_spikes(measurer, ["softmax"], [8], Sizes(N=1, d=8)) == 0 and timed_again == []
+    store({256: 3 * law[256]})  # a slow spell while 256 was timed
+    assert recheck_spikes(measurer, ["softmax"], [8], Sizes(N=1, d=8)) == len(timed_again) > 0
+    assert 256 in timed_again  # (and neighbours the spike made look off their trend)
+    assert [stored(n) for n in law] == pytest.approx(list(law.values()))
+    now["factor"] = 1.5  # timed again during a spell: the stored, faster timing stays
+    measurer.time_again("softmax", Sizes(N=512, d=8))
+    assert stored(512) == pytest.approx(law[512])
