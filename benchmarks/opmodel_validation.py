@@ -6,6 +6,7 @@
     python benchmarks/opmodel_validation.py validation.json
     python benchmarks/opmodel_validation.py validation.json --calibration OTHER.json   # score another calibration
     python benchmarks/opmodel_validation.py benchmarks/data/validation-*.json --calibration MODEL.json  # one line each
+    python benchmarks/opmodel_validation.py benchmarks/data/validation-*.json --calibration MODEL.json --chain-per-op
 
 Prints a Markdown table (pair, d, analytic / fitted / op-model / measured N0 with errors) and, over the rows
 whose measured N0 is below 8,192: how many op-model N0 are within 10 % of the measured one, the median
@@ -76,13 +77,25 @@ def summarize(data: dict) -> tuple[list[str], dict]:
     return lines, figures
 
 
-def rescore(data: dict, calibration: str) -> dict:
+def per_op(model):
+    """The model with its chain cost refitted per engine op rather than per dispatched ATen kernel (as fitted
+    before dispatches were counted): the ablation of that choice on the same calibration."""
+    from attn_cost.profilers.opmodel import CALL, SEQUENCE, Chain, Point
+
+    chains = [Point(p.kernel, {k: v for k, v in p.dims.items() if k != "dispatches"}, p.seconds, p.se)
+              for p in model.points if p.kernel == SEQUENCE]  # fmt: skip
+    model.kernels[SEQUENCE] = Chain.fit(chains, model.kernels[CALL].launch)
+    model.dispatches = {}
+    return model
+
+
+def rescore(data: dict, calibration: str, chain_per_op: bool = False) -> dict:
     """The validation with its op-model columns recomputed by another calibration (same measurements):
     point estimates of N0 (no bootstrap, so no interval) and the predicted time of every timed point."""
     from attn_cost.profilers.opmodel import load_opmodel, predict_n0, predicted_seconds, row_dims
     from attn_cost.profilers.validate import timing_errors
 
-    model = load_opmodel(calibration)
+    model = per_op(load_opmodel(calibration)) if chain_per_op else load_opmodel(calibration)
     results = []
     for r in data["results"]:
         dims = row_dims({"d": r["d"], "h": r.get("heads", 1), "b": r.get("batch", 1)})
@@ -104,21 +117,25 @@ def _pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.1f} %"
 
 
-def _load(path: Path, calibration: str | None) -> dict:
+def _load(path: Path, calibration: str | None, chain_per_op: bool) -> dict:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as e:
         sys.exit(f"{path}: not a validate --json output ({e.__class__.__name__})")
-    return rescore(data, calibration) if calibration else data
+    return rescore(data, calibration, chain_per_op) if calibration else data
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("validation", type=Path, nargs="+", help="the output of `attn-cost validate --json`")
     parser.add_argument("--calibration", help="score this op calibration (path or device slug) instead")
+    parser.add_argument("--chain-per-op", action="store_true",
+                        help="with --calibration: refit its chain cost per op, not per dispatched kernel")  # fmt: skip
     opts = parser.parse_args()
+    if opts.chain_per_op and not opts.calibration:
+        parser.error("--chain-per-op rescoring needs --calibration")
     if len(opts.validation) == 1:
-        lines, figures = summarize(_load(opts.validation[0], opts.calibration))
+        lines, figures = summarize(_load(opts.validation[0], opts.calibration, opts.chain_per_op))
         if opts.calibration:
             figures["interval_coverage"] = None  # rescored without the bootstrap
         print("\n".join(lines))
@@ -126,12 +143,17 @@ def main() -> None:
         print(json.dumps(figures, indent=2))
         return
     within = judged = 0
-    print("validation: N0 within 10 % / rows, median N0 error, timed points' median and worst error")
+    print("validation: N0 within 10 % / rows, median N0 error, timed points' median and worst error;")
+    print("  each variant's median signed time error (predicted − measured) / measured")
     for path in opts.validation:
-        _, f = summarize(_load(path, opts.calibration))
+        data = _load(path, opts.calibration, opts.chain_per_op)
+        _, f = summarize(data)
         within, judged = within + f["within_10_percent"], judged + f["judged_rows"]
         n0, tmed, tmax = (_pct(f[k]) for k in ("median_abs_n0_error", "median_abs_time_error", "worst_abs_time_error"))
         print(f"{path.name}: {f['within_10_percent']} / {f['judged_rows']}, {n0}, {tmed}, {tmax}")
+        bias = {v: statistics.median((g - t) / t for _, _, t, g in e["timings"])
+                for v, e in sorted((data.get("op_model_time_errors") or {}).items())}  # fmt: skip
+        print("  " + ", ".join(f"{v} {100 * b:+.0f} %" for v, b in bias.items()))
     print(f"total: {within} / {judged} within 10 %")
 
 

@@ -408,7 +408,8 @@ def validate(
     as_json: bool = o.JSON,
 ) -> None:
     """Fit per-device corrections on some head dims; print analytic, fitted, op-model (zero-shot, from
-    `attn-cost calibrate`) and measured N0/N1 side by side, and the op model's error on every timed point."""
+    `attn-cost calibrate`) and measured N0/N1 side by side, and the op model's error on every timed point.
+    A stored timing far off its neighbours along N is timed again first, and the faster one kept."""
     from attn_cost.profilers.corrections import load_profile, user_profiles_dir
 
     existing = load_profile(use) if use else None
