@@ -191,13 +191,18 @@ def line_grid(variants: list[str], sizes: list[dict[str, int]], caches: dict[str
                     continue
                 for n in lengths:
                     f = {k: float(fn(float(n))) for k, fn in feats.items() if k not in ("repeat",)}
-                    keys = ("batch", "m", "k", "n") if "m" in f else ("rows", "cols")
-                    dims = {k: max(1, round(f[k])) for k in keys}
-                    if f["bytes"] > top or _estimate(Point(kernel, {**f, **dims}, 0.0)) > LINE_MAX_S:
+                    shape = shape_of(kernel, f)
+                    if f["bytes"] > top or _estimate(Point(kernel, {**f, **dict(shape.dims)}, 0.0)) > LINE_MAX_S:
                         break
-                    shape = _s(kernel, **dims)
                     out.setdefault((shape, line), LinePoint(shape, line, n))
     return list(out.values())
+
+
+def shape_of(kernel: str, features: dict[str, float]) -> Shape:
+    """The shape to time an op at, from its features at one N (`opmodel.KernelCalls.at`): batch/m/k/n of a
+    product or SDPA, rows/cols of anything else, rounded to whole sizes."""
+    keys = ("batch", "m", "k", "n") if "m" in features else ("rows", "cols")
+    return _s(kernel, **{k: max(1, round(features[k])) for k in keys})
 
 
 def held_out_grid(caches: dict[str, int], dtype: str = "fp32", quick: bool = False, seed: int = 7) -> list[Shape]:
