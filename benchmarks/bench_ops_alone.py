@@ -39,7 +39,7 @@ def main() -> None:
 
     try:
         calls = kernel_calls(opts.variant, "core", "fp32", row_dims({"d": opts.d}))
-    except (UserError, KeyError) as e:
+    except UserError as e:
         parser.error(str(e))
     device = prepare("cpu")
     for n in opts.n or [256]:

@@ -89,13 +89,12 @@ def per_op(model):
     return model
 
 
-def rescore(data: dict, calibration: str, chain_per_op: bool = False) -> dict:
-    """The validation with its op-model columns recomputed by another calibration (same measurements):
+def rescore(data: dict, model) -> dict:
+    """The validation with its op-model columns recomputed by another calibration's model (same measurements):
     point estimates of N0 (no bootstrap, so no interval) and the predicted time of every timed point."""
-    from attn_cost.profilers.opmodel import load_opmodel, predict_n0, predicted_seconds, row_dims
+    from attn_cost.profilers.opmodel import predict_n0, predicted_seconds, row_dims
     from attn_cost.profilers.validate import timing_errors
 
-    model = per_op(load_opmodel(calibration)) if chain_per_op else load_opmodel(calibration)
     results = []
     for r in data["results"]:
         dims = row_dims({"d": r["d"], "h": r.get("heads", 1), "b": r.get("batch", 1)})
@@ -113,16 +112,37 @@ def rescore(data: dict, calibration: str, chain_per_op: bool = False) -> dict:
     return {**data, "results": results, "op_model_time_errors": times}
 
 
+def _fail(message: str) -> None:
+    """Bad input: one line, exit code 2."""
+    print(message, file=sys.stderr)
+    sys.exit(2)
+
+
 def _pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.1f} %"
 
 
-def _load(path: Path, calibration: str | None, chain_per_op: bool) -> dict:
+def _load(path: Path, model) -> dict:
+    """A validation, rescored by `model` if one is given."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as e:
-        sys.exit(f"{path}: not a validate --json output ({e.__class__.__name__})")
-    return rescore(data, calibration, chain_per_op) if calibration else data
+        _fail(f"{path}: not a validate --json output ({e.__class__.__name__})")
+    return rescore(data, model) if model is not None else data
+
+
+def _model(calibration: str | None, chain_per_op: bool):
+    """The op model to rescore with (loaded once for every validation), or None."""
+    if calibration is None:
+        return None
+    from attn_cost.costmodel.errors import UserError
+    from attn_cost.profilers.opmodel import load_opmodel
+
+    try:
+        model = load_opmodel(calibration)
+    except UserError as e:
+        _fail(str(e))
+    return per_op(model) if chain_per_op else model
 
 
 def main() -> None:
@@ -134,8 +154,9 @@ def main() -> None:
     opts = parser.parse_args()
     if opts.chain_per_op and not opts.calibration:
         parser.error("--chain-per-op rescoring needs --calibration")
+    model = _model(opts.calibration, opts.chain_per_op)
     if len(opts.validation) == 1:
-        lines, figures = summarize(_load(opts.validation[0], opts.calibration, opts.chain_per_op))
+        lines, figures = summarize(_load(opts.validation[0], model))
         if opts.calibration:
             figures["interval_coverage"] = None  # rescored without the bootstrap
         print("\n".join(lines))
@@ -146,7 +167,7 @@ def main() -> None:
     print("validation: N0 within 10 % / rows, median N0 error, timed points' median and worst error;")
     print("  each variant's median signed time error (predicted − measured) / measured")
     for path in opts.validation:
-        data = _load(path, opts.calibration, opts.chain_per_op)
+        data = _load(path, model)
         _, f = summarize(data)
         within, judged = within + f["within_10_percent"], judged + f["judged_rows"]
         n0, tmed, tmax = (_pct(f[k]) for k in ("median_abs_n0_error", "median_abs_time_error", "worst_abs_time_error"))

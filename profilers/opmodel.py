@@ -189,8 +189,8 @@ class KernelCalls:
         out.append((LOOP_STEP, {"repeat": iters, "bytes": np.ones_like(n), "rows": np.ones_like(n)}))
         out.append((CALL, {"repeat": np.ones_like(n), "bytes": np.ones_like(n), "rows": np.ones_like(n)}))
         weight = dispatches or {}
-        ops = sum((f["repeat"] * weight.get(k, 1) for k, f in out[: len(self.kernels)]), np.zeros_like(n))
-        out.append((SEQUENCE, {"repeat": ops, "bytes": np.ones_like(n), "rows": np.ones_like(n)}))
+        chained = sum((f["repeat"] * weight.get(k, 1) for k, f in out[: len(self.kernels)]), np.zeros_like(n))
+        out.append((SEQUENCE, {"repeat": chained, "bytes": np.ones_like(n), "rows": np.ones_like(n)}))
         return out
 
 

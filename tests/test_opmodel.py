@@ -599,7 +599,8 @@ def test_another_calibration_is_scored_on_the_same_measurements(tmp_path) -> Non
     path = model.save(tmp_path)
     row = {"a": "taylorshift-direct", "b": "taylorshift-efficient", "d": 32, "measured_n0": 1000}
     data = {"results": [row], "op_model_time_errors": {"softmax": {"timings": [[300, 16, 1e-4, 5.0]]}}}
-    out = _validation_script().rescore(data, str(path))
+    script = _validation_script()
+    out = script.rescore(data, script._model(str(path), chain_per_op=False))
     (scored,) = out["results"]
     assert scored["predicted_n0"] == predict_n0(model, row["a"], row["b"], dims_of(32), replicates=0).n0
     ((n, d, t, guess),) = out["op_model_time_errors"]["softmax"]["timings"]
