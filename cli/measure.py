@@ -409,7 +409,7 @@ def validate(
 ) -> None:
     """Fit per-device corrections on some head dims; print analytic, fitted, op-model (zero-shot, from
     `attn-cost calibrate`) and measured N0/N1 side by side, and the op model's error on every timed point.
-    A stored timing far off its neighbours along N is timed again first, and the faster one kept."""
+    A stored timing much slower than its neighbours' trend along N is timed again, and the faster one kept."""
     from attn_cost.profilers.corrections import load_profile, user_profiles_dir
 
     existing = load_profile(use) if use else None

@@ -532,23 +532,30 @@ def on_line_through(x: float, xa: float, ya: float, xc: float, yc: float) -> flo
 
 
 SPIKE = 1.25
-"""A timing slower or faster than its neighbours' trend along N by this factor is timed again (`off_trend`)."""
+"""A timing slower than its neighbours' trend along N by this factor is timed again (`off_trend`)."""
+
+
+TREND_REACH = 4
+"""How many timings on each side of a timing `off_trend` judges it by."""
 
 
 def off_trend(n: list[float], seconds: list[float], factor: float = SPIKE) -> list[int]:
     """Indices of the timings of a series (sorted by n, no n twice) that their neighbours do not explain: more
-    than `factor` off the straight line through the two points beside it (an end: the two next to it), in log
-    time over log n. A disturbance shows as such a spike; a real change of speed along N spans several lengths."""
+    than `factor` slower than the robust (Theil–Sen) line through up to `TREND_REACH` timings on each side, in
+    log time over log n. A disturbance slows a timing down, often over two or three lengths timed in the same
+    slow spell, which a robust line sees through; a real change of speed along N spans more lengths than that."""
+    from scipy.stats import theilslopes
+
     if len(n) < 3:
         return []
     ln, lt = np.log(np.asarray(n, dtype=float)), np.log(np.asarray(seconds, dtype=float))
-
-    def off(i: int, a: int, c: int) -> bool:
-        return abs(lt[i] - on_line_through(ln[i], ln[a], lt[a], ln[c], lt[c])) > math.log(factor)
-
-    last = len(n) - 1
-    inner = [i for i in range(1, last) if off(i, i - 1, i + 1)]
-    return inner + [e for e, a, c in ((0, 1, 2), (last, last - 1, last - 2)) if off(e, a, c)]
+    out = []
+    for i in range(len(n)):
+        near = [j for j in range(max(0, i - TREND_REACH), min(len(n), i + TREND_REACH + 1)) if j != i]
+        slope, intercept, _, _ = theilslopes(lt[near], ln[near], method="joint")
+        if lt[i] - (intercept + slope * ln[i]) > math.log(factor):
+            out.append(i)
+    return out
 
 
 def _arrays(dims: dict[str, float]) -> dict[str, np.ndarray]:

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sqlite3
+import time
 import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -264,13 +266,27 @@ class Database:
         try:
             self.con = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
             self._finalizer = weakref.finalize(self, self.con.close)
-            self.con.execute("PRAGMA journal_mode = WAL")
+            self._wal()
             self.con.execute("PRAGMA synchronous = NORMAL")
             self._create()
         except sqlite3.DatabaseError as e:
             raise UserError(f"cannot open the results database {path}: {e}") from None
         except OSError as e:
             raise UserError(f"cannot open the results database {path}: {e.strerror or e}") from None
+
+    def _wal(self) -> None:
+        """Switch to the WAL journal, retrying while another process does the same: two connections switching
+        a new database at once deadlock, and SQLite then answers "database is locked" at once, without
+        waiting out its busy timeout (seen when four writer processes opened one new store together)."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        while True:
+            try:
+                self.con.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(random.uniform(0.005, 0.05))
 
     def _create(self) -> None:
         with self.transaction():

@@ -1,8 +1,9 @@
 """Wall-clock time of one call: warm-up, repeated runs, median and spread, disturbed runs thrown out.
 
 CUDA runs go to the field's harness (`gpu_timing.py`); CPU runs are timed with perf_counter at the
-thread count the caller fixed. Two variants are timed in alternation, so
-that drift (clock boost, a busy neighbour) hits both alike. The first calls are never timed.
+thread count the caller fixed, a call shorter than SETTLE_S straight after an untimed call of its own. Two
+variants are timed in alternation, so that drift (clock boost, a busy neighbour) hits both alike. The first
+calls are never timed.
 
 Every timed call is watched by a `Detector`: around it, it reads the process's clocks (`Clocks`:
 wall time, CPU time of the process, the scheduler's run-queue wait of every
@@ -18,6 +19,7 @@ The clock source is injectable, so tests feed the detector disturbed samples.
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
@@ -225,11 +227,21 @@ class Seen:
 # -- timing ---------------------------------------------------------------------------------------
 
 
+SETTLE_S = 0.005
+"""A call shorter than this (on CPU) follows an untimed call of the same case (`_timer`)."""
+
+
 def _timer(detector: Detector | None):
+    """Times one call. A short call is preceded by an untimed one of the same case, so that it does not pay
+    for what came just before it (the detector's reads of /proc, the other case of a pair) with cold caches
+    and branch predictors: 1 to 17 µs per call on the 2-core VM, up to a fifth of a small variant's time
+    (`benchmarks/bench_settle.py`). Its ops are timed warm too, in tight loops (`calibrate`)."""
     clock = detector.clock if detector else None
 
-    def once(case: Case, inputs: list) -> tuple[float, Verdict | None]:
+    def once(case: Case, inputs: list, settle: bool) -> tuple[float, Verdict | None]:
         before = clock() if clock else None
+        if settle:
+            case.run(list(inputs))
         t0 = time.perf_counter()
         case.run(list(inputs))
         seconds = time.perf_counter() - t0
@@ -282,8 +294,12 @@ def time_cases(
     *,
     detector: Detector | None = DEFAULT_DETECTOR,
     seen: Seen | None = None,
+    settle_s: float = SETTLE_S,
 ) -> list[TimeStats]:
     """Time several cases in alternation; raises OutOfMemoryError if any of them does not fit.
+
+    On CPU, a case whose last warm-up call took less than `settle_s` has each timed call preceded by an
+    untimed one (`_timer`); `settle_s=0` times every call straight after what came before it.
 
     With a `detector` (the default), a round (one call of every case) during which any call was
     disturbed is thrown away and timed again after a back-off; after `detector.retries × repeats`
@@ -304,11 +320,15 @@ def time_cases(
     try:
         with torch.no_grad():
             inputs = [c.make_inputs() for c in cases]
+            warm = [math.inf] * len(cases)
             for _ in range(warmup):
-                for c, x in zip(cases, inputs, strict=True):
+                for i, (c, x) in enumerate(zip(cases, inputs, strict=True)):
+                    t0 = time.perf_counter()
                     c.run(list(x))
+                    warm[i] = time.perf_counter() - t0
+            settle = [w < settle_s for w in warm]
             while len(times[0]) < repeats:
-                round_ = [once(c, x) for c, x in zip(cases, inputs, strict=True)]
+                round_ = [once(c, x, s) for c, x, s in zip(cases, inputs, settle, strict=True)]
                 verdicts = [v for _, v in round_ if v is not None]
                 for v in verdicts:
                     seen.add(v)

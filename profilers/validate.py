@@ -135,19 +135,29 @@ def _timings(measurer: Measurer, variants: list[str], ds: list[int], template: S
         yield rec
 
 
+RECHECK_PASSES = 2
+"""How many times `recheck_spikes` looks for timings off their trend: a slow spell can outlast the first re-timing."""
+
+
 def recheck_spikes(measurer: Measurer, variants: list[str], ds: list[int], template: Sizes) -> int:
     """Time again every stored timing of `variants` that its neighbours along N (same variant and head dim)
-    do not explain (`opmodel.off_trend`), keeping the faster; returns how many. The pairs' timings alternate
-    the two variants, so a slow spell leaves their ratio (and N0) alone, but not each variant's time."""
-    series: dict[tuple[str, int], list[tuple[int, float]]] = defaultdict(list)
-    for rec in _timings(measurer, variants, ds, template):
-        series[(rec["variant"], rec["sizes"]["d"])].append((rec["sizes"]["N"], rec["time"]["median"]))
+    do not explain (`opmodel.off_trend`), keeping the faster, in up to `RECHECK_PASSES` passes; returns how
+    many timings it took. The pairs' timings alternate the two variants, so a slow spell leaves their ratio
+    (and N0) alone, but not each variant's time."""
     again = 0
-    for (variant, d), pts in sorted(series.items()):
-        pts.sort()
-        for i in off_trend([n for n, _ in pts], [t for _, t in pts]):
-            measurer.time_again(variant, replace(template, N=pts[i][0], d=d))
-            again += 1
+    for _ in range(RECHECK_PASSES):
+        series: dict[tuple[str, int], list[tuple[int, float]]] = defaultdict(list)
+        for rec in _timings(measurer, variants, ds, template):
+            series[(rec["variant"], rec["sizes"]["d"])].append((rec["sizes"]["N"], rec["time"]["median"]))
+        suspects = []
+        for (variant, d), pts in sorted(series.items()):
+            pts.sort()
+            suspects += [(variant, d, pts[i][0]) for i in off_trend([n for n, _ in pts], [t for _, t in pts])]
+        for variant, d, n in suspects:
+            measurer.time_again(variant, replace(template, N=n, d=d))
+        again += len(suspects)
+        if not suspects:
+            break
     return again
 
 

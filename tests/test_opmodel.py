@@ -220,7 +220,7 @@ def test_line_grid_times_a_variant_s_ops_at_their_shapes() -> None:
     assert cal.line_grid(["gqa"], [{"d": 24}], {"L3": 1 << 20})
 
 
-def test_off_trend_finds_spikes_and_dips_but_not_a_power_law_or_a_gentle_bend() -> None:
+def test_off_trend_finds_slow_spikes_but_not_dips_a_power_law_or_a_step() -> None:
     from attn_cost.profilers.opmodel import off_trend
 
     n = [100, 200, 400, 800, 1600]
@@ -228,8 +228,13 @@ def test_off_trend_finds_spikes_and_dips_but_not_a_power_law_or_a_gentle_bend() 
     bent = [x * (1.2 if x >= 800 else 1.0) for x in n]  # a cache cliff: 1.2× from 800 on, less than 1.25×
     assert off_trend(n, bent) == []
     assert 2 in off_trend(n, [x * (1.3 if x == 400 else 1.0) for x in n])  # a spike of 1.3×
-    assert 2 in off_trend(n, [x / (1.3 if x == 400 else 1.0) for x in n])  # a dip
+    assert off_trend(n, [x / (1.3 if x == 400 else 1.0) for x in n]) == []  # a dip: no disturbance is fast
     assert off_trend([1, 2], [1.0, 9.0]) == []  # two points: nothing to compare with
+    n = [64 * 2 ** (j / 4) for j in range(16)]
+    slow = {5, 6, 7}  # a slow spell over three lengths in a row: 1.6×, each beside another slow one
+    assert off_trend(n, [x * (1.6 if j in slow else 1.0) for j, x in enumerate(n)]) == sorted(slow)
+    cliff = [x * (1.5 if j >= 8 else 1.0) for j, x in enumerate(n)]  # a real step along N: none re-timed
+    assert off_trend(n, cliff) == []
 
 
 def test_a_spike_along_a_line_is_timed_again_and_the_faster_timing_kept() -> None:
