@@ -644,3 +644,21 @@ def test_validation_summary_counts_what_the_issue_judges() -> None:
     assert figures["median_abs_n0_error"] == pytest.approx((0.05 + 0.15) / 2)
     assert figures["interval_coverage"] == 0.5
     assert figures["median_abs_time_error"] == pytest.approx(0.3) and figures["worst_abs_time_error"] == 0.5
+
+
+def test_the_gap_is_what_following_a_missed_n0_costs() -> None:
+    """The most the pair's measured times differ between the predicted and the measured N0 (lengths outside that
+    span, other head dims and the op model's own guesses do not count); a miss with a gap ≤ 5 % is counted."""
+    mod = _validation_script()
+    row = {"a": "softmax", "b": "latte", "d": 32, "measured_n0": 200, "predicted_n0": 240}
+    a = [[150, 32, 1.0, 9.0], [200, 32, 1.0, 9.0], [220, 32, 1.0, 9.0], [240, 32, 1.0, 9.0], [220, 64, 1.0, 9.0]]
+    b = [[150, 32, 2.0, 9.0], [200, 32, 1.01, 9.0], [220, 32, 0.96, 9.0], [240, 32, 0.98, 9.0], [220, 64, 3.0, 9.0]]
+    seen = {"points": 5, "median_abs_error": 8.0, "max_abs_error": 8.0}
+    data = {
+        "results": [row],
+        "op_model_time_errors": {"softmax": {**seen, "timings": a}, "latte": {**seen, "timings": b}},
+    }
+    assert mod.gap(data["op_model_time_errors"], "softmax", "latte", 32, 200, 240) == pytest.approx(0.04)
+    lines, figures = mod.summarize(data)
+    assert lines[2].endswith("| 4.0 % |") and figures["misses_within_5_percent_in_time"] == 1
+    assert mod.gap(data["op_model_time_errors"], "softmax", "latte", 32, 300, 400) is None
