@@ -336,7 +336,7 @@ def shipped_elsewhere(fingerprint: dict) -> str | None:
     """A note when attn-cost ships measurements of a device with this one's name but another
     fingerprint (another CPU model or core count sold under the same name): they are not reused
     for this device, and the note says so once and points at them as a reference."""
-    from attn_cost.profilers.device import IDENTITY, slug
+    from attn_cost.profilers.device import CPU_TIMER, IDENTITY, slug
 
     mine = slug(fingerprint)
     if not SHIPPED.is_dir() or (SHIPPED / f"{mine}.json").exists():
@@ -349,7 +349,7 @@ def shipped_elsewhere(fingerprint: dict) -> str | None:
             continue
         if (device.get("kind"), device.get("name")) != (fingerprint.get("kind"), fingerprint.get("name")):
             continue
-        differ = [k for k in (*IDENTITY, "torch") if str(device.get(k)) != str(fingerprint.get(k))]
+        differ = [k for k in (*IDENTITY, CPU_TIMER, "torch") if str(device.get(k)) != str(fingerprint.get(k))]
         detail = ", ".join(f"{k} {device.get(k)} there, {fingerprint.get(k)} here" for k in differ[:3])
         others.append((len(differ), path.stem, detail))
     if not others:

@@ -51,7 +51,10 @@ def prepare(device: str) -> dict:
     """Make measurements on `device` repeatable and return its fingerprint."""
     info = fingerprint(device)
     if device == "cpu":
+        from attn_cost.profilers.timing import SETTLE_S
+
         info["allocator"] = steady_cpu_allocator()
+        info[CPU_TIMER] = f"calls under {1e3 * SETTLE_S:g} ms timed after an untimed call"
     return info
 
 
@@ -108,6 +111,9 @@ def fingerprint(device: str) -> dict:
 
 IDENTITY = ("family", "model", "stepping", "cache", "cpus", "allocator", "capability", "memory_bytes")
 """Fingerprint fields besides the name that must match for two measurements to share a device."""
+CPU_TIMER = "cpu_timer"
+"""How CPU calls are timed (`timing._timer`): part of the identity where recorded, so that timings of an older
+timer are never reused for a newer one. Devices fingerprinted before it was recorded keep their names."""
 
 
 def slug(info: dict) -> str:
@@ -117,4 +123,6 @@ def slug(info: dict) -> str:
     name = re.sub(r"[^a-z0-9]+", "-", name).strip("-")
     torch_minor = ".".join(str(info.get("torch", "")).split("+")[0].split(".")[:2])
     identity = "|".join(str(info.get(k, "")) for k in IDENTITY) + "|" + torch_minor
+    if info.get(CPU_TIMER):
+        identity += "|" + str(info[CPU_TIMER])
     return f"{info['kind']}-{name}-{hashlib.sha1(identity.encode()).hexdigest()[:6]}"

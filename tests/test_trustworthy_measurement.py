@@ -468,3 +468,20 @@ def test_a_stored_timing_off_its_neighbours_trend_is_timed_again_and_the_faster_
     now["factor"] = 1.5  # timed again during a spell: the stored, faster timing stays
     measurer.time_again("softmax", Sizes(N=512, d=8))
     assert stored(512) == pytest.approx(law[512])
+
+
+def test_the_cpu_timer_is_part_of_the_device_name_where_recorded() -> None:
+    """Timings of the cold-start timer are never reused as settled ones: the timer is in the fingerprint and the
+    name. Devices fingerprinted before it was recorded (the shipped files) keep the names they ship under."""
+    from pathlib import Path
+
+    from attn_cost.profilers.device import CPU_TIMER, prepare, slug
+    from attn_cost.profilers.timing import SETTLE_S
+
+    here = prepare("cpu")
+    assert f"{1e3 * SETTLE_S:g} ms" in here[CPU_TIMER]
+    older = {k: v for k, v in here.items() if k != CPU_TIMER}
+    assert slug(older) != slug(here) and slug(older).rsplit("-", 1)[0] == slug(here).rsplit("-", 1)[0]
+    shipped = Path(__file__).parent.parent / "profilers" / "data" / "devices"
+    for path in shipped.glob("*.json"):
+        assert slug(json.loads(path.read_text(encoding="utf-8"))["device"]) == path.stem
