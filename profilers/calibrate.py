@@ -23,7 +23,7 @@ from attn_cost.costmodel.derive import Derived
 from attn_cost.costmodel.graph import Graph
 from attn_cost.profilers import reference as ref
 from attn_cost.profilers.cases import DTYPES, Case, Sizes
-from attn_cost.profilers.opmodel import CALL, LOOP_STEP, MATMUL_LAYOUTS, SEQUENCE, Point, off_trend, op_features
+from attn_cost.profilers.opmodel import CALL, LOOP_STEP, MATMUL_LAYOUTS, SEQUENCE, Point, op_features, spikes
 from attn_cost.profilers.store import ResultStore, record_key
 from attn_cost.profilers.timing import OutOfMemoryError, time_cases
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -393,13 +393,18 @@ def _runner(shape: Shape, dtype: str, device: str) -> tuple[Callable, Callable[[
     return (lambda box: fn(box[0])), (lambda: [rand(rows, cols, positive=positive)])
 
 
+CHAIN_KINDS = ("matmul-NT", "scale!", "softmax", "matmul-NN", "l2normalize", "poly2", "div!", "sum-axis2",
+               "exp!", "add", "sub", "maximum", "elu1", "gelu", "layernorm", "max-axis2",
+               "copy", "add!", "mul!", "normalize_rows!", "softmax-axis2", "cumsum!", "matmul-TN", "div")  # fmt: skip
+"""The op kinds an op-sequence point chains, in order: the first 8 (the grid's chains), or the first `kinds`
+(`benchmarks/bench_chain_length.py`)."""
+
+
 def sequence_parts(shape: Shape) -> list[Shape]:
-    """The small ops of different kinds an op-sequence point chains (each also timed alone)."""
-    r = shape.get("rows")
-    mm = {"batch": 1, "m": r, "k": r, "n": r}
-    rc = {"rows": r, "cols": r}
-    return [_s("matmul-NT", **mm), _s("scale!", **rc), _s("softmax", **rc), _s("matmul-NN", **mm),
-            _s("l2normalize", **rc), _s("poly2", **rc), _s("div!", **rc), _s("sum-axis2", **rc)]  # fmt: skip
+    """The small ops of different kinds an op-sequence point chains (each also timed alone), all r × r."""
+    r, dims = shape.get("rows"), dict(shape.dims)
+    kinds = CHAIN_KINDS[: dims.get("kinds", 8)]
+    return [_s(k, batch=1, m=r, k=r, n=r) if k.startswith("matmul") else _s(k, rows=r, cols=r) for k in kinds]
 
 
 ALIASES = {"_unsafe_view"}
@@ -527,14 +532,11 @@ def _recheck_lines(
 ) -> None:
     """Time again every point of a line that its neighbours do not explain (`opmodel.off_trend`) and keep the
     faster timing: a disturbed timing is slow, never fast. `points[i]` was timed at `shapes[i]`."""
-    by_line: dict[str, list[int]] = {}
+    by_line: dict[str, list[tuple[float, float, int]]] = {}
     for i, p in enumerate(points):
         if p.line:
-            by_line.setdefault(p.line, []).append(i)
-    suspects = []
-    for idx in by_line.values():
-        idx.sort(key=lambda i: points[i].n)
-        suspects += [idx[j] for j in off_trend([points[i].n for i in idx], [points[i].seconds for i in idx])]
+            by_line.setdefault(p.line, []).append((p.n, p.seconds, i))
+    suspects = spikes(by_line)
     for j, i in enumerate(suspects):
         p = points[i]
         step(f"again: {p.kernel}", j, len(suspects))

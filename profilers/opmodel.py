@@ -558,6 +558,16 @@ def off_trend(n: list[float], seconds: list[float], factor: float = SPIKE) -> li
     return out
 
 
+def spikes(series: dict) -> list:
+    """What `off_trend` finds in several series, each a list of (n, seconds, item) along N (any order): the
+    items of the timings to take again, series by series."""
+    out = []
+    for key in sorted(series):
+        pts = sorted(series[key], key=lambda p: p[0])
+        out += [pts[i][2] for i in off_trend([p[0] for p in pts], [p[1] for p in pts])]
+    return out
+
+
 def _arrays(dims: dict[str, float]) -> dict[str, np.ndarray]:
     return {k: np.array([v], dtype=float) for k, v in dims.items()}
 

@@ -12,7 +12,7 @@ from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.variants import derive
 from attn_cost.profilers.cases import Sizes
 from attn_cost.profilers.corrections import DeviceProfile, corrected_points, fit_memory, fit_time
-from attn_cost.profilers.opmodel import OpModel, Prediction, off_trend, predict_n0, predicted_seconds
+from attn_cost.profilers.opmodel import OpModel, Prediction, predict_n0, predicted_seconds, spikes
 from attn_cost.profilers.profile import Measurer, profile_pair
 
 SWEEP = [2 ** (k / 2) for k in range(-6, 4)]
@@ -146,13 +146,11 @@ def recheck_spikes(measurer: Measurer, variants: list[str], ds: list[int], templ
     (and N0) alone, but not each variant's time."""
     again = 0
     for _ in range(RECHECK_PASSES):
-        series: dict[tuple[str, int], list[tuple[int, float]]] = defaultdict(list)
+        series: dict[tuple[str, int], list[tuple[int, float, tuple]]] = defaultdict(list)
         for rec in _timings(measurer, variants, ds, template):
-            series[(rec["variant"], rec["sizes"]["d"])].append((rec["sizes"]["N"], rec["time"]["median"]))
-        suspects = []
-        for (variant, d), pts in sorted(series.items()):
-            pts.sort()
-            suspects += [(variant, d, pts[i][0]) for i in off_trend([n for n, _ in pts], [t for _, t in pts])]
+            v, s = rec["variant"], rec["sizes"]
+            series[(v, s["d"])].append((s["N"], rec["time"]["median"], (v, s["d"], s["N"])))
+        suspects = spikes(series)
         for variant, d, n in suspects:
             measurer.time_again(variant, replace(template, N=n, d=d))
         again += len(suspects)

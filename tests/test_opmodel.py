@@ -662,3 +662,18 @@ def test_the_gap_is_what_following_a_missed_n0_costs() -> None:
     lines, figures = mod.summarize(data)
     assert lines[2].endswith("| 4.0 % |") and figures["misses_within_5_percent_in_time"] == 1
     assert mod.gap(data["op_model_time_errors"], "softmax", "latte", 32, 300, 400) is None
+
+
+def test_a_chain_takes_the_first_kinds_of_the_chain_list() -> None:
+    """The grid's chains keep their eight ops (and their stored keys); a chain of `kinds` takes that many
+    distinct runnable ops, every one at r × r."""
+    from attn_cost.profilers import calibrate as cal
+    from attn_cost.profilers.opmodel import SEQUENCE
+
+    eight = cal.sequence_parts(cal._s(SEQUENCE, rows=16))
+    assert [p.kernel for p in eight] == ["matmul-NT", "scale!", "softmax", "matmul-NN", "l2normalize", "poly2",
+                                         "div!", "sum-axis2"]  # fmt: skip
+    assert dict(eight[0].dims) == {"batch": 1, "m": 16, "k": 16, "n": 16}
+    long = cal.sequence_parts(cal._s(SEQUENCE, rows=16, kinds=24))
+    assert len({p.kernel for p in long}) == 24 and all(cal.runnable(p.kernel) for p in long)
+    assert all(dict(p.dims) in ({"rows": 16, "cols": 16}, {"batch": 1, "m": 16, "k": 16, "n": 16}) for p in long)
