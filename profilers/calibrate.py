@@ -23,7 +23,17 @@ from attn_cost.costmodel.derive import Derived
 from attn_cost.costmodel.graph import Graph
 from attn_cost.profilers import reference as ref
 from attn_cost.profilers.cases import DTYPES, Case, Sizes
-from attn_cost.profilers.opmodel import CALL, LOOP_STEP, MATMUL_LAYOUTS, SEQUENCE, Point, op_features, spikes
+from attn_cost.profilers.opmodel import (
+    BINARY,
+    CALL,
+    LAYOUT,
+    LOOP_STEP,
+    MATMUL_LAYOUTS,
+    SEQUENCE,
+    Point,
+    op_features,
+    spikes,
+)
 from attn_cost.profilers.store import ResultStore, record_key
 from attn_cost.profilers.timing import OutOfMemoryError, time_cases
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -200,9 +210,10 @@ def line_grid(variants: list[str], sizes: list[dict[str, int]], caches: dict[str
 
 def shape_of(kernel: str, features: dict[str, float]) -> Shape:
     """The shape to time an op at, from its features at one N (`opmodel.KernelCalls.at`): batch/m/k/n of a
-    product or SDPA, rows/cols of anything else, rounded to whole sizes."""
+    product or SDPA, rows/cols of anything else, rounded to whole sizes, and its operand layout if any."""
     keys = ("batch", "m", "k", "n") if "m" in features else ("rows", "cols")
-    return _s(kernel, **{k: max(1, round(features[k])) for k in keys})
+    layout = {k: round(features[k]) for k in LAYOUT if features.get(k)}
+    return _s(kernel, **{k: max(1, round(features[k])) for k in keys}, **layout)
 
 
 def held_out_grid(caches: dict[str, int], dtype: str = "fp32", quick: bool = False, seed: int = 7) -> list[Shape]:
@@ -233,10 +244,18 @@ def held_out_grid(caches: dict[str, int], dtype: str = "fp32", quick: bool = Fal
 # -- one grid point as an engine op and as PyTorch code -----------------------------------------------
 
 
+def operand_shape(shape: Shape) -> tuple[int, int]:
+    """Rows and columns of a binary op's second operand: the first's, or a column, a row or a single value
+    where it is broadcast (`opmodel.operand_layout`)."""
+    rows, cols, bcast = shape.get("rows"), shape.get("cols"), dict(shape.dims).get("bcast", 0)
+    return (1 if bcast in (2, 3) else rows), (1 if bcast in (1, 3) else cols)
+
+
 def engine_op(shape: Shape, dtype: str) -> Point:
     """Build the kernel's engine op at the shape and read its features (what the op model will see)."""
     g = Graph(f"calibrate {shape.kernel}")
     k = shape.kernel
+    layout = dict(shape.dims)
     base = k.rstrip("!")
     inplace = k.endswith("!")
     if k.startswith("matmul"):
@@ -244,7 +263,8 @@ def engine_op(shape: Shape, dtype: str) -> Point:
         lead = (bt,) if bt > 1 else ()
         a = g.input("A", *lead, kk, m).T if k[-2] == "T" else g.input("A", *lead, m, kk)
         b = g.input("B", *lead, n, kk).T if k[-1] == "T" else g.input("B", *lead, kk, n)
-        g.output(g.matmul("C", a, b))
+        into = g.input("C", *lead, m, n) if layout.get("accumulate") else None
+        g.output(g.matmul("C", a, b, into=into))
     elif k.startswith("sdpa"):
         n, d = shape.get("m"), shape.get("k")
         q, kk, v = (g.input(x, 1, n, d) for x in "QKV")
@@ -258,8 +278,11 @@ def engine_op(shape: Shape, dtype: str) -> Point:
     else:
         rows, cols = shape.get("rows"), shape.get("cols")
         x = g.input("X", rows, cols)
-        if base in ("add", "sub", "div", "mul", "maximum"):
-            g.output(g.binary(base, "Y", x, g.input("Z", rows, cols), inplace=inplace))
+        if base in BINARY:
+            zr, zc = operand_shape(shape)
+            x = g.input("X", rows, cols + 1).cols(1) if layout.get("xview") else x
+            z = g.input("Z", zr, zc + 1).cols(1) if layout.get("zview") else g.input("Z", zr, zc)
+            g.output(g.binary(base, "Y", x, z, inplace=inplace))
         elif base == "copy":
             g.output(g.copy("Y", x))
         elif base == "store":
@@ -304,14 +327,20 @@ def _runner(shape: Shape, dtype: str, device: str) -> tuple[Callable, Callable[[
         bt, m, kk, n = (shape.get(x) for x in ("batch", "m", "k", "n"))
         lead = (bt,) if bt > 1 else ()
 
+        accumulate = dict(shape.dims).get("accumulate", 0)
+
         def make() -> list:
             a = rand(*lead, kk, m) if k[-2] == "T" else rand(*lead, m, kk)
             b = rand(*lead, n, kk) if k[-1] == "T" else rand(*lead, kk, n)
-            return [a, b]
+            return [a, b, rand(*lead, m, n)] if accumulate else [a, b]
 
         def run(box: list) -> torch.Tensor:
-            a, b = box
-            return (a.transpose(-1, -2) if k[-2] == "T" else a) @ (b.transpose(-1, -2) if k[-1] == "T" else b)
+            a, b = box[0], box[1]
+            a, b = (a.transpose(-1, -2) if k[-2] == "T" else a), (b.transpose(-1, -2) if k[-1] == "T" else b)
+            if accumulate:  # C += A·B in place, through 3-d views, as the TaylorShift reference writes it
+                c = box[2].view(-1, m, n)
+                return torch.baddbmm(c, a.reshape(-1, m, kk), b.reshape(-1, kk, n), out=c)
+            return a @ b
 
         return run, make
     if k.startswith("sdpa"):
@@ -383,12 +412,18 @@ def _runner(shape: Shape, dtype: str, device: str) -> tuple[Callable, Callable[[
     if base in binary:
         fn = binary[base]
         ones = base in ("mul", "div")  # repeated in-place products must not drift into denormals
-        return (lambda box: fn(box[0], box[1])), (
-            lambda: [
-                rand(rows, cols, positive=positive),
-                torch.ones(*lead, rows, cols, dtype=dt, device=device) if ones else rand(rows, cols),
-            ]
-        )
+        zr, zc = operand_shape(shape) if base in BINARY else (rows, cols)
+        xv, zv = (dict(shape.dims).get(v, 0) for v in ("xview", "zview"))  # sliced on every call, as variants do
+
+        def pair() -> list:
+            z = torch.ones(*lead, zr, zc + zv, dtype=dt, device=device) if ones else rand(zr, zc + zv)
+            return [rand(rows, cols + xv, positive=positive), z]
+
+        def run_pair(box: list) -> torch.Tensor:
+            x, z = box
+            return fn(x[..., xv:] if xv else x, z[..., zv:] if zv else z)
+
+        return run_pair, pair
     fn = unary[base]
     return (lambda box: fn(box[0])), (lambda: [rand(rows, cols, positive=positive)])
 

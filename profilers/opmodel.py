@@ -217,10 +217,48 @@ def _fn(expr, values: dict):
     return sp.lambdify(N, e, "numpy")
 
 
+BINARY = ("add", "sub", "mul", "div", "maximum")
+"""Element-wise kinds with two operands, whose layout (`operand_layout`) the grid's same-shape operands do not show."""
+LAYOUT = ("bcast", "xview", "zview", "accumulate")
+"""Features of an op's operand layout, present only where it differs from the grid's plain operands."""
+
+
+def _is_one(x) -> bool:
+    return sp.sympify(x) == 1
+
+
+def _narrower(t) -> bool:
+    """Whether a tensor is a slice of a wider one (fewer elements than its storage; a transpose is not)."""
+    return sp.simplify(t.numel - t.storage.numel) != 0
+
+
+def operand_layout(op) -> dict[str, int]:
+    """How an op's operands differ from the plain, same-shape operands the grid times it with: a binary op's
+    second operand broadcast as a column (bcast 1: one value per row), a row (2: one per column) or a scalar
+    per matrix (3); an operand that is a slice of a wider tensor (xview, zview: a view made on every call and
+    read with a stride; outside loops, where a loop step already pays for slicing the token); a product
+    accumulated into an existing tensor (accumulate: baddbmm). Empty for plain operands, so their lines keep
+    their names."""
+    out: dict[str, int] = {}
+    if op.kind == "matmul" and op.attrs.get("accumulate"):
+        out["accumulate"] = 1
+    if op.kind not in BINARY or len(op.inputs) < 2:
+        return out
+    x, z = op.inputs[0], op.inputs[1]
+    one_col = _is_one(z.shape[-1]) and not _is_one(x.shape[-1])
+    one_row = len(z.shape) > 1 and len(x.shape) > 1 and _is_one(z.shape[-2]) and not _is_one(x.shape[-2])
+    if one_col or one_row:
+        out["bcast"] = 3 if one_col and one_row else 1 if one_col else 2
+    if op.loop is None:
+        out.update({name: 1 for name, t in (("xview", x), ("zview", z)) if _narrower(t)})
+    return out
+
+
 def op_features(derived, op, dtype: str) -> tuple[str, dict]:
-    """The kernel of one op and its features as expressions: repeat, bytes, and batch/m/k/n or rows/cols."""
+    """The kernel of one op and its features as expressions: repeat, bytes, batch/m/k/n or rows/cols, and
+    its operand layout where that is not the plain one (`operand_layout`)."""
     kernel = kernel_of(op)
-    feats = {"repeat": op.repeat, "bytes": derived.op_traffic(op, dtype)}
+    feats = {"repeat": op.repeat, "bytes": derived.op_traffic(op, dtype), **operand_layout(op)}
     if kernel.startswith("matmul"):
         feats.update(batch=op.attrs["batch"], m=op.attrs["m"], k=op.attrs["k"], n=op.attrs["n"])
     elif kernel.startswith("sdpa"):

@@ -332,6 +332,58 @@ def test_dispatches_are_counted_from_what_pytorch_runs() -> None:
     assert table == {"elu1": 2}  # F.elu, then add_(1)
 
 
+def test_operand_layout_is_read_from_the_op_list() -> None:
+    from attn_cost.costmodel.variants import derive
+    from attn_cost.profilers.opmodel import kernel_of, operand_layout
+
+    def layouts(variant: str) -> list[tuple[str, dict]]:
+        return [(kernel_of(op), operand_layout(op)) for op in derive(variant, "core").ops if operand_layout(op)]
+
+    # TaylorShift's Algorithm 1: Ŷ += α²·Q(KᵀV) accumulates, Ŷ += α⁴·ΣV adds one row to every row, and
+    # Y = Ŷ[:, 1:] / Ŷ[:, :1] divides a slice by a one-column slice of the same tensor
+    assert layouts("taylorshift-efficient") == [
+        ("matmul-NN", {"accumulate": 1}),
+        ("add!", {"bcast": 2}),
+        ("div", {"bcast": 1, "xview": 1, "zview": 1}),
+    ]
+    assert layouts("linear") == [("div!", {"bcast": 1})]  # the numerator over its N×1 normaliser
+    assert layouts("softmax") == []
+    # a loop's own slicing of token t is a loop step, not a view of the op
+    assert layouts("linear-recurrent") == [("div!", {"bcast": 1})]
+
+
+def test_an_op_is_timed_with_the_operands_its_variant_gives_it() -> None:
+    import torch
+    from attn_cost.profilers import calibrate as cal
+
+    calls = kernel_calls("taylorshift-efficient", "core", "fp32", dims_of(8))
+    timed = 0
+    for kernel, feats in calls.at(np.array([300.0]))[: len(calls.kernels)]:
+        f = {k: float(v[0]) for k, v in feats.items()}
+        shape = cal.shape_of(kernel, f)
+        # the op built from the shape to time moves the bytes the variant's op moves
+        assert cal.engine_op(shape, "fp32").dims["bytes"] == f["bytes"], kernel
+        run, make = cal._runner(shape, "fp32", "cpu")
+        inputs = make()
+        before = [t.clone() for t in inputs]
+        out = run(inputs)
+        if kernel == "div":  # a slice over a one-column slice, each made from a tensor one column wider
+            assert [tuple(t.shape) for t in before] == [(1, 1, 300, 9), (1, 1, 300, 2)]
+            torch.testing.assert_close(out, before[0][..., 1:] / before[1][..., 1:])
+            timed += 1
+        if kernel == "add!":  # one row added to every row
+            torch.testing.assert_close(out, before[0] + before[1])
+            assert before[1].shape[-2] == 1
+            timed += 1
+        if dict(shape.dims).get("accumulate"):  # C += A·B, in place
+            torch.testing.assert_close(out.view(1, 1, 300, 9), before[2] + before[0] @ before[1])
+            timed += 1
+    assert timed == 3
+    # the grid's plain operands keep their shapes (and their stored timings)
+    assert dict(cal.shape_of("div", {"rows": 8.0, "cols": 8.0, "bytes": 768.0}).dims) == {"rows": 8, "cols": 8}
+    assert "bcast" not in cal.engine_op(cal._s("div", rows=8, cols=8), "fp32").dims
+
+
 # -- crossovers ------------------------------------------------------------------------------------------
 
 
