@@ -555,6 +555,36 @@ def test_calibration_stores_points_and_resumes(monkeypatch, tmp_path) -> None:
     assert timed == [] and again.measured == 0  # every point came back from the store
 
 
+def test_every_exact_shape_is_timed_twice_and_the_faster_timing_kept(monkeypatch, tmp_path) -> None:
+    from attn_cost.profilers import calibrate as cal
+    from attn_cost.profilers.device import prepare
+    from attn_cost.profilers.store import ResultStore
+    from attn_cost.profilers.timing import TimeStats
+
+    monkeypatch.setattr(cal, "grid", lambda caches, dtype, quick: [cal._s(COPY, rows=r, cols=64) for r in (1, 16, 256)])
+    monkeypatch.setattr(cal, "held_out_grid", lambda caches, dtype, quick: [])
+    ns = (64, 128, 256, 512)
+    lines = [cal.LinePoint(cal._s("softmax", rows=n, cols=24), "softmax|line", n) for n in ns]
+    # a slow spell slows the first pass at N = 128 and 512 and the second at 64 and 256, each by 1.4×
+    slow = {"op": (128, 512), "op-pass2": (64, 256)}
+    timed: list[str] = []
+
+    def fake_time_cases(cases, repeats, warmup):
+        tag, rows = cases[0].variant.split(":")[0], cases[0].sizes.N
+        timed.append(tag)
+        t = 1e-5 * max(rows, 1) / 64 * (1.4 if rows in slow.get(tag, ()) else 1.0)
+        return [TimeStats(t, t, t, t, t, repeats, warmup)]
+
+    monkeypatch.setattr(cal, "time_cases", fake_time_cases)
+    store = ResultStore(prepare("cpu"), tmp_path / "results", shipped=False)
+    model, *_ = cal.calibrate(cal.Calibrator(store, "cpu"), {"L3": 1 << 20}, lines=lines)
+    assert timed.count("op-pass2") == len(ns) == cal.LINE_PASSES * len(ns) - len(ns)
+    assert "op-again" not in timed  # with the faster timings kept, no point is off its neighbours' trend
+    seconds = model.lines["softmax|line"].seconds
+    per_call = [cal._inner(cal.engine_op(lp.shape, "fp32")) for lp in lines]  # calls in one timed sample
+    assert seconds == pytest.approx([1e-5 * n / 64 / k for n, k in zip(ns, per_call, strict=True)])
+
+
 @pytest.mark.slow
 def test_quick_calibration_of_this_cpu(attn_cost, tmp_path) -> None:
     r = attn_cost("calibrate", "--cpu", "--quick", "--threads", "1", "--json")
