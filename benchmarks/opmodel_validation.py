@@ -6,6 +6,8 @@
     python benchmarks/opmodel_validation.py validation.json
     python benchmarks/opmodel_validation.py validation.json --calibration OTHER.json   # score another calibration
     python benchmarks/opmodel_validation.py benchmarks/data/validation-*.json --calibration MODEL.json  # one line each
+    python benchmarks/opmodel_validation.py benchmarks/data/validation-*.json \
+        --calibration benchmarks/data/calibrations/one-pass-1935.json.gz   # a kept calibration (gzipped)
     python benchmarks/opmodel_validation.py benchmarks/data/validation-*.json --calibration MODEL.json --chain-per-op
 
 Prints a Markdown table (pair, d, analytic / fitted / op-model / measured N0 with errors, and the gap: the
@@ -155,9 +157,20 @@ def _model(calibration: str | None, chain_per_op: bool):
     from attn_cost.profilers.opmodel import load_opmodel
 
     try:
-        model = load_opmodel(calibration)
+        if calibration.endswith(".json.gz"):  # the calibrations kept in benchmarks/data/calibrations/
+            import gzip
+            import tempfile
+
+            with tempfile.TemporaryDirectory() as tmp:
+                plain = Path(tmp) / Path(calibration).name.removesuffix(".gz")
+                plain.write_bytes(gzip.decompress(Path(calibration).read_bytes()))
+                model = load_opmodel(str(plain))
+        else:
+            model = load_opmodel(calibration)
     except UserError as e:
         _fail(str(e))
+    except (OSError, EOFError) as e:
+        _fail(f"{calibration}: not a readable calibration ({e.__class__.__name__})")
     return per_op(model) if chain_per_op else model
 
 

@@ -259,7 +259,7 @@ def engine_op(shape: Shape, dtype: str) -> Point:
     """Build the kernel's engine op at the shape and read its features (what the op model will see)."""
     g = Graph(f"calibrate {shape.kernel}")
     k = shape.kernel
-    layout = dict(shape.dims)
+    given = dict(shape.dims)
     base = k.rstrip("!")
     inplace = k.endswith("!")
     if k.startswith("matmul"):
@@ -267,7 +267,7 @@ def engine_op(shape: Shape, dtype: str) -> Point:
         lead = (bt,) if bt > 1 else ()
         a = g.input("A", *lead, kk, m).T if k[-2] == "T" else g.input("A", *lead, m, kk)
         b = g.input("B", *lead, n, kk).T if k[-1] == "T" else g.input("B", *lead, kk, n)
-        into = g.input("C", *lead, m, n) if layout.get("accumulate") else None
+        into = g.input("C", *lead, m, n) if given.get("accumulate") else None
         g.output(g.matmul("C", a, b, into=into))
     elif k.startswith("sdpa"):
         n, d = shape.get("m"), shape.get("k")
@@ -284,8 +284,8 @@ def engine_op(shape: Shape, dtype: str) -> Point:
         x = g.input("X", rows, cols)
         if base in BINARY:
             zr, zc = operand_shape(shape)
-            x = g.input("X", rows, cols + 1).cols(1) if layout.get("xview") else x
-            z = g.input("Z", zr, zc + 1).cols(1) if layout.get("zview") else g.input("Z", zr, zc)
+            x = g.input("X", rows, cols + 1).cols(1) if given.get("xview") else x
+            z = g.input("Z", zr, zc + 1).cols(1) if given.get("zview") else g.input("Z", zr, zc)
             g.output(g.binary(base, "Y", x, z, inplace=inplace))
         elif base == "copy":
             g.output(g.copy("Y", x))
