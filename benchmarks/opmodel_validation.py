@@ -9,6 +9,7 @@
     python benchmarks/opmodel_validation.py benchmarks/data/validation-*.json \
         --calibration benchmarks/data/calibrations/one-pass-1935.json.gz   # a kept calibration (gzipped)
     python benchmarks/opmodel_validation.py benchmarks/data/validation-*.json --calibration MODEL.json --chain-per-op
+    python benchmarks/opmodel_validation.py benchmarks/data/validation-*.json --reproducibility
 
 Prints a Markdown table (pair, d, analytic / fitted / op-model / measured N0 with errors, and the gap: the
 most the two variants' measured times differ at the lengths timed between the op model's and the measured N0)
@@ -17,7 +18,9 @@ the median |error|, how often the bootstrap interval covers the measured point, 
 at most 5 % (curves so close that a few per cent of error moves their crossing far); then the op model's error
 on every timed point of the variants (median and worst, per variant and over all). Given several validations, it
 prints one line of figures per validation and their totals (with --calibration: one model scored on every set
-of measurements, so that two models are compared on the same machine states).
+of measurements, so that two models are compared on the same machine states). With --reproducibility it scores
+the measurements instead: each run's measured N0 predicted by the median of the other runs' measured N0 of
+the same pair and d, the best a model can hope for on a machine whose state moves from run to run.
 """
 
 from __future__ import annotations
@@ -149,6 +152,22 @@ def _load(path: Path, model) -> dict:
     return rescore(data, model) if model is not None else data
 
 
+def reproducibility(runs: list[dict]) -> tuple[int, int, float | None]:
+    """(rows within 10 %, rows, median |error|) of each run's measured N0 (below 8,192) against the median
+    measured N0 of the same pair and d in the other runs."""
+    measured = [
+        {(r["a"], r["b"], r["d"]): r["measured_n0"] for r in run["results"] if 0 < (r.get("measured_n0") or 0) < 8192}
+        for run in runs
+    ]
+    errors = []
+    for i, rows in enumerate(measured):
+        for key, truth in rows.items():
+            others = [m[key] for j, m in enumerate(measured) if j != i and key in m]
+            if others:
+                errors.append(abs(statistics.median(others) / truth - 1))
+    return sum(e <= 0.1 for e in errors), len(errors), statistics.median(errors) if errors else None
+
+
 def _model(calibration: str | None, chain_per_op: bool):
     """The op model to rescore with (loaded once for every validation), or None."""
     if calibration is None:
@@ -180,9 +199,17 @@ def main() -> None:
     parser.add_argument("--calibration", help="score this op calibration (path or device slug) instead")
     parser.add_argument("--chain-per-op", action="store_true",
                         help="with --calibration: refit its chain cost per op, not per dispatched kernel")  # fmt: skip
+    parser.add_argument("--reproducibility", action="store_true",
+                        help="score each run's measured N0 by the other runs' median instead of a model")  # fmt: skip
     opts = parser.parse_args()
     if opts.chain_per_op and not opts.calibration:
         parser.error("--chain-per-op rescoring needs --calibration")
+    if opts.reproducibility:
+        if len(opts.validation) < 2 or opts.calibration:
+            parser.error("--reproducibility needs two validations or more and no --calibration")
+        within, rows, median = reproducibility([_load(path, None) for path in opts.validation])
+        print(f"measured N0 against the other runs' median: {within} / {rows} within 10 %, median {_pct(median)}")
+        return
     model = _model(opts.calibration, opts.chain_per_op)
     if len(opts.validation) == 1:
         lines, figures = summarize(_load(opts.validation[0], model))

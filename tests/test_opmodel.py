@@ -695,6 +695,23 @@ def test_another_calibration_is_scored_on_the_same_measurements(tmp_path) -> Non
     assert guess == pytest.approx(predicted_seconds(model, "softmax", {"N": 300, "d": 16, "h": 1, "b": 1, "L": 16}))
 
 
+def test_reproducibility_scores_each_run_by_the_others(tmp_path) -> None:
+    mod = _validation_script()
+
+    def run(*n0: float) -> dict:
+        return {
+            "results": [
+                {"a": "softmax", "b": "linear", "d": d, "measured_n0": x} for d, x in zip((8, 16), n0, strict=True)
+            ]
+        }
+
+    # d = 8: 100, 104, 130 -> others' medians 117 (+17 %), 115 (+10.6 %), 102 (-21.5 %); d = 16: 9,000 is past
+    # the limit and the other two predict each other within 10 % (200 and 210)
+    within, rows, median = mod.reproducibility([run(100, 200), run(104, 210), run(130, 9000)])
+    assert (within, rows) == (2, 5)
+    assert median == pytest.approx(abs(115 / 104 - 1))
+
+
 def test_validation_summary_counts_what_the_issue_judges() -> None:
     mod = _validation_script()
     row = {"a": "softmax", "b": "linear", "analytic_n0": 33, "fit_n0": 190, "n0_uncertainty": 2}
