@@ -153,10 +153,10 @@ def _load(path: Path, model) -> dict:
 
 
 def reproducibility(runs: list[dict]) -> tuple[int, int, float | None]:
-    """(rows within 10 %, rows, median |error|) of each run's measured N0 (below 8,192) against the median
+    """(rows within 10 %, rows, median |error|) of each run's measured N0 (below LIMIT) against the median
     measured N0 of the same pair and d in the other runs."""
     measured = [
-        {(r["a"], r["b"], r["d"]): r["measured_n0"] for r in run["results"] if 0 < (r.get("measured_n0") or 0) < 8192}
+        {(r["a"], r["b"], r["d"]): r["measured_n0"] for r in run["results"] if 0 < (r.get("measured_n0") or 0) < LIMIT}
         for run in runs
     ]
     errors = []

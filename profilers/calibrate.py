@@ -77,8 +77,10 @@ class Shape:
     kernel: str
     dims: tuple[tuple[str, int], ...]
 
-    def get(self, key: str) -> int:
-        return dict(self.dims)[key]
+    def get(self, key: str, default: int | None = None) -> int:
+        """A dimension of the shape; `default` where it has none (an operand layout, a chain's kinds)."""
+        dims = dict(self.dims)
+        return dims[key] if default is None else dims.get(key, default)
 
 
 def _s(kernel: str, **dims: int) -> Shape:
@@ -251,7 +253,7 @@ def held_out_grid(caches: dict[str, int], dtype: str = "fp32", quick: bool = Fal
 def operand_shape(shape: Shape) -> tuple[int, int]:
     """Rows and columns of a binary op's second operand: the first's, or a column, a row or a single value
     where it is broadcast (`opmodel.operand_layout`)."""
-    rows, cols, bcast = shape.get("rows"), shape.get("cols"), dict(shape.dims).get("bcast", 0)
+    rows, cols, bcast = shape.get("rows"), shape.get("cols"), shape.get("bcast", 0)
     return (1 if bcast in (2, 3) else rows), (1 if bcast in (1, 3) else cols)
 
 
@@ -259,7 +261,6 @@ def engine_op(shape: Shape, dtype: str) -> Point:
     """Build the kernel's engine op at the shape and read its features (what the op model will see)."""
     g = Graph(f"calibrate {shape.kernel}")
     k = shape.kernel
-    given = dict(shape.dims)
     base = k.rstrip("!")
     inplace = k.endswith("!")
     if k.startswith("matmul"):
@@ -267,7 +268,7 @@ def engine_op(shape: Shape, dtype: str) -> Point:
         lead = (bt,) if bt > 1 else ()
         a = g.input("A", *lead, kk, m).T if k[-2] == "T" else g.input("A", *lead, m, kk)
         b = g.input("B", *lead, n, kk).T if k[-1] == "T" else g.input("B", *lead, kk, n)
-        into = g.input("C", *lead, m, n) if given.get("accumulate") else None
+        into = g.input("C", *lead, m, n) if shape.get("accumulate", 0) else None
         g.output(g.matmul("C", a, b, into=into))
     elif k.startswith("sdpa"):
         n, d = shape.get("m"), shape.get("k")
@@ -284,8 +285,8 @@ def engine_op(shape: Shape, dtype: str) -> Point:
         x = g.input("X", rows, cols)
         if base in BINARY:
             zr, zc = operand_shape(shape)
-            x = g.input("X", rows, cols + 1).cols(1) if given.get("xview") else x
-            z = g.input("Z", zr, zc + 1).cols(1) if given.get("zview") else g.input("Z", zr, zc)
+            x = g.input("X", rows, cols + 1).cols(1) if shape.get("xview", 0) else x
+            z = g.input("Z", zr, zc + 1).cols(1) if shape.get("zview", 0) else g.input("Z", zr, zc)
             g.output(g.binary(base, "Y", x, z, inplace=inplace))
         elif base == "copy":
             g.output(g.copy("Y", x))
@@ -331,7 +332,7 @@ def _runner(shape: Shape, dtype: str, device: str) -> tuple[Callable, Callable[[
         bt, m, kk, n = (shape.get(x) for x in ("batch", "m", "k", "n"))
         lead = (bt,) if bt > 1 else ()
 
-        accumulate = dict(shape.dims).get("accumulate", 0)
+        accumulate = shape.get("accumulate", 0)
 
         def make() -> list:
             a = rand(*lead, kk, m) if k[-2] == "T" else rand(*lead, m, kk)
@@ -417,7 +418,7 @@ def _runner(shape: Shape, dtype: str, device: str) -> tuple[Callable, Callable[[
         fn = binary[base]
         ones = base in ("mul", "div")  # repeated in-place products must not drift into denormals
         zr, zc = operand_shape(shape) if base in BINARY else (rows, cols)
-        xv, zv = (dict(shape.dims).get(v, 0) for v in ("xview", "zview"))  # sliced on every call, as variants do
+        xv, zv = shape.get("xview", 0), shape.get("zview", 0)  # sliced on every call, as variants do
 
         def pair() -> list:
             z = torch.ones(*lead, zr, zc + zv, dtype=dt, device=device) if ones else rand(zr, zc + zv)
@@ -441,8 +442,8 @@ CHAIN_KINDS = ("matmul-NT", "scale!", "softmax", "matmul-NN", "l2normalize", "po
 
 def sequence_parts(shape: Shape) -> list[Shape]:
     """The small ops of different kinds an op-sequence point chains (each also timed alone), all r × r."""
-    r, dims = shape.get("rows"), dict(shape.dims)
-    kinds = CHAIN_KINDS[: dims.get("kinds", 8)]
+    r = shape.get("rows")
+    kinds = CHAIN_KINDS[: shape.get("kinds", 8)]
     return [_s(k, batch=1, m=r, k=r, n=r) if k.startswith("matmul") else _s(k, rows=r, cols=r) for k in kinds]
 
 
