@@ -670,12 +670,12 @@ def test_context_cost_appears_when_the_call_outgrows_the_cache() -> None:
     assert model.time(calls, np.array([1900.0]))[0] == pytest.approx(without + large)
 
 
-def _validation_script():
+def _validation_script(name: str = "opmodel_validation"):
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).parent.parent / "benchmarks" / "opmodel_validation.py"
-    spec = importlib.util.spec_from_file_location("opmodel_validation", path)
+    path = Path(__file__).parent.parent / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -710,6 +710,36 @@ def test_reproducibility_scores_each_run_by_the_others(tmp_path) -> None:
     within, rows, median = mod.reproducibility([run(100, 200), run(104, 210), run(130, 9000)])
     assert (within, rows) == (2, 5)
     assert median == pytest.approx(abs(115 / 104 - 1))
+
+
+def test_calibration_spread_compares_each_shape_across_calibrations(tmp_path) -> None:
+    import gzip
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    mod = _validation_script("calibration_spread")
+
+    def calibration(*seconds: float) -> dict:
+        shapes = [("matmul-NT", {"bytes": 4e3, "m": 8.0}), ("copy", {"bytes": 1e3}), ("copy", {"bytes": 1e6})]
+        points = [{"kernel": k, "dims": d, "seconds": t} for (k, d), t in zip(shapes, seconds, strict=True)]
+        return {"kind": "attn-cost op model", "caches": {"L2": 1e4}, "points": points}
+
+    first, second = calibration(1.0, 2.0, 3.0), calibration(1.5, 1.0, 3.0)
+    second["points"].append({"kernel": "copy", "dims": {"bytes": 5.0}, "seconds": 1.0})  # in one calibration only
+    rows = sorted(mod.spread([first, second]))
+    assert [(g, round(r, 6)) for g, _, r in rows] == [("beyond cache", 1.0), ("in cache", 2.0), ("products", 1.5)]
+    plain, zipped = tmp_path / "a.json", tmp_path / "b.json.gz"
+    plain.write_text(json.dumps(first))
+    zipped.write_bytes(gzip.compress(json.dumps(second).encode()))
+    assert mod.read(zipped) == second
+    script = str(Path(__file__).parent.parent / "benchmarks" / "calibration_spread.py")
+    ok = subprocess.run([sys.executable, script, str(plain), str(zipped)], capture_output=True, text=True)
+    assert ok.returncode == 0 and "3 shapes timed in every one" in ok.stdout
+    bad = subprocess.run([sys.executable, script, str(plain), str(tmp_path / "missing.json")], capture_output=True,
+                         text=True)  # fmt: skip
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "missing.json" in bad.stderr
 
 
 def test_validation_summary_counts_what_the_issue_judges() -> None:
