@@ -141,7 +141,7 @@ def _crossover_table(rows: list[dict], heads: int, batch: int, device: str | Non
                 notes.append(f"{cost}, d = {row['d']}: {info['summary']}")
         extra = []
         if device is not None:
-            extra = [_num(row.get("corrected_n0")), _interval(row), _num(row.get("measured_n0"))]
+            extra = [_num(row.get("corrected_n0")), op_model_n0(row), _num(row.get("measured_n0"))]
             extra += [_num(row.get(k)) for k in ("corrected_n1", "measured_n1")]
         cells.append([row["a"], row["b"], str(row["d"]), *costs, *extra])
     render.table(
@@ -169,7 +169,7 @@ def _cell(info: dict) -> str:
     return f"{info['n']:,}{mark}"
 
 
-def _interval(row: dict) -> str:
+def op_model_n0(row: dict) -> str:
     """The op model's N0 with its bootstrap interval: 1,162 [681–1,448]."""
     n0, low, high = (row.get(k) for k in ("predicted_n0", "predicted_n0_low", "predicted_n0_high"))
     if n0 is None:

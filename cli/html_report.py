@@ -8,6 +8,7 @@ import math
 
 import plotly.graph_objects as go
 import sympy as sp
+from attn_cost.cli.analytic import op_model_n0
 from attn_cost.costmodel import display
 from attn_cost.costmodel.counting import describe
 from attn_cost.costmodel.symbols import BY_NAME
@@ -111,18 +112,18 @@ def _table(head: list[str], rows: list[list[str]], left: int = 1) -> str:
 def _transition_table(data: dict) -> str:
     rows = data["transitions"]
     device = any("corrected_n0" in r for r in rows)
+    op_model = any(r.get("predicted_n0") is not None for r in rows)
     head = ["A", "B", "d", "N0 (FLOPs)", "N1 (memory)", "N traffic"]
-    head += ["N0 corrected", "N0 measured", "N1 measured"] if device else []
+    head += ["N0 corrected"] if device else []
+    head += ["N0 op model [95 %]"] if op_model else []
+    head += ["N0 measured", "N1 measured"] if device else []
     cells = []
     for r in rows:
-        extra = [r.get("corrected_n0"), r.get("measured_n0"), r.get("measured_n1")] if device else []
-        cells.append(
-            [
-                html.escape(r["a"]),
-                html.escape(r["b"]),
-                *(_n(c) for c in [r["d"], r["n0"], r["n1"], r["n_traffic"], *extra]),
-            ]
-        )
+        numbers = [_n(c) for c in [r["d"], r["n0"], r["n1"], r["n_traffic"]]]
+        numbers += [_n(r.get("corrected_n0"))] if device else []
+        numbers += [html.escape(op_model_n0(r))] if op_model else []
+        numbers += [_n(r.get("measured_n0")), _n(r.get("measured_n1"))] if device else []
+        cells.append([html.escape(r["a"]), html.escape(r["b"]), *numbers])
     out = [_table(head, cells, left=2)]
     closed = {}
     for r in rows:
@@ -225,6 +226,9 @@ def _versus_d(data: dict) -> str:
         if "corrected_n0" in item:
             dotted = {"mode": "lines", "line": {"color": color, "dash": "dot"}}
             _trace(fig, 1, item["d"], item["corrected_n0"], f"{label}, corrected", label + "c", True, **dotted)
+        if "predicted_n0" in item:
+            dashed = {"mode": "lines", "line": {"color": color, "dash": "dash"}}
+            _trace(fig, 1, item["d"], item["predicted_n0"], f"{label}, op model", label + "p", True, **dashed)
         measured = [m for m in transitions if (m["a"], m["b"]) == (item["a"], item["b"])]
         for col, key in ((1, "measured_n0"), (2, "measured_n1")):
             pts = [(m["d"], m[key]) for m in measured if m.get(key)]
@@ -236,8 +240,9 @@ def _versus_d(data: dict) -> str:
     fig.update_yaxes(type="log", title_text="N")
     fig.update_layout(height=420)
     return (
-        "<p class='note'>Analytic transition points for every d (lines); corrected (dotted) and measured (diamonds) "
-        "where a device profile was given.</p>" + _figure(fig, "versus-d")
+        "<p class='note'>Analytic transition points for every d (lines); where a device was given, corrected "
+        "(dotted), the op model's zero-shot N0 (dashed; its intervals are in the table above) and measured "
+        "(diamonds).</p>" + _figure(fig, "versus-d")
     )
 
 

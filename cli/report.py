@@ -128,8 +128,10 @@ def _versus_d(a: str, bb: str, d_grid: list[int], setting: Setting, device: str 
     if device is not None:
         from attn_cost.profilers.corrections import add_device_columns
 
-        add_device_columns(rows, device)
+        add_device_columns(rows, device, replicates=0)  # a curve over d: point estimates, no intervals
         out["corrected_n0"] = [row["corrected_n0"] for row in rows]
+        if any(row.get("predicted_n0") is not None for row in rows):
+            out["predicted_n0"] = [row.get("predicted_n0") for row in rows]
     return out
 
 

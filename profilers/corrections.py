@@ -379,15 +379,17 @@ def load_profile(name: str) -> DeviceProfile:
     return DeviceProfile.from_json(data, str(path))
 
 
-def add_device_columns(rows: list[dict], name: str) -> None:
+def add_device_columns(rows: list[dict], name: str, replicates: int | None = None) -> None:
     """Add corrected_n0/n1 and measured_n0/n1 of a device profile to crossover table rows, and the op
-    model's predicted_n0 with its interval where the device has an op calibration (`attn-cost calibrate`).
-    A device with an op calibration and no profile gets the op model's columns alone."""
+    model's predicted_n0 with its interval (from `replicates` bootstrap replicates; default: the op
+    model's own) where the device has an op calibration (`attn-cost calibrate`). A device with an op
+    calibration and no profile gets the op model's columns alone."""
     from attn_cost.costmodel.symbols import BY_NAME
-    from attn_cost.profilers.opmodel import add_predicted_columns, known_opmodels
+    from attn_cost.profilers.opmodel import BOOTSTRAP, add_predicted_columns, known_opmodels
 
+    replicates = BOOTSTRAP if replicates is None else replicates
     if name in known_opmodels() and name not in known_profiles():
-        add_predicted_columns(rows, name)
+        add_predicted_columns(rows, name, replicates=replicates)
         return
     profile = load_profile(name)
     for row in rows:
@@ -397,7 +399,7 @@ def add_device_columns(rows: list[dict], name: str) -> None:
         setting = Setting(row["convention"], row["dtype"], row["scope"], row["mode"])
         row.update(corrected_points(profile, row["a"], row["b"], dims, setting))
         row.update(measured_points(profile, row))
-    add_predicted_columns(rows, profile.slug, required=False)
+    add_predicted_columns(rows, profile.slug, required=False, replicates=replicates)
 
 
 def corrected_points(profile: DeviceProfile, a: str, b: str, dims: dict, setting: Setting) -> dict:

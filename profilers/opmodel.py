@@ -1043,9 +1043,12 @@ def row_dims(row: dict) -> dict:
     return {**DEFAULTS, **out}
 
 
-def add_predicted_columns(rows: list[dict], name: str, *, required: bool = True, n_max: int = 65536) -> None:
+def add_predicted_columns(
+    rows: list[dict], name: str, *, required: bool = True, n_max: int = 65536, replicates: int = BOOTSTRAP
+) -> None:
     """Add the op model's predicted_n0 and its bootstrap interval to crossover rows (None where the model
-    does not apply: training mode, another dtype, a size it is not given)."""
+    does not apply: training mode, another dtype, a size it is not given). `replicates=0`: the point
+    estimate alone, its interval collapsed onto it (a fraction of a second a row instead of seconds)."""
     model = load_opmodel(name) if required else opmodel_for(name)
     for row in rows:
         out = Prediction(None, None, None, 0).as_json()
@@ -1054,8 +1057,9 @@ def add_predicted_columns(rows: list[dict], name: str, *, required: bool = True,
             if row.get("mode", "inference") == "inference" and row.get("dtype", model.dtype) == model.dtype:
                 with contextlib.suppress(UserError):  # a size the model is not given: no prediction
                     out = predict_n0(
-                        model, row["a"], row["b"], row_dims(row), row.get("scope", "core"), model.dtype, n_max=n_max
-                    ).as_json()
+                        model, row["a"], row["b"], row_dims(row), row.get("scope", "core"), model.dtype,
+                        n_max=n_max, replicates=replicates,
+                    ).as_json()  # fmt: skip
         row.update(out)
 
 

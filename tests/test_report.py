@@ -26,9 +26,11 @@ def report(tmp_path_factory) -> Path:
     import sys
 
     from attn_cost.profilers.corrections import SHIPPED
+    from attn_cost.profilers.opmodel import known_opmodels
 
     out = tmp_path_factory.mktemp("report") / "report.html"
-    (device,) = [p.stem for p in SHIPPED.glob("*.json")][:1] or [None]
+    shipped = sorted(SHIPPED.glob("*.json"), key=lambda p: (p.stem not in known_opmodels(), p.stem))
+    (device,) = [p.stem for p in shipped][:1] or [None]  # one with an op calibration where there is one
     args = ["report", "--html", str(out), *PAIRS, "--d", "16", "--d", "32"] + (["--device", device] if device else [])
     script = Path(sys.executable).with_name("attn-cost")
     proc = subprocess.run([str(script), *args], capture_output=True, text=True)
@@ -77,6 +79,24 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (Debian: apt-get install chromium)")
+def test_report_shows_the_op_model_in_its_table_and_against_d(report: Path) -> None:
+    data = _embedded(report)
+    rows = [r for r in data["transitions"] if r.get("predicted_n0") is not None]
+    if not rows:
+        pytest.skip("no shipped device with an op calibration")
+    text = report.read_text(encoding="utf-8")
+    assert "N0 op model [95 %]" in text
+    for r in rows:  # the table cell, as `crossover --device` prints it
+        cell = f"{r['predicted_n0']:,} [{r['predicted_n0_low']:,}–{r['predicted_n0_high']:,}]"
+        assert f"<td>{cell}</td>" in text
+    for item in data["versus_d"]:  # the curve over d: the same point estimates, without their intervals
+        assert len(item["predicted_n0"]) == len(item["d"])
+        for r in rows:
+            if (r["a"], r["b"]) == (item["a"], item["b"]):
+                assert item["predicted_n0"][item["d"].index(r["d"])] == r["predicted_n0"]
+    assert text.count(", op model") >= len(data["versus_d"])
+
+
 def test_report_renders_in_headless_chromium(report: Path) -> None:
     """Every figure is drawn, the console stays clean, no request leaves the file; a screenshot is kept."""
     sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
