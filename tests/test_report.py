@@ -75,10 +75,6 @@ def test_report_bad_input(attn_cost, args: list[str], needle: str) -> None:
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1 and needle in r.err
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-@pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (Debian: apt-get install chromium)")
 def test_report_shows_the_op_model_in_its_table_and_against_d(report: Path) -> None:
     data = _embedded(report)
     rows = [r for r in data["transitions"] if r.get("predicted_n0") is not None]
@@ -97,6 +93,10 @@ def test_report_shows_the_op_model_in_its_table_and_against_d(report: Path) -> N
     assert text.count(", op model") >= len(data["versus_d"])
 
 
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (Debian: apt-get install chromium)")
 def test_report_renders_in_headless_chromium(report: Path) -> None:
     """Every figure is drawn, the console stays clean, no request leaves the file; a screenshot is kept."""
     sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
