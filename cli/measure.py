@@ -39,10 +39,10 @@ SDPA_BACKEND = typer.Option(
 
 @contextmanager
 def progress():
-    """A spinner on stderr that shows what is being measured; yields a notify(message) function."""
-    with Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err, transient=True
-    ) as p:
+    """A spinner on stderr that shows what is being measured; yields a notify(message) function. Off when
+    stderr is not a terminal: a log or a pipe would get the blank line a stopped spinner leaves."""
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=True, disable=not err.is_terminal) as p:
         task = p.add_task("starting", total=None)
         yield lambda message: p.update(task, description=message)
 

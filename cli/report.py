@@ -233,7 +233,11 @@ def report(
     o.positive(embed, "--d-embed"), o.positive(n, "--n")
     st = o.setting(convention, dtype, scope, "inference", sorted(set(names) | {v for p in pairs for v in p}))
     writable_report(html)
-    data = gather(names, pairs, ds, embed, n, device, st)
+    from attn_cost.cli.measure import progress
+
+    with progress() as notify:  # the op model's bootstrap intervals take seconds a row
+        notify(f"computing the report{f' with {device}' if device else ''}")
+        data = gather(names, pairs, ds, embed, n, device, st)
     try:
         html.write_text(render(data), encoding="utf-8")
     except OSError as e:
