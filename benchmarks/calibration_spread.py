@@ -14,7 +14,6 @@ under its error on a machine whose speed drifts between calibrations.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import statistics
 import sys
@@ -24,11 +23,13 @@ GROUPS = ("products", "in cache", "beyond cache")
 
 
 def read(path: Path) -> dict:
-    """A calibration (`attn-cost calibrate` output), plain or gzipped."""
-    raw = path.read_bytes()
-    data = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
+    """A calibration (`attn-cost calibrate` output), plain or gzipped; UserError if it is not one."""
+    from attn_cost.costmodel.errors import UserError
+    from attn_cost.profilers.opmodel import read_calibration
+
+    data = read_calibration(path)
     if data.get("kind") != "attn-cost op model" or not isinstance(data.get("points"), list):
-        raise ValueError("not an attn-cost op calibration")
+        raise UserError(f"{path} is not an attn-cost op calibration")
     return data
 
 
@@ -62,11 +63,12 @@ def main() -> None:
     opts = parser.parse_args()
     if len(opts.calibration) < 2 or opts.top < 0:
         parser.error("give at least two calibrations, and a --top of 0 or more")
+    from attn_cost.costmodel.errors import UserError
+
     try:
         calibrations = [read(path) for path in opts.calibration]
-    except (OSError, EOFError, ValueError) as e:  # json.JSONDecodeError and gzip.BadGzipFile included
-        print(f"{e.filename if isinstance(e, OSError) else 'a calibration'}: not a readable calibration "
-              f"({e.__class__.__name__})", file=sys.stderr)  # fmt: skip
+    except UserError as e:
+        print(e, file=sys.stderr)
         sys.exit(2)
     rows = spread(calibrations)
     print(f"{len(calibrations)} calibrations, {len(rows)} shapes timed in every one; slowest / fastest:")

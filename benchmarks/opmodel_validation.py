@@ -176,20 +176,9 @@ def _model(calibration: str | None, chain_per_op: bool):
     from attn_cost.profilers.opmodel import load_opmodel
 
     try:
-        if calibration.endswith(".json.gz"):  # the calibrations kept in benchmarks/data/calibrations/
-            import gzip
-            import tempfile
-
-            with tempfile.TemporaryDirectory() as tmp:
-                plain = Path(tmp) / Path(calibration).name.removesuffix(".gz")
-                plain.write_bytes(gzip.decompress(Path(calibration).read_bytes()))
-                model = load_opmodel(str(plain))
-        else:
-            model = load_opmodel(calibration)
+        model = load_opmodel(calibration)  # a path may be gzipped: the calibrations kept in benchmarks/data/
     except UserError as e:
         _fail(str(e))
-    except (OSError, EOFError) as e:
-        _fail(f"{calibration}: not a readable calibration ({e.__class__.__name__})")
     return per_op(model) if chain_per_op else model
 
 

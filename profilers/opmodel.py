@@ -906,21 +906,31 @@ def known_opmodels() -> dict[str, Path]:
     return named_files(SHIPPED, "opmodels")
 
 
+def read_calibration(path: Path) -> dict:
+    """The JSON of an op calibration file, plain or gzipped (`.json.gz`, as kept in benchmarks/data/calibrations);
+    an unreadable or ill-formed one is bad input."""
+    import gzip
+    import zlib
+
+    try:
+        raw = path.read_bytes()
+        data = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw.decode("utf-8"))
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UserError(f"{path} is not a readable op calibration ({e.__class__.__name__})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path} is not an attn-cost op calibration")
+    return data
+
+
 def load_opmodel(name: str) -> OpModel:
-    """An op model by device slug or path; an unknown name is bad input."""
+    """An op model by device slug or path (`.json` or `.json.gz`); an unknown name is bad input."""
     path = Path(name)
-    if not (path.suffix == ".json" and path.exists()):
+    if not (name.endswith((".json", ".json.gz")) and path.exists()):
         found = known_opmodels()
         if name not in found:
             raise UserError(f"no op calibration for device {name!r}: run `attn-cost calibrate` on it")
         path = found[name]
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise UserError(f"{path} is not a readable op calibration ({e.__class__.__name__})") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path} is not an attn-cost op calibration")
-    return OpModel.from_json(data, str(path))
+    return OpModel.from_json(read_calibration(path), str(path))
 
 
 def opmodel_for(slug: str) -> OpModel | None:

@@ -207,6 +207,21 @@ def test_a_line_point_without_a_length_is_refused(tmp_path) -> None:
         load_opmodel(str(path))
 
 
+def test_a_gzipped_calibration_loads_like_the_plain_one(tmp_path) -> None:
+    import gzip
+
+    model = synthetic_model()
+    plain = model.save(tmp_path)
+    zipped = tmp_path / "kept.json.gz"
+    zipped.write_bytes(gzip.compress(plain.read_bytes()))
+    calls, n = kernel_calls("softmax", "core", "fp32", dims_of(16)), np.array([64.0, 4096.0])
+    assert load_opmodel(str(zipped)).time(calls, n) == pytest.approx(load_opmodel(str(plain)).time(calls, n))
+    torn = tmp_path / "torn.json.gz"
+    torn.write_bytes(zipped.read_bytes()[:40])
+    with pytest.raises(UserError, match="not a readable op calibration"):
+        load_opmodel(str(torn))
+
+
 def test_line_grid_times_a_variant_s_ops_at_their_shapes() -> None:
     from attn_cost.profilers import calibrate as cal
 
