@@ -60,11 +60,13 @@ def calibrate(
     names = o.variant_names(variant or [], causal=False)
     from attn_cost.profilers.calibrate import LINE_D, Calibrator, cache_sizes, line_grid
     from attn_cost.profilers.calibrate import calibrate as run_calibration
-    from attn_cost.profilers.opmodel import LINES, user_dir
+    from attn_cost.profilers.files import claim, is_json_of
+    from attn_cost.profilers.opmodel import LINES, OPMODEL_KIND, user_dir
 
     target = out or user_dir()
     _check_dir(target)
     measurer = open_measurer(gpu, cpu, threads, store, "core", dtype, repeats, fresh)
+    claim(target / f"{measurer.store.slug}.json", is_json_of(OPMODEL_KIND), "an op calibration")  # before timing
     caches = cache_sizes(measurer.device)
     calibrator = Calibrator(measurer.store, measurer.device, dtype, repeats)
     lines = []

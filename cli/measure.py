@@ -102,7 +102,7 @@ def open_measurer(
         note(shipped_note)
     results = ResultStore(fingerprint, store, reuse=not fresh)
     for warning in results.warnings:
-        err.print(f"warning: {escape(warning)}")
+        render.warn(warning)
     measuring_started()
     return Measurer(device, results, scope=scope, dtype=dtype, repeats=repeats, sdpa_backend=sdpa_backend)
 
@@ -465,7 +465,7 @@ def _calibration(name: str | None, device: dict):
     try:
         check_device(model, device)
     except UserError as e:
-        err.print(f"warning: {escape(str(e))}; op-model columns left empty")
+        render.warn(f"{e}; op-model columns left empty")
         return None
     return model
 

@@ -11,6 +11,7 @@ terminal may fold them, a pipe keeps them whole). Trailing spaces are removed fr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import textwrap
@@ -63,6 +64,13 @@ def line(text: str = "", *, markup: bool = True) -> None:
     """Print one line as is: never wrapped here, so a formula in it stays whole."""
     con = console()
     _emit(con, Text.from_markup(text) if markup else Text(text), soft_wrap=True)
+
+
+def warn(text: str) -> None:
+    """Print `warning: text` on stderr as one line (never wrapped, so a path in it stays whole; a pipe or
+    grep sees one warning per line)."""
+    with contextlib.suppress(OSError, ValueError):  # stderr closed: a warning is not worth failing for
+        sys.stderr.write(f"warning: {' '.join(text.split())}\n")
 
 
 def formula(label: str, value: str, indent: int = 2) -> None:

@@ -29,6 +29,7 @@ from attn_cost.costmodel.crossover import (
 )
 from attn_cost.costmodel.heads import heads as head_tradeoff
 from attn_cost.costmodel.symbols import D, L, b, d, h, r
+from attn_cost.profilers.files import claim, is_html_report, write_atomic
 
 
 def length_grid(top: int, points: int = 64) -> list[int]:
@@ -139,7 +140,7 @@ def _measured(profile, variants: list[str], ds: list[int], setting: Setting) -> 
     """Measured time and memory points of the device, per head dim and variant (single head, batch 1)."""
     from attn_cost.profilers.store import ResultStore
 
-    store = ResultStore(profile.device)
+    store = ResultStore(profile.device, writable=False)
     out: dict[str, dict] = {str(dv): {v: {"time": [], "memory": []} for v in variants} for dv in ds}
     for rec in store.records.values():
         s = rec.get("sizes", {})
@@ -238,10 +239,8 @@ def report(
     with progress() as notify:  # the op model's bootstrap intervals take seconds a row
         notify(f"computing the report{f' with {device}' if device else ''}")
         data = gather(names, pairs, ds, embed, n, device, st)
-    try:
-        html.write_text(render(data), encoding="utf-8")
-    except OSError as e:
-        fail(f"cannot write the report to {html}: {e.strerror or e.__class__.__name__}")
+    claim(html, is_html_report, "an HTML report")  # again: the file may have appeared while the report was made
+    write_atomic(html, render(data))
     if as_json:
         emit(data)
         return
@@ -265,6 +264,7 @@ def writable_report(html: Path) -> None:
         fail(f"the folder {folder} does not exist" if not folder.exists() else f"{folder} is not a folder")
     if html.exists() and not os.access(html, os.W_OK):
         fail(f"cannot write the report to {html}: permission denied")
+    claim(html, is_html_report, "an HTML report")
     try:
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".attn-cost-", suffix=".probe") as probe:
             probe.write(b"x")

@@ -6,6 +6,7 @@ to share them in and the format of the measurements shipped with attn-cost. No t
 
 from __future__ import annotations
 
+import io
 import sys
 from pathlib import Path
 from typing import Optional
@@ -56,22 +57,31 @@ def _filters(device, variant, kind, status, scope, dtype, d, n) -> dict:
     return {k: v for k, v in found.items() if v is not None}
 
 
-def _open(store: Path | None):
+def _open(store: Path | None, writable: bool):
     from attn_cost.profilers.store import open_database
 
-    db = open_database(store)
-    for warning in db.warnings:
-        err.print(f"warning: {escape(warning)}")
+    db = open_database(store, writable)
+    _warn(db)
     return db
 
 
-def _matching(store: Path | None, filters: dict, shipped: bool) -> tuple[object, list[tuple[int | None, dict]]]:
+def _warn(db) -> None:
+    """Print the database's warnings (migrated files, rows that are not records) once each."""
+    for warning in db.warnings:
+        render.warn(warning)
+    db.warnings.clear()
+
+
+def _matching(
+    store: Path | None, filters: dict, shipped: bool, writable: bool = False
+) -> tuple[object, list[tuple[int | None, dict]]]:
     """(database, [(row id or None for a shipped record, record)]) of every record matching the filters."""
     from attn_cost.profilers.store import SHIPPED as SHIPPED_DIR
     from attn_cost.profilers.store import read_jsonl, select
 
-    db = _open(store)
+    db = _open(store, writable)
     rows: list[tuple[int | None, dict]] = list(select(db, filters))
+    _warn(db)
     if shipped:
         for path in sorted(SHIPPED_DIR.glob("*.jsonl")):
             records, _ = read_jsonl(path)
@@ -163,7 +173,7 @@ def rm(
     filters = _filters(device, variant, kind, status, scope, dtype, d, n)
     if not filters and not every:
         fail("results rm needs a filter (--device, --variant, --kind, --status, --scope, --dtype, --d, --n) or --all")
-    db, rows = _matching(store, filters, shipped=False)
+    db, rows = _matching(store, filters, shipped=False, writable=True)
     removed = db.delete([i for i, _ in rows if i is not None])
     if as_json:
         emit({"store": str(db.path), "removed": removed})
@@ -186,19 +196,22 @@ def export(
     store: Optional[Path] = STORE,
 ) -> None:
     """Write the matching records as JSON lines: the format to share measurements and to ship them."""
-    from attn_cost.profilers.store import write_jsonl
+    from attn_cost.profilers.files import claim, write_atomic
+    from attn_cost.profilers.store import database_path, is_results_file, write_jsonl
 
+    if output is not None:
+        db_path = database_path(store)
+        sqlite_files = (db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm"))
+        claim(output, is_results_file, "a results file", reading=sqlite_files)
     _, rows = _matching(store, _filters(device, variant, kind, status, scope, dtype, d, n), shipped)
     records = [rec for _, rec in rows]
     if output is None:
         write_jsonl(records, sys.stdout)
         return
-    try:
-        with output.open("w", encoding="utf-8") as f:
-            count = write_jsonl(records, f)
-    except OSError as e:
-        fail(f"cannot write {output}: {e.strerror or e}")
-    err.print(f"Wrote {count:,} records to {output}.")
+    text = io.StringIO()
+    count = write_jsonl(records, text)
+    write_atomic(output, text.getvalue())
+    err.print(f"Wrote {count:,} records to {escape(str(output))}.")
 
 
 @results_app.command("import")
@@ -210,12 +223,12 @@ def import_(
     """Add the records of JSON-lines files to the database (a record with the same device and key is replaced)."""
     from attn_cost.profilers.store import import_jsonl
 
-    db = _open(store)
+    db = _open(store, writable=True)
     counts = {}
     for path in paths:
         count, warnings = import_jsonl(db, path)
         for warning in warnings:
-            err.print(f"warning: {escape(warning)}")
+            render.warn(warning)
         counts[str(path)] = count
     if as_json:
         emit({"store": str(db.path), "imported": counts})

@@ -30,14 +30,14 @@ run stops by itself, each with a line in the log.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
+import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from attn_cost.costmodel.errors import UserError
+from attn_cost.profilers.files import claim, is_html_report, is_json_of, write_atomic
 
 PAIRS = (
     ("taylorshift-direct", "taylorshift-efficient"),
@@ -108,25 +108,23 @@ class Plan:
         return cls(**{**data, "pairs": [tuple(p) for p in data.get("pairs", PAIRS)]})
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Replace `path` with `text` so that a reader (or a kill) sees the old file or the new one."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+SUMMARY_KIND = "attn-cost campaign summary"
+LOG_LINE = re.compile(rb"\[ *\d+\.\d s\] ")
+"""How every line of DIR/campaign.log starts: a file that starts otherwise is not a campaign's log."""
+
+
+def is_campaign_log(path: Path) -> bool:
+    """Whether a file is a campaign's log (so a rerun may append to it)."""
+    from attn_cost.profilers.files import head
+
+    return LOG_LINE.match(head(path)) is not None
 
 
 class Log:
     """Progress lines on stderr (or any sink) and in DIR/campaign.log, stamped with seconds since start."""
 
     def __init__(self, path: Path, sink: Callable[[str], None]) -> None:
+        claim(path, is_campaign_log, "a campaign log")
         self.start = time.monotonic()
         self.path = path
         self.sink = sink
@@ -164,6 +162,8 @@ class Campaign:
     skipped: list[str] = field(default_factory=list)
     steps: dict[str, str] = field(default_factory=dict)
     saved_at: float = 0.0
+    devices: set[str] = field(default_factory=set)
+    """Devices whose records DIR/measurements.jsonl holds: kept in every rewrite of it, not only this one's."""
     opmodel: object = None
     """The op model calibrated in this run (validation adds its zero-shot N0)."""
 
@@ -204,6 +204,7 @@ class Campaign:
 
     def summary(self) -> dict:
         return {
+            "kind": SUMMARY_KIND,
             "plan": self.plan.as_json(),
             "device": self.store.device,
             "elapsed_s": round(self.log.elapsed, 1),
@@ -216,32 +217,47 @@ class Campaign:
             "files": sorted(p.name for p in self.out.iterdir() if p.is_file() and not p.name.startswith(".")),
         }
 
+    def write(self, name: str, text: str, recognise: Callable[[Path], bool], what: str) -> Path:
+        """Write DIR/name atomically, unless a file there is not attn-cost's `what` (refused in one line)."""
+        path = self.out / name
+        claim(path, recognise, what)
+        write_atomic(path, text)
+        return path
+
     def checkpoint(self) -> None:
         """Rewrite DIR/measurements.jsonl and DIR/summary.json (atomically)."""
-        records = export_records(self.store)
-        write_atomic(self.out / "measurements.jsonl", "".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
-        write_atomic(self.out / "summary.json", json.dumps(self.summary(), indent=1, default=str) + "\n")
+        from attn_cost.profilers.store import is_results_file
+
+        records = export_records(self.store, self.devices | {self.store.slug})
+        text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in records)
+        self.write("measurements.jsonl", text, is_results_file, "a results file")
+        summary = json.dumps(self.summary(), indent=1, default=str) + "\n"
+        self.write("summary.json", summary, is_json_of(SUMMARY_KIND), "a campaign summary")
         self.saved_at = self.log.elapsed
 
 
-def export_records(store) -> list[dict]:
-    """Every stored record of the store's device (replicate timings included), oldest first."""
+def export_records(store, devices: set[str]) -> list[dict]:
+    """Every stored record of the given devices (replicate timings included), oldest first."""
     from attn_cost.profilers.store import select
 
-    rows = [rec for _, rec in select(store.db, {"device": store.slug})]
+    rows = [rec for slug in sorted(devices) for _, rec in select(store.db, {"device": slug})]
     return sorted(rows, key=lambda r: (r.get("at", ""), r.get("key", "")))
 
 
-def resume_from(store, path: Path, log: Log) -> None:
-    """Import an earlier run's DIR/measurements.jsonl, so that a rerun measures only what is missing."""
+def resume_from(camp: Campaign, path: Path) -> None:
+    """Import an earlier run's DIR/measurements.jsonl, so that a rerun measures only what is missing; the
+    devices found there are kept in every later rewrite of the file (an H200 rerun keeps the H100's records)."""
     if not path.exists():
         return
-    from attn_cost.profilers.store import import_jsonl
+    from attn_cost.profilers.store import is_results_file, read_jsonl
 
-    count, warnings = import_jsonl(store.db, path)
-    for w in warnings:
-        log(f"warning: {w}")
-    log(f"resumed: {count} measurements imported from {path}")
+    claim(path, is_results_file, "a results file")
+    records, _ = read_jsonl(path)
+    count = camp.store.db.put_many(records)
+    camp.devices |= {r.device for r in records}
+    others = sorted(camp.devices - {camp.store.slug})
+    kept = f"; records of {', '.join(others)} kept in it" if others else ""
+    camp.log(f"resumed: {count} measurements imported from {path}{kept}")
 
 
 def open_campaign(plan: Plan, sink: Callable[[str], None]) -> Campaign:
@@ -271,7 +287,7 @@ def open_campaign(plan: Plan, sink: Callable[[str], None]) -> Campaign:
     log(f"device: {info['name']} ({device}), torch {info['torch']}, {info['threads']} threads; store {store.path}")
     if device == "cuda":
         log(f"timer: {info.get('timer', 'CUDA events')}")
-    resume_from(store, out / "measurements.jsonl", log)
+    resume_from(camp, out / "measurements.jsonl")
     return camp
 
 
@@ -309,7 +325,7 @@ def calibrate_step(camp: Campaign) -> None:
         camp.steps["calibrate"] = "not asked for (--no-calibrate)"
         return
     from attn_cost.profilers.calibrate import Calibrator, cache_sizes, calibrate, line_grid
-    from attn_cost.profilers.opmodel import user_dir
+    from attn_cost.profilers.opmodel import OPMODEL_KIND, user_dir
 
     dtype = plan.dtypes[0]
     caches = cache_sizes(camp.device)
@@ -340,8 +356,7 @@ def calibrate_step(camp: Campaign) -> None:
         return
     camp.opmodel = model
     model.save(user_dir())  # where validate and crossover --device look for it
-    path = camp.out / f"opmodel-{model.slug}.json"
-    write_atomic(path, model.to_text())
+    path = camp.write(f"opmodel-{model.slug}.json", model.to_text(), is_json_of(OPMODEL_KIND), "an op calibration")
     shapes = f"{n_grid} grid, {n_lines} exact and {n_held} held-out shapes"
     camp.steps["calibrate"] = f"{shapes}, {calibrator.measured} timed; {path.name}"
     camp.log(f"  wrote {path.name}; held-out error {model.held_out}")
@@ -390,6 +405,7 @@ def validate_step(camp: Campaign) -> None:
     from attn_cost.costmodel.conventions import DEFAULT
     from attn_cost.costmodel.crossover import Setting
     from attn_cost.profilers.cases import Sizes
+    from attn_cost.profilers.corrections import PROFILE_KIND
     from attn_cost.profilers.validate import validate
 
     plan = camp.plan
@@ -426,8 +442,8 @@ def validate_step(camp: Campaign) -> None:
             camp.skip(f"validation in {dtype}: {e}")
             continue
         name = profile.slug if dtype == "fp32" else f"{profile.slug}-{dtype}"
-        path = camp.out / f"{name}.json"
-        write_atomic(path, json.dumps(profile.as_json(), indent=2) + "\n")
+        text = json.dumps(profile.as_json(), indent=2) + "\n"
+        path = camp.write(f"{name}.json", text, is_json_of(PROFILE_KIND), "a device profile")
         camp.profiles[dtype] = str(path)
         camp.validation[dtype] = rows
         done.append(dtype)
@@ -460,8 +476,7 @@ def report_step(camp: Campaign) -> None:
         variants = list(dict.fromkeys(v for pair in camp.plan.pairs for v in pair))
         setting = Setting(DEFAULT, dtype, "core", "inference")
         data = gather(variants, list(camp.plan.pairs), sorted(set(camp.plan.ds)), 256, 1024, profile, setting)
-        path = camp.out / f"report-{dtype}.html"
-        write_atomic(path, render(data))
+        path = camp.write(f"report-{dtype}.html", render(data), is_html_report, "an HTML report")
         written.append(path.name)
         camp.log(f"report: wrote {path.name} ({path.stat().st_size / 2**20:.1f} MiB)")
     camp.steps["report"] = ", ".join(written) or "no device profile to report on"

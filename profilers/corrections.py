@@ -161,6 +161,10 @@ def corrected_n(pa: list[Poly], pb: list[Poly]) -> float | None:
     )
 
 
+PROFILE_KIND = "attn-cost device profile"
+"""The `kind` field that marks a JSON file as a device profile."""
+
+
 # -- device profiles ---------------------------------------------------------------------------
 
 
@@ -189,6 +193,7 @@ class DeviceProfile:
     def as_json(self) -> dict:
         return {
             "schema": SCHEMA,
+            "kind": PROFILE_KIND,
             "slug": self.slug,
             "device": self.device,
             "created": self.created or datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -225,12 +230,33 @@ class DeviceProfile:
         )
 
     def save(self, root: Path) -> Path:
-        root.mkdir(parents=True, exist_ok=True)
+        """Write the profile as root/<slug>.json (atomically; never over a file that is not a profile)."""
+        from attn_cost.profilers.files import claim, write_atomic
+
+        make_folder(root)
         path = root / f"{self.slug}.json"
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.as_json(), indent=2) + "\n", encoding="utf-8")
-        tmp.replace(path)
+        claim(path, is_profile_file, "a device profile")
+        write_atomic(path, json.dumps(self.as_json(), indent=2) + "\n")
         return path
+
+
+def is_profile_file(path: Path) -> bool:
+    """Whether a file is a device profile attn-cost wrote (profiles before `kind` was written: by their fields)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    if not isinstance(data, dict):
+        return False
+    return data.get("kind") == PROFILE_KIND or {"schema", "slug", "device", "time", "memory"} <= data.keys()
+
+
+def make_folder(root: Path) -> None:
+    """Create a folder attn-cost writes into, or say in one line why it cannot."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot create the folder {root}: {e.strerror or e}") from None
 
 
 # -- the profile file's schema ---------------------------------------------------------------------

@@ -52,6 +52,8 @@ import sympy as sp
 from attn_cost.costmodel.errors import UserError
 
 SCHEMA = 1
+OPMODEL_KIND = "attn-cost op model"
+"""The `kind` field that marks a JSON file as an op calibration."""
 SHIPPED = Path(__file__).parent / "data" / "opmodels"
 MIN_POINTS = 3
 """Fewest calibration points of one kernel the model accepts."""
@@ -795,7 +797,7 @@ class OpModel:
 
         return {
             "schema": SCHEMA,
-            "kind": "attn-cost op model",
+            "kind": OPMODEL_KIND,
             "slug": self.slug,
             "device": self.device,
             "dtype": self.dtype,
@@ -811,7 +813,7 @@ class OpModel:
     @classmethod
     def from_json(cls, data: dict, where: str) -> OpModel:
         try:
-            if data.get("schema") != SCHEMA or data.get("kind") != "attn-cost op model":
+            if data.get("schema") != SCHEMA or data.get("kind") != OPMODEL_KIND:
                 raise KeyError("schema")
             points = [
                 Point(p["kernel"], dict(p["dims"]), float(p["seconds"]), float(p.get("se", 0)), str(p.get("line", "")),
@@ -840,11 +842,14 @@ class OpModel:
         return f'{head},\n "points": [\n{body}\n ]\n}}\n'
 
     def save(self, root: Path) -> Path:
-        root.mkdir(parents=True, exist_ok=True)
+        """Write the calibration as root/<slug>.json (atomically; never over a file that is not a calibration)."""
+        from attn_cost.profilers.corrections import make_folder
+        from attn_cost.profilers.files import claim, is_json_of, write_atomic
+
+        make_folder(root)
         path = root / f"{self.slug}.json"
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(self.to_text(), encoding="utf-8")
-        tmp.replace(path)
+        claim(path, is_json_of(OPMODEL_KIND), "an op calibration")
+        write_atomic(path, self.to_text())
         return path
 
 

@@ -15,10 +15,13 @@ reported with its line number, grouped by reason, and skipped.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
+import re
 import sqlite3
+import tempfile
 import time
 import weakref
 from collections.abc import Iterable, Iterator
@@ -28,6 +31,7 @@ from pathlib import Path
 
 from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers.device import slug
+from attn_cost.profilers.files import head
 
 SCHEMA = 1
 """Version of one record's JSON layout."""
@@ -39,6 +43,8 @@ SHIPPED = Path(__file__).parent / "data" / "results"
 BUSY_TIMEOUT_S = 60.0
 KINDS = ("time", "memory")
 STATUSES = ("ok", "oom")
+MAX_SIZE = 2**53
+"""The largest size a record may carry: every size must fit SQLite's 64-bit integers and a JSON number."""
 FILTERS = ("device", "variant", "kind", "status", "scope", "dtype", "d", "n")
 """Fields `ResultStore.select` filters on (device: slug or a part of the device name)."""
 
@@ -74,6 +80,10 @@ def record_key(kind: str, variant: str, scope: str, dtype: str, sizes: dict, dev
 
 
 # -- one schema for a record -------------------------------------------------------------------
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+"""Control characters (terminal escapes among them): never in a record's text, which is printed."""
 
 
 def _is_num(x: object) -> bool:
@@ -112,11 +122,14 @@ class Record:
         device = obj.get("device")
         if not isinstance(device, dict) or not all(isinstance(device.get(k), str) for k in ("name", "kind")):
             raise ValueError("field 'device' missing or without a name and kind")
+        for where, text in [*obj.items(), *device.items()]:
+            if isinstance(text, str) and _CONTROL.search(text):
+                raise ValueError(f"field {where!r} holds control characters")
         sizes = obj.get("sizes")
         if not isinstance(sizes, dict) or not all(
-            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in sizes.values()
+            isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_SIZE for v in sizes.values()
         ):
-            raise ValueError("field 'sizes' is not an object of integers")
+            raise ValueError(f"field 'sizes' is not an object of integers from 0 to {MAX_SIZE:,}")
         kind, status = obj["kind"], obj["status"]
         if kind not in KINDS:
             raise ValueError(f"kind {kind!r} is not one of {', '.join(KINDS)}")
@@ -181,6 +194,8 @@ def read_jsonl(path: Path) -> tuple[list[Record], Problems]:
             continue
         try:
             records.append(replace(Record.check(json.loads(line)), line=number))
+        except RecursionError:
+            problems.lines.setdefault("nested too deeply", []).append(number)
         except json.JSONDecodeError as e:
             problems.lines.setdefault(f"not valid JSON: {e.msg}", []).append(number)
         except ValueError as e:
@@ -194,6 +209,15 @@ def read_records(path: Path) -> tuple[list[dict], list[str]]:
     """Valid records of a JSON-lines file (as dicts), and one warning per kind of bad line."""
     records, problems = read_jsonl(path)
     return [r.data for r in records], problems.warnings()
+
+
+def is_results_file(path: Path) -> bool:
+    """Whether a file holds attn-cost records and nothing else (so an export may write over it)."""
+    try:
+        _, problems = read_jsonl(path)
+    except UserError:
+        return False
+    return not problems.lines
 
 
 def write_jsonl(records: Iterable[dict], out) -> int:
@@ -251,28 +275,123 @@ def database_path(root: Path | None) -> Path:
     return root / DB_NAME
 
 
-class Database:
-    """One connection to the results database; every write is one transaction."""
+class _ProbeDoneError(Exception):
+    """Rolls back the write probe of `Database._probe_write`."""
 
-    def __init__(self, path: Path) -> None:
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+COLUMNS = {"id", "device", "key", "kind", "variant", "scope", "dtype", "status", "d", "n", "at", "record"}
+"""The columns of attn-cost's `records` table: a database without them is not attn-cost's."""
+
+
+def check_own_database(path: Path) -> None:
+    """Refuse (UserError), before anything is written to it, a file that is not an attn-cost results database:
+    a text file, another application's SQLite database, or one of a newer attn-cost. Absent and empty
+    files pass (nothing in them can be lost)."""
+    first = head(path, len(SQLITE_MAGIC))
+    if not first:
+        return
+    refuse = f"{path} is not an attn-cost results database"
+    hint = "attn-cost writes only to databases of its own; give --store a folder or a new file"
+    if first != SQLITE_MAGIC:
+        raise UserError(f"{refuse} (not an SQLite file): {hint}")
+    try:
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+    except sqlite3.Error as e:
+        raise UserError(f"cannot read {path}: {e}") from None
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not {"records", "schema_version"} <= tables:
+            raise UserError(f"{refuse} (an SQLite database without attn-cost's tables): {hint}")
+        if not {r[1] for r in con.execute("PRAGMA table_info(records)")} >= COLUMNS:
+            raise UserError(f"{refuse} (its records table has other columns): {hint}")
+        version = con.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+    except sqlite3.DatabaseError as e:
+        raise UserError(f"cannot read {path} as a results database: {e}") from None
+    finally:
+        con.close()
+    if not isinstance(version, int) or version > DB_SCHEMA:
+        raise UserError(
+            f"{path} was written by a newer attn-cost (database schema {version}, this one reads {DB_SCHEMA}): "
+            "upgrade attn-cost or use another --store"
+        )
+
+
+class Database:
+    """One connection to the results database; every write is one transaction.
+
+    `writable=False` opens an existing database read-only and an absent one as an empty database in memory,
+    so listing or exporting never creates or changes a file."""
+
+    def __init__(self, path: Path, writable: bool = True) -> None:
         self.path = path
+        self.writable = writable
         self.warnings: list[str] = []
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise UserError(f"cannot create the results directory {path.parent}: {e.strerror or e}") from None
+        self.bad_rows: set[int] = set()
         if path.is_dir():
             raise UserError(f"{path} is a directory, not a results database; give --store the directory above it")
+        if path.exists() and not path.is_file():
+            raise UserError(f"{path} is not a regular file, not a results database")
+        check_own_database(path)
         try:
-            self.con = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            if writable:
+                self._create_file()
+                self.con = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            elif path.exists():
+                uri = f"{path.resolve().as_uri()}?mode=ro"
+                self.con = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            else:
+                self.con = sqlite3.connect(":memory:", isolation_level=None)
             self._finalizer = weakref.finalize(self, self.con.close)
-            self._wal()
-            self.con.execute("PRAGMA synchronous = NORMAL")
-            self._create()
+            if writable:
+                self._wal()
+                self.con.execute("PRAGMA synchronous = NORMAL")
+            if writable or not path.exists():
+                self._create()
+            if writable:
+                self._probe_write()
         except sqlite3.DatabaseError as e:
             raise UserError(f"cannot open the results database {path}: {e}") from None
         except OSError as e:
             raise UserError(f"cannot open the results database {path}: {e.strerror or e}") from None
+
+    def _create_file(self) -> None:
+        """Create an absent database whole: built under a temporary name, then linked into place, so the
+        path never holds a half-made file (a kill between the two leaves only the temporary one, removed)."""
+        if self.path.exists():
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"cannot create the results directory {self.path.parent}: {e.strerror or e}") from None
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+        os.close(fd)
+        try:
+            con = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                con.executescript(_TABLES)
+                con.execute("INSERT INTO schema_version VALUES (?)", (DB_SCHEMA,))
+            finally:
+                con.close()
+            with contextlib.suppress(FileExistsError):  # another process made it first: use theirs
+                os.link(tmp, self.path)
+        finally:
+            for suffix in ("", "-journal", "-wal", "-shm"):
+                Path(tmp + suffix).unlink(missing_ok=True)
+
+    def _probe_write(self) -> None:
+        """Refuse a database that cannot be written before anything is measured into it."""
+        try:
+            with self.transaction() as con:
+                con.execute("UPDATE schema_version SET version = version")
+                raise _ProbeDoneError
+        except _ProbeDoneError:
+            pass
+        except sqlite3.OperationalError as e:
+            raise UserError(
+                f"the results database {self.path} cannot be written ({e}): nothing was measured; "
+                "give --store a writable folder or file"
+            ) from None
 
     def _wal(self) -> None:
         """Switch to the WAL journal, retrying while another process does the same: two connections switching
@@ -339,13 +458,29 @@ class Database:
     def migrated(self, source: str) -> bool:
         return self.con.execute("SELECT 1 FROM migrated WHERE file = ?", (source,)).fetchone() is not None
 
+    def _decode(self, rowid: int, text: object) -> dict | None:
+        """A stored row's record, checked; a row that is not an attn-cost record is reported once and skipped."""
+        try:
+            return Record.check(json.loads(text)).data
+        except (TypeError, ValueError, RecursionError) as e:
+            if rowid not in self.bad_rows:
+                self.bad_rows.add(rowid)
+                reason = f"not valid JSON: {e.msg}" if isinstance(e, json.JSONDecodeError) else str(e)
+                self.warnings.append(f"{self.path}: row {rowid} is not an attn-cost record ({reason}); skipped")
+            return None
+
     def get(self, device: str, key: str) -> dict | None:
-        row = self.con.execute("SELECT record FROM records WHERE device = ? AND key = ?", (device, key)).fetchone()
-        return json.loads(row[0]) if row else None
+        row = self.con.execute(
+            "SELECT id, record FROM records WHERE device = ? AND key = ?", (device, key)
+        ).fetchone()
+        return self._decode(*row) if row else None
 
     def select(self, where: str = "", params: tuple = ()) -> Iterator[tuple[int, dict]]:
+        """(row id, record) of the rows matching an SQL condition; rows that are not records are skipped."""
         for rowid, text in self.con.execute(f"SELECT id, record FROM records {where} ORDER BY id", params):
-            yield rowid, json.loads(text)
+            record = self._decode(rowid, text)
+            if record is not None:
+                yield rowid, record
 
     def delete(self, ids: list[int]) -> int:
         with self.transaction() as con:
@@ -397,11 +532,13 @@ def migrate_legacy(db: Database, root: Path) -> list[str]:
     return warnings
 
 
-def open_database(root: Path | None = None) -> Database:
-    """The results database under `root` (default: `default_root()`), earlier files migrated."""
+def open_database(root: Path | None = None, writable: bool = True) -> Database:
+    """The results database under `root` (default: `default_root()`); opened to write, earlier files migrated.
+    Read-only, an absent database reads as empty and nothing is created."""
     path = database_path(root)
-    db = Database(path)
-    db.warnings += migrate_legacy(db, path.parent)
+    db = Database(path, writable)
+    if writable:
+        db.warnings += migrate_legacy(db, path.parent)
     return db
 
 
@@ -415,6 +552,19 @@ def import_jsonl(db: Database, path: Path) -> tuple[int, list[str]]:
     """Add the records of a JSON-lines file (of any devices) in one transaction; returns (count, warnings)."""
     records, problems = read_jsonl(path)
     return db.put_many(records), problems.warnings()
+
+
+def rescue(record: dict) -> str:
+    """Keep a measurement the database refused in a JSON-lines file of its own; says where (or that it could not)."""
+    folder = Path(tempfile.gettempdir()) / "attn-cost-rescued"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{os.getpid()}.jsonl"
+        with path.open("a", encoding="utf-8") as f:
+            write_jsonl([record], f)
+    except OSError as e:
+        return f"the measurement could not be kept elsewhere either ({e.strerror or e})"
+    return f"it was kept in {path}: bring it in with `attn-cost results import {path}`"
 
 
 # -- the store one device's measurements go through ------------------------------------------------
@@ -437,14 +587,18 @@ def shipped_records(device_slug: str) -> tuple[dict[str, dict], list[str]]:
 class ResultStore:
     """The results of one device: look a measurement up, add one."""
 
-    def __init__(self, device: dict, root: Path | None = None, *, shipped: bool = True, reuse: bool = True) -> None:
+    def __init__(
+        self, device: dict, root: Path | None = None, *, shipped: bool = True, reuse: bool = True,
+        writable: bool = True,
+    ) -> None:  # fmt: skip
         """`root`: results directory or database file (default `default_root()`).
         `shipped`: also read the measurements that ship with attn-cost for this device.
-        `reuse`: look stored measurements up at all (False measures everything again, still saving it)."""
+        `reuse`: look stored measurements up at all (False measures everything again, still saving it).
+        `writable`: False only reads (a report); nothing is created or changed."""
         self.device = device
         self.slug = slug(device)
         self.reuse = reuse
-        self.db = open_database(root)
+        self.db = open_database(root, writable)
         self.path = self.db.path
         self.warnings: list[str] = list(self.db.warnings)
         self.shipped: dict[str, dict] = {}
@@ -482,7 +636,10 @@ class ResultStore:
             "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
         checked = Record.check(record)
-        self.db.put(checked)
+        try:
+            self.db.put(checked)
+        except sqlite3.Error as e:
+            raise UserError(f"could not store a measurement in {self.path} ({e}); {rescue(record)}") from None
         self.session[record["key"]] = record
         return record
 

@@ -17,7 +17,7 @@ from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers.cases import Sizes
 from attn_cost.profilers.search import Probe, crossing_of, replicate_interval, trend_breaks
-from attn_cost.profilers.store import ResultStore, open_database
+from attn_cost.profilers.store import SHIPPED, ResultStore, open_database
 from attn_cost.profilers.timing import Clocks, Detector, DisturbedError, Seen, TimeStats, time_cases
 
 # -- the detector, fed samples -------------------------------------------------------------------
@@ -384,11 +384,16 @@ def _one_error(r) -> str:
 
 
 def test_odd_store_paths_are_one_line_each(attn_cost, tmp_path) -> None:
-    assert "cannot create the results directory /proc/x" in _one_error(attn_cost("results", "ls", "--store", "/proc/x"))
+    shipped = str(sorted(SHIPPED.glob("*.jsonl"))[0])
+    assert "cannot create the results directory /proc/x" in _one_error(
+        attn_cost("results", "import", shipped, "--store", "/proc/x")
+    )
+    listed = attn_cost("results", "ls", "--store", "/proc/x")  # reading creates nothing: an absent store is empty
+    assert listed.code == 0 and "No stored measurements" in listed.out
     home = tmp_path / "home-file"
     home.write_text("")
     assert "cannot create the results directory" in _one_error(
-        attn_cost("results", "ls", env={"ATTN_COST_HOME": str(home)})
+        attn_cost("results", "import", shipped, env={"ATTN_COST_HOME": str(home)})
     )
     (tmp_path / "s" / "results.db").mkdir(parents=True)
     assert "is a directory" in _one_error(attn_cost("results", "ls", "--store", str(tmp_path / "s")))
