@@ -10,6 +10,7 @@ from attn_cost.cli import options as o
 from attn_cost.cli.analytic import emit
 from attn_cost.cli.app import app
 from attn_cost.cli.measure import CPU, FRESH, GPU, STORE, THREADS, console, err, open_measurer
+from attn_cost.costmodel.derive import dtype_bytes
 from rich import box
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -58,6 +59,7 @@ def calibrate(
     predict any variant's time from its op list."""
     ds = o.head_dims(d_values, None, 1, default=[])
     names = o.variant_names(variant or [], causal=False)
+    dtype_bytes(dtype)
     from attn_cost.profilers.calibrate import LINE_D, Calibrator, cache_sizes, line_grid
     from attn_cost.profilers.calibrate import calibrate as run_calibration
     from attn_cost.profilers.files import claim, is_json_of

@@ -6,6 +6,7 @@ Everything is checked before torch is imported: sizes, names, dtypes, the backen
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Optional
@@ -15,7 +16,7 @@ from attn_cost.cli import options as o
 from attn_cost.cli import render
 from attn_cost.cli.analytic import emit
 from attn_cost.cli.app import app, fail
-from attn_cost.cli.measure import CPU, GPU, SDPA_BACKEND, STORE, THREADS
+from attn_cost.cli.measure import CPU, GPU, SDPA_BACKEND, STORE, THREADS, measurable
 
 
 def _err(line: str) -> None:
@@ -89,12 +90,12 @@ def _plan(out, gpu, cpu, quick, d_values, dtypes, pair, heads, batch, repeats, m
     o.positive(max_n, "--max-n")
     if max_n is not None and max_n < 8:
         fail(f"--max-n must be at least 8, got {max_n}")
-    if minutes is not None and minutes <= 0:
-        fail(f"--minutes must be positive, got {minutes}")
+    if minutes is not None and not 0 < minutes < math.inf:
+        fail(f"--minutes must be a positive number of minutes, got {minutes}")
     ds = o.head_dims(d_values, None, heads or 1, default=[]) or None
     names = sorted({v for p in pairs for v in p})
     for dt in dtypes or DTYPES:
-        o.setting(o.DEFAULT, dt, "core", "inference", names)
+        measurable(names, o.setting(o.DEFAULT, dt, "core", "inference", names))
     fields = {
         "ds": ds, "dtypes": list(dict.fromkeys(dtypes)) if dtypes else None, "heads": heads, "batch": batch,
         "repeats": repeats, "max_lengths": max_lengths, "n_max": max_n, "minutes": minutes,

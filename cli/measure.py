@@ -65,6 +65,17 @@ def measuring_args(gpu: bool, cpu: bool, threads: int | None, repeats: int, max_
         fail(f"--max-n {max_n} leaves nothing to search: give at least {MIN_MAX_N}")
 
 
+def measurable(names: list[str], st=None) -> None:
+    """Refuse, before anything is measured, variants without a runnable implementation and counting switches
+    the measurements cannot follow (--n-kv: the implementations take keys and values of length N)."""
+    if st is not None and st.counting.n_kv is not None:
+        fail("--n-kv is not measured (the reference implementations run keys and values of length N): "
+             "use crossover or formula for N_kv")  # fmt: skip
+    from attn_cost.profilers.cases import require_references
+
+    require_references(names)
+
+
 def open_measurer(
     gpu: bool,
     cpu: bool,
@@ -146,6 +157,7 @@ def profile(
         fail(f"--cost takes time, memory or both, got {cost!r}")
     o.positive(max_lengths, "--max-lengths"), o.positive(batch, "--b"), o.positive(latents, "--L")
     measuring_args(gpu, cpu, threads, repeats, max_n)
+    measurable(sorted({n for p in pairs for n in p}), st)
     from attn_cost.profilers.cases import Sizes
     from attn_cost.profilers.profile import profile_pair
 
@@ -252,6 +264,7 @@ def measure(
     st = o.setting("full", dtype, scope, "inference", names)
     o.positive(batch, "--b"), o.positive(latents, "--L")
     measuring_args(gpu, cpu, threads, repeats)
+    measurable(names, st)
     from attn_cost.profilers.cases import Sizes
 
     measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats, fresh, sdpa_backend, ds)
@@ -319,6 +332,7 @@ def check_flops(
     for name in names or []:
         if not set(scopes) & set(get_variant(name).scopes):
             fail(f"{name} has no {' or '.join(scopes)} scope (it has: {', '.join(get_variant(name).scopes)})")
+    measurable(names or [])
     from attn_cost.profilers.flops import GRID
     from attn_cost.profilers.flops import check_flops as run_checks
 
@@ -423,6 +437,7 @@ def validate(
         fail("validate measures core, layer, block or decode scopes (a whole model is many blocks: use --scope block)")
     o.positive(batch, "--b"), o.positive(latents, "--L")
     measuring_args(gpu, cpu, threads, repeats, max_n)
+    measurable(sorted({n for p in pairs for n in p}), st)
     from attn_cost.profilers.cases import Sizes
     from attn_cost.profilers.validate import time_errors
     from attn_cost.profilers.validate import validate as run_validation

@@ -9,14 +9,19 @@ the line and the op that failed, not later in the middle of a crossover. Nothing
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib.util
+import itertools
 import linecache
 import os
+import re
 import sys
 import traceback
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
+import sympy as sp
 from attn_cost.costmodel.errors import UserError
 
 ENV = "ATTN_COST_VARIANTS"
@@ -56,8 +61,13 @@ def load_entry_point(ep: EntryPoint) -> list[str]:
     if ep.value in _loaded:
         return []
     _loaded[ep.value] = []
-    spec = importlib.util.find_spec(ep.module)
-    files = [Path(spec.origin)] if spec is not None and spec.origin else []
+    try:
+        spec = importlib.util.find_spec(ep.module)
+    except (ImportError, ValueError) as e:
+        raise UserError(f"entry point {ep.name} ({ep.value}) of group {GROUP}: cannot import it ({e})") from None
+    if spec is None:
+        raise UserError(f"entry point {ep.name} ({ep.value}) of group {GROUP}: no module {ep.module!r} is installed")
+    files = [Path(spec.origin)] if spec.origin else []
     _loaded[ep.value] = _registering(ep.load, files, f"entry point {ep.name} ({ep.value})")
     return _loaded[ep.value]
 
@@ -77,38 +87,151 @@ def load_configured() -> None:
 
 def _registering(run, files: list[Path], what: str | None = None) -> list[str]:
     """Run code that registers variants, then build each new or changed variant once; every error
-    becomes one line naming the user's file and line."""
+    becomes one line naming the user's file and line.
+
+    The user's code runs with its prints sent to stderr (stdout carries tables and --json), and a
+    `sys.exit()` in it is an error of the file, not the end of attn-cost."""
     from attn_cost.costmodel.variants import REGISTRY
 
     before = dict(REGISTRY)
+    source = what or (str(files[0]) if files else "variant file")
     try:
-        run()
+        with contextlib.redirect_stdout(sys.stderr):
+            run()
+    except SystemExit as e:
+        _forget(before)
+        raise UserError(located(e, files, what)) from None
     except Exception as e:
+        _forget(before)
         raise UserError(located(e, files, what)) from None
     changed = [v for name, v in REGISTRY.items() if before.get(name) is not v]
+    if not changed:
+        raise UserError(f"{source}: defines no variant (write one with @variant, @layer_variant or @decode_step)")
     for v in changed:
         try:
+            check_name(v.name)
+        except UserError as e:
+            _forget(before)
+            raise UserError(f"{source}: {e}") from None
+        REGISTRY[v.name] = v = _quiet(v)
+        try:
             check(v)
-        except Exception as e:
+        except (Exception, SystemExit) as e:
+            _forget(before)
             raise UserError(located(e, files, what, v.name)) from None
     return [v.name for v in changed]
 
 
+def _forget(before: dict) -> None:
+    """Take back what a file registered before it failed, so no half-loaded variant is used."""
+    from attn_cost.costmodel.variants import REGISTRY
+
+    REGISTRY.clear()
+    REGISTRY.update(before)
+
+
+def _quiet(v):
+    """The variant with its functions run with stdout sent to stderr (a print in them never lands in --json)."""
+    from dataclasses import replace
+
+    def quiet(fn):
+        if fn is None:
+            return None
+
+        @functools.wraps(fn)
+        def run(*args):
+            with contextlib.redirect_stdout(sys.stderr):
+                return fn(*args)
+
+        return run
+
+    return replace(v, core=quiet(v.core), layer=quiet(v.layer), decode=quiet(v.decode))
+
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+"""What a user's variant name may be: visible ASCII without spaces or ':' (the separator of --pair A:B)."""
+
+
+def check_name(name: object) -> None:
+    """Refuse a name that could not be typed back or would look like another: empty, not a string, with
+    spaces, ':' or invisible characters (a zero-width space in 'soft​max')."""
+    if not isinstance(name, str):
+        raise UserError(f"a variant name must be a string, got {name!r}")
+    if not NAME.fullmatch(name):
+        raise UserError(
+            f"variant name {name!r} is not allowed: use letters, digits and '-', '_', '.', '+' "
+            "(no spaces, ':' or invisible characters), starting with a letter or digit"
+        )
+
+
 def check(v) -> None:
     """Build a variant's graphs once (its core or its layer, and its decoding step) so that shape and
-    kind errors surface now."""
+    kind errors, unknown symbols and sizes that are not non-negative polynomials surface now."""
     from attn_cost.costmodel.scopes import build_graph
 
-    build_graph(v, "core" if v.core is not None else "layer", "inference")
+    graphs = [build_graph(v, "core" if v.core is not None else "layer", "inference")]
     if v.decode is not None:
-        build_graph(v, "decode", "inference")
+        graphs.append(build_graph(v, "decode", "inference"))
+    for g in graphs:
+        check_sizes(g)
+
+
+def check_sizes(g) -> None:
+    """Every shape, loop count and workspace of a graph: a polynomial in the known size symbols that is not
+    negative (what the engine's crossovers and liveness walk assume)."""
+    from attn_cost.costmodel.counting import N_kv
+    from attn_cost.costmodel.symbols import BY_NAME
+
+    known = {*BY_NAME.values(), N_kv}
+    names = ", ".join(sorted(BY_NAME)) + ", N_kv"
+    sizes = [(f"loop {lp.label!r}", lp.count) for lp in g.loops]
+    for op in g.ops:
+        where = f"op {op.label or op.output.name!r}"
+        sizes += [(f"{where}: {t.name}", dim) for t in (*op.inputs, op.output) for dim in t.shape]
+        sizes.append((f"{where}: workspace", op.workspace))
+    sizes += [(f"input {t.name}", dim) for t in g.inputs for dim in t.shape]
+    sizes += [(f"parameter {t.name}", dim) for t, _ in g.params for dim in t.shape]
+    for where, size in sizes:
+        size = sp.sympify(size)
+        unknown = size.free_symbols - known
+        if unknown:
+            raise UserError(
+                f"{where}: size {size} uses {', '.join(sorted(map(str, unknown)))}, not a size attn-cost knows "
+                f"({names})"
+            )
+        if not size.is_polynomial(*size.free_symbols):
+            raise UserError(f"{where}: size {size} is not a polynomial in the sizes (no division by a size)")
+        at = _negative_at(size)
+        if at is not None:
+            shown = ", ".join(f"{k} = {v:,}" for k, v in at.items())
+            raise UserError(f"{where}: size {size} is negative{f' at {shown}' if shown else ''}: sizes must not be")
+
+
+CORNERS = (1, 4096)
+"""Values each size symbol takes where a size polynomial is checked for a negative value."""
+
+
+def _negative_at(size) -> dict[str, int] | None:
+    """Sizes (symbol: value) at which a size polynomial is negative, among the corners of CORNERS; None if none.
+    A polynomial with no negative coefficient is never negative and is not evaluated."""
+    symbols = sorted(size.free_symbols, key=str)
+    if not symbols:
+        return {} if size < 0 else None
+    if all(c >= 0 for c in sp.Poly(size, *symbols).coeffs()):
+        return None
+    for values in itertools.islice(itertools.product(CORNERS, repeat=len(symbols)), 256):
+        if size.subs(dict(zip(symbols, values, strict=True))) < 0:
+            return {str(s): v for s, v in zip(symbols, values, strict=True)}
+    return None
 
 
 def located(e: BaseException, files: list[Path], what: str | None = None, variant: str | None = None) -> str:
     """One line: file:line, the source line that failed, and the error."""
     where = [str(f.resolve()) for f in files]
     message = str(e) or type(e).__name__
-    if type(e).__name__ not in ("UserError", "ModelError"):
+    if isinstance(e, SystemExit):
+        message = f"calls sys.exit({e.code!r}) while attn-cost loads it"
+    elif type(e).__name__ not in ("UserError", "ModelError"):
         message = f"{type(e).__name__}: {message}"
     if variant is not None and not message.startswith(variant):
         message = f"variant {variant!r}: {message}"

@@ -22,6 +22,18 @@ from torch import Tensor
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
+def require_references(names: list[str]) -> None:
+    """Refuse, before anything is measured, a variant attn-cost has no runnable implementation of (a user's
+    DSL variant: its formulas need none, but there is nothing to time)."""
+    missing = [n for n in names if n not in REFERENCES]
+    if missing:
+        sources = "; ".join(f"{n} ({get_variant(n).source})" for n in missing)
+        raise UserError(
+            f"no reference implementation to measure for {sources}: attn-cost measures the catalogue's variants; "
+            "to measure your own code, trace it (`attn-cost trace PATH:NAME`)"
+        )
+
+
 @dataclass(frozen=True)
 class Sizes:
     """Concrete sizes; L defaults to d (latents per head), r and D to a small ViT-like encoder."""
@@ -133,6 +145,7 @@ def build_case(variant: str, scope: str, sizes: Sizes, dtype: str = "fp32", devi
         raise UserError(f"{variant} has no {scope} scope (it has: {', '.join(v.scopes)})")
     if dtype not in DTYPES:
         raise UserError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPES)})")
+    require_references([variant])
     ref = REFERENCES[variant]
     s = sizes
     qk = s.latents if v.qk_width == L else s.d

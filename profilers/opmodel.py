@@ -823,8 +823,10 @@ class OpModel:
             if any(not p.seconds > 0 or not p.dims.get("bytes", 0) > 0 or (p.line and not p.n > 0) for p in points):
                 raise ValueError("a non-positive time, size or length")
             device, dtype = data["device"], data["dtype"]
-            if not isinstance(device, dict) or not isinstance(dtype, str):
-                raise TypeError("device or dtype")
+            if not isinstance(device, dict) or not all(isinstance(device.get(k), str) for k in ("name", "kind")):
+                raise TypeError("device: not a device fingerprint with a name and a kind")
+            if not isinstance(dtype, str):
+                raise TypeError("dtype: not a dtype name")
         except (KeyError, TypeError, AttributeError, ValueError) as e:
             raise UserError(f"{where} is not an attn-cost op calibration ({e.__class__.__name__}: {e})") from None
         model = fit_points(device, dtype, points, data.get("caches", {}), where)
@@ -935,6 +937,13 @@ def load_opmodel(name: str) -> OpModel:
         if name not in found:
             raise UserError(f"no op calibration for device {name!r}: run `attn-cost calibrate` on it")
         path = found[name]
+        model = OpModel.from_json(read_calibration(path), str(path))
+        if model.slug != name:
+            raise UserError(
+                f"{path} is the op calibration of {model.slug} ({model.device.get('name')}), not of {name}: "
+                "a calibration applies only to the device it was made on"
+            )
+        return model
     return OpModel.from_json(read_calibration(path), str(path))
 
 
