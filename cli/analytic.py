@@ -501,6 +501,7 @@ def heads(
     o.positive(embed, "--d-embed"), o.positive(n, "--n"), o.positive(batch, "--b")
     names = [get_variant(x).name for x in (variant or ["taylorshift-direct", "taylorshift-efficient"])]
     st = o.setting(convention, dtype, "core", "inference", names)
+    o.sizes_apply(names, st)
     results = [
         head_tradeoff(
             x,
@@ -546,8 +547,10 @@ def _heads_sentence(r) -> str:
         where = "outside 1..d_embed" if all(not 1 <= hv <= r.d_embed for hv in r.h_star) else "inside the range"
         condition = glue(f"{display.text(r.condition)} = 0")
         s += f" Continuous optimum of the large-N formula, where {condition}: {opt}, {where}."
-    elif r.condition is None:
+    elif r.condition is None and r.monotone:
         s += " No interior optimum: the cost is monotone in h."
+    elif r.condition is None:
+        s += f" Its large-N formula has no stationary point in d alone: the best h is the table's, at N = {r.n:,}."
     return s
 
 

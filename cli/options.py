@@ -13,7 +13,7 @@ import typer
 from attn_cost.cli.app import fail
 from attn_cost.costmodel.conventions import DEFAULT, get_convention
 from attn_cost.costmodel.counting import Counting
-from attn_cost.costmodel.crossover import Setting
+from attn_cost.costmodel.crossover import Setting, cost_branches
 from attn_cost.costmodel.derive import dtype_bytes
 from attn_cost.costmodel.scopes import MODES, SCOPES
 from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS, D, L, b, d, h, h_kv, r
@@ -156,6 +156,19 @@ def extra_sizes(heads: int | None, given_only: bool = False) -> dict[sp.Symbol, 
     if given_only:
         return {BY_NAME[name]: v for name, v in chosen.items()}
     return {**DEFAULTS, **{BY_NAME[name]: v for name, v in chosen.items()}}
+
+
+def sizes_apply(names: list[str], st: Setting) -> None:
+    """Refuse a variant-specific size (--window, --kv-heads ...) that none of the variants has: it would be
+    accepted and change nothing, under a heading that reads as if it had."""
+    given = {str(k): k for k in extra_sizes(None, given_only=True)}
+    used = set()
+    for name in names:
+        for cost in ("flops", "memory"):
+            used |= {s for e in cost_branches(name, cost, st) for s in e.free_symbols}
+    for name, symbol in given.items():
+        if symbol not in used:
+            fail(f"{SIZE_FLAGS[name]} sizes none of {', '.join(names)}: it applies to variants written with it")
 
 
 def given_sizes(heads: int) -> dict[str, int]:

@@ -5,14 +5,16 @@ is printed whole when it fits the width (COLUMNS, the terminal, or 80 when piped
 does not, its value columns are stacked into several narrower tables that repeat the key columns
 (A, B, d ...); when even one value column beside the keys does not fit, every row becomes a block
 of `header: value` pairs. Cells that are names or numbers never wrap; only columns marked `prose`
-(sentences) wrap, and only between words. Lines that carry a formula are never wrapped by us (the
-terminal may fold them, a pipe keeps them whole). Trailing spaces are removed from every line.
+(sentences) wrap, and only between words. A line wider than the width is folded at a space outside
+brackets where it can be (between the terms of a formula, never inside a name or a term), its
+continuation indented. Trailing spaces are removed from every line.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
 import textwrap
 from dataclasses import dataclass
@@ -22,6 +24,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+MIN_WIDTH = 40
+"""The narrowest output attn-cost lays out for (COLUMNS=0 or 5 would print nothing readable)."""
 MIN_PROSE = 12
 """A sentence column is never squeezed below this many characters (or its longest word)."""
 
@@ -45,11 +49,14 @@ def console() -> Console:
     return Console(highlight=False, width=_width(), soft_wrap=False)
 
 
-def _width() -> int | None:
-    columns = os.environ.get("COLUMNS", "")
+def _width() -> int:
+    """COLUMNS when it is a usable width, else the terminal's, else 80 (a pipe); never below MIN_WIDTH."""
+    columns = os.environ.get("COLUMNS", "").strip()
     if columns.isdigit() and int(columns) > 0:
-        return int(columns)
-    return None  # rich: the terminal's width, or 80 when piped
+        return max(int(columns), MIN_WIDTH)
+    if sys.stdout is not None and sys.stdout.isatty():
+        return max(shutil.get_terminal_size((80, 24)).columns, MIN_WIDTH)
+    return 80
 
 
 def _emit(con: Console, *items, soft_wrap: bool = False) -> None:
@@ -61,9 +68,42 @@ def _emit(con: Console, *items, soft_wrap: bool = False) -> None:
 
 
 def line(text: str = "", *, markup: bool = True) -> None:
-    """Print one line as is: never wrapped here, so a formula in it stays whole."""
+    """Print one line, folded at the width between words (at the shallowest bracket depth: a formula breaks
+    between its terms, never inside a name or a term)."""
     con = console()
-    _emit(con, Text.from_markup(text) if markup else Text(text), soft_wrap=True)
+    rich = Text.from_markup(text) if markup else Text(text)
+    _emit(con, *fold(rich, con.width), soft_wrap=True)
+
+
+def fold(text: Text, width: int) -> list[Text]:
+    """`text` as lines of at most `width` cells where spaces allow, styles kept: each break at the rightmost
+    space of the lowest bracket depth that fits; continuation lines indented 4 more than the first."""
+    plain = text.plain
+    indent = len(plain) - len(plain.lstrip(" "))
+    lines: list[Text] = []
+    start, pad = 0, 0
+    while Text(plain[start:]).cell_len + pad > width:
+        depth, best = 0, None  # (depth, position) of the chosen break
+        for i in range(start, len(plain)):
+            ch = plain[i]
+            if ch in "([{":
+                depth += 1
+            elif ch in ")]}":
+                depth = max(depth - 1, 0)
+            elif ch == " " and i > start + indent and (best is None or depth <= best[0]):
+                if Text(plain[start:i]).cell_len + pad > width and best is not None:
+                    break
+                best = (depth, i)
+        if best is None:
+            break
+        piece = text[start : best[1]]
+        piece.rstrip()
+        lines.append(Text(" " * pad).append_text(piece) if pad else piece)
+        start = best[1] + 1
+        pad = indent + 4
+    rest = text[start:]
+    lines.append(Text(" " * pad).append_text(rest) if pad else rest)
+    return lines
 
 
 def warn(text: str) -> None:
@@ -161,18 +201,41 @@ def table(
         _emit(con, Text.from_markup(title))
     for group in groups:
         idx = key_idx + group
+        widths = _prose_widths(columns, rows, needs, idx, width)
         t = Table(box=box.SIMPLE_HEAD, show_header=show_header)
         for i in idx:
-            col = columns[i]
-            if col.prose:
-                t.add_column(col.header, justify=col.justify, overflow="fold", min_width=needs[i])
-            else:
-                t.add_column(col.header, justify=col.justify, no_wrap=True, min_width=needs[i])
+            t.add_column(columns[i].header, justify=columns[i].justify, no_wrap=True, min_width=widths[i])
         for r in rows:
-            t.add_row(*(r[i] for i in idx))
+            t.add_row(*(_wrapped(r[i], widths[i]) if columns[i].prose else r[i] for i in idx))
         _emit(con, t)
     if caption:
         _emit(con, Text.from_markup(caption))
+
+
+def _prose_widths(columns: list[Col], rows: list[list[str]], needs: list[int], idx: list[int], width: int) -> dict:
+    """Column widths for one table: names and numbers at their full width, the room left shared among the
+    prose columns (each at least its longest word, at most what its longest cell needs)."""
+    widths = {i: needs[i] for i in idx}
+    prose = [i for i in idx if columns[i].prose]
+    room = width - _table_width([needs[i] for i in idx])
+    natural = {i: max([_cell_width(columns[i].header), *(_cell_width(r[i]) for r in rows)]) for i in prose}
+    wanted = {i: natural[i] - needs[i] for i in prose}
+    total = sum(wanted.values())
+    for i in prose:
+        if room > 0 and total > 0:
+            widths[i] += min(wanted[i], room * wanted[i] // total)
+    return widths
+
+
+def _wrapped(cell: str, width: int) -> Text:
+    """A prose cell wrapped between words at `width` (never inside a word or at a hyphen): nothing is cut."""
+    plain = Text.from_markup(cell).plain
+    lines = [
+        one
+        for part in plain.split("\n")
+        for one in textwrap.wrap(part, width, break_long_words=False, break_on_hyphens=False) or [""]
+    ]
+    return Text("\n".join(lines))
 
 
 def _stack(needs: list[int], key_idx: list[int], value_idx: list[int], width: int) -> list[list[int]] | None:

@@ -17,7 +17,7 @@ from attn_cost.costmodel.counting import DEFAULT_COUNTING, Counting
 from attn_cost.costmodel.crossover import Setting, at_sizes, cost_branches, evaluate
 from attn_cost.costmodel.derive import dominant_for_large
 from attn_cost.costmodel.errors import UserError
-from attn_cost.costmodel.symbols import L, N, b, d, d_embed, h
+from attn_cost.costmodel.symbols import L, N, b, d, d_embed, h, h_kv
 
 
 @dataclass
@@ -29,7 +29,7 @@ class HeadsResult:
     d_embed: int
     n: int
     table: list[tuple[int, int, int]]
-    """(h, d, cost) for every divisor h of d_embed."""
+    """(h, d, cost) for every feasible h: a divisor of d_embed (and a multiple of the key/value heads)."""
     best_h: int
     condition: sp.Expr | None = None
     """Stationarity condition as a polynomial in d that must vanish (None when the cost is monotone in h)."""
@@ -39,6 +39,11 @@ class HeadsResult:
     @property
     def h_star(self) -> list[float]:
         return [self.d_embed / x for x in self.d_star]
+
+    @property
+    def monotone(self) -> bool:
+        costs = [c for _, _, c in self.table]
+        return all(x <= y for x, y in pairwise(costs)) or all(x >= y for x, y in pairwise(costs))
 
     @property
     def trend(self) -> str:
@@ -81,8 +86,17 @@ def heads(
     fixed = {b: batch, **(extra or {})}
     if L not in fixed:  # Latte's L follows the head dim unless it is given, as everywhere else
         branches = tuple(e.xreplace({L: d}) for e in branches)
+    kv = fixed.get(h_kv)
+    feasible = divisors(embed)
+    if kv is not None and any(h_kv in e.free_symbols for e in branches):
+        feasible = [hv for hv in feasible if hv % kv == 0]  # key/value heads must divide the heads
+        if not feasible:
+            raise UserError(
+                f"no head count h dividing d_embed = {embed} is a multiple of --kv-heads {kv}, so {variant} "
+                "has no feasible layout: choose --kv-heads from the divisors of d_embed"
+            )
     table = []
-    for hv in divisors(embed):
+    for hv in feasible:
         dims = {**fixed, h: hv, d: embed // hv}
         value = evaluate(at_sizes(branches, dims, variant), n)
         table.append((hv, embed // hv, int(value)))
