@@ -99,13 +99,19 @@ def crossover(
         for dv in ds
     ]
     if device is not None:
+        from attn_cost.cli.measure import progress
         from attn_cost.profilers.corrections import add_device_columns
 
-        add_device_columns(rows, device)
+        with progress() as notify:  # the op model's bootstrap intervals take seconds a row
+            notify(f"predicting on {device}: corrected fits, op model with its 95 % interval")
+            add_device_columns(rows, device)
     if as_json:
         emit({"results": rows})
         return
-    _crossover_table(rows, heads, batch, device)
+    if device is not None:
+        _device_table(rows, heads, batch, device)
+        return
+    _crossover_table(rows, heads, batch)
 
 
 def _pairs(
@@ -121,39 +127,74 @@ def _pairs(
     return o.pairs(pair, list(DEFAULT_PAIRS), causal)
 
 
-def _crossover_table(rows: list[dict], heads: int, batch: int, device: str | None) -> None:
+def _crossover_table(rows: list[dict], heads: int, batch: int) -> None:
     first = rows[0]
     columns = [Col("A"), Col("B"), right("d"), right("N0"), right("N1"), right("N traffic")]
-    if device is not None:
-        columns += [right("N0 corrected"), right("N0 op model"), right("N0 measured"), right("N1 corrected")]
-        columns += [right("N1 measured")]
-    closed: dict[str, str] = {}
-    notes: list[str] = []
-    cells = []
-    for row in rows:
-        costs = [_cell(row[cost]) for cost in TABLE_COSTS]
-        for cost, info in ((c, row[c]) for c in TABLE_COSTS):
-            if info["exact"] and info["verdict"] in ("crosses", "multiple"):
-                closed[f"{COST_SHORT[cost]}({row['a']} → {row['b']})"] = display.text(
-                    sp.sympify(info["exact"], locals=dict(BY_NAME))
-                )
-            elif info["verdict"] in ("never", "multiple"):
-                notes.append(f"{cost}, d = {row['d']}: {info['summary']}")
-        extra = []
-        if device is not None:
-            extra = [_num(row.get("corrected_n0")), op_model_n0(row), _num(row.get("measured_n0"))]
-            extra += [_num(row.get(k)) for k in ("corrected_n1", "measured_n1")]
-        cells.append([row["a"], row["b"], str(row["d"]), *costs, *extra])
+    cells = [[row["a"], row["b"], str(row["d"]), *(_cell(row[cost]) for cost in TABLE_COSTS)] for row in rows]
     render.table(
         f"B is no more expensive than A from N = …  ({first['scope']}, {first['mode']}, h={heads}, b={batch})",
         columns,
         cells,
         keys=3,
         caption=f"N0: FLOPs ({first['convention']}). N1: peak memory ({first['dtype']}). "
-        "N traffic: unfused bytes moved. "
-        + describe(first["counting"])
-        + (" —: not measured at this setting." if device is not None else ""),
+        "N traffic: unfused bytes moved. " + describe(first["counting"]),
     )
+    _closed_forms(rows)
+
+
+def _device_table(rows: list[dict], heads: int, batch: int, device: str) -> None:
+    """One table per pair: N0 and N1 per head dim, analytic beside the device's corrected, op-model and
+    measured values (one narrow table instead of the wide one stacked four times at 80 columns)."""
+    first = rows[0]
+    slug = first.get("device", device)
+    render.line(
+        f"B is no more expensive than A from N = …  on {slug}  "
+        f"({first['scope']}, {first['mode']}, {first['dtype']}, h={heads}, b={batch})"
+    )
+    columns = [right("d"), Col(""), right("analytic"), right("corrected"), right("op model [95 %]"), right("measured")]
+    dashes = False
+    for pair in dict.fromkeys((row["a"], row["b"]) for row in rows):
+        cells = []
+        for row in (r for r in rows if (r["a"], r["b"]) == pair):
+            cells.append(
+                [str(row["d"]), "N0 time", _cell(row["flops"]), _num(row.get("corrected_n0")), op_model_n0(row),
+                 _measured(row, "n0")]
+            )  # fmt: skip
+            cells.append(
+                ["", "N1 memory", _cell(row["memory"]), _num(row.get("corrected_n1")), "", _measured(row, "n1")]
+            )
+        dashes = dashes or any("—" in cell for cell_row in cells for cell in cell_row)
+        render.table(f"\n{pair[0]} → {pair[1]}", columns, cells, keys=2)
+    render.sentence(
+        f"analytic: N0 where B needs no more FLOPs ({first['convention']}), N1 no more peak memory. corrected: "
+        "the device profile's fitted times and memory. op model: time predicted from the device's op "
+        "calibration, zero-shot. measured: found by timing on the device (± its spread). "
+        + ("—: the device has no value at this setting. " if dashes else "")
+        + describe(first["counting"])
+    )
+    _closed_forms(rows)
+
+
+def _measured(row: dict, which: str) -> str:
+    value, spread = row.get(f"measured_{which}"), row.get(f"{which}_uncertainty")
+    if value is None:
+        return "—"
+    return f"{value:,.0f} ± {spread:,.0f}" if spread else f"{value:,.0f}"
+
+
+def _closed_forms(rows: list[dict]) -> None:
+    """The exact crossings behind the table's integers, and why a pair never or repeatedly crosses."""
+    closed: dict[str, str] = {}
+    notes: list[str] = []
+    for row in rows:
+        for cost in TABLE_COSTS:
+            info = row[cost]
+            if info["exact"] and info["verdict"] in ("crosses", "multiple"):
+                closed[f"{COST_SHORT[cost]}({row['a']} → {row['b']})"] = display.text(
+                    sp.sympify(info["exact"], locals=dict(BY_NAME))
+                )
+            elif info["verdict"] in ("never", "multiple"):
+                notes.append(f"{cost}, d = {row['d']}: {info['summary']}")
     if closed:
         render.line("Closed forms (the crossing before rounding up, large-N branches):")
         for key, value in closed.items():

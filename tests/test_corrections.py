@@ -140,7 +140,9 @@ def test_crossover_with_a_device_profile(attn_cost, tmp_path) -> None:
     (row,) = r.json()["results"]
     assert row["corrected_n0"] is not None and row["measured_n0"] == 123.0 and row["corrected_n1"] == row["n1"]
     shown = attn_cost("crossover", "--d", "32", "--pair", "softmax:linear", "--device", path)
-    assert shown.code == 0 and "N0 corrected" in shown.out
+    assert shown.code == 0 and "corrected" in shown.out and "N0 time" in shown.out
+    n0_line = next(line for line in shown.out.splitlines() if "N0 time" in line)
+    assert n0_line.endswith("123 ± 4")  # the profile's measured N0 and its spread, in the measured column
 
 
 def test_crossover_with_an_unknown_device_is_one_line(attn_cost) -> None:
