@@ -181,21 +181,23 @@ def profile(
 
 
 def _profile_table(rows: list[dict], measurer, n_max: int) -> None:
+    """One narrow table per pair: N0 and N1 per head dim, the model's beside the measured, and what it took."""
     dev = measurer.store.device
-    cells = [
-        [
-            r["a"], r["b"], str(r["d"]),
-            _n(r["analytic_n0"]), _measured(r, "n0", n_max), _n(r["analytic_n1"]), _measured(r, "n1", n_max),
-            str(r["lengths_timed"]), f"{r['seconds']:.0f}",
-        ]
-        for r in rows
-    ]  # fmt: skip
-    columns = [Col("A"), Col("B"), right("d"), right("N0 model"), right("N0 measured"), right("N1 model")]
-    render.table(
-        f"Measured transition points on {dev['name']} ({dev['kind']}, {dev['threads']} threads)",
-        [*columns, right("N1 measured"), right("timed"), right("s")],
-        cells,
-        keys=3,
+    render.line(f"Measured transition points on {dev['name']} ({dev['kind']}, {dev['threads']} threads)")
+    columns = [right("d"), Col(""), right("model"), right("measured"), right("lengths"), right("seconds")]
+    for pair in dict.fromkeys((r["a"], r["b"]) for r in rows):
+        cells = []
+        for r in (r for r in rows if (r["a"], r["b"]) == pair):
+            cells.append(
+                [str(r["d"]), "N0 time", _n(r["analytic_n0"]), _measured(r, "n0", n_max), str(r["lengths_timed"]),
+                 f"{r['seconds']:.0f}"]
+            )  # fmt: skip
+            cells.append(["", "N1 memory", _n(r["analytic_n1"]), _measured(r, "n1", n_max), "", ""])
+        render.table(f"\n{pair[0]} → {pair[1]}", columns, cells, keys=2)
+    render.sentence(
+        "model: where B needs no more FLOPs (N0) or peak memory (N1). measured: found on this device (± the "
+        "spread of repeated searches). lengths: sequence lengths whose timings were kept (disturbed runs are "
+        "thrown away). seconds: wall time spent on the pair."
     )
 
 
@@ -205,6 +207,7 @@ def provenance(measurer) -> dict:
         "store": str(measurer.store.path),
         "measured_now": measurer.measured,
         "reused": measurer.reused,
+        "reused_from": dict(measurer.store.hits),
         "disturbance": measurer.seen.as_json(),
     }
 
@@ -213,12 +216,15 @@ def said(rows: list[dict], measurer) -> None:
     """One line per crossover not reported (and why), then what was measured now and what was reused."""
     for r in rows:
         if r.get("n0_note"):
-            err.print(escape(f"{r['a']} vs {r['b']} at d = {r['d']}: N0 not measured: {r['n0_note']}"))
+            render.sentence(f"{r['a']} vs {r['b']} at d = {r['d']}: N0 not measured: {r['n0_note']}", indent=0)
     done = f"{measurer.measured} measurements made now" if measurer.measured else "Nothing measured now"
-    reused = f", {measurer.reused} reused from {measurer.store.path} (--fresh measures them again)"
+    hits = measurer.store.hits
+    sources = [f"{hits['stored']} from {measurer.store.path}"] if hits["stored"] else []
+    sources += [f"{hits['shipped']} from the measurements shipped with attn-cost"] if hits["shipped"] else []
+    reused = f", reused {' and '.join(sources)} (--fresh measures them again)" if sources else ""
     thrown = measurer.seen.disturbed
     extra = f"; {thrown} of {measurer.seen.calls} timed runs thrown away as disturbed" if thrown else ""
-    render.prose(escape(f"{done}{reused if measurer.reused else ''}{extra}."))
+    render.prose(escape(f"{done}{reused}{extra}."))
 
 
 def _n(value) -> str:

@@ -607,6 +607,8 @@ class ResultStore:
             self.warnings += warnings
         self.session: dict[str, dict] = {}
         """Records added through this store object (what this process measured)."""
+        self.hits = {"stored": 0, "shipped": 0}
+        """Lookups answered from the database and from the measurements shipped with attn-cost."""
 
     @property
     def records(self) -> dict[str, dict]:
@@ -620,12 +622,19 @@ class ResultStore:
         return {k: rec for k, rec in merged.items() if "replicate" not in rec}
 
     def get(self, key: str) -> dict | None:
-        """The stored measurement with this key (an index probe), else the shipped one, else None."""
+        """The stored measurement with this key (an index probe), else the shipped one, else None; counts
+        where each came from (`hits`)."""
         if key in self.session:
             return self.session[key]
         if not self.reuse:
             return None
-        return self.db.get(self.slug, key) or self.shipped.get(key)
+        found = self.db.get(self.slug, key)
+        source = "stored"
+        if found is None:
+            found, source = self.shipped.get(key), "shipped"
+        if found is not None:
+            self.hits[source] += 1
+        return found
 
     def add(self, record: dict) -> dict:
         """Stamp, check, store (one transaction) and return a record."""
