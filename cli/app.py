@@ -38,12 +38,23 @@ app = typer.Typer(
 
 
 INTERRUPTED = 130
-_state: dict = {"measuring": False, "notes": []}
+_state: dict = {"stores": [], "notes": []}
 
 
-def measuring_started() -> None:
-    """Called once a command starts writing measurements: Ctrl-C then says they are kept."""
-    _state["measuring"] = True
+def measuring_started(store) -> None:
+    """Called once a command opens the store it measures into: Ctrl-C or an error then says what is kept."""
+    _state["stores"].append(store)
+
+
+def kept() -> str:
+    """What an interrupted or failed measuring command leaves ('' for a command that measures nothing)."""
+    if not _state["stores"]:
+        return ""
+    made = sum(len(getattr(s, "session", {})) for s in _state["stores"])
+    if not made:
+        return "; nothing had been measured yet"
+    where = ", ".join(dict.fromkeys(str(s.path) for s in _state["stores"]))
+    return f"; the {made} measurements made so far are saved in {where}: run the same command again to resume"
 
 
 def note(text: str) -> None:
@@ -110,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     from attn_cost.cli import commands  # noqa: F401  (registers the commands)
     from attn_cost.cli.trace import add_user_options
 
-    _state["measuring"], _state["notes"] = False, []
+    _state["stores"], _state["notes"] = [], []
     try:
         command = typer.main.get_command(app)
         add_user_options(command)  # --variants PATH and --trace PATH:NAME on every command
@@ -122,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         return _error(_with_help_hint(e), code=2)
     except UserError as e:
-        return _error(str(e))
+        return _error(f"{e}{kept()}")
     except (typer.Abort, KeyboardInterrupt):
         result = INTERRUPTED
     except RecursionError:
@@ -147,9 +158,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def interrupted() -> int:
     """The Ctrl-C line; only commands that measure keep something worth resuming."""
-    if _state["measuring"]:
-        return _error("interrupted; measurements made so far are saved: run the same command again to resume", 130)
-    return _error("interrupted", code=130)
+    return _error(f"interrupted{kept()}", code=130)
 
 
 def describe_os_error(e: OSError) -> str:

@@ -7,13 +7,13 @@ from typing import Optional
 
 import typer
 from attn_cost.cli import options as o
+from attn_cost.cli import render
 from attn_cost.cli.analytic import emit
 from attn_cost.cli.app import app
-from attn_cost.cli.measure import CPU, FRESH, GPU, STORE, THREADS, console, err, open_measurer
+from attn_cost.cli.measure import CPU, FRESH, GPU, STORE, THREADS, err, open_measurer
+from attn_cost.cli.render import Col, right
 from attn_cost.costmodel.derive import dtype_bytes
-from rich import box
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 
 @app.command()
@@ -26,8 +26,8 @@ def calibrate(
     quick: bool = typer.Option(
         False,
         "--quick",
-        help="A coarse grid of about 300 shapes, exact shapes at every third length and (without --d) d = 16 only: "
-        "a smoke test, not for predictions.",
+        help="A coarse grid, exact shapes at every third length and (without --d) d = 16 only: a smoke test, "
+        "not for predictions.",
     ),
     store: Optional[Path] = STORE,
     fresh: bool = FRESH,
@@ -62,7 +62,7 @@ def calibrate(
     dtype_bytes(dtype)
     from attn_cost.profilers.calibrate import LINE_D, Calibrator, cache_sizes, line_grid
     from attn_cost.profilers.calibrate import calibrate as run_calibration
-    from attn_cost.profilers.files import claim, is_json_of
+    from attn_cost.profilers.files import claim, is_json_of, same_file
     from attn_cost.profilers.opmodel import LINES, OPMODEL_KIND, user_dir
 
     target = out or user_dir()
@@ -101,31 +101,40 @@ def calibrate(
               "saved_to": str(path)})  # fmt: skip
         return
     dev = model.device
-    table = Table(title=f"Op model of {dev['name']} ({dev['kind']}, {dev.get('threads')} threads)", box=box.SIMPLE_HEAD)
-    for col in ("kernel", "form", "launch µs", "large GB/s", "peak GFLOP/s"):
-        table.add_column(col, justify="left" if col in ("kernel", "form") else "right")
+    rows = []
     for name, k in summary["kernels"].items():
         big = [x for x in k.get("large_bytes_per_s", []) if x]
-        table.add_row(
+        rows.append([
             name,
             k["form"],
             f"{k['launch_s'] * 1e6:.2f}",
             f"{min(big) / 1e9:.1f}" if big else "—",
             f"{k['peak_flops_per_s'] / 1e9:.1f}" if k["form"] == "gemm" else "—",
-        )
-    console.print(table)
+        ])  # fmt: skip
+    render.table(
+        f"Op model of {dev['name']} ({dev['kind']}, {dev.get('threads')} threads)",
+        [Col("kernel"), Col("form"), right("launch µs"), right("large GB/s"), right("peak GFLOP/s")],
+        rows,
+    )
     caches_txt = ", ".join(f"{k} {v / 1024:,.0f} KiB" for k, v in caches.items())
-    console.print(
-        f"Caches: {caches_txt}. {n_grid} grid shapes, {n_lines} exact shapes of the variants' ops, "
-        f"{calibrator.measured} newly timed."
+    render.sentence(
+        f"Caches: {caches_txt}. {n_grid:,} grid shapes, {n_lines:,} exact shapes of the variants' ops, "
+        f"{calibrator.measured:,} newly timed.",
+        indent=0,
     )
     for family, e in model.held_out.items():
         what = "lengths left out of a line" if family == LINES else "shapes off the grid"
-        console.print(
+        render.sentence(
             f"Held-out error ({family}, {e['shapes']} {what}): "
-            f"median {100 * e['median_abs_error']:.1f} %, worst {100 * e['max_abs_error']:.1f} %"
+            f"median {100 * e['median_abs_error']:.1f} %, worst {100 * e['max_abs_error']:.1f} %",
+            indent=0,
         )
-    console.print(f"Saved the op model to {path}; `attn-cost validate` and `crossover --device {model.slug}` use it.")
+    if same_file(path.parent, user_dir()):
+        used = f"`attn-cost validate` and `crossover --device {model.slug}` use it."
+    else:
+        used = (f"it is not where attn-cost looks (`{user_dir()}`): use it with `attn-cost validate --calibration "
+                f"{path}`, or copy it there for `crossover --device {model.slug}`.")  # fmt: skip
+    render.sentence(f"Saved the op model to {path}; {used}", indent=0)
 
 
 def _check_dir(path: Path) -> None:

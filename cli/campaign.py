@@ -39,8 +39,12 @@ def campaign(
     repeats: Optional[int] = typer.Option(None, "--repeats", help="Timed runs per length (default 5)."),
     max_lengths: Optional[int] = typer.Option(None, "--max-lengths", help="Lengths timed per pair and d (12)."),
     max_n: Optional[int] = typer.Option(None, "--max-n", help="Longest N (default 65536 on CUDA, 16384 on CPU)."),
-    minutes: Optional[float] = typer.Option(None, "--minutes", help="Time budget (default 20; see the docs)."),
-    calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate", help="Calibrate the op model first."),
+    minutes: Optional[float] = typer.Option(
+        None, "--minutes", help="Time budget in minutes (default 20; 10 with --quick)."
+    ),
+    calibrate: bool = typer.Option(
+        True, "--calibrate/--no-calibrate", help="Calibrate the op model after the profiles."
+    ),
     sdpa_backend: Optional[str] = SDPA_BACKEND,
     threads: Optional[int] = THREADS,
     store: Optional[Path] = STORE,
@@ -170,8 +174,22 @@ def _summary_tables(summary: dict) -> None:
         )
     for what in summary["skipped"]:
         render.line(f"skipped: {what}", markup=False)
+    render.sentence(_usable(summary["usable"]), indent=0)
     files = ", ".join(summary["files"])
     render.line(f"Wrote {files} to {summary['plan']['out']} in {summary['elapsed_s']:.0f} s.", markup=False)
+
+
+def _usable(usable: dict) -> str:
+    """One sentence on what the run produced that can be used, and what to do when it is nothing."""
+    planned = usable["units_planned"]
+    found = f"N0 measured for {usable['n0_measured']} of {planned} units, N1 for {usable['n1_measured']}"
+    profiles = ", ".join(usable["profiles"]) or "none"
+    calibration = "written" if usable["opmodel"] else "none"
+    text = f"Usable: {found}; device profiles: {profiles}; op calibration: {calibration}."
+    if not (usable["n0_measured"] or usable["n1_measured"] or usable["profiles"] or usable["opmodel"]):
+        text += (" Nothing usable yet (a disturbed machine or too short a budget): every measurement made is "
+                 "kept; run the same command again to continue.")  # fmt: skip
+    return text
 
 
 def _keep(cells: list, heads: list[str], fitted: bool, ops: bool) -> list:

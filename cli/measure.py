@@ -114,7 +114,7 @@ def open_measurer(
     results = ResultStore(fingerprint, store, reuse=not fresh)
     for warning in results.warnings:
         render.warn(warning)
-    measuring_started()
+    measuring_started(results)
     return Measurer(device, results, scope=scope, dtype=dtype, repeats=repeats, sdpa_backend=sdpa_backend)
 
 

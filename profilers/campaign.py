@@ -214,7 +214,19 @@ class Campaign:
             "validation": self.validation,
             "profiles": self.profiles,
             "skipped": self.skipped,
+            "usable": self.usable(),
             "files": sorted(p.name for p in self.out.iterdir() if p.is_file() and not p.name.startswith(".")),
+        }
+
+    def usable(self) -> dict:
+        """What the run has that a user can use: transition points found, profiles, an op calibration."""
+        planned = len(self.plan.pairs) * len(self.plan.ds) * len(self.plan.dtypes)
+        return {
+            "units_planned": planned,
+            "n0_measured": sum(u.get("measured_n0") is not None for u in self.units),
+            "n1_measured": sum(u.get("measured_n1") is not None for u in self.units),
+            "profiles": sorted(self.profiles),
+            "opmodel": self.opmodel is not None,
         }
 
     def write(self, name: str, text: str, recognise: Callable[[Path], bool], what: str) -> Path:

@@ -377,11 +377,18 @@ def test_ctrl_c_message_says_saved_only_for_measuring_commands(monkeypatch, caps
     code, _, err = _run(["crossover", "--d", "8"], capsys)
     assert code == 130 and err == "attn-cost: error: interrupted\n"
 
+    from types import SimpleNamespace
+
     from attn_cost.cli import app
 
-    app.measuring_started()
+    store = SimpleNamespace(path="/tmp/results.db", session={})
+    app.measuring_started(store)
     assert app.interrupted() == 130
-    assert "measurements made so far are saved" in capsys.readouterr().err
+    assert capsys.readouterr().err == "attn-cost: error: interrupted; nothing had been measured yet\n"
+    store.session.update(a={}, b={})
+    assert app.interrupted() == 130
+    err = capsys.readouterr().err
+    assert "the 2 measurements made so far are saved in /tmp/results.db" in err and "resume" in err
 
 
 @pytest.mark.parametrize(

@@ -63,7 +63,8 @@ def test_a_torn_results_line_is_a_warning_and_a_foreign_file_an_error(attn_cost,
     foreign.write_text("this is not a results database\n")
     bad = attn_cost("measure", "--variant", "softmax", "--n", "16", "--d", "8", "--store", str(foreign))
     errors = [line for line in bad.err.splitlines() if line.startswith("attn-cost: error:")]
-    assert bad.code == 2 and len(errors) == 1 and "cannot open the results database" in errors[0]
+    assert bad.code == 2 and len(errors) == 1 and "not an attn-cost results database" in errors[0]
+    assert foreign.read_text() == "this is not a results database\n"
 
 
 def test_measure_reports_time_and_modelled_memory(attn_cost) -> None:
