@@ -103,4 +103,4 @@ def test_an_interrupted_command_says_so_and_exits_130(monkeypatch, capsys) -> No
 
     monkeypatch.setattr(prof, "profile_pair", interrupt)
     assert main(["profile", "--cpu", "--d", "8"]) == 130
-    assert "resume" in capsys.readouterr().err
+    assert capsys.readouterr().err.strip() == "attn-cost: error: interrupted; nothing had been measured yet"
