@@ -358,7 +358,7 @@ def decode(
 @app.command()
 @o.with_counting
 def formula(
-    variant: str = typer.Argument(..., help="Variant name (see `attn-cost variants`)."),
+    variant: str = typer.Argument(..., metavar="NAME", help="Variant name (see `attn-cost variants`)."),
     convention: str = o.CONVENTION,
     dtype: str = o.DTYPE,
     scope: Optional[str] = o.SCOPE,

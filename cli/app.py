@@ -8,7 +8,9 @@ plotly) are imported inside the commands that need them, so the analytic command
 from __future__ import annotations
 
 import os
+import re
 import sys
+import textwrap
 from typing import NoReturn, Optional
 
 import typer
@@ -99,9 +101,11 @@ METAVARS = {
 
 
 def polish_help(command) -> None:
-    """Metavars for every option of every command: `--d INT [--d ...]` shows how to repeat an option,
-    `--pair A:B` what a value looks like (typer would print `<list[int]>`)."""
-    for sub in [command, *getattr(command, "commands", {}).values()]:
+    """Metavars for every option of every command: `--d INT [--d ...]` shows how to repeat an
+    option, `--pair A:B` what a value looks like (typer would print `<list[int]>`); help text wrapped without
+    splitting a hyphenated name (`attn-cost`, `taylorshift-efficient`)."""
+    for sub in _commands(command):
+        sub.context_class = _unhyphenated(sub.context_class)
         for param in sub.params:
             if param.param_type_name != "option" or getattr(param, "is_flag", False) or not param.opts:
                 continue
@@ -109,6 +113,48 @@ def polish_help(command) -> None:
             bare = param.bare_type().removeprefix("list[").removesuffix("]")
             one = METAVARS.get(flag, {"int": "INT", "float": "FLOAT", "Path": "PATH"}.get(bare, "TEXT"))
             param.metavar = f"{one} [{flag} ...]" if param.type_descriptor.is_list else one
+
+
+def _commands(command) -> list:
+    """A command and every command below it (the `results` group's subcommands too)."""
+    return [command, *(c for sub in getattr(command, "commands", {}).values() for c in _commands(sub))]
+
+
+def _plain_metavars(text: str) -> str:
+    """`{FILE...}...` and `FILE... <list[Path]>` (some typers' argument spellings) as `FILE...`."""
+    text = re.sub(r" <[^<>]*>$", "", text)
+    return re.sub(r"\{([^{}]*?)(?:\.\.\.)?\}(\.\.\.)?", lambda m: m[1] + ("..." if "..." in m[0] else ""), text)
+
+
+def _unhyphenated(context_class):
+    """The command's context class, with a help formatter whose option table never breaks a line at a hyphen
+    and whose arguments read as their metavars (Context.formatter_class is click's hook for this)."""
+    if getattr(context_class, "unhyphenated", False):
+        return context_class
+
+    class Formatter(context_class.formatter_class):
+        def write_usage(self, prog: str, args: str = "", prefix: str | None = None) -> None:
+            super().write_usage(prog, _plain_metavars(args), prefix)
+
+        def write_dl(self, rows, col_max: int = 30, col_spacing: int = 2) -> None:
+            rows = [(_plain_metavars(first), second) for first, second in rows]
+            first_col = min(max((len(first) for first, _ in rows), default=0), col_max) + col_spacing
+            for first, second in rows:
+                self.write(f"{'':>{self.current_indent}}{first}")
+                if not second:
+                    self.write("\n")
+                    continue
+                if len(first) <= first_col - col_spacing:
+                    self.write(" " * (first_col - len(first)))
+                else:
+                    self.write("\n" + " " * (first_col + self.current_indent))
+                width = max(self.width - first_col - 2, 10)
+                lines = textwrap.wrap(second, width, break_on_hyphens=False, break_long_words=False) or [""]
+                self.write(lines[0] + "\n")
+                for line in lines[1:]:
+                    self.write(f"{'':>{first_col + self.current_indent}}{line}\n")
+
+    return type("Context", (context_class,), {"formatter_class": Formatter, "unhyphenated": True})
 
 
 def fail(message: str) -> NoReturn:

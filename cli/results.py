@@ -216,7 +216,9 @@ def export(
 
 @results_app.command("import")
 def import_(
-    paths: list[Path] = typer.Argument(..., help="JSON-lines files written by `attn-cost results export`."),
+    paths: list[Path] = typer.Argument(
+        ..., metavar="FILE...", help="JSON-lines files written by `attn-cost results export`.", show_default=False
+    ),
     store: Optional[Path] = STORE,
     as_json: bool = JSON,
 ) -> None:
