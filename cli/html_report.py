@@ -19,6 +19,10 @@ from plotly.subplots import make_subplots
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
 COST_TITLE = {"flops": "FLOPs", "memory": "peak memory (bytes)", "traffic": "memory traffic (bytes)"}
 PAIR_KEY = {"flops": "n0", "memory": "n1", "traffic": "n_traffic"}
+DASHES = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"]
+"""One dash pattern per variant: curves with equal values (softmax and direct TaylorShift in FLOPs) stay visible."""
+LABEL_STEP = 0.09
+"""Vertical distance, in panel heights, between the stacked labels of a panel's crossings."""
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; line-height: 1.45; }
 h1 { margin-bottom: 0.2em; } h2 { margin-top: 2em; border-bottom: 1px solid #ccc; padding-bottom: 0.2em; }
@@ -146,14 +150,21 @@ def _curves(data: dict, colors: dict) -> str:
         "set left a cache level.</p>"
     ]
     measured = data.get("measured") or {}
+    tags = {tuple(p): chr(ord("a") + i) for i, p in enumerate(data["pairs"])}
+    out.append(
+        "<p class='note'>Crossings are labelled by pair: "
+        + "; ".join(f"<b>{t}</b> = {html.escape(a)} → {html.escape(b)}" for (a, b), t in tags.items())
+        + ". Variants drawn with the same values (the same maths) lie on one another: each has its own dash and width.</p>"
+    )
     for dv in data["d"]:
         key = str(dv)
         slots = [measured.get(key, {}).get(v, {}) for v in data["variants"]]
         has_time = any(p.get("time") or p.get("predicted") for p in slots)
         titles = [COST_TITLE[c] for c in ("flops", "memory", "traffic")] + (["time (s)"] if has_time else [])
         fig = make_subplots(rows=1, cols=len(titles), subplot_titles=titles, horizontal_spacing=0.06)
-        for v in data["variants"]:
-            line = {"mode": "lines", "line": {"color": colors[v]}}
+        for i, v in enumerate(data["variants"]):
+            width = max(4.5 - 1.2 * i, 1.5)  # an earlier variant drawn wider shows around a later one on top
+            line = {"mode": "lines", "line": {"color": colors[v], "dash": DASHES[i % len(DASHES)], "width": width}}
             for col, cost in enumerate(("flops", "memory", "traffic"), start=1):
                 _trace(fig, col, data["grid"], data["curves"][key][v][cost], v, v, col == 1, **line)
             points = measured.get(key, {}).get(v, {})
@@ -173,16 +184,23 @@ def _curves(data: dict, colors: dict) -> str:
             if has_time and points.get("predicted"):
                 n, t = zip(*points["predicted"], strict=True)
                 _trace(fig, 4, n, t, f"{v} op model", v, False, mode="lines", line={"color": colors[v], "width": 1})
+        marks: dict[int, list[tuple[float, str, str]]] = {}
         for row in (r for r in data["transitions"] if r["d"] == dv):
+            pair = tags[(row["a"], row["b"])]
             for col, cost in enumerate(("flops", "memory", "traffic"), start=1):
                 if row[PAIR_KEY[cost]]:
-                    _mark(fig, row[PAIR_KEY[cost]], col, f"{PAIR_KEY[cost].upper()} {row[PAIR_KEY[cost]]:,}", "dash")
+                    label = f"{pair}: {_key_label(PAIR_KEY[cost])} {row[PAIR_KEY[cost]]:,}"
+                    marks.setdefault(col, []).append((row[PAIR_KEY[cost]], label, "dash"))
             if has_time:
                 for m in measured.get("transitions", []):
                     if (m["a"], m["b"], m["d"]) == (row["a"], row["b"], dv) and m.get("measured_n0"):
-                        _mark(fig, m["measured_n0"], 4, f"N0 measured {m['measured_n0']:,.0f}", "solid")
+                        label = f"{pair}: N0 measured {m['measured_n0']:,.0f}"
+                        marks.setdefault(4, []).append((m["measured_n0"], label, "solid"))
                 if row["n0"]:
-                    _mark(fig, row["n0"], 4, "", "dash")
+                    marks.setdefault(4, []).append((row["n0"], "", "dash"))
+        span = (math.log10(data["grid"][0]), math.log10(data["grid"][-1]))
+        for col, col_marks in marks.items():
+            _marks(fig, col, col_marks, span)
         fig.update_xaxes(type="log", title_text="N")
         fig.update_yaxes(type="log")
         fig.update_layout(title=f"d = {dv}", height=420)
@@ -195,21 +213,30 @@ def _trace(fig: go.Figure, col: int, x, y, name: str, group: str, legend: bool, 
     fig.add_trace(go.Scatter(x=x, y=y, name=name, legendgroup=group, showlegend=legend, **style), row=1, col=col)
 
 
-def _mark(fig: go.Figure, n: float, col: int, text: str, dash: str) -> None:
-    """A labelled vertical line at N on a log axis: plotly takes the line in data units and the
-    label in log10 units there, so they are added separately."""
-    fig.add_vline(x=n, line_dash=dash, line_color="#888", row=1, col=col)
-    if text:
+def _key_label(key: str) -> str:
+    """N0, N1 or N traffic, as the tables name them."""
+    return {"n0": "N0", "n1": "N1", "n_traffic": "N traffic"}.get(key, key)
+
+
+def _marks(fig: go.Figure, col: int, marks: list[tuple[float, str, str]], span: tuple[float, float]) -> None:
+    """Vertical lines at the crossings of one panel, each labelled horizontally with its pair's tag and value,
+    the labels stacked one under another so two close crossings never overlap; a label right of the middle
+    ends at its line. Plotly takes the line in data units and the label in log10 units on a log axis, so they
+    are added separately."""
+    labelled = sorted((m for m in marks if m[1]), key=lambda m: m[0])
+    for n, _, dash in marks:
+        fig.add_vline(x=n, line_dash=dash, line_color="#888", row=1, col=col)
+    for level, (n, text, _) in enumerate(labelled):
         fig.add_annotation(
             x=math.log10(n),
-            y=1,
+            y=1 - LABEL_STEP * level,
             yref="y domain",
-            text=text,
+            text=html.escape(text),
             showarrow=False,
-            textangle=-90,
-            xanchor="right",
+            xanchor="left" if math.log10(n) < sum(span) / 2 else "right",
             yanchor="top",
-            font={"size": 9},
+            bgcolor="rgba(255,255,255,0.8)",
+            font={"size": 11},
             row=1,
             col=col,
         )
@@ -269,9 +296,9 @@ def _devices(data: dict) -> str:
     for dev in data["devices"]:
         info = dev["device"]
         out.append(
-            f"<h3>{html.escape(info['name'])} ({html.escape(info['kind'])}, torch {html.escape(info['torch'])}, "
-            f"{info['threads']} threads)</h3><p class='note'>Profile <code>{html.escape(dev['name'])}</code>, "
-            f"fitted {html.escape(dev['created'])}.</p>"
+            f"<h3>{html.escape(dev['name'])}: {html.escape(info['name'])} ({html.escape(info['kind'])}, torch "
+            f"{html.escape(info['torch'])}, {info['threads']} threads)</h3><p class='note'>Profile "
+            f"<code>{html.escape(dev['name'])}</code>, fitted {html.escape(dev['created'])}.</p>"
         )
         head = list(VALIDATION_COLUMNS)
         rows = []

@@ -594,17 +594,33 @@ def devices(as_json: bool = o.JSON) -> None:
     if not found:
         render.prose("No device profiles yet: `attn-cost validate` measures this device and writes one.")
         return
+    from attn_cost.profilers.opmodel import known_opmodels
+
+    calibrated = known_opmodels()
     cells = [
         [
             n,
-            escape(str(prof.device["name"])),
-            escape(str(prof.device.get("torch", ""))),
+            escape(_device_label(prof.device, [other.device for _, _, other in found])),
             str(prof.device.get("threads", "")),
-            " ".join(sorted(prof.time)),
-            prof.created,
-            escape(str(p)),
+            prof.created[:10],
+            "yes" if n in calibrated else "no",
         ]
-        for n, p, prof in found
+        for n, _, prof in found
     ]
-    columns = [Col("name"), Col("device"), Col("torch"), right("threads"), Col("variants", prose=True)]
-    render.table("Device profiles", [*columns, Col("created"), Col("file")], cells)
+    columns = [Col("name"), Col("device", prose=True), right("threads"), Col("fitted"), Col("op model")]
+    render.table("Device profiles", columns, cells)
+    render.sentence(
+        "Use one with `attn-cost crossover --device NAME` or `report --device NAME`; `devices --json` lists each "
+        "profile's variants, torch version and file.",
+        indent=0,
+    )
+
+
+def _device_label(device: dict, every: list[dict]) -> str:
+    """The device's name, with the fingerprint fields that tell it from other profiles of the same name."""
+    from attn_cost.profilers.device import IDENTITY
+
+    namesakes = [o for o in every if o.get("name") == device.get("name") and o is not device]
+    differ = [k for k in (*IDENTITY, "torch") if any(str(o.get(k)) != str(device.get(k)) for o in namesakes)]
+    details = ", ".join(f"{k} {device.get(k, '—')}" for k in differ[:3])
+    return f"{device.get('name')} ({details})" if details else str(device.get("name"))

@@ -185,13 +185,11 @@ def _predicted_times(out: dict, profile, variants: list[str], ds: list[int], set
 
 
 def _devices(device: str | None) -> list[dict]:
-    """Every device profile available (the chosen one first): constants and predicted vs measured."""
+    """The chosen device profile, or every one available when none is chosen: constants and predicted vs
+    measured (a report on one device never shows another's numbers beside its own)."""
     from attn_cost.profilers.corrections import known_profiles, load_profile
 
-    chosen = [load_profile(device)] if device else []
-    others = [
-        load_profile(str(path)) for name, path in known_profiles().items() if not chosen or name != chosen[0].slug
-    ]
+    profiles = [load_profile(device)] if device else [load_profile(str(p)) for p in known_profiles().values()]
     return [
         {
             "name": prof.slug,
@@ -200,7 +198,7 @@ def _devices(device: str | None) -> list[dict]:
             "time": {k: v.as_json() for k, v in prof.time.items()},
             "validation": prof.validation,
         }
-        for prof in chosen + others
+        for prof in profiles
     ]
 
 

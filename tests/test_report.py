@@ -93,6 +93,34 @@ def test_report_shows_the_op_model_in_its_table_and_against_d(report: Path) -> N
     assert text.count(", op model") >= len(data["versus_d"])
 
 
+def test_a_device_report_shows_that_device_alone(report: Path) -> None:
+    data = _embedded(report)
+    slugs = {row.get("device") for row in data["transitions"]} - {None}
+    assert [dev["name"] for dev in data["devices"]] == sorted(slugs)  # no other profile under the same heading
+    text = report.read_text(encoding="utf-8")
+    for dev in data["devices"]:
+        assert f"<h3>{dev['name']}: " in text  # the heading says which profile it is
+
+
+def test_crossing_labels_name_their_pair_and_never_share_a_height(report: Path) -> None:
+    data = _embedded(report)
+    text = report.read_text(encoding="utf-8")
+    for tag, (a, b) in zip("ab", data["pairs"], strict=False):
+        assert f"<b>{tag}</b> = {a} → {b}" in text
+    figure = re.search(r'Plotly.newPlot\(\s*"curves-d16",\s*(\[.*?\]),\s*(\{.*?\})\s*,\s*\{"displaylogo', text, re.S)
+    layout = json.loads(figure.group(2))
+    labels = [a for a in layout["annotations"] if re.match(r"[ab]: N", a.get("text", ""))]
+    assert labels, "no crossing labels"
+    assert all(a.get("textangle") in (None, 0) for a in labels)  # horizontal, readable
+    heights = {}
+    for a in labels:
+        heights.setdefault(a["xref"], []).append(a["y"])
+    assert all(len(ys) == len(set(ys)) for ys in heights.values())  # stacked: none drawn over another
+    traces = json.loads(figure.group(1))
+    dashes = {t["name"]: t["line"]["dash"] for t in traces if t.get("mode") == "lines" and t.get("showlegend")}
+    assert len(set(dashes.values())) == len(dashes)  # equal curves stay visible: each variant its own dash
+
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
