@@ -154,7 +154,8 @@ def _curves(data: dict, colors: dict) -> str:
     out.append(
         "<p class='note'>Crossings are labelled by pair: "
         + "; ".join(f"<b>{t}</b> = {html.escape(a)} → {html.escape(b)}" for (a, b), t in tags.items())
-        + ". Variants drawn with the same values (the same maths) lie on one another: each has its own dash and width.</p>"
+        + ". Variants drawn with the same values (the same maths) lie on one another: each has its own dash "
+        "and width.</p>"
     )
     for dv in data["d"]:
         key = str(dv)
