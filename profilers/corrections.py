@@ -131,9 +131,12 @@ def fit_memory(samples: list[tuple[int, int]]) -> MemoryFit:
 
 
 def _value(expr: sp.Expr, sizes: dict) -> float:
-    from attn_cost.costmodel.symbols import BY_NAME
+    """An expression at sizes keyed by name; a variant-specific size not given (Performer's m, a window w) takes
+    its default, as the measurement that `sizes` describes did."""
+    from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS
 
-    return float(expr.xreplace({BY_NAME[k]: v for k, v in sizes.items() if k in BY_NAME}))
+    values = {**DEFAULTS, **{BY_NAME[k]: v for k, v in sizes.items() if k in BY_NAME}}
+    return float(expr.xreplace(values))
 
 
 def corrected_time_curve(fit: TimeFit, variant: str, dims: dict, setting: Setting) -> list[Poly]:
