@@ -7,6 +7,7 @@ Parameters are created on the first call: run a case once (a warm-up) before mea
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -153,7 +154,10 @@ def build_case(variant: str, scope: str, sizes: Sizes, dtype: str = "fp32", devi
         make = inputs((s.b, s.h, s.N, qk), (s.b, kvh, s.N, qk), (s.b, kvh, s.N, s.d))
         return Case(variant, scope, s, dtype, device, core, make, params)
     if scope == "decode":
-        return Case(variant, scope, s, dtype, device, ref.decode, _decode_inputs(variant, s, inputs), params)
+        step = ref.decode
+        if variant.startswith("sliding-window"):  # the rolling buffer: token N goes to slot N mod w
+            step = functools.partial(ref.decode, slot=s.N % s.window, valid=min(s.N + 1, s.window))
+        return Case(variant, scope, s, dtype, device, step, _decode_inputs(variant, s, inputs), params)
     surround = SURROUNDINGS[scope]
 
     def run(box: list[Tensor]) -> Tensor:
@@ -188,6 +192,9 @@ def _decode_inputs(variant: str, s: Sizes, inputs) -> Callable[[], list[Tensor]]
         return inputs((b, h, 1, d), (b, kv, 1, d), (b, kv, 1, d), (b, kv, n + 1, d), (b, kv, n + 1, d))
     if variant.startswith("softmax"):
         return inputs((b, h, 1, d), (b, h, 1, d), (b, h, 1, d), (b, h, n + 1, d), (b, h, n + 1, d))
+    if variant.startswith("sliding-window"):
+        w = s.window
+        return inputs((b, h, 1, d), (b, h, 1, d), (b, h, 1, d), (b, h, w, d), (b, h, w, d))
     if variant.startswith("linear"):
         make = inputs((b, h, d), (b, h, d), (b, h, d), (b, h, d, d), (b, h, d, 1))
 

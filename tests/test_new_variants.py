@@ -32,6 +32,8 @@ SCOPES = {
     "gqa": ("core", "layer", "block", "decode"),
     "gqa-causal": ("core", "layer"),
     "linear-causal-fused": ("core", "layer", "decode"),
+    "sliding-window": ("core", "layer", "block", "decode"),
+    "sliding-window-fused": ("core", "layer", "decode"),
 }
 # sizes away from the defaults: h_kv < h, windows shorter and longer than N, k > N, N < c and N = c
 SIZES = [
@@ -60,8 +62,31 @@ def test_sliding_window_memory_grows_with_n_w_only_when_materialised() -> None:
         branches = derive(name).peak().branches
         return any(t.has(N) and t.has(w) for e in branches for t in sp.Add.make_args(sp.expand(e)))
 
-    assert n_times_w("sliding-window")  # the N×w band and the K, V windows
+    assert n_times_w("sliding-window")  # the N×w band and its softmax
     assert not n_times_w("sliding-window-fused")  # one row of w scores at a time
+    # no term N·w·d: the K and V windows are strided views, not copies
+    for e in derive("sliding-window").peak().branches:
+        assert not any(t.has(N) and t.has(w) and t.has(d) for t in sp.Add.make_args(sp.expand(e)))
+
+
+def test_banded_sliding_window_needs_less_memory_than_causal_softmax_from_n_near_w() -> None:
+    """By hand (fp32, one head, d = 64, w = 256): the band keeps S and P (2·N·w) and Q or the output (N·d);
+    causal softmax keeps S and P (2·N²): they cross at N = w."""
+    at = {b: 1, h: 1, d: 64, w: 256}
+    band = derive("sliding-window").peak("fp32").expr.xreplace(at)
+    full = derive("softmax-causal").peak("fp32").expr.xreplace(at)
+    n = 1024
+    assert band.xreplace({N: n}) == 4 * (2 * n * 256 + n * 64)
+    assert band.xreplace({N: n}) < full.xreplace({N: n})
+    assert band.xreplace({N: 200}) > full.xreplace({N: 200})
+
+
+def test_sliding_window_decode_holds_a_rolling_buffer_of_w() -> None:
+    """Mistral's rolling buffer: 2·w·d cache elements per head whatever N, and 4·w·d FLOPs per token."""
+    g = derive("sliding-window", "decode")
+    assert N not in g.peak("fp32").expr.free_symbols and N not in g.flops(MATMUL).free_symbols
+    assert sp.expand(g.flops(MATMUL) - 4 * b * h * w * d) == 0
+    assert g.peak("fp32").at({b: 1, h: 1, d: 64, w: 4096})[0] >= 4 * 2 * 4096 * 64
 
 
 def test_gqa_decode_holds_a_cache_of_2_n_h_kv_d_elements() -> None:
@@ -170,6 +195,24 @@ def test_sliding_window_attends_the_last_w_tokens(name: str, window: int) -> Non
     y, (q, k, v), _ = run(name, sizes)
     i, j = torch.arange(17).view(-1, 1), torch.arange(17).view(1, -1)
     assert rel_err(y, dense(q, k, v, (j <= i) & (j > i - window))) < 1e-5
+
+
+@pytest.mark.parametrize("n", [3, 9, 20])
+def test_sliding_window_decode_attends_the_last_w_tokens_of_the_rolling_buffer(n: int) -> None:
+    """Token n (0-based) with a buffer of w = 8 whose slot j holds the latest token t ≡ j (mod w)."""
+    window, dd = 8, 4
+    gen = torch.Generator().manual_seed(3)
+    keys, vals = torch.randn(1, 2, n + 1, dd, generator=gen), torch.randn(1, 2, n + 1, dd, generator=gen)
+    q = torch.randn(1, 2, 1, dd, generator=gen)
+    kc, vc = torch.randn(1, 2, window, dd, generator=gen), torch.randn(1, 2, window, dd, generator=gen)
+    for t in range(n):
+        kc[:, :, t % window], vc[:, :, t % window] = keys[:, :, t], vals[:, :, t]
+    case = build_case("sliding-window", "decode", Sizes(N=n, d=dd, h=2, b=1, w=window))
+    with torch.no_grad():
+        y = case.run([q, keys[:, :, n:], vals[:, :, n:], kc, vc])
+    lo = max(0, n - window + 1)
+    allowed = torch.ones(1, n + 1 - lo, dtype=torch.bool)
+    assert rel_err(y.double(), dense(q, keys[:, :, lo:], vals[:, :, lo:], allowed).double()) < 1e-5
 
 
 def test_gqa_shares_each_kv_head_among_its_group() -> None:
