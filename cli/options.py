@@ -72,9 +72,10 @@ N_KV = typer.Option(
     None, "--n-kv", help="Key/value length when it differs from the query length N (core scope; N <= N_kv)."
 )
 ALIGN = typer.Option(
-    "bottom-right",
+    "top-left",
     "--align",
-    help="Causal mask alignment when N differs from N_kv: bottom-right (decode, chunked prefill) or top-left.",
+    help="Causal mask alignment when N differs from N_kv: top-left (default: PyTorch's is_causal, as the causal "
+    "variants run it) or bottom-right (FlashAttention >= 2.1: decode, chunked prefill).",
 )
 KV_HEADS = typer.Option(None, "--kv-heads", help="Key/value heads of gqa, a divisor of --h (default 1: multi-query).")
 WINDOW = typer.Option(None, "--window", help="Sliding-window width w, keys per query (default 256).")
@@ -249,7 +250,7 @@ def counting(convention: str, scope: str) -> Counting:
         tile=chosen.get("tile", 128),
         backward=chosen.get("backward") or implied.get("backward", "autograd"),
         n_kv=n_kv,
-        align=chosen.get("align", "bottom-right"),
+        align=chosen.get("align", "top-left"),
     )
 
 

@@ -69,7 +69,8 @@ class Counting:
     tile: int = 128
     backward: str = "autograd"
     n_kv: int | None = None
-    align: str = "bottom-right"
+    align: str = "top-left"
+    """PyTorch's is_causal (what the catalogue's causal variants and their references run)."""
 
     def __post_init__(self) -> None:
         for value, known, flag in (
@@ -82,6 +83,11 @@ class Counting:
         for value, flag in ((self.tile, "--tile"), (self.n_kv, "--n-kv")):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise UserError(f"{flag} must be a positive integer, got {value}")
+        if self.causal == "tiles" and self.n_kv is not None and self.n_kv % self.tile:
+            raise UserError(
+                f"--causal-count tiles needs the tile T = {self.tile} to divide --n-kv {self.n_kv} (otherwise it "
+                "counts more than dense): choose --tile or --causal-count triangle"
+            )
 
     @property
     def key_length(self) -> sp.Expr:
@@ -114,6 +120,7 @@ class Counting:
         out = []
         if self.causal == "tiles":
             out.append(f"T = {self.tile} divides N" + (" and N_kv" if self.n_kv is not None else ""))
+            out.append("N >= T (below T one tile is the whole matrix: use dense)")
         if self.n_kv is not None and self.causal in ("triangle", "tiles"):
             out.append("N <= N_kv")
         return out

@@ -97,8 +97,57 @@ def test_n_kv_alignment_counts(nq: int, nk: int, align: str) -> None:
 
 def test_decode_alignment_is_the_xformers_question() -> None:
     """One query over 4,096 keys: bottom-right sees them all, top-left only the first."""
-    assert len(kept_pairs(1, 4096, "bottom-right")) == Counting("triangle", n_kv=4096).scores(1, 4096) == 4096
+    bottom_right = Counting("triangle", n_kv=4096, align="bottom-right")
+    assert len(kept_pairs(1, 4096, "bottom-right")) == bottom_right.scores(1, 4096) == 4096
     assert len(kept_pairs(1, 4096, "top-left")) == Counting("triangle", n_kv=4096, align="top-left").scores(1, 4096)
+
+
+def test_the_default_alignment_is_pytorchs_is_causal() -> None:
+    """softmax-fused-causal is SDPA with is_causal=True: with N < N_kv PyTorch keeps key j <= i (top-left)."""
+    import torch
+    import torch.nn.functional as F  # noqa: N812
+
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, n, 8, generator=gen, dtype=torch.float64) for n in (5, 12, 12))
+    got = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    for align in ("top-left", "bottom-right"):
+        allowed = torch.zeros(5, 12, dtype=torch.bool)
+        for i, j in kept_pairs(5, 12, align):
+            allowed[i, j] = True
+        same = torch.allclose(got, F.scaled_dot_product_attention(q, k, v, attn_mask=allowed))
+        assert same == (align == "top-left")
+    assert Counting("triangle", n_kv=12).scores(5, 12) == len(kept_pairs(5, 12, "top-left")) == 15
+
+
+def test_tiles_refuse_a_key_length_the_tile_does_not_divide(attn_cost) -> None:
+    with pytest.raises(UserError, match="divide"):
+        Counting("tiles", tile=128, n_kv=4000)
+    r = attn_cost("formula", "softmax-fused-causal", "--causal-count", "tiles", "--n-kv", "100")
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
+
+
+def test_the_flash_bench_row_says_which_counting_it_uses(attn_cost) -> None:
+    """The benchmark: 4·b·s²·h·d forward, halved when causal, fwd+bwd 3.5× forward: 7bhN²d in training."""
+    r = attn_cost("formula", "softmax-fused-causal", "--mode", "training", "--json")
+    assert r.code == 0, r.err
+    data = r.json()
+    env = {"b": b, "h": h, "N": N, "d": d}
+    assert sp.sympify(data["flops"]["flash-bench"], locals=env) == 14 * b * h * N**2 * d  # under dense, 2x
+    assert data["flops_counting"] == "Counting: causal dense, backward 2x."
+    own = data["flops_own_counting"]["flash-bench"]
+    assert sp.sympify(own["flops"], locals=env) == sp.Rational(7, 2) * 4 * b * h * N**2 * d / 2
+    assert own["counting"]["causal_count"] == "half" and own["counting"]["backward"] == "recompute"
+    r = attn_cost("formula", "softmax-fused-causal", "--mode", "training")
+    (line,) = [x for x in r.out.splitlines() if "its own" in x]
+    assert "7bhN²d" in line and "causal half" in line
+
+
+def test_linear_causal_fused_training_runs_the_kernels_backward() -> None:
+    """causal_product: 2 passes of 2·d·d_v per token forward, 5 backward (state recomputed, then reversed);
+    the normaliser φ(Qᵢ)·Zᵢ: 2d forward, 2× that backward."""
+    got = derive("linear-causal-fused", "core", "training").flops(MATMUL)
+    kernel = 2 * (2 * d * d) + 5 * (2 * d * d)
+    assert sp.expand(got - b * h * N * (kernel + 3 * 2 * d)) == 0
 
 
 @pytest.mark.parametrize(("nq", "nk", "tile"), [(16, 16, 4), (16, 24, 4), (12, 36, 6)])
@@ -148,7 +197,7 @@ def test_commands_take_the_switches_and_record_them(attn_cost) -> None:
     assert sp.sympify(data["flops"]["flash-bench"], locals={"b": b, "h": h, "N": N, "d": d}) == 7 * b * h * N**2 * d
     r = attn_cost("cheapest", "--variant", "softmax-causal", "--variant", "softmax-fused-causal", "--n-kv", "4096")
     assert r.code == 0, r.err
-    assert "N_kv=4,096 bottom-right" in r.out
+    assert "N_kv=4,096 top-left" in r.out
 
 
 @pytest.mark.parametrize(
