@@ -353,19 +353,80 @@ def test_tiled_traffic_is_theta_n2_d2_over_m() -> None:
 
 
 def test_io_command_finds_where_the_fused_kernel_moves_more_than_linear(attn_cost) -> None:
+    """FlashAttention-2 at d = 64 tiles 128 × 128 (flash_fwd_launch_template.h): per head, bf16, it moves
+    2·(2·N·64 + 2·N²·64/128) + 4·N bytes; linear attention's unfused bytes grow as N."""
     r = attn_cost("io", "--d", "64", "--variant", "softmax-fused", "--against", "linear", "--json")
     assert r.code == 0, r.err
     (row,) = r.json()["results"]
-    assert row["tiles"]["block_q"] == 64 and row["tiles"]["block_kv"] == 384  # min(⌈M/4d⌉, d), ⌈M/4d⌉
+    assert (row["tiles"]["block_q"], row["tiles"]["block_kv"]) == (128, 128)
+    assert row["tiles"]["gpu"] == "a100" and row["tiles"]["sram_bytes"] == 163 * 1024
     (vs,) = row["against"]
     assert vs["verdict_unfused_model"] == "never" and vs["verdict"] == "crosses"
-    n0 = vs["from_n"]
-    tiles = Tiles().resolve(64, "bf16")
-    fused = io_traffic(derive("softmax-fused"), tiles).xreplace({b: 1, h: 1, d: 64})
+
+    def fused(n: int) -> int:
+        return 2 * (2 * n * 64 + 2 * n * n * 64 // 128) + 4 * n
+
     linear = derive("linear").traffic("bf16").xreplace({b: 1, h: 1, d: 64})
-    assert fused.xreplace({N: n0}) >= linear.xreplace({N: n0}) and fused.xreplace({N: n0 - 1}) < linear.xreplace(
-        {N: n0 - 1}
+    n0 = next(n for n in range(1, 10**5) if all(fused(x) >= linear.xreplace({N: x}) for x in range(n, n + 50)))
+    assert vs["from_n"] == n0 == 653
+    assert row["per_length"]["4096"]["tiled"] == fused(4096)
+
+
+def test_fa2_traffic_does_not_depend_on_m_but_on_the_kernels_query_tile() -> None:
+    """K and V are streamed once per query block: Θ(N²d/B_r), the same for any on-chip memory."""
+    g = derive("softmax-fused")
+    at = {b: 1, h: 1, d: 64}
+    same = {io_traffic(g, Tiles(sram_bytes=kib * 1024).resolve(64, "bf16")).xreplace(at) for kib in (48, 96, 163)}
+    assert len(same) == 1
+    quad = [
+        sp.Poly(io_traffic(g, Tiles(block_q=bq, block_kv=64).resolve(64, "bf16")).xreplace(at), N).coeff_monomial(N**2)
+        for bq in (64, 128)
+    ]
+    assert quad == [2 * 2 * 64 / sp.Integer(64), 2 * 2 * 64 / sp.Integer(128)]
+
+
+@pytest.mark.parametrize(
+    ("gpu", "dd", "causal", "tile"),
+    [
+        ("a100", 64, False, (128, 128)),
+        ("h100", 32, True, (128, 128)),
+        ("a100", 128, False, (128, 64)),
+        ("h100", 128, True, (128, 64)),
+        ("a6000", 128, False, (128, 32)),
+        ("a6000", 128, True, (64, 64)),
+        ("l40s", 96, True, (64, 64)),
+        ("a100", 256, False, (128, 64)),
+        ("h100", 256, False, (64, 64)),
+        ("a100", 80, False, (128, 64)),
+    ],
+)
+def test_fa2_tiles_are_the_kernels(gpu: str, dd: int, causal: bool, tile: tuple[int, int]) -> None:
+    """kBlockM × kBlockN as flash-attention's csrc/flash_attn/src/flash_fwd_launch_template.h launches them."""
+    t = Tiles(gpu=gpu).resolve(dd, "bf16", causal)
+    assert (t.block_q, t.block_kv) == tile
+
+
+def test_tiled_traffic_never_falls_below_reading_q_k_v_once(attn_cost) -> None:
+    r = attn_cost(
+        "io",
+        "--d",
+        "64",
+        "--variant",
+        "softmax-fused",
+        "--against",
+        "linear",
+        "--sram",
+        "10000000",
+        "--block-q",
+        "65536",
+        "--block-kv",
+        "64",
+        "--json",
     )
+    assert r.code == 0, r.err
+    (row,) = r.json()["results"]
+    for n, v in row["per_length"].items():
+        assert v["tiled"] >= 2 * 4 * int(n) * 64 + 4 * int(n)  # Q, K, V read and O written (bf16), lse (fp32)
 
 
 @pytest.mark.parametrize(
@@ -374,6 +435,9 @@ def test_io_command_finds_where_the_fused_kernel_moves_more_than_linear(attn_cos
         ("io", "--variant", "linear"),
         ("io", "--sram", "10"),
         ("io", "--order", "fa3"),
+        ("io", "--block-q", "1024", "--block-kv", "1024"),
+        ("io", "--gpu", "v100"),
+        ("io", "--d", "512"),
         ("crossover", "--pair", "softmax:gqa", "--h", "3", "--kv-heads", "2"),
         ("crossover", "--pair", "softmax:sliding-window", "--window", "0"),
         ("crossover", "--pair", "softmax:sliding-window", "--n-kv", "100"),
