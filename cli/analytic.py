@@ -337,7 +337,7 @@ def formula(
     if as_json:
         emit(data)
         return
-    derived = derive(v.name, st.scope, mode, st.counting.n_kv is not None)
+    derived = derive(v.name, st.scope, mode, st.counting.n_kv is not None, st.counting.bias)
     fmt = display.latex if latex else display.text
     render.prose(f"[bold]{v.name}[/] ({st.scope}, {mode}) — {escape(v.summary)}\n  source: {escape(v.source)}")
     cells = []
@@ -439,7 +439,7 @@ def formula_data(
     """Everything `formula --json` prints, as plain data."""
     from attn_cost.costmodel.published import compare_published
 
-    derived = derive(name, scope, mode, counting.n_kv is not None)
+    derived = derive(name, scope, mode, counting.n_kv is not None, counting.bias)
     conv = get_convention(convention)
     peak = derived.peak()
     step = peak.dominant_step()

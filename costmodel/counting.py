@@ -71,6 +71,8 @@ class Counting:
     n_kv: int | None = None
     align: str = "top-left"
     """PyTorch's is_causal (what the catalogue's causal variants and their references run)."""
+    bias: str | None = None
+    """Which projections carry a bias (`scopes.BIASES`); None: each variant's own."""
 
     def __post_init__(self) -> None:
         for value, known, flag in (
@@ -83,6 +85,8 @@ class Counting:
         for value, flag in ((self.tile, "--tile"), (self.n_kv, "--n-kv")):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise UserError(f"{flag} must be a positive integer, got {value}")
+        if self.bias is not None and self.bias not in ("all", "out", "none"):
+            raise UserError(f"unknown --bias {self.bias!r} (known: all, out, none)")
         if self.causal == "tiles" and self.n_kv is not None and self.n_kv % self.tile:
             raise UserError(
                 f"--causal-count tiles needs the tile T = {self.tile} to divide --n-kv {self.n_kv} (otherwise it "
@@ -133,6 +137,7 @@ class Counting:
             "backward_factor": str(BACKWARD_FACTOR[self.backward]),
             "n_kv": self.n_kv,
             "align": self.align,
+            "bias": self.bias or "each variant's own",
             "causal_scores": str(self.scores()),
             "assumes": self.assumptions(),
         }
@@ -150,7 +155,9 @@ def describe(data: dict) -> str:
     kv = f", N_kv={data['n_kv']:,} {data['align']}" if data["n_kv"] is not None else ""
     bwd = "2x" if data["backward"] == "autograd" else "2.5x"
     assumes = f" (assumes {', '.join(data['assumes'])})" if data["assumes"] else ""
-    return f"Counting: causal {causal}{kv}{assumes}, backward {bwd}."
+    bias = data.get("bias", "each variant's own")
+    biases = f", biases {bias}" if bias != "each variant's own" else ""
+    return f"Counting: causal {causal}{kv}{assumes}, backward {bwd}{biases}."
 
 
 DEFAULT_COUNTING = Counting()

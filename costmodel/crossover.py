@@ -69,7 +69,7 @@ def cost_branches(name: str, cost: str, setting: Setting = Setting()) -> tuple[s
             )
         return (conv.total(name),)
     counting = setting.counting
-    derived = derive(name, setting.scope, setting.mode, counting.n_kv is not None)
+    derived = derive(name, setting.scope, setting.mode, counting.n_kv is not None, counting.bias)
     if cost == "flops":
         out: tuple[sp.Expr, ...] = (derived.flops(conv, counting),)
     elif cost == "memory":

@@ -103,7 +103,7 @@ def test_gqa_decode_holds_a_cache_of_2_n_h_kv_d_elements() -> None:
 def test_gqa_computes_what_multi_head_attention_computes_with_fewer_kv_projections() -> None:
     assert sp.expand(derive("gqa").flops(MATMUL) - 4 * b * h * N**2 * d) == 0
     width = h * d
-    expected = 2 * width**2 + 2 * width * h_kv * d + 2 * width + 2 * h_kv * d  # W_Q, W_O; W_K, W_V; biases
+    expected = 2 * width**2 + 2 * width * h_kv * d  # W_Q, W_O; W_K, W_V; no biases (Llama-style)
     assert sp.expand(derive("gqa", "layer").params - expected) == 0
 
 
@@ -454,3 +454,52 @@ def test_crossover_records_the_new_sizes(attn_cost) -> None:
     assert r.code == 0, r.err
     (row,) = r.json()["results"]
     assert row["w"] == 128 and row["n0"] == 128  # 4N²d + … against 4Nwd + …: equal FLOPs from N = w
+
+
+# -- projection biases: each variant's default is what the implementation it describes has -----------------
+
+
+@pytest.mark.parametrize(
+    ("variant", "package", "make"),
+    [
+        (
+            "linformer",
+            "linformer",
+            lambda pkg, n, hh, dd, kk: pkg.LinformerSelfAttention(dim=hh * dd, seq_len=n, k=kk, heads=hh, dim_head=dd),
+        ),
+        (
+            "performer",
+            "performer_pytorch",
+            lambda pkg, n, hh, dd, kk: pkg.SelfAttention(dim=hh * dd, heads=hh, dim_head=dd, nb_features=kk),
+        ),
+        (
+            "nystromformer",
+            "nystrom_attention",
+            lambda pkg, n, hh, dd, kk: pkg.NystromAttention(
+                dim=hh * dd, dim_head=dd, heads=hh, num_landmarks=kk, residual=False
+            ),
+        ),
+    ],
+)
+def test_layer_parameters_equal_the_public_packages(variant: str, package: str, make) -> None:
+    """The packages put a bias on the output projection only (random features and landmarks are not weights)."""
+    pkg = pytest.importorskip(package)
+    for n, hh, dd, kk in ((256, 4, 32, 64), (512, 2, 64, 128)):
+        module = make(pkg, n, hh, dd, kk)
+        theirs = sum(p.numel() for p in module.parameters())
+        ours = derive(variant, "layer").params.xreplace({N: n, h: hh, d: dd, k: kk, m: kk, c: kk})
+        assert ours == theirs, (n, hh, dd, kk)
+
+
+def test_bias_switch_adds_or_removes_the_projection_biases(attn_cost) -> None:
+    """Llama-style GQA has no biases; --bias all adds one per output feature of W_Q, W_K, W_V, W_O."""
+    none = derive("gqa", "layer").params
+    assert sp.expand(none - (2 * (h * d) ** 2 + 2 * h * d * h_kv * d)) == 0
+    everything = derive("gqa", "layer", bias="all").params
+    assert sp.expand(everything - none - (2 * h * d + 2 * h_kv * d)) == 0
+    assert sp.expand(derive("softmax", "layer").params - 4 * ((h * d) ** 2 + h * d)) == 0  # Vaswani: all
+    r = attn_cost("formula", "softmax", "--scope", "layer", "--bias", "none", "--json")
+    assert r.code == 0, r.err
+    assert sp.sympify(r.json()["params"], locals={"h": h, "d": d}) == 4 * (h * d) ** 2
+    r = attn_cost("formula", "softmax", "--scope", "layer", "--bias", "some")
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
