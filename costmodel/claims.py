@@ -707,6 +707,151 @@ def _constant_memory_gradient() -> Result:
     )
 
 
+def _eq5_terms() -> Result:
+    terms = 4 * N * d**2 * (d + 1) + 2 * N * d**2 + 4 * N * d * (d + 1) + 3 * N * (d + 1) + N * d
+    got = derive("taylorshift-efficient").flops(get_convention("taylorshift-v1")).xreplace(ONE)
+    same = sp.expand(terms - got) == 0
+    return Result(
+        f"sum of the terms = {display.text(sp.factor(sp.expand(terms)))}; derived (taylorshift-v1) = "
+        f"{display.text(sp.factor(got))}",
+        HOLDS if same else FAILS,
+        "ops[Y_squ] = 4Nd²(d + 1) + 2Nd², 4Nd(d + 1) for the (QKᵀ)V part, 3N(d + 1) for sums and scalars and Nd "
+        "for the normalisation add up to Eq. 5 and to the derived count",
+    )
+
+
+def _cardano() -> Result:
+    alpha = sp.cbrt(199 + 18 * sp.sqrt(74))
+    closed = float(alpha / 12 + sp.Rational(25, 12) / alpha - sp.Rational(5, 12))
+    (root,) = heads("taylorshift-efficient", "flops", 256, convention="taylorshift-v1").d_star
+    return Result(
+        f"α/12 + 25/(12α) − 5/12 = {closed:.5f}; root of the derived condition {root:.5f}",
+        HOLDS if abs(closed - root) < 1e-9 else FAILS,
+        "the closed form evaluates to the positive root of 8d³ + 10d² − 3 found from the derived FLOPs",
+    )
+
+
+def _remarks_params() -> Result:
+    dm = sp.Symbol("d_m", positive=True)
+    diff = {
+        v: sp.factor(sp.expand(derive(a, "layer").params - derive(v, "layer").params))
+        for a, v in (("softmax", "optimized-attention"), ("optimized-attention", "efficient-attention"))
+    }
+    shown = {v: display.text(e.xreplace({h: 1}).xreplace({d: dm})) for v, e in diff.items()}
+    ok = all(sp.expand(e.xreplace({h: 1}).xreplace({d: dm}) - (dm**2 + dm)) == 0 for e in diff.values())
+    return Result(
+        f"standard − Optimized = {shown['optimized-attention']}; Optimized − Efficient = "
+        f"{shown['efficient-attention']}",
+        ASSUMING if ok else FAILS,
+        "each dropped projection removes a d_m × d_m weight and its bias: d_m² + d_m with the biases the paper's "
+        "parameter tables count, d_m² without",
+    )
+
+
+def _model_sizes() -> Result:
+    step = _params("softmax", 768) - _params("optimized-attention", 768)
+    sizes = [124, 124 - 12 * step / 1e6, 124 - 24 * step / 1e6]
+    shown = [f"{x:.0f}M" for x in sizes]
+    return Result(
+        f"12 layers × {step:,} = {12 * step:,} fewer per step: " + " / ".join(shown),
+        ASSUMING if shown == ["124M", "117M", "110M"] else FAILS,
+        "from the 124M standard model, each variant removes one 768 × 768 projection and its bias per layer in "
+        "12 layers; the rest of the model is assumed equal",
+    )
+
+
+def _mt_arithmetic() -> Result:
+    slower = (600 - 523) / 523
+    faster = (556.5 - 472.7) / 556.6
+    ok = f"{slower:.2%}" == "14.72%" and f"{faster:.2%}" == "15.06%"
+    return Result(
+        f"(600 − 523)/523 = {slower:.2%}; (556.5 − 472.7)/556.6 = {faster:.2%} "
+        f"(with 556.5 in the denominator: {(556.5 - 472.7) / 556.5:.2%})",
+        HOLDS if ok else FAILS,
+        "the paper's arithmetic on its own measured times, recomputed; the times themselves are measurements",
+    )
+
+
+def _eq24_slopes() -> Result:
+    slopes = {v: sp.diff(HOSSEINI_EQ24.total(v), d).xreplace({b: 1, h: 1}) for v in HOSSEINI_EQ24.formulas}
+    ratio = sp.simplify(slopes["efficient-attention"] / slopes["softmax"])
+    full = {
+        v: sp.diff(derive(v, "layer", "training").flops(FULL).xreplace({b: 1, h: 1}), d)
+        for v in ("softmax", "efficient-attention")
+    }
+    return Result(
+        "Eq. 24 slopes in d_m: " + " / ".join(display.text(x) for x in slopes.values()) + f"; Efficient/standard = "
+        f"{ratio}; derived (full count) slopes {display.text(full['softmax'])} and "
+        f"{display.text(full['efficient-attention'])}",
+        ASSUMING if ratio == sp.Rational(3, 5) else FAILS,
+        "exactly 3/5 under Eq. 24, which counts no projection FLOPs; the full count adds d_m² terms, so the "
+        "growth with the projection dimension is no longer linear",
+    )
+
+
+def _figure6() -> Result:
+    avg = {}
+    for hv in (1, 2, 4, 8):
+        ratios = []
+        for ell in (64, 128, 256, 512, 1024):
+            for dm in (64, 128, 256, 512, 1024):
+                at = {b: 1, h: hv, d: sp.Rational(dm, hv), N: ell}
+                ratios.append(
+                    float(
+                        HOSSEINI_EQ24.total("softmax").xreplace(at)
+                        / HOSSEINI_EQ24.total("efficient-attention").xreplace(at)
+                    )
+                )
+        avg[hv] = sum(ratios) / len(ratios) - 1
+    falls = all(avg[a] > avg[c] for a, c in itertools.pairwise(sorted(avg)))
+    return Result(
+        "Eq. 24: at most 15/9 = 1.667 (66.7 % more); mean excess "
+        + ", ".join(f"{avg[x]:.0%} (h = {x})" for x in sorted(avg))
+        + " on ℓ, d_m = 64..1024",
+        INCONSISTENT if falls else FAILS,
+        "the text gives the averages for 1, 2, 4 and 8 heads, the caption for 8, 4, 2 and 1: Eq. 24's ratio falls "
+        "as h grows, so the text's order is the consistent one; 'up to 66%' and 'up to 67%' are 2/3 truncated "
+        "and rounded",
+    )
+
+
+def _in_n(variant: str, cost: str, power: int) -> Callable[[], Result]:
+    """A complexity stated in the sequence length only (the paper's O(N^k))."""
+
+    def check() -> Result:
+        got = _order(variant, cost)
+        top = max(sp.degree(m, N) for m in got)
+        return Result(
+            _big_o(got),
+            HOLDS if top == power else FAILS,
+            f"the derived {ORDERS[cost]} of {variant} grows as N^{top} for fixed head dim",
+        )
+
+    return check
+
+
+def _training_time() -> Result:
+    got = _monomials([derive("linear-causal-fused", "core", "training").flops(FULL)])
+    return Result(
+        _big_o(got) + " (forward + backward)",
+        HOLDS if got == {N * d**2} else FAILS,
+        "the training FLOPs of linear-causal-fused, the kernel's five backward passes included, have these "
+        "leading terms (C = M = d)",
+    )
+
+
+def _latte_step() -> Result:
+    g = derive("latte-recurrent", "decode")
+    flops = _monomials([g.flops(FULL)])
+    peak = _monomials(g.peak().branches)
+    return Result(
+        f"one step: time {_big_o(flops)}, memory {_big_o(peak)}",
+        ASSUMING if flops == {L * d} else FAILS,
+        "per token the recurrent update costs L·d; its memory holds the state ṽ (L×d) besides the O(L) "
+        "normaliser the paper counts, since the step also updates the values",
+    )
+
+
 PTS, PTS_ICPR = "TaylorShift arXiv v1", "TaylorShift (ICPR)"
 """How costmodel.published names its sources."""
 
@@ -1147,6 +1292,118 @@ MORE: tuple[Claim, ...] = (
         ),
         quote="however, it is slightly slower than the standard causal attention when L=D=512",
     ),
+    Claim(TS, "Sec. 4.1: the terms that sum to Eq. 5", "4Nd²(d + 1) + 2Nd²", _eq5_terms),
+    Claim(
+        TS,
+        "Abstract: full token-to-token interactions in",
+        "linear time and space",
+        _in_n("taylorshift-efficient", "flops", 1),
+        quote="This paper introduces TaylorShift, a novel reformulation of the Taylor softmax that enables computing "
+        "full token-to-token interactions in linear time and space.",
+    ),
+    Claim(TS, "Sec. 4: efficient-TaylorShift time", "O(Nd³)", _complexity("taylorshift-efficient", "flops", "N*d**3")),
+    Claim(TS, "Sec. 4: direct-TaylorShift time", "O(N²d)", _complexity("taylorshift-direct", "flops", "N**2*d")),
+    Claim(TS, "App. A.2: the FLOP-optimal d in closed form", "α/12 + 25/(12α) − 5/12", _cardano),
+    Claim(
+        TS,
+        "Table 6 (heads ablation, h = 1..64): efficient at h = 1 and 2",
+        "417 ims/s, 2655 MiB; 1150 ims/s, 1353 MiB",
+        _measured(
+            _ablation("taylorshift-efficient", "flops", 64, TABLE6_H), A100, "the measured throughput at h = 1..64"
+        ),
+    ),
+    Claim(
+        TS,
+        "Sec. 5.4 (ablations): the heads' efficiency gains for longer sequences",
+        "longer than 1025 tokens",
+        _note(
+            MEASURED,
+            "—",
+            "the ablation was measured at one length; the trend beyond it is a statement about "
+            "measurements on the authors' GPU, which needs that GPU's op-level model at several lengths",
+        ),
+        quote="These efficiency gains will become more significant for sequences longer than 1025 tokens.",
+    ),
+    Claim(
+        TS_ICPR,
+        "Multi-head FLOPs of efficient-TaylorShift, ICPR counting (decreasing in h)",
+        "N(4d_emb³/h² + 10d_emb²/h + 9d_emb + 4h)",
+        _published_formula(PTS_ICPR, "taylorshift-efficient", "flops:taylorshift-icpr", "heads"),
+    ),
+    Claim(WTF, "Self-attention complexity", "O(N²)", _in_n("softmax", "flops", 2)),
+    Claim(
+        WTF,
+        "Fourier attention complexity",
+        "O(N log N)",
+        _note(UNCHECKABLE, "—", "Fourier (FFT) attention is not in attn-cost's catalogue: its FFT is no op kind"),
+    ),
+    Claim(
+        HOS,
+        "Remarks 3.2 and 3.4: parameters dropped per projection",
+        "d_m²",
+        _remarks_params,
+    ),
+    Claim(HOS, "Table 3: NanoGPT model sizes", "124M / 117M / 110M", _model_sizes),
+    Claim(
+        HOS,
+        "Sec. 4, NLP results analysis: standard attention slower than Efficient",
+        "14.72%",
+        _mt_arithmetic,
+    ),
+    Claim(
+        HOS,
+        "App. B.2: Efficient's FLOPs grow with the projection dimension",
+        "3/5 as fast",
+        _eq24_slopes,
+    ),
+    Claim(
+        HOS,
+        "App. B.2 and Figure 6: standard's FLOPs over Efficient's",
+        "up to 66%",
+        _figure6,
+        quote="In all scenarios, standard attention requires up to 66% more FLOPs in comparison to Efficient "
+        "Attention. On average, Standard Efficient requires 30%, 25%, 20%, and 16% more FLOPs in comparison to "
+        "Efficient Attention when using 1, 2, 4, and 8 heads, respectively.",
+    ),
+    Claim(
+        KAT,
+        "Abstract and Sec. 1: faster during inference",
+        "three orders of magnitude",
+        _note(
+            MEASURED,
+            "per-token cost: softmax with a cache ×2 per doubling, linear-recurrent ×1",
+            "measured on the authors' GPU; needs an op-level device model of that GPU",
+        ),
+    ),
+    Claim(
+        KAT, "Sec. 3.3: causal linear attention time", "O(N C M)", _complexity("linear-recurrent", "flops", "N*d**2")
+    ),
+    Claim(
+        KAT,
+        "Sec. 3.3.1: the causal gradient's time (the authors' kernel)",
+        "O(N C M)",
+        _training_time,
+    ),
+    Claim(
+        KAT,
+        "Sec. 1: sparse and LSH attention complexities",
+        "O(N√N), O(N log N)",
+        _note(
+            UNCHECKABLE,
+            "—",
+            "sparse factorised attention and Reformer's LSH attention are not in attn-cost's catalogue",
+        ),
+    ),
+    Claim(
+        LATTE, "Table 1: sequential (fused) attention time", "O(T² D)", _complexity("softmax-fused", "flops", "N**2*d")
+    ),
+    Claim(
+        LATTE,
+        "Table 1 and Sec. 2: Perceiver",
+        "O(T L D), O(L² D)",
+        _note(UNCHECKABLE, "—", "Perceiver's latent cross-attention is not in attn-cost's catalogue"),
+    ),
+    Claim(LATTE, "Sec. 2.3: one recurrent update of α", "O(LD) time, O(L) memory", _latte_step),
 )
 
 
