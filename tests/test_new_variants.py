@@ -4,6 +4,7 @@ IO-aware traffic of tiled kernels: against the papers' counts, independent arith
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import sympy as sp
@@ -15,7 +16,8 @@ from attn_cost.costmodel.variants import derive
 from attn_cost.profilers import reference as ref
 from attn_cost.profilers.cases import Sizes, build_case
 from attn_cost.profilers.flops import counted, derived
-from attn_cost.profilers.memory import traced_peak
+from attn_cost.profilers.memory import LiveTensorTracer, traced_peak
+from torch.utils.flop_counter import FlopCounterMode
 
 MATMUL = get_convention("matmul")
 NEW = [
@@ -503,3 +505,36 @@ def test_bias_switch_adds_or_removes_the_projection_biases(attn_cost) -> None:
     assert sp.sympify(r.json()["params"], locals={"h": h, "d": d}) == 4 * (h * d) ** 2
     r = attn_cost("formula", "softmax", "--scope", "layer", "--bias", "some")
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
+
+
+# -- a public sliding-window implementation: lucidrains' local-attention, described in the op DSL -----------
+
+LOCAL = Path(__file__).resolve().parents[1] / "docs" / "examples" / "local_attention.py"
+
+
+@pytest.mark.parametrize(
+    ("bb", "hh", "n", "dd", "window"), [(2, 2, 512, 64, 64), (1, 4, 1024, 32, 128), (3, 1, 256, 16, 32)]
+)
+def test_local_attention_package_peak_and_flops_equal_the_description(attn_cost, bb, hh, n, dd, window) -> None:
+    """The installed package under the live-tensor tracer and FlopCounterMode against what attn-cost derives
+    from docs/examples/local_attention.py (b·h > 1: einsum copies the look-around windows)."""
+    pkg = pytest.importorskip("local_attention")
+    r = attn_cost("formula", "sliding-window-local", "--variants", str(LOCAL), "--convention", "matmul", "--json")
+    assert r.code == 0, r.err
+    data = r.json()
+    env = {"b": b, "h": h, "N": N, "d": d, "w": w}
+    at = {b: bb, h: hh, N: n, d: dd, w: window}
+    peak = sp.sympify(data["peak_bytes"], locals=env).xreplace(at)
+    flops = sp.sympify(data["flops"]["matmul"], locals=env).xreplace(at)
+    module = pkg.LocalAttention(window_size=window, causal=True, look_backward=1, exact_windowsize=True).eval()
+    q, kk, v = (torch.randn(bb * hh, n, dd) for _ in range(3))
+
+    with torch.no_grad():
+        tracer = LiveTensorTracer()  # q, k, v exist before: the package's own copies of them are counted
+        with tracer:
+            module(q, kk, v)
+        with FlopCounterMode(display=False) as fc:
+            module(q, kk, v)
+    traced = tracer.peak
+    assert traced == peak
+    assert fc.get_total_flops() == flops == 8 * bb * hh * n * window * dd  # 2w keys per query: twice the band
