@@ -11,6 +11,11 @@ Which implementation each form describes:
 - `sliding-window-fused`: one query at a time, one row of w scores alive (the memory of a fused
   local kernel); it pads K and V as the banded form does.
 
+No package on PyPI runs the exact band; profilers/reference.py holds the banded reference the
+tracer checks. The public blocked implementation, lucidrains' `local-attention`, is described op by
+op in docs/examples/local_attention.py (`sliding-window-local`, loaded with --variants), and its
+traced peak and FlopCounterMode equal that description.
+
 FLOPs: every query is charged its full window (padding slots are masked to −∞), so the two
 products cost 4·N·w·d per head: the exact band plus, for N ≥ w, a triangle of w(w−1)/2 padded
 slots. A blocked implementation such as lucidrains' `local-attention` (query blocks of w, each
