@@ -834,6 +834,24 @@ def _in_n(variant: str, cost: str, power: int) -> Callable[[], Result]:
     return check
 
 
+def _icpr_memory_derivative() -> Result:
+    pub = next(
+        p
+        for p in PUBLISHED
+        if p.where == f"{PTS}, Sec. 4.3" and p.variant == "taylorshift-efficient" and p.quantity == "peak"
+    )
+    got = derived_counterpart(pub)
+    d_emb = BY_NAME["d_embed"]
+    cond = sp.expand(sp.diff(got, h).xreplace({d_emb: d * h}))
+    printed = -2 * d**2 - (N + 1) * d + N
+    return Result(
+        f"∂/∂h of the derived multi-head peak, d = d_emb/h: {display.text(cond)}",
+        INCONSISTENT if sp.expand(cond - printed) != 0 else HOLDS,
+        "the page's next line, N = (2d + N + 1)d², and arXiv v1's 0 = −2d³ − (N + 1)d² + N follow from the "
+        "derived condition; the printed −2d² − (N + 1)d + N drops a power of d in every term but N",
+    )
+
+
 def _training_time() -> Result:
     got = _monomials([derive("linear-causal-fused", "core", "training").flops(FULL)])
     return Result(
@@ -1384,7 +1402,24 @@ MORE: tuple[Claim, ...] = (
         "N(4d_emb³/h² + 10d_emb²/h + 9d_emb + 4h)",
         _published_formula(PTS_ICPR, "taylorshift-efficient", "flops:taylorshift-icpr", "heads"),
     ),
+    Claim(
+        TS_ICPR,
+        "Mathematical details: the derivative of the efficient peak in h",
+        "−2d² − (N + 1)d + N",
+        _icpr_memory_derivative,
+    ),
     Claim(WTF, "Self-attention complexity", "O(N²)", _in_n("softmax", "flops", 2)),
+    Claim(
+        WTF,
+        "Correlation of FLOPs with training time, training memory and inference memory",
+        "0.72, 0.85, 0.42",
+        _note(
+            UNCHECKABLE,
+            "—",
+            "correlations over the paper's measured model zoo; attn-cost predicts single "
+            "variants, it has no such population to correlate",
+        ),
+    ),
     Claim(
         WTF,
         "Fourier attention complexity",
