@@ -411,3 +411,15 @@ def test_html_report_has_the_claims_section(records: list[dict]) -> None:
 
     page = _claims({"claims": records})
     assert page.count("<tr>") == len(records) + 1 and "does not hold" in page
+
+
+@pytest.mark.skipif(not SEEDS.is_dir(), reason="the paper texts are not next to this checkout")
+def test_every_number_of_a_papers_value_is_printed_in_the_paper(records: list[dict]) -> None:
+    """Character for character: 0.52 stays 0.52, 1057 is not re-typed as 1,057."""
+    import html
+    import re
+
+    text = " ".join(html.unescape(f.read_text(encoding="utf-8")) for f in SEEDS.glob("*.txt"))
+    for r in records:
+        for number in re.findall(r"\d[\d,]*(?:\.\d+)?", r["published"]):
+            assert number.rstrip(",") in text, (number, r["claim"])
