@@ -83,6 +83,15 @@ def test_banded_sliding_window_needs_less_memory_than_causal_softmax_from_n_near
     assert band.xreplace({N: 200}) > full.xreplace({N: 200})
 
 
+def test_banded_products_read_the_padded_k_and_v_once() -> None:
+    """Sᵢ = qᵢ·K_pad[i:i+w]ᵀ reads Q and the (N+w−1)×d padded K, writes N×w; Y reads P and the padded V."""
+    g = derive("sliding-window")
+    products = [op for op in g.ops if op.kind == "matmul"]
+    traffic = [sp.expand(g.op_traffic(op, "fp32") / 4) for op in products]
+    per_head = [N * d + (N + w - 1) * d + N * w, N * w + (N + w - 1) * d + N * d]
+    assert [sp.expand(t - b * h * e) for t, e in zip(traffic, per_head, strict=True)] == [0, 0]
+
+
 def test_sliding_window_decode_holds_a_rolling_buffer_of_w() -> None:
     """Mistral's rolling buffer: 2·w·d cache elements per head whatever N, and 4·w·d FLOPs per token."""
     g = derive("sliding-window", "decode")

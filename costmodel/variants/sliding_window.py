@@ -7,7 +7,8 @@ Which implementation each form describes:
   in front); query i reads rows i … i+w−1 of the padded K and V through a strided view (a window
   per query, overlapping, never copied: `torch.bmm` over `as_strided` windows, as the reference
   does). The N×w score band and its softmax are materialised. Peak ≈ N(2w + a few d) per head:
-  it crosses fully materialised causal softmax (2N² scores) near N ≈ w.
+  it crosses fully materialised causal softmax (2N² scores) near N ≈ w. Traffic charges the padded
+  K and V once each (a band kernel's reads), not N·w·d elements of overlapping windows.
 - `sliding-window-fused`: one query at a time, one row of w scores alive (the memory of a fused
   local kernel); it pads K and V as the banded form does.
 
@@ -60,12 +61,17 @@ def windows(X: Tensor) -> Tensor:
 )
 def sliding_window(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
     Kp = padded(g, K)
-    S = g.matmul("S", Q.view(b, h, N, 1, d), windows(Kp).T, label="Sᵢ ← qᵢ·K_pad[i:i+w]ᵀ (N×w band)")
+    Kw = windows(Kp).T
+    S = g.matmul("S", Q.view(b, h, N, 1, d), Kw, label="Sᵢ ← qᵢ·K_pad[i:i+w]ᵀ (N×w band)")
+    g.ops[-1].attrs["read_once"] = (Kw,)  # a band kernel reads the padded K once, not N·w·d elements
     S = g.map("scale", "S", S, inplace=True, label="S ← S/√d")
     S = g.map("mask", "S", S, inplace=True, label="S ← −∞ on the padding")
     P = g.map("softmax", "P", S, label="P ← softmax(S) over the window")
     Vp = padded(g, V)
-    return g.matmul("Y", P, windows(Vp), label="Yᵢ ← Pᵢ·V_pad[i:i+w]").view(b, h, N, d)
+    Vw = windows(Vp)
+    Y = g.matmul("Y", P, Vw, label="Yᵢ ← Pᵢ·V_pad[i:i+w]")
+    g.ops[-1].attrs["read_once"] = (Vw,)
+    return Y.view(b, h, N, d)
 
 
 @variant(
