@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 
 import torch
@@ -161,7 +162,11 @@ def build_case(variant: str, scope: str, sizes: Sizes, dtype: str = "fp32", devi
     surround = SURROUNDINGS[scope]
 
     def run(box: list[Tensor]) -> Tensor:
-        return surround(ref, core, box, params, replace(s, h_kv=kvh), qk)
+        token = _BIAS.set(v.bias)  # the projections' biases, as the variant describes them
+        try:
+            return surround(ref, core, box, params, replace(s, h_kv=kvh), qk)
+        finally:
+            _BIAS.reset(token)
 
     return Case(variant, scope, s, dtype, device, run, inputs((s.b, s.N, s.width)), params)
 
@@ -214,6 +219,9 @@ def _decode_inputs(variant: str, s: Sizes, inputs) -> Callable[[], list[Tensor]]
 
 # -- the surroundings, as costmodel.scopes writes them ---------------------------------------------
 
+_BIAS: ContextVar[str] = ContextVar("bias", default="all")
+"""Which projections carry a bias while a layer runs (`Variant.bias`: all, out, none)."""
+
 
 def projected(
     core: Callable[[list[Tensor]], Tensor],
@@ -235,7 +243,8 @@ def projected(
             (src,) = take(values)
         elif name in project:
             w = params.get(f"W_{name}", out, s.width)  # F.linear keeps (out, in)
-            src = F.linear(x, w, params.get(f"b_{name}", out, std=0.02))
+            bias = params.get(f"b_{name}", out, std=0.02) if _BIAS.get() == "all" else None
+            src = F.linear(x, w, bias)
         else:
             src = x  # the head's slice of the input
         if name == "V":
@@ -245,7 +254,8 @@ def projected(
     y = core(heads)
     merged = y.transpose(1, 2).contiguous().view(s.b, s.N, s.width)
     del y
-    return F.linear(merged, params.get("W_O", s.width, s.width), params.get("b_O", s.width, std=0.02))
+    bias = params.get("b_O", s.width, std=0.02) if _BIAS.get() in ("all", "out") else None
+    return F.linear(merged, params.get("W_O", s.width, s.width), bias)
 
 
 def attention_layer(ref: Reference, core, box: list[Tensor], params: Params, s: Sizes, qk: int) -> Tensor:
