@@ -20,7 +20,9 @@ Score counts for query length N and key length M (N <= M: decode, chunked prefil
 | half | N·M/2 | N·M/2 |
 
 `tiles` counts the T×T blocks a blocked kernel (FlashAttention) computes, diagonal blocks in full; it
-is exact when T divides N and M. `half` is the FlashAttention benchmark's own accounting.
+is exact when T divides N and M (a key length T does not divide is refused). Below one tile (N < T) the
+formula would exceed the N·M scores there are: the numbers (`crossover.curve`) are capped by the dense
+count, so `tiles` never counts more than `dense`. `half` is the FlashAttention benchmark's own accounting.
 """
 
 from __future__ import annotations
@@ -124,7 +126,7 @@ class Counting:
         out = []
         if self.causal == "tiles":
             out.append(f"T = {self.tile} divides N" + (" and N_kv" if self.n_kv is not None else ""))
-            out.append("N >= T (below T one tile is the whole matrix: use dense)")
+            out.append("N >= T (below, capped at dense: one tile is the whole matrix)")
         if self.n_kv is not None and self.causal in ("triangle", "tiles"):
             out.append("N <= N_kv")
         return out

@@ -423,3 +423,23 @@ def test_every_number_of_a_papers_value_is_printed_in_the_paper(records: list[di
     for r in records:
         for number in re.findall(r"\d[\d,]*(?:\.\d+)?", r["published"]):
             assert number.rstrip(",") in text, (number, r["claim"])
+
+
+@pytest.mark.parametrize("align", ["top-left", "bottom-right"])
+def test_tiles_never_count_more_than_dense(align: str) -> None:
+    """Below one tile (N < T) a blocked kernel computes the whole matrix once: the tile formula N(N+T)/2 would
+    exceed the N·M scores there are, so the curve is capped by the dense count (and equals the formula for N ≥ T)."""
+    from attn_cost.costmodel.crossover import Setting, curve, evaluate
+
+    dims = {d: 64, h: 1, b: 1}
+    kv = 4096 if align == "bottom-right" else None
+    tiles = curve(
+        "softmax-fused-causal", "flops", Setting("matmul", counting=Counting("tiles", 128, n_kv=kv, align=align)), dims
+    )
+    dense = curve("softmax-fused-causal", "flops", Setting("matmul", counting=Counting(n_kv=kv, align=align)), dims)
+    for n in (1, 2, 64, 127, 128, 200, 256, 1000, 4096):
+        assert evaluate(tiles, n) <= evaluate(dense, n), n
+    m = kv or 256
+    formula = 256 * m - 256 * (256 - 128) // 2 if kv else 256 * (256 + 128) // 2  # T | N: exact tile count
+    assert evaluate(tiles, 256) == 4 * 64 * formula
+    assert evaluate(tiles, 1) == 4 * 64 * (kv or 1)  # one query: its row, not half a tile more
