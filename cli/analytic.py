@@ -5,6 +5,7 @@ No torch, no plotly on this path.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Optional
 
@@ -377,7 +378,7 @@ def formula(
     if as_json:
         emit(data)
         return
-    derived = derive(v.name, st.scope, mode, st.counting.n_kv is not None)
+    derived = derive(v.name, st.scope, mode, st.counting.n_kv is not None, st.counting.bias)
     fmt = display.latex if latex else display.text
     render.prose(f"[bold]{v.name}[/] ({st.scope}, {mode}) — {escape(v.summary)}\n  source: {escape(v.source)}")
     cells = []
@@ -404,7 +405,12 @@ def formula(
     )
     render.line("[bold]FLOPs[/]" + (" (forward + backward)" if mode == "training" else ""))
     for name, c in CONVENTIONS.items():
-        render.line(f"  {name:<17} {fmt(derived.flops(c, st.counting))}")
+        own = own_counting(c, st.counting)
+        if derived.flops(c, own) == derived.flops(c, st.counting):
+            render.line(f"  {name:<17} {fmt(derived.flops(c, st.counting))}")
+            continue
+        render.line(f"  {name:<17} {fmt(derived.flops(c, st.counting))}  (under the counting below)")
+        render.line(f"  {'':<17} {fmt(derived.flops(c, own))}  (its own: {own.caption()[10:-1]})")
     if data["flops_named"] != data["flops"][conv.name]:
         named = sp.sympify(data["flops_named"], locals={**BY_NAME, **COUNTING_SYMBOLS})
         render.line(f"  {conv.name} with its named factors: {_named(named, fmt)}")
@@ -457,6 +463,12 @@ def _named(expr: sp.Expr, fmt) -> str:
     return " + ".join(parts)
 
 
+def own_counting(conv, counting: Counting) -> Counting:
+    """The counting a convention implies (flash-bench: half, recompute), the other choices kept."""
+    implied = getattr(conv, "counting", {})
+    return dataclasses.replace(counting, **implied) if implied else counting
+
+
 def formula_data(
     name: str,
     convention: str,
@@ -468,7 +480,7 @@ def formula_data(
     """Everything `formula --json` prints, as plain data."""
     from attn_cost.costmodel.published import compare_published
 
-    derived = derive(name, scope, mode, counting.n_kv is not None)
+    derived = derive(name, scope, mode, counting.n_kv is not None, counting.bias)
     conv = get_convention(convention)
     peak = derived.peak()
     step = peak.dominant_step()
@@ -482,6 +494,12 @@ def formula_data(
         "convention": conv.name,
         "counting": counting.as_json(),
         "flops": {c: display.plain(derived.flops(CONVENTIONS[c], counting)) for c in CONVENTIONS},
+        "flops_counting": counting.caption(),
+        "flops_own_counting": {
+            c: {"flops": display.plain(derived.flops(CONVENTIONS[c], own)), "counting": own.as_json()}
+            for c in CONVENTIONS
+            if (own := own_counting(CONVENTIONS[c], counting)) != counting
+        },
         "flops_named": display.plain(derived.flops(conv, None)),
         "factors": {str(k): display.plain(v) for k, v in counting.values().items()},
         "left_out": {

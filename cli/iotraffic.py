@@ -15,7 +15,7 @@ from attn_cost.cli.app import app, fail
 from attn_cost.cli.render import Col, right
 from attn_cost.costmodel import display
 from attn_cost.costmodel.crossover import at_sizes, compare, cost_branches, evaluate
-from attn_cost.costmodel.iotraffic import DEFAULT_SRAM, ORDERS, Tiles, has_fused, io_traffic
+from attn_cost.costmodel.iotraffic import DEFAULT_GPU, GPUS, ORDERS, Tiles, fused_causal, has_fused, io_branches
 from attn_cost.costmodel.variants import derive
 
 FUSED_DEFAULT = ["softmax-fused", "softmax-fused-causal"]
@@ -36,14 +36,25 @@ def io(
     heads: int = o.HEADS,
     batch: int = o.BATCH,
     dtype: str = typer.Option("bf16", "--dtype", help="fp32, bf16 or fp16 (FlashAttention kernels run bf16/fp16)."),
-    sram: int = typer.Option(DEFAULT_SRAM, "--sram", help="On-chip memory M in bytes (per SM)."),
-    block_q: Optional[int] = typer.Option(None, "--block-q", help="Query rows per tile B_r (default min(M/4d, d))."),
-    block_kv: Optional[int] = typer.Option(None, "--block-kv", help="Key/value rows per tile B_c (default M/4d)."),
+    gpu: str = typer.Option(
+        DEFAULT_GPU,
+        "--gpu",
+        help="GPU whose kernel tiles and usable shared memory per block are used: " + ", ".join(GPUS) + ".",
+    ),
+    sram: Optional[int] = typer.Option(
+        None, "--sram", help="On-chip memory M in bytes per thread block (default: the --gpu's usable shared memory)."
+    ),
+    block_q: Optional[int] = typer.Option(
+        None, "--block-q", help="Query rows per tile B_r (default: fa2 the kernel's own, fa1 min(⌈M/4d⌉, d))."
+    ),
+    block_kv: Optional[int] = typer.Option(
+        None, "--block-kv", help="Key/value rows per tile B_c (default: fa2 the kernel's own, fa1 ⌈M/4d⌉)."
+    ),
     order: str = typer.Option("fa2", "--order", help="; ".join(f"{k}: {v}" for k, v in ORDERS.items())),
     as_json: bool = o.JSON,
 ) -> None:
-    """Traffic of tiled fused attention (K, V re-read per query block: Θ(N²d²/M)) and the N from which it
-    moves more bytes than a linear-time variant."""
+    """Traffic of tiled fused attention (fa2: K, V re-read per query block, Θ(N²d/B_r); fa1: Q, O re-read per
+    K/V block, Θ(N²d²/M)) and the N from which it moves more bytes than a linear-time variant."""
     fused = variant or FUSED_DEFAULT
     others = against or AGAINST_DEFAULT
     for name in fused:
@@ -53,14 +64,14 @@ def io(
         derive(name)
     ds = o.head_dims(d_values, None, heads, default=o.D_DEFAULT["io"])
     st = o.setting("matmul", dtype, "core", "inference", [*fused, *others])
-    tiles = Tiles(sram, block_q, block_kv, order)
+    tiles = Tiles(sram, block_q, block_kv, order, gpu)
     results = []
     for dv in ds:
         dims = o.sizes(dv, heads, batch, None, 4, 1)
-        resolved = tiles.resolve(dv, dtype)
         for name in fused:
-            tiled = io_traffic(derive(name), resolved)
-            p_tiled = at_sizes((tiled,), dims, name)
+            resolved = tiles.resolve(dv, dtype, fused_causal(derive(name)))
+            tiled, floor = io_branches(derive(name), resolved)
+            p_tiled = at_sizes((tiled, floor), dims, name)
             p_unfused = at_sizes(cost_branches(name, "traffic", st), dims, name)
             row = {
                 "variant": name,
@@ -68,6 +79,8 @@ def io(
                 "tiles": resolved.as_json(),
                 "tiled": display.plain(tiled),
                 "tiled_text": display.text(tiled),
+                "floor": display.plain(floor),
+                "floor_text": display.text(floor),
                 "per_length": {
                     str(n): {"tiled": int(evaluate(p_tiled, n)), "unfused": int(evaluate(p_unfused, n))}
                     for n in LENGTHS
@@ -104,11 +117,12 @@ def _tables(results: list[dict], dtype: str) -> None:
         t = row["tiles"]
         render.sentence(
             f"{row['variant']}, d = {row['d']}: {t['order']} tiles {render.glue('B_r = ' + str(t['block_q']))}, "
-            f"{render.glue('B_c = ' + str(t['block_kv']))} (M = {t['sram_bytes']:,} bytes = {t['sram_elements']:,} "
-            f"{dtype} elements; blocks {t['blocks_from']})",
+            f"{render.glue('B_c = ' + str(t['block_kv']))} ({t['blocks_from']}; {t['gpu']}: M = "
+            f"{t['sram_bytes']:,} bytes = {t['sram_elements']:,} {dtype} elements per block)",
             indent=0,
         )
         render.formula("tiled traffic (bytes)", row["tiled_text"])
+        render.formula("never below (bytes)", row["floor_text"])
         cells = [
             [f"{int(n):,}", f"{v['unfused']:,}", f"{v['tiled']:,}", f"{v['tiled'] / v['unfused']:.1f}"]
             for n, v in row["per_length"].items()
@@ -127,4 +141,7 @@ def _tables(results: list[dict], dtype: str) -> None:
             [Col("linear-time variant"), right("tiled model"), right("unfused model")],
             cells,
         )
-    render.prose("Unfused: every op its own kernel, fused attention reads Q, K, V once. Tiled: FlashAttention IO.")
+    render.prose(
+        "Unfused: every op its own kernel, fused attention reads Q, K, V once. Tiled: FlashAttention IO, at least "
+        "the compulsory bytes (Q, K, V read once, O written once)."
+    )

@@ -72,9 +72,16 @@ N_KV = typer.Option(
     None, "--n-kv", help="Key/value length when it differs from the query length N (core scope; N <= N_kv)."
 )
 ALIGN = typer.Option(
-    "bottom-right",
+    "top-left",
     "--align",
-    help="Causal mask alignment when N differs from N_kv: bottom-right (decode, chunked prefill) or top-left.",
+    help="Causal mask alignment when N differs from N_kv: top-left (default: PyTorch's is_causal, as the causal "
+    "variants run it) or bottom-right (FlashAttention >= 2.1: decode, chunked prefill).",
+)
+BIAS = typer.Option(
+    None,
+    "--bias",
+    help="Projection biases of an attention layer: all (Q, K, V, O), out (output only: the linformer, "
+    "performer-pytorch, nystrom-attention packages) or none (Llama-style). Default: each variant's own.",
 )
 KV_HEADS = typer.Option(None, "--kv-heads", help="Key/value heads of gqa, a divisor of --h (default 1: multi-query).")
 WINDOW = typer.Option(None, "--window", help="Sliding-window width w, keys per query (default 256).")
@@ -85,7 +92,14 @@ SIZE_OPTIONS = {"h_kv": KV_HEADS, "w": WINDOW, "k": PROJ_LEN, "m": FEATURES, "c"
 """Sizes only some variants have, by symbol name; `with_sizes` adds them to a command, `sizes` reads them."""
 SIZE_FLAGS = {"h_kv": "--kv-heads", "w": "--window", "k": "--proj-len", "m": "--features", "c": "--landmarks"}
 _SIZES: ContextVar[dict | None] = ContextVar("sizes", default=None)
-COUNTING_OPTIONS = {"causal_count": CAUSAL_COUNT, "tile": TILE, "backward": BACKWARD, "n_kv": N_KV, "align": ALIGN}
+COUNTING_OPTIONS = {
+    "causal_count": CAUSAL_COUNT,
+    "tile": TILE,
+    "backward": BACKWARD,
+    "n_kv": N_KV,
+    "align": ALIGN,
+    "bias": BIAS,
+}
 """The counting switches `with_counting` adds to a command; `setting` reads what the user chose."""
 _COUNTING: ContextVar[dict | None] = ContextVar("counting", default=None)
 
@@ -225,14 +239,16 @@ def pairs(texts: list[str] | None, default: list[tuple[str, str]], causal: bool 
 
 
 def with_counting(command: Callable) -> Callable:
-    """Give a command the counting switches (--causal-count, --tile, --backward, --n-kv, --align).
+    """Give a command the counting switches (--causal-count, --tile, --backward, --n-kv, --align, --bias).
 
     Put it under `@app.command()`; the command calls `setting` as before and gets them in `Setting.counting`.
     """
     extra = [
         inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=kind)
         for (name, opt), kind in zip(
-            COUNTING_OPTIONS.items(), (Optional[str], int, Optional[str], Optional[int], str), strict=True
+            COUNTING_OPTIONS.items(),
+            (Optional[str], int, Optional[str], Optional[int], str, Optional[str]),
+            strict=True,
         )
     ]
     sig = inspect.signature(command, eval_str=True)
@@ -262,7 +278,8 @@ def counting(convention: str, scope: str) -> Counting:
         tile=chosen.get("tile", 128),
         backward=chosen.get("backward") or implied.get("backward", "autograd"),
         n_kv=n_kv,
-        align=chosen.get("align", "bottom-right"),
+        align=chosen.get("align", "top-left"),
+        bias=chosen.get("bias"),
     )
 
 

@@ -99,7 +99,10 @@ def backward_factor(op: Op) -> sp.Expr:
     """Backward FLOPs as a multiple of forward FLOPs: products need a gradient for each operand
     (2x; the products over the score matrix get the named factor F_bwd, 2 or FlashAttention's 2.5
     with recomputation, see `counting`); element-wise ops and reductions need one pass (1x); fused
-    attention recomputes the scores and needs five products for two (what FlopCounterMode counts)."""
+    attention recomputes the scores and needs five products for two (what FlopCounterMode counts);
+    an op whose attrs carry "backward" states its kernel's own factor."""
+    if "backward" in op.attrs:  # a kernel with its own backward (linear-causal-fused's causal_product)
+        return op.attrs["backward"]
     if op.kind == "fused_attention":
         a = op.attrs
         return sp.Rational(1) * (3 * a["dqk"] + 2 * a["dv"]) / (a["dqk"] + a["dv"])

@@ -20,7 +20,9 @@ Score counts for query length N and key length M (N <= M: decode, chunked prefil
 | half | N·M/2 | N·M/2 |
 
 `tiles` counts the T×T blocks a blocked kernel (FlashAttention) computes, diagonal blocks in full; it
-is exact when T divides N and M. `half` is the FlashAttention benchmark's own accounting.
+is exact when T divides N and M (a key length T does not divide is refused). Below one tile (N < T) the
+formula would exceed the N·M scores there are: the numbers (`crossover.curve`) are capped by the dense
+count, so `tiles` never counts more than `dense`. `half` is the FlashAttention benchmark's own accounting.
 """
 
 from __future__ import annotations
@@ -69,7 +71,10 @@ class Counting:
     tile: int = 128
     backward: str = "autograd"
     n_kv: int | None = None
-    align: str = "bottom-right"
+    align: str = "top-left"
+    """PyTorch's is_causal (what the catalogue's causal variants and their references run)."""
+    bias: str | None = None
+    """Which projections carry a bias (`scopes.BIASES`); None: each variant's own."""
 
     def __post_init__(self) -> None:
         for value, known, flag in (
@@ -82,6 +87,13 @@ class Counting:
         for value, flag in ((self.tile, "--tile"), (self.n_kv, "--n-kv")):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise UserError(f"{flag} must be a positive integer, got {value}")
+        if self.bias is not None and self.bias not in ("all", "out", "none"):
+            raise UserError(f"unknown --bias {self.bias!r} (known: all, out, none)")
+        if self.causal == "tiles" and self.n_kv is not None and self.n_kv % self.tile:
+            raise UserError(
+                f"--causal-count tiles needs the tile T = {self.tile} to divide --n-kv {self.n_kv} (otherwise it "
+                "counts more than dense): choose --tile or --causal-count triangle"
+            )
 
     @property
     def key_length(self) -> sp.Expr:
@@ -114,6 +126,7 @@ class Counting:
         out = []
         if self.causal == "tiles":
             out.append(f"T = {self.tile} divides N" + (" and N_kv" if self.n_kv is not None else ""))
+            out.append("N >= T (below, capped at dense: one tile is the whole matrix)")
         if self.n_kv is not None and self.causal in ("triangle", "tiles"):
             out.append("N <= N_kv")
         return out
@@ -126,6 +139,7 @@ class Counting:
             "backward_factor": str(BACKWARD_FACTOR[self.backward]),
             "n_kv": self.n_kv,
             "align": self.align,
+            "bias": self.bias or "each variant's own",
             "causal_scores": str(self.scores()),
             "assumes": self.assumptions(),
         }
@@ -143,7 +157,9 @@ def describe(data: dict) -> str:
     kv = f", N_kv={data['n_kv']:,} {data['align']}" if data["n_kv"] is not None else ""
     bwd = "2x" if data["backward"] == "autograd" else "2.5x"
     assumes = f" (assumes {', '.join(data['assumes'])})" if data["assumes"] else ""
-    return f"Counting: causal {causal}{kv}{assumes}, backward {bwd}."
+    bias = data.get("bias", "each variant's own")
+    biases = f", biases {bias}" if bias != "each variant's own" else ""
+    return f"Counting: causal {causal}{kv}{assumes}, backward {bwd}{biases}."
 
 
 DEFAULT_COUNTING = Counting()

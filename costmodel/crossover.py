@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import cache
 from itertools import pairwise
@@ -69,7 +69,7 @@ def cost_branches(name: str, cost: str, setting: Setting = Setting()) -> tuple[s
             )
         return (conv.total(name),)
     counting = setting.counting
-    derived = derive(name, setting.scope, setting.mode, counting.n_kv is not None)
+    derived = derive(name, setting.scope, setting.mode, counting.n_kv is not None, counting.bias)
     if cost == "flops":
         out: tuple[sp.Expr, ...] = (derived.flops(conv, counting),)
     elif cost == "memory":
@@ -90,15 +90,35 @@ def at_sizes(branches: tuple[sp.Expr, ...], dims: dict[sp.Symbol, int], what: st
         raise UserError(f"{what} depends on {missing.args[0]}: give a value for it") from None
 
 
+class Cap(tuple):
+    """A polynomial that bounds a curve from above: the curve is min(max(branches), cap)."""
+
+
+def curve(name: str, cost: str, setting: Setting, dims: dict[sp.Symbol, int]) -> list[Poly]:
+    """A variant's cost as polynomial branches in N. With `--causal-count tiles` the FLOPs are capped by
+    the dense count: below one tile (N < T) the tile formula N(N+T)/2 would exceed the N² scores there
+    are, and a blocked kernel computes the whole matrix as one tile."""
+    polys = at_sizes(cost_branches(name, cost, setting), dims, name)
+    if cost == "flops" and setting.counting.causal == "tiles" and not isinstance(
+        get_convention(setting.convention), PublishedConvention
+    ):
+        dense = replace(setting, counting=replace(setting.counting, causal="dense"))
+        polys.append(Cap(at_sizes(cost_branches(name, cost, dense), dims, name)[0]))
+    return polys
+
+
 def evaluate(polys: list[Poly], x: Fraction | int) -> Fraction:
-    """Maximum over the branches at x, exactly."""
-    best = None
+    """Maximum over the branches at x, exactly (no more than a `Cap` branch, where there is one)."""
+    best = cap = None
     for p in polys:
         v = Fraction(0)
         for c in p:
             v = v * x + c
+        if isinstance(p, Cap):
+            cap = v if cap is None or v < cap else cap
+            continue
         best = v if best is None or v > best else best
-    return best
+    return best if cap is None or best <= cap else cap
 
 
 def _sub(p: Poly, q: Poly) -> Poly:
@@ -189,8 +209,8 @@ def crossover(
     `tied_to_d` names sizes that equal d by default (Latte's L): the closed form then follows d
     with them, instead of holding them at today's value."""
     get_variant(a), get_variant(b)
-    pa = at_sizes(cost_branches(a, cost, setting), dims, a)
-    pb = at_sizes(cost_branches(b, cost, setting), dims, b)
+    pa = curve(a, cost, setting, dims)
+    pb = curve(b, cost, setting, dims)
     out = Crossover(a, b, cost, {str(k): int(v) for k, v in dims.items()}, **compare(pa, pb))
     if exact and out.root is not None and d in dims:
         others = _freeze({k: v for k, v in dims.items() if k != d and k not in tied_to_d})
@@ -372,7 +392,7 @@ class Cheapest:
 
 def cheapest(names: list[str], cost: str, dims: dict[sp.Symbol, int], setting: Setting = Setting()) -> Cheapest:
     """Split N >= 1 into intervals and name the cheapest variant on each (ties listed together)."""
-    curves = [at_sizes(cost_branches(n, cost, setting), dims, n) for n in names]
+    curves = [curve(n, cost, setting, dims) for n in names]
     intervals: list[tuple[float, float | None, list[str]]] = []
     for lo, hi, x in probes(breakpoints(curves)):
         values = [evaluate(c, x) for c in curves]

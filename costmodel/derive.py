@@ -178,7 +178,10 @@ class Derived:
     def op_traffic(self, op: Op, dtype: str) -> sp.Expr:
         """Bytes one run of an op reads and writes."""
         read = op.inputs[1:] if op.attrs.get("overwrite") else op.inputs
-        reads = sum((_nbytes(t.numel, t.storage.dtype, dtype) for t in read), sp.Integer(0))
+        once = op.attrs.get("read_once", ())  # overlapping windows of one storage: each element read once
+        reads = sum(
+            (_nbytes(t.storage.numel if t in once else t.numel, t.storage.dtype, dtype) for t in read), sp.Integer(0)
+        )
         writes = _nbytes(op.output.numel, op.output.storage.dtype, dtype)
         lse = op.attrs.get("lse")
         if lse is not None:

@@ -1,17 +1,34 @@
 """IO-aware traffic of FlashAttention-style tiled kernels.
 
 The unfused traffic (`Derived.traffic`) charges a fused attention op for reading Q, K and V once.
-A tiled kernel cannot: its on-chip memory M holds one block of queries and one of keys/values, so
-it streams K and V once per query block (FlashAttention-2 order), or Q and the running output once
-per key/value block (FlashAttention's Algorithm 1). Either way the bytes grow as N²d²/M (Theorem 2
-of Dao et al., 2022), while a linear-time variant's grow as N: from some N the fused kernel moves
-more bytes than linear attention, although it never materialises the N×N matrix.
+A tiled kernel cannot: its on-chip memory holds one block of queries and one of keys/values, so it
+re-reads part of its input, and how much depends on the loop order:
 
-Block sizes follow Algorithm 1: B_c = ⌈M/4d⌉ key rows, B_r = min(⌈M/4d⌉, d) query rows, M counted
-in elements of the activation dtype; both can be set instead. Block counts are N/B (continuous):
-exact when B divides N, and the formula stays a polynomial in N; a decoding step's few query rows
-are one block. Every other op keeps its unfused
-traffic, and the running statistics (ℓ, m, the log-sum-exp) are fp32.
+- `fa2` (FlashAttention-2, the default): query blocks outer. Q, O and the log-sum-exp move once, K
+  and V once per query block of B_r rows: e·(2Nd + 2N²d/B_r) + 4N bytes, Θ(N²d/B_r). B_r is the
+  kernel's own tile (a compile-time choice per head dim and architecture), not a function of the
+  on-chip memory M: more shared memory does not lower it.
+- `fa1` (FlashAttention, Algorithm 1): key/value blocks outer, B_c = ⌈M/4d⌉ rows; Q, O, ℓ, m re-read
+  and O, ℓ, m re-written per K/V block: Θ(N²d²/M) (Theorem 2 of Dao et al., 2022).
+
+Either way the bytes grow as N², while a linear-time variant's grow as N: from some N the fused
+kernel moves more bytes than linear attention, although it never materialises the N×N matrix.
+
+Tiles: with `fa2` the FlashAttention-2 forward kernel's kBlockM × kBlockN for the head dim (rounded
+up to a compiled one: 32, 64, 96, 128, 192, 256), the GPU's architecture and causality, as chosen in
+flash-attention's `csrc/flash_attn/src/flash_fwd_launch_template.h` (no dropout): 128 × 128 at
+d ≤ 64; 128 × 64 at d = 96, 128 and 192 on sm80/sm90 (sm86/sm89: 128 × 32 non-causal, 64 × 64
+causal at d = 128; 64 × 64 causal at d = 96); at d = 256 128 × 64 where a block can have 128 KiB
+but an SM not 192 KiB (A100), else 64 × 64 (H100, sm86/sm89). With `fa1`, Algorithm 1's rule
+on M: B_c = ⌈M/4d⌉, B_r = min(⌈M/4d⌉, d), M in elements of the activation dtype. M is the usable
+shared memory per thread block (opt-in maximum) of a named GPU, not the SM's L1 + shared total.
+Given blocks override either rule; blocks whose Q, K and V tiles do not fit in M are refused.
+
+Block counts are N/B (continuous): exact when B divides N, and the formula stays a polynomial in N.
+Below one block a kernel reads its inputs once: the traffic is never less than the compulsory
+bytes (Q, K, V read once, O and the log-sum-exp written once), a second branch of a maximum.
+A decoding step's few query rows are one block. Every other op keeps its unfused traffic, and the
+running statistics (ℓ, m, the log-sum-exp) are fp32.
 """
 
 from __future__ import annotations
@@ -26,34 +43,106 @@ from attn_cost.costmodel.graph import Op
 from attn_cost.costmodel.symbols import N
 
 ORDERS: dict[str, str] = {
-    "fa2": "FlashAttention-2: query blocks outer; K and V streamed once per query block (B_r rows)",
-    "fa1": "FlashAttention (Algorithm 1): key/value blocks outer; Q, O, ℓ, m re-read once per K/V block (B_c rows)",
+    "fa2": "FlashAttention-2: query blocks outer; K and V streamed once per query block (B_r rows): Θ(N²d/B_r)",
+    "fa1": "FlashAttention (Algorithm 1): key/value blocks outer; Q, O, ℓ, m re-read once per K/V block "
+    "(B_c = ⌈M/4d⌉ rows): Θ(N²d²/M)",
 }
-DEFAULT_SRAM = 192 * 1024
-"""Bytes of on-chip memory per streaming multiprocessor (A100: 192 KiB of L1/shared memory)."""
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """What the tiled kernels see of a GPU."""
+
+    name: str
+    arch: str
+    """Compute capability: sm80, sm86, sm89, sm90."""
+    smem_per_block: int
+    """Usable shared memory of one thread block, bytes (the opt-in maximum)."""
+    smem_per_sm: int
+    """Shared memory of one streaming multiprocessor, bytes."""
+
+
+GPUS: dict[str, Gpu] = {
+    g.name: g
+    for g in (
+        Gpu("a100", "sm80", 163 * 1024, 164 * 1024),
+        Gpu("h100", "sm90", 227 * 1024, 228 * 1024),
+        Gpu("a6000", "sm86", 99 * 1024, 100 * 1024),
+        Gpu("l40s", "sm89", 99 * 1024, 100 * 1024),
+    )
+}
+"""Shared memory per block and per SM from NVIDIA's CUDA C++ Programming Guide (compute capabilities table)."""
+DEFAULT_GPU = "a100"
+DEFAULT_SRAM = GPUS[DEFAULT_GPU].smem_per_block
+KERNEL_HEAD_DIMS = (32, 64, 96, 128, 192, 256)
+"""Head dims FlashAttention-2 compiles forward kernels for; a smaller d runs the next one up."""
+
+
+def fa2_tiles(gpu: Gpu, d: int, causal: bool) -> tuple[int, int] | None:
+    """kBlockM × kBlockN of FlashAttention-2's forward kernel (flash_fwd_launch_template.h, no dropout)."""
+    hd = next((k for k in KERNEL_HEAD_DIMS if d <= k), None)
+    sm8x = gpu.arch in ("sm86", "sm89")
+    if hd is None:
+        return None
+    if hd <= 64:
+        return 128, 128
+    if hd == 96:
+        return (64, 64) if sm8x and causal else (128, 64)
+    if hd == 128:
+        if sm8x:
+            return (64, 64) if causal else (128, 32)
+        return 128, 64
+    if hd == 192:
+        return 128, 64
+    big = gpu.smem_per_block >= 2 * hd * (128 + 2 * 64) and gpu.smem_per_sm < 4 * hd * (64 + 2 * 64)
+    return (128, 64) if big else (64, 64)
 
 
 @dataclass(frozen=True)
 class Tiles:
-    """What the tiled kernel is given: on-chip memory, optional explicit blocks, loop order."""
+    """What the tiled kernel is given: a GPU (its shared memory and architecture), optional explicit
+    on-chip memory and blocks, loop order."""
 
-    sram_bytes: int = DEFAULT_SRAM
+    sram_bytes: int | None = None
     block_q: int | None = None
     block_kv: int | None = None
     order: str = "fa2"
+    gpu: str = DEFAULT_GPU
 
-    def resolve(self, d: int, dtype: str) -> ResolvedTiles:
-        """Block sizes for head dimension d: given ones, else Algorithm 1's rule on M."""
+    def resolve(self, d: int, dtype: str, causal: bool = False) -> ResolvedTiles:
+        """Block sizes for head dimension d: given ones, else the kernel's own (fa2) or Algorithm 1's rule (fa1)."""
         if self.order not in ORDERS:
             raise UserError(f"unknown kernel order {self.order!r} (known: {', '.join(ORDERS)})")
+        if self.gpu not in GPUS:
+            raise UserError(f"unknown --gpu {self.gpu!r} (known: {', '.join(GPUS)})")
+        gpu = GPUS[self.gpu]
         for value, flag in ((self.sram_bytes, "--sram"), (self.block_q, "--block-q"), (self.block_kv, "--block-kv")):
             if value is not None and value < 1:
                 raise UserError(f"{flag} must be a positive integer, got {value}")
-        m = self.sram_bytes // dtype_bytes(dtype)
-        by_m = math.ceil(m / (4 * d))
-        if self.block_q is None and self.block_kv is None and m < 4 * d:
-            raise UserError(f"--sram {self.sram_bytes} bytes cannot hold one row each of Q, K, V and O at d = {d}")
-        return ResolvedTiles(self, d, dtype, m, self.block_q or min(by_m, d), self.block_kv or by_m)
+        sram = self.sram_bytes if self.sram_bytes is not None else gpu.smem_per_block
+        e = dtype_bytes(dtype)
+        m = sram // e
+        if self.order == "fa2":
+            kernel = fa2_tiles(gpu, d, causal)
+            if kernel is None and (self.block_q is None or self.block_kv is None):
+                raise UserError(
+                    f"FlashAttention-2 has no kernel for head dim {d} (at most 256): give --block-q and --block-kv"
+                )
+            bq, bkv = self.block_q or kernel[0], self.block_kv or kernel[1]
+            source = "given" if self.block_q and self.block_kv else f"FlashAttention-2 forward kernel, {gpu.arch}"
+        else:
+            by_m = math.ceil(m / (4 * d))
+            if self.block_q is None and self.block_kv is None and m < 4 * d:
+                raise UserError(f"--sram {sram} bytes cannot hold one row each of Q, K, V and O at d = {d}")
+            bq, bkv = self.block_q or min(by_m, d), self.block_kv or by_m
+            source = "B_r = min(⌈M/4d⌉, d), B_c = ⌈M/4d⌉ (Algorithm 1)"
+        need = e * d * (bq + 2 * bkv)
+        if need > sram:
+            raise UserError(
+                f"tiles of {bq} query and {bkv} key/value rows need {need:,} bytes of shared memory at d = {d} "
+                f"({dtype}), more than the {sram:,} bytes of --sram/--gpu"
+            )
+        return ResolvedTiles(self, d, dtype, sram, m, bq, bkv, source, gpu.name)
 
 
 @dataclass(frozen=True)
@@ -63,22 +152,23 @@ class ResolvedTiles:
     tiles: Tiles
     d: int
     dtype: str
+    sram_bytes: int
     sram_elements: int
     block_q: int
     block_kv: int
+    blocks_from: str
+    gpu: str
 
     def as_json(self) -> dict:
         return {
             "order": self.tiles.order,
             "order_means": ORDERS[self.tiles.order],
-            "sram_bytes": self.tiles.sram_bytes,
+            "gpu": self.gpu,
+            "sram_bytes": self.sram_bytes,
             "sram_elements": self.sram_elements,
             "block_q": self.block_q,
             "block_kv": self.block_kv,
-            "blocks_from": (
-                f"B_r {'given' if self.tiles.block_q else '= min(⌈M/4d⌉, d)'}, "
-                f"B_c {'given' if self.tiles.block_kv else '= ⌈M/4d⌉'}"
-            ),
+            "blocks_from": self.blocks_from,
             "d": self.d,
             "dtype": self.dtype,
         }
@@ -107,15 +197,38 @@ def fused_op_traffic(op: Op, tiles: ResolvedTiles) -> sp.Expr:
     return sp.expand(a["batch"] * total)
 
 
-def io_traffic(derived: Derived, tiles: ResolvedTiles) -> sp.Expr:
-    """Traffic of a variant with its fused attention ops tiled and every other op unfused (inference)."""
+def compulsory_traffic(op: Op, dtype: str) -> sp.Expr:
+    """Bytes any kernel moves for one fused-attention op: Q, K, V read once, O and the log-sum-exp written once."""
+    a = op.attrs
+    e, stat = dtype_bytes(dtype), dtype_bytes("fp32")
+    nq, nk = a["nq"], a["nk"]
+    return sp.expand(a["batch"] * (e * (nq * a["dqk"] + nk * (a["dqk"] + a["dv"]) + nq * a["dv"]) + stat * nq))
+
+
+def io_traffic(derived: Derived, tiles: ResolvedTiles, floor: bool = False) -> sp.Expr:
+    """Traffic of a variant with its fused attention ops tiled and every other op unfused (inference);
+    floor: each fused op at its compulsory bytes instead (the second branch of `io_branches`)."""
     if derived.graph.training:
         raise UserError("the tiled traffic model covers the forward pass: use --mode inference")
     total = sp.Integer(0)
     for op in derived.ops:
-        cost = fused_op_traffic(op, tiles) if op.kind == "fused_attention" else derived.op_traffic(op, tiles.dtype)
+        if op.kind != "fused_attention":
+            cost = derived.op_traffic(op, tiles.dtype)
+        else:
+            cost = compulsory_traffic(op, tiles.dtype) if floor else fused_op_traffic(op, tiles)
         total += cost * op.repeat
     return sp.expand(total)
+
+
+def io_branches(derived: Derived, tiles: ResolvedTiles) -> tuple[sp.Expr, sp.Expr]:
+    """The tiled traffic and the compulsory floor: the traffic is their maximum (below one block, a kernel
+    reads its inputs once, never less)."""
+    return io_traffic(derived, tiles), io_traffic(derived, tiles, floor=True)
+
+
+def fused_causal(derived: Derived) -> bool:
+    """Whether the variant's fused attention op is causal (the kernel's tiles may depend on it)."""
+    return any(op.kind == "fused_attention" and op.attrs.get("causal") for op in derived.ops)
 
 
 def has_fused(derived: Derived) -> bool:

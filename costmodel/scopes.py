@@ -7,6 +7,7 @@ and residuals, and the difference between two models is exactly the difference o
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 
 import sympy as sp
 from attn_cost.costmodel.counting import N_kv, causal_graph
@@ -21,14 +22,33 @@ SCOPES: dict[str, str] = {
     "model": "an encoder of depth D: D blocks and a final LayerNorm",
     "decode": "one autoregressive step: the cost of token N+1 with N tokens in a KV cache or a recurrent state",
 }
+BIASES: dict[str, str] = {
+    "all": "a bias on the Q, K, V and output projections (Vaswani et al., timm's ViT with qkv_bias, Hosseini et al.)",
+    "out": "a bias on the output projection only (the linformer, performer-pytorch, nystrom-attention packages)",
+    "none": "no projection biases (Llama-style layers: q/k/v/o_proj with bias=False)",
+}
+"""--bias: which projections of an attention layer carry a bias; each variant has its own default."""
+_BIAS: ContextVar[str] = ContextVar("bias", default="all")
 MODES: dict[str, str] = {
     "inference": "forward pass only; every tensor is freed after its last use",
     "training": "forward + backward FLOPs; tensors that backward needs stay alive to the end of the forward pass",
 }
 
 
-def build_graph(variant, scope: str, mode: str, kv: bool = False) -> Graph:
-    """The op list of `variant` at `scope` in `mode`; kv: keys and values of length N_kv (core scope)."""
+def build_graph(variant, scope: str, mode: str, kv: bool = False, bias: str | None = None) -> Graph:
+    """The op list of `variant` at `scope` in `mode`; kv: keys and values of length N_kv (core scope);
+    bias: which projections carry a bias (None: the variant's own)."""
+    bias = bias or variant.bias
+    if bias not in BIASES:
+        raise UserError(f"unknown --bias {bias!r} (known: {', '.join(BIASES)})")
+    token = _BIAS.set(bias)
+    try:
+        return _build(variant, scope, mode, kv)
+    finally:
+        _BIAS.reset(token)
+
+
+def _build(variant, scope: str, mode: str, kv: bool) -> Graph:
     if scope not in SCOPES:
         raise UserError(f"unknown scope {scope!r} (known: {', '.join(SCOPES)})")
     if mode not in MODES:
@@ -85,8 +105,10 @@ def projected(
     kv_heads: sp.Expr = h,
 ) -> Tensor:
     """Multi-head attention around a core: project (or slice x for) Q, K and V, split the heads,
-    run the core, merge the heads, project out. Biases on every projection. Keys and values have
-    `kv_heads` heads (grouped-query attention projects to fewer)."""
+    run the core, merge the heads, project out. Biases as `--bias` says (the variant's default: on every
+    projection unless it describes an implementation without). Keys and values have `kv_heads` heads
+    (grouped-query attention projects to fewer)."""
+    bias = _BIAS.get()
     width = {"Q": qk_width, "K": qk_width, "V": d}
     count = {"Q": h, "K": kv_heads, "V": kv_heads}
     heads = {}
@@ -95,14 +117,16 @@ def projected(
         if name == "V" and values is not None:
             src = values
         elif name in project:
-            src = g.linear(name, x, g.param(f"W_{name}", h * d, out), g.param(f"b_{name}", out))
+            b_in = g.param(f"b_{name}", out) if bias == "all" else None
+            src = g.linear(name, x, g.param(f"W_{name}", h * d, out), b_in)
         else:
             src = x  # sliced per head from the input itself
         split = src.view(b, N, count[name], width[name]).swap(1, 2)
         heads[name] = g.copy(f"{name}ₕ", split, label=f"{name}ₕ ← split heads of {src.name}")
     y = core(g, heads["Q"], heads["K"], heads["V"])
     merged = g.copy("Yₘ", y.swap(1, 2), label="Yₘ ← merge heads").view(b, N, h * d)
-    return g.linear("O", merged, g.param("W_O", h * d, h * d), g.param("b_O", h * d))
+    b_out = g.param("b_O", h * d) if bias in ("all", "out") else None
+    return g.linear("O", merged, g.param("W_O", h * d, h * d), b_out)
 
 
 def layernorm(g: Graph, name: str, x: Tensor) -> Tensor:

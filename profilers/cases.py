@@ -7,8 +7,10 @@ Parameters are created on the first call: run a case once (a warm-up) before mea
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 
 import torch
@@ -166,11 +168,18 @@ def build_case(variant: str, scope: str, sizes: Sizes, dtype: str = "fp32", devi
         make = inputs((s.b, s.h, s.N, qk), (s.b, kvh, s.N, qk), (s.b, kvh, s.N, s.d))
         return Case(variant, scope, s, dtype, device, core, make, params)
     if scope == "decode":
-        return Case(variant, scope, s, dtype, device, ref.decode, _decode_inputs(variant, s, inputs), params)
+        step = ref.decode
+        if variant.startswith("sliding-window"):  # the rolling buffer: token N goes to slot N mod w
+            step = functools.partial(ref.decode, slot=s.N % s.window, valid=min(s.N + 1, s.window))
+        return Case(variant, scope, s, dtype, device, step, _decode_inputs(variant, s, inputs), params)
     surround = SURROUNDINGS[scope]
 
     def run(box: list[Tensor]) -> Tensor:
-        return surround(ref, core, box, params, replace(s, h_kv=kvh), qk)
+        token = _BIAS.set(v.bias)  # the projections' biases, as the variant describes them
+        try:
+            return surround(ref, core, box, params, replace(s, h_kv=kvh), qk)
+        finally:
+            _BIAS.reset(token)
 
     return Case(variant, scope, s, dtype, device, run, inputs((s.b, s.N, s.width)), params)
 
@@ -201,6 +210,9 @@ def _decode_inputs(variant: str, s: Sizes, inputs) -> Callable[[], list[Tensor]]
         return inputs((b, h, 1, d), (b, kv, 1, d), (b, kv, 1, d), (b, kv, n + 1, d), (b, kv, n + 1, d))
     if variant.startswith("softmax"):
         return inputs((b, h, 1, d), (b, h, 1, d), (b, h, 1, d), (b, h, n + 1, d), (b, h, n + 1, d))
+    if variant.startswith("sliding-window"):
+        w = s.window
+        return inputs((b, h, 1, d), (b, h, 1, d), (b, h, 1, d), (b, h, w, d), (b, h, w, d))
     if variant.startswith("linear"):
         make = inputs((b, h, d), (b, h, d), (b, h, d), (b, h, d, d), (b, h, d, 1))
 
@@ -219,6 +231,9 @@ def _decode_inputs(variant: str, s: Sizes, inputs) -> Callable[[], list[Tensor]]
 
 
 # -- the surroundings, as costmodel.scopes writes them ---------------------------------------------
+
+_BIAS: ContextVar[str] = ContextVar("bias", default="all")
+"""Which projections carry a bias while a layer runs (`Variant.bias`: all, out, none)."""
 
 
 def projected(
@@ -241,7 +256,8 @@ def projected(
             (src,) = take(values)
         elif name in project:
             w = params.get(f"W_{name}", out, s.width)  # F.linear keeps (out, in)
-            src = F.linear(x, w, params.get(f"b_{name}", out, std=0.02))
+            bias = params.get(f"b_{name}", out, std=0.02) if _BIAS.get() == "all" else None
+            src = F.linear(x, w, bias)
         else:
             src = x  # the head's slice of the input
         if name == "V":
@@ -251,7 +267,8 @@ def projected(
     y = core(heads)
     merged = y.transpose(1, 2).contiguous().view(s.b, s.N, s.width)
     del y
-    return F.linear(merged, params.get("W_O", s.width, s.width), params.get("b_O", s.width, std=0.02))
+    bias = params.get("b_O", s.width, std=0.02) if _BIAS.get() in ("all", "out") else None
+    return F.linear(merged, params.get("W_O", s.width, s.width), bias)
 
 
 def attention_layer(ref: Reference, core, box: list[Tensor], params: Params, s: Sizes, qk: int) -> Tensor:

@@ -330,25 +330,56 @@ def _padded(x: Tensor, w: int) -> Tensor:
     return xp
 
 
+def _windows(xp: Tensor, w: int) -> Tensor:
+    """The N overlapping windows of w rows of a padded (b, h, N+w−1, d) tensor: a strided view, no copy."""
+    b, h, rows, d = xp.shape
+    sb, sh, sn, sd = xp.stride()
+    return xp.as_strided((b, h, rows - w + 1, w, d), (sb, sh, sn, sn, sd))
+
+
+def _band_bmm(a: Tensor, bw: Tensor, out: Tensor) -> Tensor:
+    """out[β, i] = a[β, i] @ bw[β, i] for every batch-head β: one bmm per head over the N windows,
+    reading the windows through their strides (torch.matmul on the 5-D view would copy them)."""
+    for ib in range(a.shape[0]):
+        for ih in range(a.shape[1]):
+            torch.bmm(a[ib, ih], bw[ib, ih], out=out[ib, ih])
+    return out
+
+
 def sliding_window(inputs: list[Tensor], w: int, mask: Tensor) -> Tensor:
-    """mask: (N, 1, w), True on the padding slots of each query's window."""
+    """A banded kernel: the N×w score band materialised, K and V read through strided windows of the
+    padded sequence. mask: (N, 1, w), True on the padding slots of each query's window."""
     q, k, v = take(inputs)
     b, h, n, d = q.shape
     kp = _padded(k, w)
     del k
-    kw = kp.unfold(2, w, 1).contiguous()  # (b, h, N, d, w)
-    del kp
-    s = q.unsqueeze(-2) @ kw
-    del q, kw
+    s = _band_bmm(q.unsqueeze(-2), _windows(kp, w).transpose(-1, -2), q.new_empty(b, h, n, 1, w))
+    del q, kp
     s.mul_(1 / math.sqrt(d))
     s.masked_fill_(mask, float("-inf"))
     p = torch.softmax(s, dim=-1)
     del s
     vp = _padded(v, w)
     del v
-    vw = vp.unfold(2, w, 1).transpose(-1, -2).contiguous()  # (b, h, N, w, d)
-    del vp
-    return (p @ vw).view(b, h, n, d)
+    y = _band_bmm(p, _windows(vp, w), p.new_empty(b, h, n, 1, d))
+    return y.view(b, h, n, d)
+
+
+def sliding_window_decode(inputs: list[Tensor], slot: int = 0, valid: int | None = None) -> Tensor:
+    """One token with a rolling buffer of w keys and values: the new k, v overwrite slot N mod w.
+    Before the buffer is full (valid = N + 1 < w) its empty slots are masked (in place)."""
+    q, k, v, k_cache, v_cache = take(inputs)
+    k_cache[:, :, slot] = k.squeeze(-2)
+    v_cache[:, :, slot] = v.squeeze(-2)
+    del k, v
+    s = q @ k_cache.transpose(-1, -2)
+    del q
+    s.mul_(1 / math.sqrt(v_cache.shape[-1]))
+    if valid is not None and valid < s.shape[-1]:
+        s[..., valid:].fill_(float("-inf"))
+    p = torch.softmax(s, dim=-1)
+    del s
+    return p @ v_cache
 
 
 def sliding_window_fused(inputs: list[Tensor], w: int, mask: Tensor) -> Tensor:
@@ -562,8 +593,10 @@ REFERENCES: dict[str, Reference] = {
     "super-attention": Reference(layer="super"),
     "gqa": Reference(gqa, decode=gqa_decode),
     "gqa-causal": Reference(gqa_causal, decode=gqa_decode),
-    "sliding-window": Reference(sliding_window, constants=lambda s, p: _window(s, p)),
-    "sliding-window-fused": Reference(sliding_window_fused, constants=lambda s, p: _window(s, p)),
+    "sliding-window": Reference(sliding_window, decode=sliding_window_decode, constants=lambda s, p: _window(s, p)),
+    "sliding-window-fused": Reference(
+        sliding_window_fused, decode=sliding_window_decode, constants=lambda s, p: _window(s, p)
+    ),
     "linformer": Reference(
         linformer, constants=lambda s, p: {"e": p.get("E", s.proj, s.N), "f": p.get("F", s.proj, s.N)}
     ),

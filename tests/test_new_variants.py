@@ -4,6 +4,7 @@ IO-aware traffic of tiled kernels: against the papers' counts, independent arith
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import sympy as sp
@@ -15,7 +16,8 @@ from attn_cost.costmodel.variants import derive
 from attn_cost.profilers import reference as ref
 from attn_cost.profilers.cases import Sizes, build_case
 from attn_cost.profilers.flops import counted, derived
-from attn_cost.profilers.memory import traced_peak
+from attn_cost.profilers.memory import LiveTensorTracer, traced_peak
+from torch.utils.flop_counter import FlopCounterMode
 
 MATMUL = get_convention("matmul")
 NEW = [
@@ -32,6 +34,8 @@ SCOPES = {
     "gqa": ("core", "layer", "block", "decode"),
     "gqa-causal": ("core", "layer"),
     "linear-causal-fused": ("core", "layer", "decode"),
+    "sliding-window": ("core", "layer", "block", "decode"),
+    "sliding-window-fused": ("core", "layer", "decode"),
 }
 # sizes away from the defaults: h_kv < h, windows shorter and longer than N, k > N, N < c and N = c
 SIZES = [
@@ -60,8 +64,40 @@ def test_sliding_window_memory_grows_with_n_w_only_when_materialised() -> None:
         branches = derive(name).peak().branches
         return any(t.has(N) and t.has(w) for e in branches for t in sp.Add.make_args(sp.expand(e)))
 
-    assert n_times_w("sliding-window")  # the N×w band and the K, V windows
+    assert n_times_w("sliding-window")  # the N×w band and its softmax
     assert not n_times_w("sliding-window-fused")  # one row of w scores at a time
+    # no term N·w·d: the K and V windows are strided views, not copies
+    for e in derive("sliding-window").peak().branches:
+        assert not any(t.has(N) and t.has(w) and t.has(d) for t in sp.Add.make_args(sp.expand(e)))
+
+
+def test_banded_sliding_window_needs_less_memory_than_causal_softmax_from_n_near_w() -> None:
+    """By hand (fp32, one head, d = 64, w = 256): the band keeps S and P (2·N·w) and Q or the output (N·d);
+    causal softmax keeps S and P (2·N²): they cross at N = w."""
+    at = {b: 1, h: 1, d: 64, w: 256}
+    band = derive("sliding-window").peak("fp32").expr.xreplace(at)
+    full = derive("softmax-causal").peak("fp32").expr.xreplace(at)
+    n = 1024
+    assert band.xreplace({N: n}) == 4 * (2 * n * 256 + n * 64)
+    assert band.xreplace({N: n}) < full.xreplace({N: n})
+    assert band.xreplace({N: 200}) > full.xreplace({N: 200})
+
+
+def test_banded_products_read_the_padded_k_and_v_once() -> None:
+    """Sᵢ = qᵢ·K_pad[i:i+w]ᵀ reads Q and the (N+w−1)×d padded K, writes N×w; Y reads P and the padded V."""
+    g = derive("sliding-window")
+    products = [op for op in g.ops if op.kind == "matmul"]
+    traffic = [sp.expand(g.op_traffic(op, "fp32") / 4) for op in products]
+    per_head = [N * d + (N + w - 1) * d + N * w, N * w + (N + w - 1) * d + N * d]
+    assert [sp.expand(t - b * h * e) for t, e in zip(traffic, per_head, strict=True)] == [0, 0]
+
+
+def test_sliding_window_decode_holds_a_rolling_buffer_of_w() -> None:
+    """Mistral's rolling buffer: 2·w·d cache elements per head whatever N, and 4·w·d FLOPs per token."""
+    g = derive("sliding-window", "decode")
+    assert N not in g.peak("fp32").expr.free_symbols and N not in g.flops(MATMUL).free_symbols
+    assert sp.expand(g.flops(MATMUL) - 4 * b * h * w * d) == 0
+    assert g.peak("fp32").at({b: 1, h: 1, d: 64, w: 4096})[0] >= 4 * 2 * 4096 * 64
 
 
 def test_gqa_decode_holds_a_cache_of_2_n_h_kv_d_elements() -> None:
@@ -78,7 +114,7 @@ def test_gqa_decode_holds_a_cache_of_2_n_h_kv_d_elements() -> None:
 def test_gqa_computes_what_multi_head_attention_computes_with_fewer_kv_projections() -> None:
     assert sp.expand(derive("gqa").flops(MATMUL) - 4 * b * h * N**2 * d) == 0
     width = h * d
-    expected = 2 * width**2 + 2 * width * h_kv * d + 2 * width + 2 * h_kv * d  # W_Q, W_O; W_K, W_V; biases
+    expected = 2 * width**2 + 2 * width * h_kv * d  # W_Q, W_O; W_K, W_V; no biases (Llama-style)
     assert sp.expand(derive("gqa", "layer").params - expected) == 0
 
 
@@ -170,6 +206,24 @@ def test_sliding_window_attends_the_last_w_tokens(name: str, window: int) -> Non
     y, (q, k, v), _ = run(name, sizes)
     i, j = torch.arange(17).view(-1, 1), torch.arange(17).view(1, -1)
     assert rel_err(y, dense(q, k, v, (j <= i) & (j > i - window))) < 1e-5
+
+
+@pytest.mark.parametrize("n", [3, 9, 20])
+def test_sliding_window_decode_attends_the_last_w_tokens_of_the_rolling_buffer(n: int) -> None:
+    """Token n (0-based) with a buffer of w = 8 whose slot j holds the latest token t ≡ j (mod w)."""
+    window, dd = 8, 4
+    gen = torch.Generator().manual_seed(3)
+    keys, vals = torch.randn(1, 2, n + 1, dd, generator=gen), torch.randn(1, 2, n + 1, dd, generator=gen)
+    q = torch.randn(1, 2, 1, dd, generator=gen)
+    kc, vc = torch.randn(1, 2, window, dd, generator=gen), torch.randn(1, 2, window, dd, generator=gen)
+    for t in range(n):
+        kc[:, :, t % window], vc[:, :, t % window] = keys[:, :, t], vals[:, :, t]
+    case = build_case("sliding-window", "decode", Sizes(N=n, d=dd, h=2, b=1, w=window))
+    with torch.no_grad():
+        y = case.run([q, keys[:, :, n:], vals[:, :, n:], kc, vc])
+    lo = max(0, n - window + 1)
+    allowed = torch.ones(1, n + 1 - lo, dtype=torch.bool)
+    assert rel_err(y.double(), dense(q, keys[:, :, lo:], vals[:, :, lo:], allowed).double()) < 1e-5
 
 
 def test_gqa_shares_each_kv_head_among_its_group() -> None:
@@ -310,19 +364,80 @@ def test_tiled_traffic_is_theta_n2_d2_over_m() -> None:
 
 
 def test_io_command_finds_where_the_fused_kernel_moves_more_than_linear(attn_cost) -> None:
+    """FlashAttention-2 at d = 64 tiles 128 × 128 (flash_fwd_launch_template.h): per head, bf16, it moves
+    2·(2·N·64 + 2·N²·64/128) + 4·N bytes; linear attention's unfused bytes grow as N."""
     r = attn_cost("io", "--d", "64", "--variant", "softmax-fused", "--against", "linear", "--json")
     assert r.code == 0, r.err
     (row,) = r.json()["results"]
-    assert row["tiles"]["block_q"] == 64 and row["tiles"]["block_kv"] == 384  # min(⌈M/4d⌉, d), ⌈M/4d⌉
+    assert (row["tiles"]["block_q"], row["tiles"]["block_kv"]) == (128, 128)
+    assert row["tiles"]["gpu"] == "a100" and row["tiles"]["sram_bytes"] == 163 * 1024
     (vs,) = row["against"]
     assert vs["verdict_unfused_model"] == "never" and vs["verdict"] == "crosses"
-    n0 = vs["from_n"]
-    tiles = Tiles().resolve(64, "bf16")
-    fused = io_traffic(derive("softmax-fused"), tiles).xreplace({b: 1, h: 1, d: 64})
+
+    def fused(n: int) -> int:
+        return 2 * (2 * n * 64 + 2 * n * n * 64 // 128) + 4 * n
+
     linear = derive("linear").traffic("bf16").xreplace({b: 1, h: 1, d: 64})
-    assert fused.xreplace({N: n0}) >= linear.xreplace({N: n0}) and fused.xreplace({N: n0 - 1}) < linear.xreplace(
-        {N: n0 - 1}
+    n0 = next(n for n in range(1, 10**5) if all(fused(x) >= linear.xreplace({N: x}) for x in range(n, n + 50)))
+    assert vs["from_n"] == n0 == 653
+    assert row["per_length"]["4096"]["tiled"] == fused(4096)
+
+
+def test_fa2_traffic_does_not_depend_on_m_but_on_the_kernels_query_tile() -> None:
+    """K and V are streamed once per query block: Θ(N²d/B_r), the same for any on-chip memory."""
+    g = derive("softmax-fused")
+    at = {b: 1, h: 1, d: 64}
+    same = {io_traffic(g, Tiles(sram_bytes=kib * 1024).resolve(64, "bf16")).xreplace(at) for kib in (48, 96, 163)}
+    assert len(same) == 1
+    quad = [
+        sp.Poly(io_traffic(g, Tiles(block_q=bq, block_kv=64).resolve(64, "bf16")).xreplace(at), N).coeff_monomial(N**2)
+        for bq in (64, 128)
+    ]
+    assert quad == [2 * 2 * 64 / sp.Integer(64), 2 * 2 * 64 / sp.Integer(128)]
+
+
+@pytest.mark.parametrize(
+    ("gpu", "dd", "causal", "tile"),
+    [
+        ("a100", 64, False, (128, 128)),
+        ("h100", 32, True, (128, 128)),
+        ("a100", 128, False, (128, 64)),
+        ("h100", 128, True, (128, 64)),
+        ("a6000", 128, False, (128, 32)),
+        ("a6000", 128, True, (64, 64)),
+        ("l40s", 96, True, (64, 64)),
+        ("a100", 256, False, (128, 64)),
+        ("h100", 256, False, (64, 64)),
+        ("a100", 80, False, (128, 64)),
+    ],
+)
+def test_fa2_tiles_are_the_kernels(gpu: str, dd: int, causal: bool, tile: tuple[int, int]) -> None:
+    """kBlockM × kBlockN as flash-attention's csrc/flash_attn/src/flash_fwd_launch_template.h launches them."""
+    t = Tiles(gpu=gpu).resolve(dd, "bf16", causal)
+    assert (t.block_q, t.block_kv) == tile
+
+
+def test_tiled_traffic_never_falls_below_reading_q_k_v_once(attn_cost) -> None:
+    r = attn_cost(
+        "io",
+        "--d",
+        "64",
+        "--variant",
+        "softmax-fused",
+        "--against",
+        "linear",
+        "--sram",
+        "10000000",
+        "--block-q",
+        "65536",
+        "--block-kv",
+        "64",
+        "--json",
     )
+    assert r.code == 0, r.err
+    (row,) = r.json()["results"]
+    for n, v in row["per_length"].items():
+        assert v["tiled"] >= 2 * 4 * int(n) * 64 + 4 * int(n)  # Q, K, V read and O written (bf16), lse (fp32)
 
 
 @pytest.mark.parametrize(
@@ -331,6 +446,9 @@ def test_io_command_finds_where_the_fused_kernel_moves_more_than_linear(attn_cos
         ("io", "--variant", "linear"),
         ("io", "--sram", "10"),
         ("io", "--order", "fa3"),
+        ("io", "--block-q", "1024", "--block-kv", "1024"),
+        ("io", "--gpu", "v100"),
+        ("io", "--d", "512"),
         ("crossover", "--pair", "softmax:gqa", "--h", "3", "--kv-heads", "2"),
         ("crossover", "--pair", "softmax:sliding-window", "--window", "0"),
         ("crossover", "--pair", "softmax:sliding-window", "--n-kv", "100"),
@@ -347,3 +465,85 @@ def test_crossover_records_the_new_sizes(attn_cost) -> None:
     assert r.code == 0, r.err
     (row,) = r.json()["results"]
     assert row["w"] == 128 and row["n0"] == 128  # 4N²d + … against 4Nwd + …: equal FLOPs from N = w
+
+
+# -- projection biases: each variant's default is what the implementation it describes has -----------------
+
+
+@pytest.mark.parametrize(
+    ("variant", "package", "make"),
+    [
+        (
+            "linformer",
+            "linformer",
+            lambda pkg, n, hh, dd, kk: pkg.LinformerSelfAttention(dim=hh * dd, seq_len=n, k=kk, heads=hh, dim_head=dd),
+        ),
+        (
+            "performer",
+            "performer_pytorch",
+            lambda pkg, n, hh, dd, kk: pkg.SelfAttention(dim=hh * dd, heads=hh, dim_head=dd, nb_features=kk),
+        ),
+        (
+            "nystromformer",
+            "nystrom_attention",
+            lambda pkg, n, hh, dd, kk: pkg.NystromAttention(
+                dim=hh * dd, dim_head=dd, heads=hh, num_landmarks=kk, residual=False
+            ),
+        ),
+    ],
+)
+def test_layer_parameters_equal_the_public_packages(variant: str, package: str, make) -> None:
+    """The packages put a bias on the output projection only (random features and landmarks are not weights)."""
+    pkg = pytest.importorskip(package)
+    for n, hh, dd, kk in ((256, 4, 32, 64), (512, 2, 64, 128)):
+        module = make(pkg, n, hh, dd, kk)
+        theirs = sum(p.numel() for p in module.parameters())
+        ours = derive(variant, "layer").params.xreplace({N: n, h: hh, d: dd, k: kk, m: kk, c: kk})
+        assert ours == theirs, (n, hh, dd, kk)
+
+
+def test_bias_switch_adds_or_removes_the_projection_biases(attn_cost) -> None:
+    """Llama-style GQA has no biases; --bias all adds one per output feature of W_Q, W_K, W_V, W_O."""
+    none = derive("gqa", "layer").params
+    assert sp.expand(none - (2 * (h * d) ** 2 + 2 * h * d * h_kv * d)) == 0
+    everything = derive("gqa", "layer", bias="all").params
+    assert sp.expand(everything - none - (2 * h * d + 2 * h_kv * d)) == 0
+    assert sp.expand(derive("softmax", "layer").params - 4 * ((h * d) ** 2 + h * d)) == 0  # Vaswani: all
+    r = attn_cost("formula", "softmax", "--scope", "layer", "--bias", "none", "--json")
+    assert r.code == 0, r.err
+    assert sp.sympify(r.json()["params"], locals={"h": h, "d": d}) == 4 * (h * d) ** 2
+    r = attn_cost("formula", "softmax", "--scope", "layer", "--bias", "some")
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
+
+
+# -- a public sliding-window implementation: lucidrains' local-attention, described in the op DSL -----------
+
+LOCAL = Path(__file__).resolve().parents[1] / "docs" / "examples" / "local_attention.py"
+
+
+@pytest.mark.parametrize(
+    ("bb", "hh", "n", "dd", "window"), [(2, 2, 512, 64, 64), (1, 4, 1024, 32, 128), (3, 1, 256, 16, 32)]
+)
+def test_local_attention_package_peak_and_flops_equal_the_description(attn_cost, bb, hh, n, dd, window) -> None:
+    """The installed package under the live-tensor tracer and FlopCounterMode against what attn-cost derives
+    from docs/examples/local_attention.py (b·h > 1: einsum copies the look-around windows)."""
+    pkg = pytest.importorskip("local_attention")
+    r = attn_cost("formula", "sliding-window-local", "--variants", str(LOCAL), "--convention", "matmul", "--json")
+    assert r.code == 0, r.err
+    data = r.json()
+    env = {"b": b, "h": h, "N": N, "d": d, "w": w}
+    at = {b: bb, h: hh, N: n, d: dd, w: window}
+    peak = sp.sympify(data["peak_bytes"], locals=env).xreplace(at)
+    flops = sp.sympify(data["flops"]["matmul"], locals=env).xreplace(at)
+    module = pkg.LocalAttention(window_size=window, causal=True, look_backward=1, exact_windowsize=True).eval()
+    q, kk, v = (torch.randn(bb * hh, n, dd) for _ in range(3))
+
+    with torch.no_grad():
+        tracer = LiveTensorTracer()  # q, k, v exist before: the package's own copies of them are counted
+        with tracer:
+            module(q, kk, v)
+        with FlopCounterMode(display=False) as fc:
+            module(q, kk, v)
+    traced = tracer.peak
+    assert traced == peak
+    assert fc.get_total_flops() == flops == 8 * bb * hh * n * window * dd  # 2w keys per query: twice the band

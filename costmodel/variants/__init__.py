@@ -45,6 +45,8 @@ class Variant:
     causal: bool = False
     causal_form: str | None = None
     """The registered causal counterpart of a bidirectional variant."""
+    bias: str = "all"
+    """Which projections of its layer carry a bias (`scopes.BIASES`): what the implementation it describes does."""
 
     @property
     def scopes(self) -> list[str]:
@@ -111,12 +113,15 @@ def all_variants() -> list[Variant]:
 
 
 @cache
-def derive(name: str, scope: str = "core", mode: str = "inference", kv: bool = False) -> Derived:
+def derive(
+    name: str, scope: str = "core", mode: str = "inference", kv: bool = False, bias: str | None = None
+) -> Derived:
     """Build a variant's graph at a scope and mode and derive its costs (cached per process);
-    kv: keys and values of their own length N_kv (`--n-kv`)."""
+    kv: keys and values of their own length N_kv (`--n-kv`); bias: which projections carry a bias
+    (None: the variant's own, `Variant.bias`)."""
     from attn_cost.costmodel.scopes import build_graph
 
-    return Derived(build_graph(get_variant(name), scope, mode, kv))
+    return Derived(build_graph(get_variant(name), scope, mode, kv, bias))
 
 
 def _load() -> None:

@@ -25,6 +25,7 @@ PAPER = "Ainslie et al., GQA, EMNLP 2023; Shazeer, Fast Transformer Decoding (mu
     family="softmax",
     kv_heads=h_kv,
     causal_form="gqa-causal",
+    bias="none",
 )
 def gqa(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
     grouped = Q.view(b, h_kv, (h / h_kv) * N, d, name="Q_g")
@@ -39,6 +40,7 @@ def gqa(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
     family="softmax",
     kv_heads=h_kv,
     causal=True,
+    bias="none",
 )
 def gqa_causal(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
     return g.fused_attention("Y", Q, K, V, causal=True, label="Y ← SDPA(Q, K, V, is_causal, enable_gqa)")

@@ -8,6 +8,7 @@ No ε is added to the denominator: φ > 0 keeps it positive.
 
 from __future__ import annotations
 
+import sympy as sp
 from attn_cost.costmodel.graph import Graph, Tensor
 from attn_cost.costmodel.symbols import N, b, d, h
 from attn_cost.costmodel.variants import decode_step, variant
@@ -80,6 +81,13 @@ def linear_recurrent(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
     return Y
 
 
+KERNEL_BACKWARD = sp.Rational(5, 2)
+"""The causal_product kernel's backward per forward FLOP: forward makes two d×d_v passes per token
+(s += φ(k)vᵀ, φ(q)ᵀs); backward makes five (it recomputes the running state for ∇Q, then runs a
+reverse state for ∇K and ∇V): 10·N·d·d_v per head against 4·N·d·d_v forward (fast-transformers,
+`causal_product_cpu.cpp` / `causal_product_cuda.cu`)."""
+
+
 @variant(
     "linear-causal-fused",
     "causal linear attention as the authors' fused kernel runs it: one d×d_v state per head, no N·d·d_v tensor",
@@ -97,7 +105,9 @@ def linear_causal_fused(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
     with g.loop(N, "tokens"):
         fk = fK.select(2, "φ(k)ₜ").view(b, h, d, 1)
         S = g.matmul("s", fk, V.select(2, "vₜ").view(b, h, 1, d), into=S, label="s ← s + φ(kₜ)vₜᵀ")
+        g.ops[-1].attrs["backward"] = KERNEL_BACKWARD
         y = g.matmul("y", fQ.select(2, "φ(q)ₜ").view(b, h, 1, d), S, label="y ← φ(qₜ)ᵀs")
+        g.ops[-1].attrs["backward"] = KERNEL_BACKWARD
         g.store(Y.select(2, "Yₜ"), y, label="Yₜ ← y")
     return g.binary("div", "Y", Y, den.view(b, h, N, 1), inplace=True, label="Y ← Y / den")
 

@@ -19,6 +19,7 @@ PAPER = "Wang et al., Linformer: Self-Attention with Linear Complexity, 2020 (Eq
     "softmax(Q(EK)ᵀ/√d)(FV): keys and values projected from N to k rows (learned E, F: k×N)",
     source=PAPER,
     family="low-rank",
+    bias="out",
 )
 def linformer(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
     E = g.param("E", k, N)

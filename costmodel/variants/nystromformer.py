@@ -67,6 +67,7 @@ def pinv(g: Graph, A: Tensor) -> Tensor:
     "Nyström approximation of softmax attention with c landmarks (segment means) and an iterative pseudo-inverse",
     source=PAPER,
     family="low-rank",
+    bias="out",
 )
 def nystromformer(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
     if K.shape[-2] != N:

@@ -38,6 +38,7 @@ def features(g: Graph, X: Tensor, omega: Tensor, name: str) -> Tensor:
     "FAVOR+: φ(Q)(φ(K)ᵀV) / φ(Q)Σφ(K) with m positive orthogonal random features: O(N m d), no N×N matrix",
     source=PAPER,
     family="linear",
+    bias="out",
 )
 def performer(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
     omega = constant("Ω", m, d)

@@ -1,12 +1,31 @@
 """Sliding-window (local) attention: query i attends the w keys i−w+1 … i (Mistral 7B; Longformer's
 local band is the bidirectional counterpart).
 
-Edges: keys before the first token are zero padding, masked to −∞; every query is charged its
-full window, so the two products cost 4·N·w·d, exact when masked padding counts (for N ≥ w the
-triangle of w(w−1)/2 padded slots is the over-count). K and V are padded once ((N+w−1)·d each).
-Two forms: `sliding-window` materialises the N×w score band (and copies the K and V windows, as
-torch.matmul does for an unfolded view); `sliding-window-fused` walks the queries with only one
-row of w scores alive (the memory of a fused local kernel).
+Which implementation each form describes:
+
+- `sliding-window`: a banded kernel. K and V are padded once ((N+w−1)·d each, w−1 rows of zeros
+  in front); query i reads rows i … i+w−1 of the padded K and V through a strided view (a window
+  per query, overlapping, never copied: `torch.bmm` over `as_strided` windows, as the reference
+  does). The N×w score band and its softmax are materialised. Peak ≈ N(2w + a few d) per head:
+  it crosses fully materialised causal softmax (2N² scores) near N ≈ w. Traffic charges the padded
+  K and V once each (a band kernel's reads), not N·w·d elements of overlapping windows.
+- `sliding-window-fused`: one query at a time, one row of w scores alive (the memory of a fused
+  local kernel); it pads K and V as the banded form does.
+
+No package on PyPI runs the exact band; profilers/reference.py holds the banded reference the
+tracer checks. The public blocked implementation, lucidrains' `local-attention`, is described op by
+op in docs/examples/local_attention.py (`sliding-window-local`, loaded with --variants), and its
+traced peak and FlopCounterMode equal that description.
+
+FLOPs: every query is charged its full window (padding slots are masked to −∞), so the two
+products cost 4·N·w·d per head: the exact band plus, for N ≥ w, a triangle of w(w−1)/2 padded
+slots. A blocked implementation such as lucidrains' `local-attention` (query blocks of w, each
+scoring its own and the previous block) computes 2w keys per query: 8·N·w·d. Mistral's text counts
+W + 1 keys (i − W … i), its Figure 1 W keys; attn-cost's w is the number of keys a query sees.
+
+Decoding (`--scope decode`): Mistral's rolling buffer: the cache holds the last w keys and values
+(slot N mod w is overwritten by the new token), so a step costs the same at every N ≥ w − 1;
+below that the buffer is not yet full (the empty slots are masked, not modelled).
 """
 
 from __future__ import annotations
@@ -14,7 +33,7 @@ from __future__ import annotations
 from attn_cost.costmodel.errors import ModelError
 from attn_cost.costmodel.graph import Graph, Tensor
 from attn_cost.costmodel.symbols import N, b, d, h, w
-from attn_cost.costmodel.variants import variant
+from attn_cost.costmodel.variants import decode_step, variant
 
 PAPER = "Jiang et al., Mistral 7B, 2023 (sliding-window attention); Beltagy et al., Longformer, 2020"
 
@@ -28,23 +47,31 @@ def padded(g: Graph, X: Tensor) -> Tensor:
     return Xp
 
 
+def windows(X: Tensor) -> Tensor:
+    """The N overlapping windows of w rows of a padded tensor: a strided view (b, h, N, w, d), no copy."""
+    return Tensor(f"windows({X.name})", (b, h, N, w, d), X.storage)
+
+
 @variant(
     "sliding-window",
-    "causal local attention over the last w keys, N×w score band materialised",
+    "causal local attention over the last w keys: banded kernel, N×w score band, K/V windows as strided views",
     source=PAPER,
     family="softmax",
     causal=True,
 )
 def sliding_window(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
     Kp = padded(g, K)
-    Kw = g.copy("K_win", Tensor("unfold(K_pad)", (b, h, N, d, w), Kp.storage), label="K_win ← windows of K_pad")
-    S = g.matmul("S", Q.view(b, h, N, 1, d), Kw, label="Sᵢ ← qᵢ·K_winᵢ (N×w)")
+    Kw = windows(Kp).T
+    S = g.matmul("S", Q.view(b, h, N, 1, d), Kw, label="Sᵢ ← qᵢ·K_pad[i:i+w]ᵀ (N×w band)")
+    g.ops[-1].attrs["read_once"] = (Kw,)  # a band kernel reads the padded K once, not N·w·d elements
     S = g.map("scale", "S", S, inplace=True, label="S ← S/√d")
     S = g.map("mask", "S", S, inplace=True, label="S ← −∞ on the padding")
     P = g.map("softmax", "P", S, label="P ← softmax(S) over the window")
     Vp = padded(g, V)
-    Vw = g.copy("V_win", Tensor("unfold(V_pad)", (b, h, N, w, d), Vp.storage), label="V_win ← windows of V_pad")
-    return g.matmul("Y", P, Vw, label="Yᵢ ← Pᵢ·V_winᵢ").view(b, h, N, d)
+    Vw = windows(Vp)
+    Y = g.matmul("Y", P, Vw, label="Yᵢ ← Pᵢ·V_pad[i:i+w]")
+    g.ops[-1].attrs["read_once"] = (Vw,)
+    return Y.view(b, h, N, d)
 
 
 @variant(
@@ -67,3 +94,20 @@ def sliding_window_fused(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
         y = g.matmul("y", p, Tensor("V_pad[i:i+w]", (b, h, w, d), Vp.storage), label="y ← p·V_pad[i:i+w]")
         g.store(Y.select(2, "Yᵢ"), y, label="Yᵢ ← y")
     return Y
+
+
+@decode_step("sliding-window", "sliding-window-fused")
+def sliding_window_decode(g: Graph) -> None:
+    """One token with a rolling buffer of the last w keys and values (Mistral 7B, Sec. 2)."""
+    q = g.input("q", b, h, 1, d)
+    k = g.input("k", b, h, 1, d)
+    v = g.input("v", b, h, 1, d)
+    Kc = g.input("K_cache", b, h, w, d)
+    Vc = g.input("V_cache", b, h, w, d)
+    g.keep(Kc, Vc)  # the buffer outlives the step
+    g.store(Kc.select(2, "K_cache[N mod w]"), k, label="K_cache[N mod w] ← k")
+    g.store(Vc.select(2, "V_cache[N mod w]"), v, label="V_cache[N mod w] ← v")
+    s = g.matmul("s", q, Kc.T, label="s ← q·K_cacheᵀ (w keys)")
+    s = g.map("scale", "s", s, inplace=True, label="s ← s/√d")
+    p = g.map("softmax", "p", s)
+    g.output(g.matmul("y", p, Vc, label="y ← p·V_cache"))
