@@ -29,6 +29,21 @@ def _isolated_home(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("COLUMNS", "100")
 
 
+@pytest.fixture(autouse=True)
+def _registry_restored():
+    """Variant files loaded in-process here register variants: take them back, so later tests see the catalogue."""
+    from attn_cost.costmodel import plugins
+    from attn_cost.costmodel.variants import REGISTRY, all_variants
+
+    all_variants()
+    before, loaded = dict(REGISTRY), dict(plugins._loaded)
+    yield
+    REGISTRY.clear()
+    REGISTRY.update(before)
+    plugins._loaded.clear()
+    plugins._loaded.update(loaded)
+
+
 def _cli(args: list[str], tmp_path: Path, **popen) -> subprocess.CompletedProcess:
     env = {**os.environ, "ATTN_COST_HOME": str(tmp_path / "home"), **popen.pop("env", {})}
     return subprocess.run([*ENTRY, *args], capture_output=True, text=True, env=env, timeout=120, **popen)

@@ -1,0 +1,415 @@
+"""The kernels the op model calibrates and prices: one declaration each.
+
+A `Kernel` says which engine op it is (kind, axis, in place, product layout), its family (how the
+calibration grid sizes it), how to build its engine op at a shape (so the op model sees exactly the
+features a variant's op has), how torch runs it and what operands it needs. The calibration grid,
+the PyTorch code timed, the fit's model family, `kernel_of` (engine op -> kernel) and the chain's op
+kinds are all read from `KERNELS`; adding a kernel is one declaration. At import every op kind the
+engine can emit (`conventions.KINDS`) is checked to have a kernel, as `conventions.py` checks its rules.
+
+No torch at import: the op model prices variants on the analytic path (`crossover --device`). The
+runners import torch when the calibration calls them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from attn_cost.costmodel.graph import Graph, Tensor
+
+ELEMENTWISE, ROWWISE, PRODUCT, ATTENTION, PSEUDO = "elementwise", "rowwise", "product", "attention", "pseudo"
+"""Kernel families. Element-wise kernels are timed at one row width (their time does not depend on it), row-wise
+ones at several; products and attention by batch/m/k/n; pseudo-kernels are costs of running ops at all (the call,
+a loop's step, a chain of different ops), not ops."""
+MATMUL_LAYOUTS = ("NN", "NT", "TN")
+"""Operand layouts of the calibrated products: N plain, T transposed (a view of the other layout)."""
+BINARY = ("add", "sub", "mul", "div", "maximum")
+"""Element-wise kinds with two operands, whose layout (`opmodel.operand_layout`) the grid's same-shape operands
+do not show."""
+LAYOUT = ("bcast", "xview", "zview", "accumulate")
+"""Features of an op's operand layout, present only where it differs from the grid's plain operands."""
+LOOP_STEP, CALL, SEQUENCE = "loop-step", "call", "op-sequence"
+"""The pseudo-kernels: one iteration of a loop (slicing the token, writing its row); calling a variant at all
+(Python frames, taking its inputs, the timer); what an op costs more inside a chain of different ops than alone."""
+MAX_SQUARED_WIDTH = 64
+"""Widest row the grid times for a kernel whose output is w² wide."""
+RANK = 4
+"""Tensors are timed with the rank of the variants' cores, (b, h, N, ·) with b = h = 1: PyTorch's dispatch of a
+4-d product or map costs more than a 2-d one, and the variants pay the 4-d price."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One calibration point: a kernel and its integer shape (rows/cols or batch/m/k/n, and any layout)."""
+
+    kernel: str
+    dims: tuple[tuple[str, int], ...]
+
+    def get(self, key: str, default: int | None = None) -> int:
+        """A dimension of the shape; `default` where it has none (an operand layout, a chain's kinds)."""
+        dims = dict(self.dims)
+        return dims[key] if default is None else dims.get(key, default)
+
+
+def shape(kernel: str, **dims: int) -> Shape:
+    """A Shape with its dims in a canonical order."""
+    return Shape(kernel, tuple(sorted(dims.items())))
+
+
+def operand_shape(at: Shape) -> tuple[int, int]:
+    """Rows and columns of a binary op's second operand: the first's, or a column, a row or a single value
+    where it is broadcast (`opmodel.operand_layout`)."""
+    rows, cols, bcast = at.get("rows"), at.get("cols"), at.get("bcast", 0)
+    return (1 if bcast in (2, 3) else rows), (1 if bcast in (1, 3) else cols)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One calibrated kernel: the engine op it is, how the grid sizes it, how it is built and run."""
+
+    name: str
+    kind: str
+    """The engine op kind (`conventions.KINDS`) it runs; `kinds` adds others it runs too (a projection)."""
+    family: str
+    build: Callable[[Graph, Shape], Tensor] | None = None
+    """Writes the kernel's engine op at a shape onto a graph and returns its output (None: a pseudo-kernel)."""
+    torch: Callable | None = None
+    """The PyTorch code on the operands, as the reference implementations run it: f(x) or f(x, z)."""
+    kinds: tuple[str, ...] = ()
+    positive: bool = False
+    """Operands drawn positive (rand + 0.5): a division, a cumulative sum or a row sum must stay away from 0."""
+    ones: bool = False
+    """The second operand is ones: repeated in-place products must not drift into denormals."""
+    squared: bool = False
+    """The output is w² wide (an outer product): the grid times rows of at most MAX_SQUARED_WIDTH."""
+    causal: bool = False
+    grid: bool = True
+    """Timed on the grid; False: timed only at the variants' exact shapes, its grid model its twin's (`twins`)."""
+
+    @property
+    def inplace(self) -> bool:
+        return self.name.endswith("!")
+
+    @property
+    def base(self) -> str:
+        return self.name.rstrip("!")
+
+    @property
+    def layout(self) -> str:
+        """A product's layout (NN, NT, TN); empty for other kernels."""
+        return self.name.removeprefix("matmul-") if self.family == PRODUCT else ""
+
+
+def _x(g: Graph, at: Shape) -> Tensor:
+    return g.input("X", at.get("rows"), at.get("cols"))
+
+
+def _map(kind: str, axis: int = -1) -> Callable[[Graph, Shape], Tensor]:
+    def build(g: Graph, at: Shape) -> Tensor:
+        inplace = at.kernel.endswith("!")
+        return g.map(kind, "Y", _x(g, at), inplace=inplace, **({"axis": axis} if axis != -1 else {}))
+
+    return build
+
+
+def _reduce(kind: str, axis: int) -> Callable[[Graph, Shape], Tensor]:
+    return lambda g, at: g.reduce(kind, "Y", _x(g, at), axis=axis)
+
+
+def _binary(kind: str) -> Callable[[Graph, Shape], Tensor]:
+    def build(g: Graph, at: Shape) -> Tensor:
+        rows, cols = at.get("rows"), at.get("cols")
+        zr, zc = operand_shape(at)
+        x = g.input("X", rows, cols + 1).cols(1) if at.get("xview", 0) else g.input("X", rows, cols)
+        z = g.input("Z", zr, zc + 1).cols(1) if at.get("zview", 0) else g.input("Z", zr, zc)
+        return g.binary(kind, "Y", x, z, inplace=at.kernel.endswith("!"))
+
+    return build
+
+
+def _product(g: Graph, at: Shape) -> Tensor:
+    bt, m, k, n = (at.get(x) for x in ("batch", "m", "k", "n"))
+    lead = (bt,) if bt > 1 else ()
+    layout = at.kernel.removeprefix("matmul-")
+    a = g.input("A", *lead, k, m).T if layout[0] == "T" else g.input("A", *lead, m, k)
+    b = g.input("B", *lead, n, k).T if layout[1] == "T" else g.input("B", *lead, k, n)
+    into = g.input("C", *lead, m, n) if at.get("accumulate", 0) else None
+    return g.matmul("C", a, b, into=into)
+
+
+def _attention(g: Graph, at: Shape) -> Tensor:
+    n, d = at.get("m"), at.get("k")
+    q, k, v = (g.input(x, 1, n, d) for x in "QKV")
+    return g.fused_attention("Y", q, k, v, causal=at.kernel == "sdpa-causal")
+
+
+def _store(g: Graph, at: Shape) -> Tensor:
+    target = g.input("T", at.get("rows"), at.get("cols"))
+    g.store(target, _x(g, at))
+    return target
+
+
+def _outer(g: Graph, at: Shape) -> Tensor:
+    return g.outer("Y", _x(g, at), g.input("Z", at.get("rows"), at.get("cols")))
+
+
+def _torch(name: str) -> Callable:
+    """A torch function by dotted name, imported when first called (no torch at import of this module)."""
+
+    def call(*args, **kwargs):
+        import importlib
+
+        module, _, attr = name.rpartition(".")
+        return getattr(importlib.import_module(module), attr)(*args, **kwargs)
+
+    return call
+
+
+_REF = "attn_cost.profilers.reference"
+
+
+def _normalize_rows(x):
+    return x.div_(x.sum(-1, keepdim=True).mul_(1.0))
+
+
+def _poly2(x):
+    return (x * x).mul_(0.5).add_(x).add_(1)
+
+
+def _augment(x):
+    """[c·1, x/N] as the efficient TaylorShift reference builds it."""
+    out = x.new_empty(*x.shape[:-1], x.shape[-1] + 1)
+    out[..., :1].fill_(0.5)
+    _torch("torch.mul")(x, 0.5, out=out[..., 1:])
+    return out
+
+
+def _layernorm(x):
+    return _torch("torch.nn.functional.layer_norm")(x, (x.shape[-1],))
+
+
+DECLARED = (
+    # element-wise: one row width
+    Kernel("copy", "copy", ELEMENTWISE, lambda g, at: g.copy("Y", _x(g, at)), lambda x: x.clone()),
+    Kernel("store", "copy", ELEMENTWISE, _store, lambda x, z: z.copy_(x)),
+    Kernel("fill", "fill", ELEMENTWISE, lambda g, at: g.zeros("Y", at.get("rows"), at.get("cols"))),
+    Kernel("scale!", "scale", ELEMENTWISE, _map("scale"), lambda x: x.mul_(1.0)),
+    Kernel("poly2", "poly2", ELEMENTWISE, _map("poly2"), _poly2),
+    Kernel("elu1", "elu1", ELEMENTWISE, _map("elu1"), _torch(f"{_REF}.elu1")),
+    Kernel("exp!", "exp", ELEMENTWISE, _map("exp"), lambda x: x.exp_()),
+    Kernel("gelu", "gelu", ELEMENTWISE, _map("gelu"), _torch("torch.nn.functional.gelu")),
+    Kernel("add", "add", ELEMENTWISE, _binary("add"), lambda x, z: x + z),
+    Kernel("add!", "add", ELEMENTWISE, _binary("add"), lambda x, z: x.add_(z)),
+    Kernel("sub", "sub", ELEMENTWISE, _binary("sub"), lambda x, z: x - z),
+    Kernel("div", "div", ELEMENTWISE, _binary("div"), lambda x, z: x / z, positive=True, ones=True),
+    Kernel("div!", "div", ELEMENTWISE, _binary("div"), lambda x, z: x.div_(z), positive=True, ones=True),
+    Kernel("mul!", "mul", ELEMENTWISE, _binary("mul"), lambda x, z: x.mul_(z), positive=True, ones=True),
+    Kernel("maximum", "maximum", ELEMENTWISE, _binary("maximum"), _torch("torch.maximum")),
+    # row-wise: several row widths
+    Kernel("softmax", "softmax", ROWWISE, _map("softmax"), lambda x: x.softmax(-1)),
+    Kernel("softmax-axis2", "softmax", ROWWISE, _map("softmax", axis=-2), lambda x: x.softmax(-2)),
+    Kernel("l2normalize", "l2normalize", ROWWISE, _map("l2normalize"), lambda x: _torch(f"{_REF}.l2normalize")(x, 1.0)),
+    Kernel("normalize_rows!", "normalize_rows", ROWWISE, _map("normalize_rows"), _normalize_rows, positive=True),
+    Kernel("layernorm", "layernorm", ROWWISE, _map("layernorm"), _layernorm),
+    Kernel("sum-axis2", "sum", ROWWISE, _reduce("sum", -2), lambda x: x.sum(-2, keepdim=True)),
+    Kernel("max-axis2", "max", ROWWISE, _reduce("max", -2), lambda x: x.amax(-2, keepdim=True)),
+    Kernel("cumsum!", "cumsum", ROWWISE, _map("cumsum"), lambda x: x.cumsum_(-2), positive=True),
+    Kernel("outer", "outer", ROWWISE, _outer, _torch(f"{_REF}.outer"), squared=True),
+    Kernel("augment", "augment", ROWWISE, lambda g, at: g.augment("Y", _x(g, at)), _augment),
+    Kernel("mask!", "mask", ROWWISE, _map("mask")),
+    Kernel("sum", "sum", ROWWISE, _reduce("sum", -1), lambda x: x.sum(-1, keepdim=True)),
+    Kernel("max", "max", ROWWISE, _reduce("max", -1), lambda x: x.amax(-1, keepdim=True)),
+    Kernel("norm", "norm", ROWWISE, _reduce("norm", -1), lambda x: x.norm(dim=-1, keepdim=True)),
+    Kernel("pointwise", "pointwise", ELEMENTWISE, _map("pointwise"), lambda x: x.sigmoid()),
+    # twins the variants run that the grid does not time (priced by the twin's grid model, timed at exact shapes)
+    Kernel("sub!", "sub", ELEMENTWISE, _binary("sub"), lambda x, z: x.sub_(z), grid=False),
+    Kernel("mul", "mul", ELEMENTWISE, _binary("mul"), lambda x, z: x * z, positive=True, ones=True, grid=False),
+    Kernel("cumsum", "cumsum", ROWWISE, _map("cumsum"), lambda x: x.cumsum(-2), positive=True, grid=False),
+    # products and attention
+    *(Kernel(f"matmul-{lay}", "matmul", PRODUCT, _product, kinds=("linear",) if lay == "NT" else ())
+      for lay in MATMUL_LAYOUTS),
+    Kernel("sdpa", "fused_attention", ATTENTION, _attention),
+    Kernel("sdpa-causal", "fused_attention", ATTENTION, _attention, causal=True),
+    # costs of running ops at all
+    Kernel(LOOP_STEP, "", PSEUDO),
+    Kernel(CALL, "", PSEUDO),
+    Kernel(SEQUENCE, "", PSEUDO),
+)  # fmt: skip
+
+KERNELS: dict[str, Kernel] = {k.name: k for k in DECLARED}
+"""Every kernel by name, in declaration order (the grid's order)."""
+
+
+def family(name: str) -> list[str]:
+    """The kernels of one family that the grid times, in declaration order."""
+    return [k.name for k in DECLARED if k.family == name and k.grid]
+
+
+def runnable(name: str) -> bool:
+    """Whether the calibration has PyTorch code for a kernel: a declared kernel that is not a pseudo-kernel."""
+    return name in KERNELS and KERNELS[name].family != PSEUDO
+
+
+def twins(name: str) -> list[str]:
+    """The kernels that may price an op named `name`: itself, then its in-place or out-of-place twin (the same
+    kind and axis). Never a kernel of another kind: an op none of them prices is not priced by accident."""
+    base = name.rstrip("!")
+    return [k for k in dict.fromkeys((name, base, base + "!")) if k in KERNELS]
+
+
+def _check_coverage() -> None:
+    """Every op kind the engine can emit has a kernel (as `conventions.py` checks its rules)."""
+    from attn_cost.costmodel.conventions import KINDS
+
+    covered = {k.kind for k in DECLARED} | {kind for k in DECLARED for kind in k.kinds}
+    missing = sorted(set(KINDS) - covered)
+    if missing:
+        raise AssertionError(f"op kinds without a kernel in profilers/kernels.py: {', '.join(missing)}")
+
+
+_check_coverage()
+
+
+def _transposed(t: Tensor) -> bool:
+    return bool(getattr(t, "transposed", False)) or (not hasattr(t, "transposed") and t.name.endswith("ᵀ"))
+
+
+def kernel_of(op) -> str:
+    """The kernel that runs an engine op: its kind, product layout or reduction axis, '!' when in place."""
+    if op.kind in ("matmul", "linear"):
+        if op.kind == "linear":
+            return "matmul-NT"
+        a, b = op.inputs[0], op.inputs[1]
+        layout = ("T" if _transposed(a) else "N") + ("T" if _transposed(b) else "N")
+        return f"matmul-{layout if layout in MATMUL_LAYOUTS else 'NN'}"
+    if op.kind == "fused_attention":
+        return "sdpa-causal" if op.attrs.get("causal") else "sdpa"
+    if op.kind == "copy":
+        return "store" if op.attrs.get("overwrite") else "copy"
+    axis = op.attrs.get("axis")
+    rank = len(op.inputs[0].shape)
+    suffix = "-axis2" if axis is not None and axis % rank == rank - 2 else ""
+    return f"{op.kind}{suffix}{'!' if op.inplace else ''}"
+
+
+@dataclass
+class Runner:
+    """PyTorch code of one kernel at one shape: `run(inputs)` and `make()` of fresh inputs."""
+
+    run: Callable[[list], object]
+    make: Callable[[], list]
+    extra: dict = field(default_factory=dict)
+
+
+def build_runner(at: Shape, dtype: str, device: str, parts: Callable[[Shape], list[Shape]] | None = None) -> Runner:
+    """(run, make) of the kernel at a shape, as the reference implementations run it; `parts` gives the ops an
+    op-sequence chains (`calibrate.sequence_parts`)."""
+    import torch
+    from attn_cost.profilers import reference as ref
+    from attn_cost.profilers.cases import DTYPES
+
+    kernel = KERNELS[at.kernel]
+    dt = DTYPES[dtype]
+    gen = torch.Generator(device="cpu").manual_seed(0)
+
+    def rand(*s: int, positive: bool = False) -> torch.Tensor:
+        """A tensor of shape (1, 1, *s) unless s has its own batch: the rank the variants' cores run at."""
+        s = (1,) * (RANK - len(s)) + s
+        x = torch.rand(*s, generator=gen) + 0.5 if positive else torch.randn(*s, generator=gen)
+        return x.to(device=device, dtype=dt)
+
+    if kernel.family == PRODUCT:
+        bt, m, k, n = (at.get(x) for x in ("batch", "m", "k", "n"))
+        lead = (bt,) if bt > 1 else ()
+        accumulate = at.get("accumulate", 0)
+        ta, tb = kernel.layout[0] == "T", kernel.layout[1] == "T"
+
+        def make_product() -> list:
+            a = rand(*lead, k, m) if ta else rand(*lead, m, k)
+            b = rand(*lead, n, k) if tb else rand(*lead, k, n)
+            return [a, b, rand(*lead, m, n)] if accumulate else [a, b]
+
+        def product(box: list):
+            a, b = box[0], box[1]
+            a, b = (a.transpose(-1, -2) if ta else a), (b.transpose(-1, -2) if tb else b)
+            if accumulate:  # C += A·B in place, through 3-d views, as the TaylorShift reference writes it
+                c = box[2].view(-1, m, n)
+                return torch.baddbmm(c, a.reshape(-1, m, k), b.reshape(-1, k, n), out=c)
+            return a @ b
+
+        return Runner(product, make_product)
+    if kernel.family == ATTENTION:
+        n, d = at.get("m"), at.get("k")
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        return Runner(lambda box: sdpa(*box, is_causal=kernel.causal), lambda: [rand(1, n, d) for _ in range(3)])
+    if kernel.name == LOOP_STEP:
+        its = at.get("iterations")
+
+        def loop(box: list) -> None:
+            (x,) = box
+            for t in range(its):
+                x[:, :, t], x[:, :, t], x[:, :, t]
+
+        return Runner(loop, lambda: [rand(its, 1)])
+    if kernel.name == SEQUENCE:
+        runners = [build_runner(part, dtype, device, parts) for part in (parts or (lambda s: []))(at)]
+
+        def chain(box: list) -> None:
+            for runner, inputs in zip(runners, ref.take(box), strict=True):
+                runner.run(inputs)
+
+        return Runner(chain, lambda: [r.make() for r in runners])
+    if kernel.name == CALL:
+        rows, cols = at.get("rows"), at.get("cols")
+
+        def call(box: list):
+            q, k, v = ref.take(box)
+            del q, k
+            return v
+
+        return Runner(call, lambda: [rand(1, 1, rows, cols) for _ in range(3)])
+    rows, cols = at.get("rows"), at.get("cols")
+    lead = (1,) * (RANK - 2)
+    if kernel.name == "fill":
+        return Runner(lambda box: torch.zeros(*lead, rows, cols, dtype=dt, device=device), lambda: [])
+    if kernel.kind == "mask":
+        mask = torch.ones(rows, cols, dtype=torch.bool, device=device).triu_(1)
+        return Runner(lambda box: box[0].masked_fill_(mask, float("-inf")), lambda: [rand(rows, cols)])
+    if kernel.torch is None:
+        raise RuntimeError(f"kernel {kernel.name} has no PyTorch code")
+    if _takes_two(kernel):
+        zr, zc = operand_shape(at) if kernel.base in BINARY else (rows, cols)
+        xv, zv = at.get("xview", 0), at.get("zview", 0)  # sliced on every call, as variants do
+
+        def pair() -> list:
+            z = torch.ones(*lead, zr, zc + zv, dtype=dt, device=device) if kernel.ones else rand(zr, zc + zv)
+            return [rand(rows, cols + xv, positive=kernel.positive), z]
+
+        def run_pair(box: list):
+            x, z = box
+            return kernel.torch(x[..., xv:] if xv else x, z[..., zv:] if zv else z)
+
+        return Runner(run_pair, pair)
+    return Runner(lambda box: kernel.torch(box[0]), lambda: [rand(rows, cols, positive=kernel.positive)])
+
+
+def _takes_two(kernel: Kernel) -> bool:
+    return kernel.base in BINARY or kernel.name in ("outer", "store")
+
+
+def engine_features(at: Shape, dtype: str) -> tuple[str, dict[str, float]]:
+    """The kernel's engine op at a shape, built with the DSL the variants use, and its features as the op model
+    reads them (`opmodel.op_features`); a kernel whose op maps to another kernel is a declaration error."""
+    from attn_cost.costmodel.derive import Derived
+    from attn_cost.profilers.opmodel import op_features
+
+    kernel = KERNELS[at.kernel]
+    g = Graph(f"calibrate {at.kernel}")
+    g.output(kernel.build(g, at))
+    derived = Derived(g)
+    op = derived.ops[0] if kernel.name == "store" else derived.ops[-1]
+    name, feats = op_features(derived, op, dtype)
+    if name != at.kernel:
+        raise RuntimeError(f"kernel {at.kernel} builds an op of kernel {name}: fix its declaration")
+    return name, {k: float(v) for k, v in feats.items() if k != "repeat"}
