@@ -11,10 +11,11 @@ import os
 import re
 import sys
 import textwrap
+import warnings
 from typing import NoReturn, Optional
 
 import typer
-from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.errors import PricingWarning, UserError
 
 HELP = """FLOPs, peak memory and traffic of attention variants, their crossovers, and checks on real kernels.
 
@@ -168,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     from attn_cost.cli.trace import add_user_options
 
     _state["stores"], _state["notes"] = [], []
+    shown = warnings.showwarning
+    warnings.showwarning = _pricing_note(shown)
     try:
         command = typer.main.get_command(app)
         add_user_options(command)  # --variants PATH and --trace PATH:NAME on every command
@@ -193,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
             _silence_stdout()
             return PIPE_CLOSED
         raise
+    finally:
+        warnings.showwarning = shown
     if result == INTERRUPTED:  # typer turns Ctrl-C into exit code 130 itself
         return interrupted()
     code = result if isinstance(result, int) else 0
@@ -200,6 +205,19 @@ def main(argv: list[str] | None = None) -> int:
         for text in _state["notes"]:
             sys.stderr.write(f"{text}\n")
     return code
+
+
+def _pricing_note(shown):
+    """warnings.showwarning that turns a PricingWarning into one `warning:` line after the output (`note`)
+    and leaves every other warning to `shown`."""
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, PricingWarning):
+            note(f"warning: {message}")
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    return show
 
 
 def interrupted() -> int:

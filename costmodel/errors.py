@@ -9,3 +9,8 @@ class UserError(ValueError):
 
 class ModelError(RuntimeError):
     """A variant description that does not type-check (shapes that do not fit)."""
+
+
+class PricingWarning(UserWarning):
+    """A prediction priced part of a variant by a stand-in (an op kernel its calibration never timed). The CLI
+    prints it as one `warning:` line after the command's output."""

@@ -18,35 +18,28 @@ from functools import cache
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F  # noqa: N812
-from attn_cost.costmodel.derive import Derived
-from attn_cost.costmodel.graph import Graph
-from attn_cost.profilers import reference as ref
+from attn_cost.profilers import kernels
 from attn_cost.profilers.cases import DTYPES, Case, Sizes
-from attn_cost.profilers.opmodel import (
-    BINARY,
+from attn_cost.profilers.kernels import (
     CALL,
+    KERNELS,
     LAYOUT,
     LOOP_STEP,
     MATMUL_LAYOUTS,
+    RANK,
     SEQUENCE,
-    Point,
-    op_features,
-    spikes,
+    Shape,
+    runnable,
 )
+from attn_cost.profilers.opmodel import Point, spikes
 from attn_cost.profilers.store import ResultStore, record_key
 from attn_cost.profilers.timing import OutOfMemoryError, time_cases
 from torch.utils._python_dispatch import TorchDispatchMode
 
-ELEMENTWISE = ("copy", "store", "fill", "scale!", "poly2", "elu1", "exp!", "gelu", "add", "add!", "sub", "div",
-               "div!", "mul!", "maximum")  # fmt: skip
-"""Kernels whose time does not depend on the row width: calibrated at one width."""
-ROWWISE = ("softmax", "softmax-axis2", "l2normalize", "normalize_rows!", "layernorm", "sum-axis2", "max-axis2",
-           "cumsum!", "outer", "augment", "mask!")  # fmt: skip
+ELEMENTWISE = tuple(kernels.family(kernels.ELEMENTWISE))
+"""Kernels whose time does not depend on the row width: calibrated at one width (`kernels.KERNELS`)."""
+ROWWISE = tuple(kernels.family(kernels.ROWWISE))
 """Kernels that work along rows or columns: calibrated at several widths."""
-RANK = 4
-"""Tensors are timed with the rank of the variants' cores, (b, h, N, ·) with b = h = 1: PyTorch's
-dispatch of a 4-d product or map costs more than a 2-d one, and the variants pay the 4-d price."""
 SAMPLE_S = 2e-4
 """A timed sample runs a small kernel enough times in a row to last about this long."""
 
@@ -70,21 +63,7 @@ def cache_sizes(device: str) -> dict[str, int]:
     return out or {"L3": 32 << 20}
 
 
-@dataclass(frozen=True)
-class Shape:
-    """One grid point: a kernel and its integer shape (rows/cols or batch/m/k/n)."""
-
-    kernel: str
-    dims: tuple[tuple[str, int], ...]
-
-    def get(self, key: str, default: int | None = None) -> int:
-        """A dimension of the shape; `default` where it has none (an operand layout, a chain's kinds)."""
-        dims = dict(self.dims)
-        return dims[key] if default is None else dims.get(key, default)
-
-
-def _s(kernel: str, **dims: int) -> Shape:
-    return Shape(kernel, tuple(sorted(dims.items())))
+_s = kernels.shape
 
 
 # -- the grid ----------------------------------------------------------------------------------------
@@ -117,11 +96,11 @@ def grid(caches: dict[str, int], dtype: str = "fp32", quick: bool = False) -> li
     for kernel in ELEMENTWISE:
         shapes += [_s(kernel, rows=max(1, n // 64), cols=64) for n in _numels(llc, quick, elem)]
     for kernel in ROWWISE:
+        squared = KERNELS[kernel].squared  # an outer product's output is w² wide
         for w in widths:
-            cap = 64 if kernel == "outer" else None  # an outer product's output is w² wide
-            if cap and w > cap:
+            if squared and w > kernels.MAX_SQUARED_WIDTH:
                 continue
-            numels = _numels(llc, quick, elem * (w if kernel == "outer" else 1))
+            numels = _numels(llc, quick, elem * (w if squared else 1))
             shapes += [_s(kernel, rows=max(1, n // w), cols=w) for n in numels if n >= w]
     small = (1, 8, 16, 32, 64) if not quick else (1, 16, 64)
     large = (32, 128, 512, 2048, 8192) if not quick else (64, 1024)
@@ -167,15 +146,6 @@ kept. A slow spell of this VM lasts seconds to minutes and slows a timing by a f
 little for the disturbance checks or the spike check to see, and never speeds one up."""
 
 
-TIMED = {k.rstrip("!") for k in (*ELEMENTWISE, *ROWWISE)} | {"mul"}
-"""Kernels (in place or not) the calibration has PyTorch code for, besides products and SDPA."""
-
-
-def runnable(kernel: str) -> bool:
-    """Whether the calibration has PyTorch code for a kernel (others fall back on a related kernel)."""
-    return kernel.startswith(("matmul", "sdpa")) or kernel.rstrip("!") in TIMED
-
-
 @dataclass(frozen=True)
 class LinePoint:
     """One op of a variant at one length: the shape to time, and the line it lies on."""
@@ -204,7 +174,9 @@ def line_grid(variants: list[str], sizes: list[dict[str, int]], caches: dict[str
                 continue
             for kernel, feats, line in zip(calls.kernels, calls.features, calls.lines, strict=True):
                 if not runnable(kernel):
-                    continue
+                    if not kernels.twins(kernel):  # nothing times it, nothing prices it: a registry gap
+                        raise UserError(f"{variant}: its {kernel} op has no kernel to calibrate (profilers/kernels.py)")
+                    continue  # priced by its twin's grid model
                 for n in lengths:
                     f = {k: float(fn(float(n))) for k, fn in feats.items() if k not in ("repeat",)}
                     shape = shape_of(kernel, f)
@@ -233,9 +205,10 @@ def held_out_grid(caches: dict[str, int], dtype: str = "fp32", quick: bool = Fal
     for kernel in ELEMENTWISE + ROWWISE:
         for _ in range(per_kernel):
             w = 48 if kernel in ELEMENTWISE else rng.choice((12, 24, 48, 200, 600))
-            w = min(w, 48) if kernel == "outer" else w
+            squared = KERNELS[kernel].squared
+            w = min(w, 48) if squared else w
             numel = int(2 ** rng.uniform(8, math.log2(top)))
-            out.append(_s(kernel, rows=max(1, numel // (w * (w if kernel == "outer" else 1))), cols=w))
+            out.append(_s(kernel, rows=max(1, numel // (w * (w if squared else 1))), cols=w))
     for d in (24, 48):
         for n in (300, 1500, 3000) if not quick else (300,):
             out += [
@@ -250,187 +223,23 @@ def held_out_grid(caches: dict[str, int], dtype: str = "fp32", quick: bool = Fal
 # -- one grid point as an engine op and as PyTorch code -----------------------------------------------
 
 
-def operand_shape(shape: Shape) -> tuple[int, int]:
-    """Rows and columns of a binary op's second operand: the first's, or a column, a row or a single value
-    where it is broadcast (`opmodel.operand_layout`)."""
-    rows, cols, bcast = shape.get("rows"), shape.get("cols"), shape.get("bcast", 0)
-    return (1 if bcast in (2, 3) else rows), (1 if bcast in (1, 3) else cols)
-
-
 def engine_op(shape: Shape, dtype: str) -> Point:
-    """Build the kernel's engine op at the shape and read its features (what the op model will see)."""
-    g = Graph(f"calibrate {shape.kernel}")
+    """The kernel's engine op at the shape and its features (what the op model will see), from its declaration."""
     k = shape.kernel
-    base = k.rstrip("!")
-    inplace = k.endswith("!")
-    if k.startswith("matmul"):
-        bt, m, kk, n = (shape.get(x) for x in ("batch", "m", "k", "n"))
-        lead = (bt,) if bt > 1 else ()
-        a = g.input("A", *lead, kk, m).T if k[-2] == "T" else g.input("A", *lead, m, kk)
-        b = g.input("B", *lead, n, kk).T if k[-1] == "T" else g.input("B", *lead, kk, n)
-        into = g.input("C", *lead, m, n) if shape.get("accumulate", 0) else None
-        g.output(g.matmul("C", a, b, into=into))
-    elif k.startswith("sdpa"):
-        n, d = shape.get("m"), shape.get("k")
-        q, kk, v = (g.input(x, 1, n, d) for x in "QKV")
-        g.output(g.fused_attention("Y", q, kk, v, causal=k == "sdpa-causal"))
-    elif k == LOOP_STEP:
+    if k == LOOP_STEP:
         return Point(k, {"bytes": 1.0, "rows": 1.0, "iterations": float(shape.get("iterations"))}, 0.0)
-    elif k == CALL:
+    if k == CALL:
         return Point(k, {"bytes": 1.0, "rows": 1.0}, 0.0)
-    elif k == SEQUENCE:
+    if k == SEQUENCE:
         return Point(k, {"bytes": 1.0, "rows": 1.0, "ops": float(len(sequence_parts(shape)))}, 0.0)
-    else:
-        rows, cols = shape.get("rows"), shape.get("cols")
-        x = g.input("X", rows, cols)
-        if base in BINARY:
-            zr, zc = operand_shape(shape)
-            x = g.input("X", rows, cols + 1).cols(1) if shape.get("xview", 0) else x
-            z = g.input("Z", zr, zc + 1).cols(1) if shape.get("zview", 0) else g.input("Z", zr, zc)
-            g.output(g.binary(base, "Y", x, z, inplace=inplace))
-        elif base == "copy":
-            g.output(g.copy("Y", x))
-        elif base == "store":
-            target = g.input("T", rows, cols)
-            g.store(target, x)
-            g.output(target)
-        elif base == "fill":
-            g.output(g.zeros("Y", rows, cols))
-        elif base in ("sum-axis2", "max-axis2"):
-            g.output(g.reduce(base.split("-")[0], "Y", x, axis=-2))
-        elif base == "softmax-axis2":
-            g.output(g.map("softmax", "Y", x, axis=-2))
-        elif base == "outer":
-            g.output(g.outer("Y", x, g.input("Z", rows, cols)))
-        elif base == "augment":
-            g.output(g.augment("Y", x))
-        else:
-            g.output(g.map(base, "Y", x, inplace=inplace))
-    derived = Derived(g)
-    op = derived.ops[-1] if k != "store" else derived.ops[0]
-    kernel, feats = op_features(derived, op, dtype)
-    if kernel != k:
-        raise RuntimeError(f"calibration shape {k} builds an op of kernel {kernel}")
-    dims = {name: float(v) for name, v in feats.items() if name != "repeat"}
+    _, dims = kernels.engine_features(shape, dtype)
     return Point(k, dims, 0.0)
 
 
 def _runner(shape: Shape, dtype: str, device: str) -> tuple[Callable, Callable[[], list]]:
     """(run(inputs), make_inputs) of one kernel at one shape, as the reference implementations run it."""
-    dt = DTYPES[dtype]
-    k = shape.kernel
-    base = k.rstrip("!")
-    gen = torch.Generator(device="cpu").manual_seed(0)
-
-    def rand(*s: int, positive: bool = False) -> torch.Tensor:
-        """A tensor of shape (1, 1, *s) unless s has its own batch: the rank the variants' cores run at."""
-        s = (1,) * (RANK - len(s)) + s
-        x = torch.rand(*s, generator=gen) + 0.5 if positive else torch.randn(*s, generator=gen)
-        return x.to(device=device, dtype=dt)
-
-    if k.startswith("matmul"):
-        bt, m, kk, n = (shape.get(x) for x in ("batch", "m", "k", "n"))
-        lead = (bt,) if bt > 1 else ()
-
-        accumulate = shape.get("accumulate", 0)
-
-        def make() -> list:
-            a = rand(*lead, kk, m) if k[-2] == "T" else rand(*lead, m, kk)
-            b = rand(*lead, n, kk) if k[-1] == "T" else rand(*lead, kk, n)
-            return [a, b, rand(*lead, m, n)] if accumulate else [a, b]
-
-        def run(box: list) -> torch.Tensor:
-            a, b = box[0], box[1]
-            a, b = (a.transpose(-1, -2) if k[-2] == "T" else a), (b.transpose(-1, -2) if k[-1] == "T" else b)
-            if accumulate:  # C += A·B in place, through 3-d views, as the TaylorShift reference writes it
-                c = box[2].view(-1, m, n)
-                return torch.baddbmm(c, a.reshape(-1, m, kk), b.reshape(-1, kk, n), out=c)
-            return a @ b
-
-        return run, make
-    if k.startswith("sdpa"):
-        n, d = shape.get("m"), shape.get("k")
-        return (lambda box: F.scaled_dot_product_attention(*box, is_causal=k == "sdpa-causal")), (
-            lambda: [rand(1, n, d) for _ in range(3)]
-        )
-    if k == LOOP_STEP:
-        its = shape.get("iterations")
-
-        def loop(box: list) -> None:
-            (x,) = box
-            for t in range(its):
-                x[:, :, t], x[:, :, t], x[:, :, t]
-
-        return loop, lambda: [rand(its, 1)]
-    if k == SEQUENCE:
-        parts = [_runner(part, dtype, device) for part in sequence_parts(shape)]
-
-        def chain(box: list) -> None:
-            inputs = ref.take(box)
-            for run, its in zip((r for r, _ in parts), inputs, strict=True):
-                run(its)
-
-        return chain, (lambda: [make() for _, make in parts])
-    if k == CALL:
-        rows, cols = shape.get("rows"), shape.get("cols")
-
-        def call(box: list) -> torch.Tensor:
-            q, kk, v = ref.take(box)
-            del q, kk
-            return v
-
-        return (lambda box: call(box)), (lambda: [rand(1, 1, rows, cols) for _ in range(3)])
-    rows, cols = shape.get("rows"), shape.get("cols")
-    unary: dict[str, Callable] = {
-        "copy": lambda x: x.clone(),
-        "scale": lambda x: x.mul_(1.0),
-        "poly2": lambda x: (x * x).mul_(0.5).add_(x).add_(1),
-        "elu1": ref.elu1,
-        "exp": lambda x: x.exp_(),
-        "gelu": F.gelu,
-        "softmax": lambda x: torch.softmax(x, dim=-1),
-        "softmax-axis2": lambda x: torch.softmax(x, dim=-2),
-        "l2normalize": lambda x: ref.l2normalize(x, 1.0),
-        "normalize_rows": lambda x: x.div_(x.sum(-1, keepdim=True).mul_(1.0)),
-        "layernorm": lambda x: F.layer_norm(x, (cols,)),
-        "sum-axis2": lambda x: x.sum(-2, keepdim=True),
-        "max-axis2": lambda x: x.amax(-2, keepdim=True),
-        "cumsum": lambda x: x.cumsum_(-2),
-        "augment": _augment,
-    }
-    binary: dict[str, Callable] = {
-        "add": lambda x, z: x.add_(z) if k.endswith("!") else x + z,
-        "sub": lambda x, z: x.sub_(z) if k.endswith("!") else x - z,
-        "mul": lambda x, z: x.mul_(z) if k.endswith("!") else x * z,
-        "div": lambda x, z: x.div_(z) if k.endswith("!") else x / z,
-        "maximum": torch.maximum,
-        "outer": ref.outer,
-        "store": lambda x, z: z.copy_(x),
-    }
-    lead = (1,) * (RANK - 2)
-    if base == "fill":
-        return (lambda box: torch.zeros(*lead, rows, cols, dtype=dt, device=device)), (lambda: [])
-    if base == "mask":
-        mask = torch.ones(rows, cols, dtype=torch.bool, device=device).triu_(1)
-        return (lambda box: box[0].masked_fill_(mask, float("-inf"))), (lambda: [rand(rows, cols)])
-    positive = base in ("normalize_rows", "cumsum", "div", "mul")
-    if base in binary:
-        fn = binary[base]
-        ones = base in ("mul", "div")  # repeated in-place products must not drift into denormals
-        zr, zc = operand_shape(shape) if base in BINARY else (rows, cols)
-        xv, zv = shape.get("xview", 0), shape.get("zview", 0)  # sliced on every call, as variants do
-
-        def pair() -> list:
-            z = torch.ones(*lead, zr, zc + zv, dtype=dt, device=device) if ones else rand(zr, zc + zv)
-            return [rand(rows, cols + xv, positive=positive), z]
-
-        def run_pair(box: list) -> torch.Tensor:
-            x, z = box
-            return fn(x[..., xv:] if xv else x, z[..., zv:] if zv else z)
-
-        return run_pair, pair
-    fn = unary[base]
-    return (lambda box: fn(box[0])), (lambda: [rand(rows, cols, positive=positive)])
+    runner = kernels.build_runner(shape, dtype, device, sequence_parts)
+    return runner.run, runner.make
 
 
 CHAIN_KINDS = ("matmul-NT", "scale!", "softmax", "matmul-NN", "l2normalize", "poly2", "div!", "sum-axis2",
@@ -485,14 +294,6 @@ def dispatch_table(shapes: list[Shape], dtype: str) -> dict[str, int]:
     for shape in sorted((s for s in shapes if runnable(s.kernel)), key=lambda s: math.prod(v for _, v in s.dims)):
         smallest.setdefault(shape.kernel, shape)
     return {kernel: dispatches(shape, dtype) for kernel, shape in sorted(smallest.items())}
-
-
-def _augment(x: torch.Tensor) -> torch.Tensor:
-    """[c·1, x/N] as the efficient TaylorShift reference builds it."""
-    out = x.new_empty(*x.shape[:-1], x.shape[-1] + 1)
-    out[..., :1].fill_(0.5)
-    torch.mul(x, 0.5, out=out[..., 1:])
-    return out
 
 
 # -- running the grid ---------------------------------------------------------------------------------

@@ -288,7 +288,7 @@ def kernel_of(op) -> str:
     if op.kind == "copy":
         return "store" if op.attrs.get("overwrite") else "copy"
     axis = op.attrs.get("axis")
-    rank = len(op.inputs[0].shape)
+    rank = len(op.inputs[0].shape) if op.inputs else 0
     suffix = "-axis2" if axis is not None and axis % rank == rank - 2 else ""
     return f"{op.kind}{suffix}{'!' if op.inplace else ''}"
 

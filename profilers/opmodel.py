@@ -42,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cache
@@ -49,7 +50,16 @@ from pathlib import Path
 
 import numpy as np
 import sympy as sp
-from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.errors import PricingWarning, UserError
+from attn_cost.profilers.kernels import (
+    BINARY,
+    CALL,
+    LOOP_STEP,
+    MATMUL_LAYOUTS,
+    SEQUENCE,
+    kernel_of,
+    twins,
+)
 
 SCHEMA = 1
 OPMODEL_KIND = "attn-cost op model"
@@ -63,14 +73,6 @@ RESIDUAL_OCTAVES = 1.0
 """Width (in octaves of each matmul dimension) of the residual correction's Gaussian weights."""
 RESIDUAL_PRIOR = 0.15
 """Weight of 'no correction' against the grid's residuals: the correction fades where the grid is far."""
-MATMUL_LAYOUTS = ("NN", "NT", "TN")
-LOOP_STEP = "loop-step"
-"""Pseudo-kernel: the fixed cost of one iteration of a loop (slicing the token, writing its row)."""
-CALL = "call"
-"""Pseudo-kernel: the fixed cost of calling a variant at all (Python frames, taking its inputs, the timer)."""
-SEQUENCE = "op-sequence"
-"""Pseudo-kernel: what an op costs more inside a chain of different ops than alone in a tight loop (cold
-dispatch paths, freeing its inputs): a chain of small ops timed whole, against the sum of its ops alone."""
 LINES = "exact shapes"
 """The `held_out` entry of the lines' leave-one-out error (`Line.leave_one_out`)."""
 CHAIN_SPAN = 10.0
@@ -80,27 +82,6 @@ COPY = "copy"
 
 
 # -- from an op list to kernel calls ----------------------------------------------------------------
-
-
-def _transposed(t) -> bool:
-    return t.name.endswith("ᵀ")
-
-
-def kernel_of(op) -> str:
-    """The calibration kernel that runs an engine op: a kind, its layout or axis, '!' when in place."""
-    if op.kind in ("matmul", "linear"):
-        if op.kind == "linear":
-            return "matmul-NT"
-        a, b = op.inputs[0], op.inputs[1]
-        layout = ("T" if _transposed(a) else "N") + ("T" if _transposed(b) else "N")
-        return f"matmul-{layout if layout in MATMUL_LAYOUTS else 'NN'}"
-    if op.kind == "fused_attention":
-        return "sdpa-causal" if op.attrs.get("causal") else "sdpa"
-    if op.kind == "copy":
-        return "store" if op.attrs.get("overwrite") else "copy"
-    axis = op.attrs.get("axis")
-    suffix = "-axis2" if axis is not None and axis % len(op.inputs[0].shape) == len(op.inputs[0].shape) - 2 else ""
-    return f"{op.kind}{suffix}{'!' if op.inplace else ''}"
 
 
 @dataclass
@@ -217,12 +198,6 @@ def _fn(expr, values: dict):
     if free:
         raise UserError(f"the op model needs a value for {', '.join(sorted(str(s) for s in free))}")
     return sp.lambdify(N, e, "numpy")
-
-
-BINARY = ("add", "sub", "mul", "div", "maximum")
-"""Element-wise kinds with two operands, whose layout (`operand_layout`) the grid's same-shape operands do not show."""
-LAYOUT = ("bcast", "xview", "zview", "accumulate")
-"""Features of an op's operand layout, present only where it differs from the grid's plain operands."""
 
 
 def _is_one(x) -> bool:
@@ -670,9 +645,20 @@ class OpModel:
         return kernels
 
     def kernel(self, name: str) -> Streaming | Gemm:
-        """The model of a kernel; one never calibrated falls back to a related one, then to copy."""
-        for candidate in _fallbacks(name):
+        """The model of a kernel, or of its in-place or out-of-place twin (`kernels.twins`). One this calibration
+        never timed is priced by a stand-in (another layout of a product, SDPA, else copy) with a named
+        `PricingWarning`: a calibration older than the kernel, never a silent guess."""
+        candidates = pricing(name)
+        exact = twins(name)
+        for candidate in candidates:
             if candidate in self.kernels:
+                if candidate not in exact:
+                    warnings.warn(
+                        f"the op calibration of {self.slug} has no timings of the {name} kernel: priced as "
+                        f"{candidate}; `attn-cost calibrate` times it",
+                        PricingWarning,
+                        stacklevel=2,
+                    )
                 return self.kernels[candidate]
         raise UserError(
             f"the calibration of {self.slug} has no timings of {name} nor of {COPY}: run `attn-cost calibrate`"
@@ -863,14 +849,16 @@ def _dispatch_table(table, where: str) -> dict[str, int]:
     return {str(k): v for k, v in table.items()}
 
 
-def _fallbacks(name: str) -> list[str]:
+def pricing(name: str) -> list[str]:
+    """The kernels that may price an op of kernel `name`, in order: its twins, then the stand-ins a calibration
+    without it falls back on (with a warning, `OpModel.kernel`)."""
     base = name.rstrip("!")
-    out = [name, base, base + "!"]
+    out = twins(name) or [name]
     if base.startswith("matmul"):
         out += [f"matmul-{lay}" for lay in MATMUL_LAYOUTS]
     if base.startswith("sdpa"):
         out += ["sdpa"]
-    return [*out, COPY]
+    return list(dict.fromkeys([*out, COPY]))
 
 
 def _describe(model: Streaming | Gemm | Chain) -> dict:
@@ -1020,7 +1008,7 @@ def predict_n0(
 ) -> Prediction:
     """Where B's predicted time falls to A's, with a bootstrap interval over the calibration."""
     ca, cb = kernel_calls(a, scope, dtype, dims), kernel_calls(b, scope, dtype, dims)
-    used = {name for calls in (ca, cb) for k in (*calls.kernels, LOOP_STEP, CALL, SEQUENCE) for name in _fallbacks(k)}
+    used = {name for calls in (ca, cb) for k in (*calls.kernels, LOOP_STEP, CALL, SEQUENCE) for name in pricing(k)}
     lines = {line for calls in (ca, cb) for line in calls.lines}
 
     def crossing(m: OpModel) -> float | None:

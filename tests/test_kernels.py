@@ -1,0 +1,106 @@
+"""The kernel registry: one declaration per kernel, every engine op kind covered, no op priced by accident."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import sympy as sp
+from attn_cost.costmodel.errors import PricingWarning
+from attn_cost.profilers import kernels
+from attn_cost.profilers.kernels import KERNELS, PSEUDO, kernel_of, twins
+
+SMALL = {"rows": 6, "cols": 5}
+PRODUCT = {"batch": 2, "m": 3, "k": 4, "n": 5}
+
+
+def _small(name: str) -> kernels.Shape:
+    k = KERNELS[name]
+    return kernels.shape(name, **(PRODUCT if k.family in (kernels.PRODUCT, kernels.ATTENTION) else SMALL))
+
+
+def test_every_op_kind_the_engine_emits_has_a_kernel(monkeypatch) -> None:
+    from attn_cost.costmodel import conventions
+
+    kernels._check_coverage()
+    monkeypatch.setitem(conventions.KINDS, "teleport", "a kind nobody declared")
+    with pytest.raises(AssertionError, match="teleport"):
+        kernels._check_coverage()
+
+
+def test_every_catalogue_op_has_its_own_kernel_or_twin() -> None:
+    """No op of the catalogue is priced by a stand-in (copy): Performer's row sum and Nyströmformer's row max
+    were, before the registry."""
+    from attn_cost.costmodel.variants import all_variants, derive
+
+    for v in all_variants():
+        for scope in ("core", "layer"):
+            if scope not in v.scopes:
+                continue
+            for op in derive(v.name, scope).ops:
+                name = kernel_of(op)
+                assert twins(name), f"{v.name} {scope}: {op.label} runs {name}, which no kernel prices"
+                kernel = KERNELS[twins(name)[0]]
+                assert op.kind in (kernel.kind, *kernel.kinds), (v.name, op.label, name)
+
+
+@pytest.mark.parametrize("name", [k.name for k in kernels.DECLARED if k.family != PSEUDO])
+def test_a_declaration_builds_its_own_op_and_torch_runs_it_at_that_shape(name: str) -> None:
+    import torch
+
+    at = _small(name)
+    built, feats = kernels.engine_features(at, "fp32")
+    assert built == name and feats["bytes"] > 0
+    runner = kernels.build_runner(at, "fp32", "cpu")
+    out = runner.run(runner.make())
+    from attn_cost.costmodel.derive import Derived
+    from attn_cost.costmodel.graph import Graph
+
+    g = Graph("check")
+    g.output(KERNELS[name].build(g, at))
+    expected = Derived(g).ops[-1].output.numel if name != "store" else sp.Integer(SMALL["rows"] * SMALL["cols"])
+    if isinstance(out, torch.Tensor):  # the PyTorch code makes the tensor the engine op says it makes
+        assert out.numel() == int(expected), (name, tuple(out.shape))
+
+
+def test_layout_twins_and_stand_ins() -> None:
+    from attn_cost.profilers.opmodel import pricing
+
+    assert twins("exp") == ["exp!"] and twins("sub!") == ["sub!", "sub"]
+    assert twins("teleport") == []
+    assert pricing("max") == ["max", "copy"]
+    assert pricing("matmul-NT")[:1] == ["matmul-NT"] and "matmul-NN" in pricing("matmul-NT")
+
+
+def test_a_kernel_the_calibration_never_timed_is_a_named_warning() -> None:
+    """The shipped calibration predates the row-sum kernel: Performer's sum is priced, and said to be priced,
+    as a copy; a pair without it gives no warning."""
+    from attn_cost.profilers.opmodel import known_opmodels, load_opmodel, predict_n0, row_dims
+
+    if not known_opmodels():
+        pytest.skip("no shipped op calibration")
+    model = load_opmodel(sorted(known_opmodels())[0])
+    if "sum" in model.kernels:
+        pytest.skip("this calibration times the row sum")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        predict_n0(model, "taylorshift-direct", "taylorshift-efficient", row_dims({"d": 16}), replicates=0)
+        assert not [w for w in caught if issubclass(w.category, PricingWarning)]
+        predict_n0(model, "softmax", "performer", row_dims({"d": 16}), replicates=0)
+    messages = {str(w.message) for w in caught if issubclass(w.category, PricingWarning)}
+    assert any("the sum kernel: priced as copy" in m for m in messages), messages
+
+
+def test_the_cli_prints_a_pricing_warning_once_after_its_output(capsys) -> None:
+    from attn_cost.cli.app import main
+    from attn_cost.profilers.opmodel import known_opmodels, load_opmodel
+
+    if not known_opmodels() or "sum" in load_opmodel(sorted(known_opmodels())[0]).kernels:
+        pytest.skip("needs a calibration without the row-sum kernel")
+    device = sorted(known_opmodels())[0]
+    assert main(["crossover", "--device", device, "--pair", "softmax:performer", "--d", "16"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert [line for line in err if "sum kernel" in line] == [
+        f"warning: the op calibration of {device} has no timings of the sum kernel: priced as copy; "
+        "`attn-cost calibrate` times it"
+    ]
