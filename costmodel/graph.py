@@ -55,6 +55,10 @@ class Tensor:
     name: str
     shape: Shape
     storage: Storage
+    transposed: bool = False
+    """A view whose last two dimensions are swapped against its storage's layout (`.T`, a transpose or permute
+    of the last two axes): what makes a product `matmul-NT` rather than `matmul-NN`, read as data, never from
+    the name."""
 
     @property
     def numel(self) -> sp.Expr:
@@ -67,15 +71,18 @@ class Tensor:
 
     @property
     def T(self) -> Tensor:  # noqa: N802 - mirrors the maths
-        """Transposed view of the last two dimensions (no copy)."""
+        """Transposed view of the last two dimensions (no copy); transposing it again gives the plain layout."""
         shape = (*self.shape[:-2], self.shape[-1], self.shape[-2])
-        return Tensor(f"{self.name}ᵀ", shape, self.storage)
+        name = self.name[:-1] if self.transposed and self.name.endswith("ᵀ") else f"{self.name}ᵀ"
+        return Tensor(name, shape, self.storage, not self.transposed)
 
     def swap(self, i: int, j: int) -> Tensor:
-        """View with dimensions i and j exchanged (no copy)."""
+        """View with dimensions i and j exchanged (no copy); exchanging the last two transposes it."""
         shape = list(self.shape)
         shape[i], shape[j] = shape[j], shape[i]
-        return Tensor(self.name, tuple(shape), self.storage)
+        n = len(shape)
+        last_two = i % n != j % n and {i % n, j % n} == {n - 2, n - 1}
+        return Tensor(self.name, tuple(shape), self.storage, self.transposed != last_two)
 
     def select(self, axis: int, name: str | None = None) -> Tensor:
         """View of one index along `axis` (the axis disappears): the token t of a loop over N."""

@@ -271,17 +271,13 @@ def _check_coverage() -> None:
 _check_coverage()
 
 
-def _transposed(t: Tensor) -> bool:
-    return bool(getattr(t, "transposed", False)) or (not hasattr(t, "transposed") and t.name.endswith("ᵀ"))
-
-
 def kernel_of(op) -> str:
     """The kernel that runs an engine op: its kind, product layout or reduction axis, '!' when in place."""
     if op.kind in ("matmul", "linear"):
         if op.kind == "linear":
             return "matmul-NT"
         a, b = op.inputs[0], op.inputs[1]
-        layout = ("T" if _transposed(a) else "N") + ("T" if _transposed(b) else "N")
+        layout = ("T" if a.transposed else "N") + ("T" if b.transposed else "N")
         return f"matmul-{layout if layout in MATMUL_LAYOUTS else 'NN'}"
     if op.kind == "fused_attention":
         return "sdpa-causal" if op.attrs.get("causal") else "sdpa"

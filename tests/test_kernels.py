@@ -104,3 +104,34 @@ def test_the_cli_prints_a_pricing_warning_once_after_its_output(capsys) -> None:
         f"warning: the op calibration of {device} has no timings of the sum kernel: priced as copy; "
         "`attn-cost calibrate` times it"
     ]
+
+
+def _product_kernel(make) -> str:
+    from attn_cost.costmodel.derive import Derived
+    from attn_cost.costmodel.graph import Graph
+    from attn_cost.costmodel.symbols import N, d
+
+    g = Graph("layout")
+    q, k = g.input("Q", N, d), g.input("K", N, d)
+    g.output(g.matmul("S", q, make(g, k)))
+    return kernel_of(Derived(g).ops[-1])
+
+
+def test_layout_is_data_not_a_name() -> None:
+    """The same maths gets the same kernel however the tensors are named or the transpose is written."""
+    from attn_cost.costmodel.symbols import N, d
+
+    assert _product_kernel(lambda g, k: k.T) == "matmul-NT"
+    assert _product_kernel(lambda g, k: k.swap(-1, -2)) == "matmul-NT"
+    assert _product_kernel(lambda g, k: k.T.T.T) == "matmul-NT"
+    assert _product_kernel(lambda g, k: g.input("Kᵀ", d, N)) == "matmul-NN"  # a plain tensor named Kᵀ
+    assert _product_kernel(lambda g, k: g.input("KT", d, N).T.T) == "matmul-NN"  # transposed twice: plain
+
+
+def test_transposing_twice_gives_back_the_plain_tensor() -> None:
+    from attn_cost.costmodel.graph import Graph
+    from attn_cost.costmodel.symbols import N, d
+
+    k = Graph("names").input("K", N, d)
+    assert (k.T.name, k.T.transposed) == ("Kᵀ", True)
+    assert (k.T.T.name, k.T.T.transposed, k.T.T.shape) == ("K", False, (N, d))
