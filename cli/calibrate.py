@@ -76,7 +76,8 @@ def calibrate(
         from attn_cost.costmodel.variants import all_variants
 
         every = names or [v.name for v in all_variants()]
-        lines = line_grid(every, [{"d": d} for d in ds or ((16,) if quick else LINE_D)], caches, dtype, quick)
+        lines = line_grid(every, [{"d": d} for d in ds or ((16,) if quick else LINE_D)], caches, dtype, quick,
+                          calibrator.rates)
     with Progress(
         TextColumn("{task.description}", style="dim"),
         BarColumn(),

@@ -156,14 +156,16 @@ class LinePoint:
 
 
 def line_grid(variants: list[str], sizes: list[dict[str, int]], caches: dict[str, int], dtype: str = "fp32",
-              quick: bool = False) -> list[LinePoint]:  # fmt: skip
+              quick: bool = False, rates: Rates | None = None) -> list[LinePoint]:  # fmt: skip
     """The ops of `variants` (core scope) at every size of `sizes` (keyed by name: d, h, b, L, ...) at their
-    exact shapes along `LINE_LENGTHS`, up to 8× the last-level cache and `LINE_MAX_S` a call. A variant
+    exact shapes along `LINE_LENGTHS`, up to 8× the last-level cache and `LINE_MAX_S` a call at the device's
+    `rates` (default: those of the first calibrations). A variant
     that needs a size it is not given, or has no core scope, is skipped."""
     from attn_cost.costmodel.errors import UserError
     from attn_cost.profilers.opmodel import kernel_calls, row_dims
 
     top = 8 * max(caches.values())
+    rates = rates or FIRST_RATES
     lengths = LINE_LENGTHS[::3] if quick else LINE_LENGTHS
     out: dict[tuple[Shape, str], LinePoint] = {}
     for size in sizes:
@@ -180,7 +182,7 @@ def line_grid(variants: list[str], sizes: list[dict[str, int]], caches: dict[str
                 for n in lengths:
                     f = {k: float(fn(float(n))) for k, fn in feats.items() if k not in ("repeat",)}
                     shape = shape_of(kernel, f)
-                    if f["bytes"] > top or _estimate(Point(kernel, {**f, **dict(shape.dims)}, 0.0)) > LINE_MAX_S:
+                    if f["bytes"] > top or rates.estimate(Point(kernel, {**f, **dict(shape.dims)}, 0.0)) > LINE_MAX_S:
                         break
                     out.setdefault((shape, line), LinePoint(shape, line, n))
     return list(out.values())
@@ -299,25 +301,77 @@ def dispatch_table(shapes: list[Shape], dtype: str) -> dict[str, int]:
 # -- running the grid ---------------------------------------------------------------------------------
 
 
-def _estimate(p: Point) -> float:
-    flops = 2 * p.dims.get("batch", 1) * p.dims.get("m", 0) * p.dims.get("k", 0) * p.dims.get("n", 0)
-    return 5e-6 + p.dims["bytes"] / 4e9 + flops / 3e10
+@dataclass(frozen=True)
+class Rates:
+    """Roughly what an op costs on the device being calibrated: a launch, a byte moved, a FLOP. They size the
+    calibration to the device (calls per timed sample, where exact-shape lines stop), so that on a GPU the lines
+    reach its crossovers at tens of thousands of tokens instead of stopping at a CPU's lengths."""
+
+    launch_s: float
+    bytes_per_s: float
+    flops_per_s: float
+
+    def estimate(self, p: Point) -> float:
+        """Seconds of one call of a calibration point."""
+        flops = 2 * p.dims.get("batch", 1) * p.dims.get("m", 0) * p.dims.get("k", 0) * p.dims.get("n", 0)
+        return self.launch_s + p.dims["bytes"] / self.bytes_per_s + flops / self.flops_per_s
+
+    def inner(self, p: Point) -> int:
+        """How many calls one timed sample makes (kept with each timing, so a resumed calibration divides
+        stored samples by what they were timed with). A variant's call overhead is timed one call per sample."""
+        if p.kernel in (CALL, SEQUENCE):
+            return 1
+        return max(1, min(200, int(SAMPLE_S / (self.estimate(p) * p.dims.get("iterations", 1)))))
+
+    def as_json(self) -> dict[str, float]:
+        return {"launch_s": self.launch_s, "bytes_per_s": self.bytes_per_s, "flops_per_s": self.flops_per_s}
 
 
-def _inner(p: Point) -> int:
-    """How many calls one timed sample makes (a pure function of the shape, so stored samples can be divided).
-    A variant's call overhead is timed one call per sample, as variants are."""
-    if p.kernel in (CALL, SEQUENCE):
-        return 1
-    return max(1, min(200, int(SAMPLE_S / (_estimate(p) * p.dims.get("iterations", 1)))))
+FIRST_RATES = Rates(5e-6, 4e9, 3e10)
+"""The rates calibrations were sized with before the device was probed (a 2-core CPU): timings stored without
+their calls per sample were made with them."""
+PROBE_COPY_ELEMENTS = (64, 1 << 22)
+"""A launch-bound copy and one well beyond a CPU's last-level cache (16 MiB in fp32)."""
+PROBE_PRODUCT = 512
+"""Side of the square product the probe times for the device's FLOP rate."""
+
+
+def probe(device: str, dtype: str = "fp32") -> Rates:
+    """The device's rates from three quick timings (a second or so): a tiny copy (launch), a large one (bytes)
+    and a square product (FLOPs). Fed to `Calibrator` and recorded in the calibration."""
+    small, large = (_s("copy", rows=1, cols=n) for n in PROBE_COPY_ELEMENTS)
+    product = _s("matmul-NN", batch=1, m=PROBE_PRODUCT, k=PROBE_PRODUCT, n=PROBE_PRODUCT)
+    seconds = []
+    for at in (small, large, product):
+        run, make = _runner(at, dtype, device)
+        size = Sizes(N=at.get("rows", at.get("m", 1)), d=at.get("cols", at.get("k", 1)))
+        (stats,) = time_cases([Case(f"probe:{at.kernel}", "op", size, dtype, device, run, make)], 3, 1)
+        seconds.append(stats.median)
+    t_small, t_large, t_product = seconds
+    moved = engine_op(large, dtype).dims["bytes"]
+    return Rates(
+        launch_s=t_small,
+        bytes_per_s=moved / max(t_large - t_small, 1e-9),
+        flops_per_s=2 * PROBE_PRODUCT**3 / max(t_product - t_small, 1e-9),
+    )
 
 
 class Calibrator:
     """Times grid points through a result store (stored ones are reused), returning op-model points."""
 
-    def __init__(self, store: ResultStore, device: str, dtype: str = "fp32", repeats: int = 7) -> None:
+    def __init__(
+        self, store: ResultStore, device: str, dtype: str = "fp32", repeats: int = 7, rates: Rates | None = None
+    ) -> None:
+        """`rates`: the device's (`probe`); default: probed now, on first use."""
         self.store, self.device, self.dtype, self.repeats = store, device, dtype, repeats
+        self._rates = rates
         self.measured = 0
+
+    @property
+    def rates(self) -> Rates:
+        if self._rates is None:
+            self._rates = probe(self.device, self.dtype)
+        return self._rates
 
     def key(self, shape: Shape, tag: str) -> str:
         sizes = {**dict(shape.dims), "rank": RANK}
@@ -333,7 +387,8 @@ class Calibrator:
         if rec["status"] != "ok":
             return None
         t = rec["time"]
-        per = _inner(p) * max(1, int(p.dims.get("iterations", 1)))
+        per = rec.get("calls_per_sample") or FIRST_RATES.inner(p)
+        per *= max(1, int(p.dims.get("iterations", 1)))
         se = 1.2533 * ((t["q3"] - t["q1"]) / 1.349) / max(1, t["runs"]) ** 0.5
         dims = {k: v for k, v in p.dims.items() if k != "iterations"}
         if shape.kernel == SEQUENCE:  # the same ops timed alone, as the grid times them
@@ -346,8 +401,8 @@ class Calibrator:
 
     def _measure(self, shape: Shape, p: Point, key: str, tag: str) -> dict:
         run, make = _runner(shape, self.dtype, self.device)
-        inner = _inner(p)
-        repeats = self.repeats if _estimate(p) * p.dims.get("iterations", 1) < 0.02 else 3
+        inner = self.rates.inner(p)
+        repeats = self.repeats if self.rates.estimate(p) * p.dims.get("iterations", 1) < 0.02 else 3
         if p.kernel in (CALL, SEQUENCE):  # one call per sample, a few µs each: the noisiest points of all
             repeats *= 3
 
@@ -364,7 +419,7 @@ class Calibrator:
             values = {"time": None, "status": "oom"}
         self.measured += 1
         record = {"kind": "time", "key": key, "variant": f"{tag}:{shape.kernel}", "scope": "op", "dtype": self.dtype,
-                  "sizes": {**dict(shape.dims), "rank": RANK}, **values}  # fmt: skip
+                  "sizes": {**dict(shape.dims), "rank": RANK}, "calls_per_sample": inner, **values}  # fmt: skip
         return self.store.add(record)
 
 
@@ -430,6 +485,7 @@ def calibrate(
     _recheck_lines(calibrator, points, timed, step)
     model = fit_points(calibrator.store.device, calibrator.dtype, points, caches)
     model.dispatches = dispatch_table(shapes + [lp.shape for lp in lines], calibrator.dtype)
+    model.rates = calibrator.rates.as_json()
     errors: dict[str, list[float]] = {}
     for j, shape in enumerate(extra):
         step(f"held out: {shape.kernel} {dict(shape.dims)}", total - len(extra) + j, total)

@@ -356,7 +356,7 @@ def calibrate_step(camp: Campaign) -> None:
     try:
         variants = sorted({v for pair in plan.pairs for v in pair})
         sizes = [{"d": d, "h": plan.heads, "b": plan.batch} for d in plan.ds]
-        lines = line_grid(variants, sizes, caches, dtype, plan.quick)
+        lines = line_grid(variants, sizes, caches, dtype, plan.quick, calibrator.rates)
         model, n_grid, n_lines, n_held = calibrate(calibrator, caches, quick=plan.quick, lines=lines, step=step)
     except _OutOfTimeError as e:
         camp.skip(f"rest of the calibration (over {CALIBRATE_SHARE:.0%} of the time budget; {e}, kept in the store)")

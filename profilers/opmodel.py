@@ -611,6 +611,9 @@ class OpModel:
     """In a bootstrap replicate: the spread of the factor that scales each variant's whole time (`Chain.sigma`)."""
     whole_rng: np.random.Generator | None = field(default=None, repr=False)
     _whole: dict = field(default_factory=dict, repr=False)
+    rates: dict[str, float] = field(default_factory=dict)
+    """The device's rough rates the calibration was sized with (`calibrate.probe`): launch_s, bytes_per_s,
+    flops_per_s."""
 
     def __post_init__(self) -> None:
         if not self.kernels:
@@ -792,6 +795,7 @@ class OpModel:
             "held_out": self.held_out,
             "context": self.context,
             "dispatches": dict(sorted(self.dispatches.items())),
+            "rates": self.rates,
             "kernels": {k: _describe(v) for k, v in sorted(self.kernels.items())},
             "points": [p.as_json() for p in self.points],
         }
@@ -819,6 +823,7 @@ class OpModel:
         model.held_out, model.created = data.get("held_out", {}), data.get("created", "")
         model.context = bool(data.get("context", False))
         model.dispatches = _dispatch_table(data.get("dispatches", {}), where)
+        model.rates = {k: float(v) for k, v in data.get("rates", {}).items() if isinstance(v, (int, float))}
         return model
 
     def to_text(self) -> str:

@@ -556,7 +556,8 @@ def test_calibration_stores_points_and_resumes(monkeypatch, tmp_path) -> None:
     timed: list[str] = []
 
     def fake_time_cases(cases, repeats, warmup):
-        timed.append(cases[0].variant)
+        if not cases[0].variant.startswith("probe:"):  # the device's rates, probed once per calibration
+            timed.append(cases[0].variant)
         return [TimeStats(1e-5, 0.9e-5, 1.1e-5, 0.8e-5, 1.2e-5, repeats, warmup)]
 
     monkeypatch.setattr(cal, "time_cases", fake_time_cases)
@@ -586,17 +587,19 @@ def test_every_exact_shape_is_timed_twice_and_the_faster_timing_kept(monkeypatch
 
     def fake_time_cases(cases, repeats, warmup):
         tag, rows = cases[0].variant.split(":")[0], cases[0].sizes.N
-        timed.append(tag)
+        if tag != "probe":
+            timed.append(tag)
         t = 1e-5 * max(rows, 1) / 64 * (1.4 if rows in slow.get(tag, ()) else 1.0)
         return [TimeStats(t, t, t, t, t, repeats, warmup)]
 
     monkeypatch.setattr(cal, "time_cases", fake_time_cases)
     store = ResultStore(prepare("cpu"), tmp_path / "results", shipped=False)
-    model, *_ = cal.calibrate(cal.Calibrator(store, "cpu"), {"L3": 1 << 20}, lines=lines)
+    calibrator = cal.Calibrator(store, "cpu")
+    model, *_ = cal.calibrate(calibrator, {"L3": 1 << 20}, lines=lines)
     assert timed.count("op-pass2") == len(ns) == cal.LINE_PASSES * len(ns) - len(ns)
     assert "op-again" not in timed  # with the faster timings kept, no point is off its neighbours' trend
     seconds = model.lines["softmax|line"].seconds
-    per_call = [cal._inner(cal.engine_op(lp.shape, "fp32")) for lp in lines]  # calls in one timed sample
+    per_call = [calibrator.rates.inner(cal.engine_op(lp.shape, "fp32")) for lp in lines]  # calls in one sample
     assert seconds == pytest.approx([1e-5 * n / 64 / k for n, k in zip(ns, per_call, strict=True)])
 
 
@@ -821,3 +824,36 @@ def test_a_chain_takes_the_first_kinds_of_the_chain_list() -> None:
     long = cal.sequence_parts(cal._s(SEQUENCE, rows=16, kinds=24))
     assert len({p.kernel for p in long}) == 24 and all(cal.runnable(p.kernel) for p in long)
     assert all(dict(p.dims) in ({"rows": 16, "cols": 16}, {"batch": 1, "m": 16, "k": 16, "n": 16}) for p in long)
+
+
+def test_the_calibration_is_sized_to_the_device_it_probes() -> None:
+    """A device a thousand times faster (a GPU's rates) gets exact-shape lines to lengths the first calibrations'
+    CPU rates stop far short of, and fewer calls per timed sample at the same shape."""
+    from attn_cost.profilers import calibrate as cal
+
+    fast = cal.Rates(launch_s=5e-6, bytes_per_s=2e12, flops_per_s=5e13)
+    slow_lines = cal.line_grid(["softmax"], [{"d": 64}], {"L2": 50 << 20}, rates=cal.FIRST_RATES)
+    fast_lines = cal.line_grid(["softmax"], [{"d": 64}], {"L2": 50 << 20}, rates=fast)
+    longest = {name: max(lp.n for lp in lines) for name, lines in (("slow", slow_lines), ("fast", fast_lines))}
+    assert longest["slow"] < 4096 <= longest["fast"]
+    p = cal.engine_op(cal._s("matmul-NN", batch=1, m=2048, k=64, n=2048), "fp32")
+    expected_slow = 5e-6 + p.dims["bytes"] / 4e9 + 2 * 2048 * 64 * 2048 / 3e10  # the first calibrations' arithmetic
+    assert cal.FIRST_RATES.estimate(p) == pytest.approx(expected_slow)
+    assert cal.FIRST_RATES.inner(p) == max(1, int(cal.SAMPLE_S / expected_slow)) < fast.inner(p)
+
+
+def test_stored_timings_are_divided_by_the_calls_they_were_timed_with(tmp_path, monkeypatch) -> None:
+    from attn_cost.profilers import calibrate as cal
+    from attn_cost.profilers.device import prepare
+    from attn_cost.profilers.store import ResultStore
+    from attn_cost.profilers.timing import TimeStats
+
+    stats = TimeStats(1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 3, 1)
+    monkeypatch.setattr(cal, "time_cases", lambda cases, repeats, warmup: [stats])
+    store = ResultStore(prepare("cpu"), tmp_path / "results", shipped=False)
+    at = cal._s("copy", rows=4, cols=64)
+    first = cal.Calibrator(store, "cpu", rates=cal.Rates(1e-6, 1e9, 1e9)).point(at)
+    inner = cal.Rates(1e-6, 1e9, 1e9).inner(cal.engine_op(at, "fp32"))
+    assert first.seconds == pytest.approx(1e-3 / inner)
+    again = cal.Calibrator(store, "cpu", rates=cal.Rates(1e-3, 1e9, 1e9)).point(at)  # other rates, stored timing
+    assert again.seconds == pytest.approx(first.seconds)
