@@ -176,7 +176,7 @@ def _model(calibration: str | None, chain_per_op: bool):
     from attn_cost.profilers.opmodel import load_opmodel
 
     try:
-        model = load_opmodel(calibration)  # a path may be gzipped: the calibrations kept in benchmarks/data/
+        model = load_opmodel(calibration, refit=True)  # the kept calibrations (gzipped) predate stored fits
     except UserError as e:
         _fail(str(e))
     return per_op(model) if chain_per_op else model

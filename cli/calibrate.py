@@ -51,12 +51,19 @@ def calibrate(
     out: Optional[Path] = typer.Option(
         None, "--out", help="Directory for the op model (default: $ATTN_COST_HOME/opmodels or ~/.local/share/...)."
     ),
+    refit: Optional[Path] = typer.Option(
+        None, "--refit", help="Time nothing: refit this calibration file from its points with this attn-cost's fit "
+        "and save it (to --out, default the op models' folder).",
+    ),
     as_json: bool = o.JSON,
 ) -> None:
     """Time every op kind the engine emits (products, element-wise, reductions, outer products, SDPA, loop
     steps) from launch-bound sizes to beyond the last-level cache, and each variant's ops at their exact
     shapes along N; fit the per-op time model that `validate`, `crossover --device` and `report` use to
     predict any variant's time from its op list."""
+    if refit is not None:
+        _refit(refit, out, as_json)
+        return
     ds = o.head_dims(d_values, None, 1, default=[])
     names = o.variant_names(variant or [], causal=False)
     dtype_bytes(dtype)
@@ -136,6 +143,25 @@ def calibrate(
         used = (f"it is not where attn-cost looks (`{user_dir()}`): use it with `attn-cost validate --calibration "
                 f"{path}`, or copy it there for `crossover --device {model.slug}`.")  # fmt: skip
     render.sentence(f"Saved the op model to {path}; {used}", indent=0)
+
+
+def _refit(path: Path, out: Path | None, as_json: bool) -> None:
+    """Refit a calibration file from its points (no timing) and save it where attn-cost looks, or to --out."""
+    from attn_cost.profilers.opmodel import FIT_VERSION, load_opmodel, user_dir
+
+    if not path.is_file():
+        from attn_cost.cli.app import fail
+
+        fail(f"--refit {path}: no such calibration file")
+    model = load_opmodel(str(path), refit=True)
+    target = out or user_dir()
+    _check_dir(target)
+    saved = model.save(target)
+    if as_json:
+        emit({"refitted": str(path), "fit_version": FIT_VERSION, "saved_to": str(saved)})
+        return
+    render.sentence(f"Refitted {path} with fit version {FIT_VERSION} from its {len(model.points):,} points; saved "
+                    f"to {saved}.", indent=0)  # fmt: skip
 
 
 def _check_dir(path: Path) -> None:

@@ -62,6 +62,9 @@ from attn_cost.profilers.kernels import (
 )
 
 SCHEMA = 1
+FIT_VERSION = 1
+"""Version of the fit (`OpModel._fit` and the model families): a calibration stores the parameters it fitted and
+this version, and loads them as they are; one of another version is refitted only when asked (`--refit`)."""
 OPMODEL_KIND = "attn-cost op model"
 """The `kind` field that marks a JSON file as an op calibration."""
 SHIPPED = Path(__file__).parent / "data" / "opmodels"
@@ -797,11 +800,15 @@ class OpModel:
             "dispatches": dict(sorted(self.dispatches.items())),
             "rates": self.rates,
             "kernels": {k: _describe(v) for k, v in sorted(self.kernels.items())},
+            "fit_version": FIT_VERSION,
+            "fitted": {k: _parameters(v) for k, v in sorted(self.kernels.items())},
             "points": [p.as_json() for p in self.points],
         }
 
     @classmethod
-    def from_json(cls, data: dict, where: str) -> OpModel:
+    def from_json(cls, data: dict, where: str, refit: bool = False) -> OpModel:
+        """A calibration as it was fitted: its stored parameters, loaded without refitting. One without them
+        (another fit version) is refitted from its points only with `refit` (`attn-cost calibrate --refit`)."""
         try:
             if data.get("schema") != SCHEMA or data.get("kind") != OPMODEL_KIND:
                 raise KeyError("schema")
@@ -817,9 +824,17 @@ class OpModel:
                 raise TypeError("device: not a device fingerprint with a name and a kind")
             if not isinstance(dtype, str):
                 raise TypeError("dtype: not a dtype name")
-        except (KeyError, TypeError, AttributeError, ValueError) as e:
+            stored = data.get("fitted") if data.get("fit_version") == FIT_VERSION else None
+            kernels = _from_parameters(stored) if isinstance(stored, dict) else None
+        except (KeyError, TypeError, AttributeError, ValueError, IndexError) as e:
             raise UserError(f"{where} is not an attn-cost op calibration ({e.__class__.__name__}: {e})") from None
-        model = fit_points(device, dtype, points, data.get("caches", {}), where)
+        if kernels is None and not refit:
+            version = data.get("fit_version", "none")
+            raise UserError(
+                f"{where} carries no parameters of this attn-cost's fit (fit version {version}, this one fits with "
+                f"{FIT_VERSION}): refit it from its points with `attn-cost calibrate --refit {where}`"
+            )
+        model = fit_points(device, dtype, points, data.get("caches", {}), where, kernels=kernels)
         model.held_out, model.created = data.get("held_out", {}), data.get("created", "")
         model.context = bool(data.get("context", False))
         model.dispatches = _dispatch_table(data.get("dispatches", {}), where)
@@ -827,12 +842,13 @@ class OpModel:
         return model
 
     def to_text(self) -> str:
-        """The calibration as JSON: the summary indented, one calibration point per line (thousands of them)."""
+        """The calibration as JSON: the summary indented, one fitted kernel and one calibration point per line."""
         data = self.as_json()
-        points = data.pop("points")
+        points, fitted = data.pop("points"), data.pop("fitted")
         head = json.dumps(data, indent=1)[:-2]
+        kernels = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v, separators=(',', ':'))}" for k, v in fitted.items())
         body = ",\n".join(" " + json.dumps(p, separators=(",", ":")) for p in points)
-        return f'{head},\n "points": [\n{body}\n ]\n}}\n'
+        return f'{head},\n "fitted": {{\n{kernels}\n }},\n "points": [\n{body}\n ]\n}}\n'
 
     def save(self, root: Path) -> Path:
         """Write the calibration as root/<slug>.json (atomically; never over a file that is not a calibration)."""
@@ -878,16 +894,52 @@ def _describe(model: Streaming | Gemm | Chain) -> dict:
 
 
 def fit_points(
-    device: dict, dtype: str, points: list[Point], caches: dict | None = None, where: str = "the calibration"
+    device: dict, dtype: str, points: list[Point], caches: dict | None = None, where: str = "the calibration",
+    kernels: dict | None = None,
 ) -> OpModel:
-    """Fit the op model; too few points (for the copy kernel every other one falls back on) is bad input."""
+    """Fit the op model (or take the fitted `kernels` as they are); too few points for the copy kernel, which
+    matrix products' traffic and stand-ins use, is bad input."""
     copies = sum(p.kernel == COPY and not p.line for p in points)
     if copies < MIN_POINTS:
         raise UserError(
             f"{where} has {copies} timing{'s' if copies != 1 else ''} of the {COPY} kernel, which every kernel "
             f"falls back on; an op model needs at least {MIN_POINTS}: run `attn-cost calibrate`"
         )
-    return OpModel(device, dtype, points, caches or {})
+    return OpModel(device, dtype, points, caches or {}, kernels=kernels or {})
+
+
+def _parameters(model: Streaming | Gemm | Chain) -> dict:
+    """Everything a fitted kernel model is, as JSON: what `_from_parameters` loads back without refitting."""
+    if isinstance(model, Chain):
+        return {"form": "chain", "launch": model.launch, "share": model.share, "sigma": model.sigma}
+    if isinstance(model, Gemm):
+        return {"form": "gemm", "launch": model.launch, "item": model.item, "peak": model.peak,
+                "half": list(model.half), "coords": model.coords.tolist(),
+                "residuals": model.residuals.tolist()}  # fmt: skip
+    return {"form": "streaming", "launch": model.launch, "widths": model.widths.tolist(),
+            "curves": [{"bytes": c.nbytes.tolist(), "seconds": c.seconds.tolist()} for c in model.curves]}  # fmt: skip
+
+
+def _from_parameters(fitted: dict) -> dict:
+    """Kernel models from their stored parameters (products take their traffic from the stored copy kernel)."""
+    streaming = {
+        name: Streaming(float(p["launch"]), np.array(p["widths"], dtype=float),
+                        [Curve(np.array(c["bytes"], dtype=float), np.array(c["seconds"], dtype=float))
+                         for c in p["curves"]])
+        for name, p in fitted.items() if p["form"] == "streaming"
+    }  # fmt: skip
+    copy = streaming.get(COPY)
+    out: dict = dict(streaming)
+    for name, p in fitted.items():
+        if p["form"] == "gemm":
+            out[name] = Gemm(float(p["launch"]), float(p["item"]), float(p["peak"]), tuple(map(float, p["half"])),
+                             np.array(p["coords"], dtype=float).reshape(-1, 4), np.array(p["residuals"], dtype=float),
+                             copy)  # fmt: skip
+        elif p["form"] == "chain":
+            out[name] = Chain(float(p["launch"]), float(p["share"]), float(p["sigma"]))
+        elif p["form"] != "streaming":
+            raise ValueError(f"fitted kernel {name}: unknown form {p['form']!r}")
+    return out
 
 
 # -- where op models live ----------------------------------------------------------------------------
@@ -922,22 +974,23 @@ def read_calibration(path: Path) -> dict:
     return data
 
 
-def load_opmodel(name: str) -> OpModel:
-    """An op model by device slug or path (`.json` or `.json.gz`); an unknown name is bad input."""
+def load_opmodel(name: str, refit: bool = False) -> OpModel:
+    """An op model by device slug or path (`.json` or `.json.gz`); an unknown name is bad input. `refit`: a
+    calibration of another fit version is refitted from its points (else refused, `OpModel.from_json`)."""
     path = Path(name)
     if not (name.endswith((".json", ".json.gz")) and path.exists()):
         found = known_opmodels()
         if name not in found:
             raise UserError(f"no op calibration for device {name!r}: run `attn-cost calibrate` on it")
         path = found[name]
-        model = OpModel.from_json(read_calibration(path), str(path))
+        model = OpModel.from_json(read_calibration(path), str(path), refit)
         if model.slug != name:
             raise UserError(
                 f"{path} is the op calibration of {model.slug} ({model.device.get('name')}), not of {name}: "
                 "a calibration applies only to the device it was made on"
             )
         return model
-    return OpModel.from_json(read_calibration(path), str(path))
+    return OpModel.from_json(read_calibration(path), str(path), refit)
 
 
 def opmodel_for(slug: str) -> OpModel | None:

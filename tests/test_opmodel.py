@@ -857,3 +857,41 @@ def test_stored_timings_are_divided_by_the_calls_they_were_timed_with(tmp_path, 
     assert first.seconds == pytest.approx(1e-3 / inner)
     again = cal.Calibrator(store, "cpu", rates=cal.Rates(1e-3, 1e9, 1e9)).point(at)  # other rates, stored timing
     assert again.seconds == pytest.approx(first.seconds)
+
+
+def test_a_calibration_loads_its_fitted_parameters_without_refitting(tmp_path, monkeypatch) -> None:
+    """A change to the fitting code cannot change what a saved calibration predicts: loading never fits."""
+    from attn_cost.profilers import opmodel as om
+
+    model = om.load_opmodel(sorted(om.known_opmodels())[0])
+    calls = om.kernel_calls("taylorshift-efficient", "core", "fp32", om.row_dims({"d": 16}))
+    n = np.geomspace(8, 8192, 20)
+    before = model.time(calls, n)
+    path = model.save(tmp_path)
+
+    def no_fitting(*args, **kwargs):
+        raise AssertionError("a stored calibration was refitted")
+
+    monkeypatch.setattr(om.Gemm, "fit", no_fitting)
+    monkeypatch.setattr(om.Streaming, "fit", no_fitting)
+    assert om.load_opmodel(str(path)).time(calls, n) == pytest.approx(before, rel=0, abs=0)
+
+
+def test_a_calibration_of_another_fit_version_is_refitted_only_when_asked(tmp_path, attn_cost) -> None:
+    import json
+    from pathlib import Path
+
+    from attn_cost.profilers import opmodel as om
+
+    data = json.loads(sorted(om.known_opmodels().values())[0].read_text())
+    data.pop("fitted")
+    data["fit_version"] = 0
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(data))
+    refused = attn_cost("validate", "--calibration", str(old), "--cpu")
+    assert refused.code == 2 and "calibrate --refit" in refused.err and len(refused.err.splitlines()) == 1
+    refitted = attn_cost("calibrate", "--refit", str(old), "--out", str(tmp_path / "new"), "--json")
+    assert refitted.code == 0, refitted.err
+    saved = json.loads(Path(refitted.json()["saved_to"]).read_text())
+    assert saved["fit_version"] == om.FIT_VERSION and set(saved["fitted"]) >= {"copy", "matmul-NT"}
+    assert old.read_text() == json.dumps(data)  # the old file is left as it was
