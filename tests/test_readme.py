@@ -1,4 +1,4 @@
-"""The README tells the truth about the code: its catalogue, its commands, its set-up lines."""
+"""The README and docs/design.md tell the truth about the code: catalogue, conventions, commands, set-up lines."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ import re
 from pathlib import Path
 
 README = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+DESIGN = (Path(__file__).parents[1] / "docs" / "design.md").read_text(encoding="utf-8")
 
 
-def _table_names(heading: str) -> list[str]:
-    section = README.split(heading, 1)[1].split("\n## ", 1)[0]
+def _table_names(heading: str, text: str = DESIGN) -> list[str]:
+    section = text.split(heading, 1)[1].split("\n## ", 1)[0]
     return re.findall(r"^\| `([a-z0-9-]+)`", section, flags=re.M)
 
 
@@ -19,7 +20,7 @@ def test_catalogue_table_lists_exactly_the_registered_variants() -> None:
     listed = _table_names("## The variant catalogue")
     assert sorted(listed) == sorted(v.name for v in all_variants())
     for v in all_variants():
-        row = next(line for line in README.splitlines() if line.startswith(f"| `{v.name}` |"))
+        row = next(line for line in DESIGN.splitlines() if line.startswith(f"| `{v.name}` |"))
         assert row.rstrip(" |").endswith(", ".join(v.scopes))
 
 

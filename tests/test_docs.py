@@ -1,0 +1,39 @@
+"""Every `console` example in the README and docs/ is what its command prints now (`docs/regenerate.py`)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+_spec = importlib.util.spec_from_file_location("regenerate", ROOT / "docs" / "regenerate.py")
+regenerate = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(regenerate)
+
+EXAMPLES = [
+    (path, command, shown) for path in regenerate.FILES for command, shown in regenerate.examples(path)
+]
+
+
+def test_the_readme_shows_its_main_command() -> None:
+    commands = [c for p, c, _ in EXAMPLES if p.name == "README.md"]
+    assert "$ attn-cost crossover --d 64" in commands
+
+
+@pytest.mark.parametrize(
+    ("path", "command", "shown"),
+    EXAMPLES,
+    ids=[f"{p.relative_to(ROOT)}: {c}" for p, c, _ in EXAMPLES],
+)
+def test_an_example_is_the_current_output(path: Path, command: str, shown: str, tmp_path: Path) -> None:
+    output = regenerate.run(command, tmp_path / "home")
+    assert shown == regenerate.expected(shown, output), f"run `python docs/regenerate.py` ({path.name})"
+    assert shown.strip() and shown.strip() != regenerate.MORE  # an example shows something
+
+
+def test_a_stale_example_is_caught() -> None:
+    assert regenerate.expected("old line\n", "new line\n") != "old line\n"
+    assert regenerate.expected("same\n[...]\n", "same\nmore\n") == "same\n[...]\n"
+    assert regenerate.expected("other\n[...]\n", "same\nmore\n") != "other\n[...]\n"
