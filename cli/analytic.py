@@ -16,7 +16,7 @@ from attn_cost.cli import render
 from attn_cost.cli.app import app, fail
 from attn_cost.cli.render import Col, glue, right
 from attn_cost.costmodel import display
-from attn_cost.costmodel.conventions import CONVENTIONS, FULL, KINDS, PUBLISHED_CONVENTIONS, get_convention
+from attn_cost.costmodel.conventions import CONVENTIONS, FULL, PUBLISHED_CONVENTIONS, get_convention
 from attn_cost.costmodel.counting import (
     ALIGNS,
     BACKWARDS,
@@ -41,6 +41,7 @@ from attn_cost.costmodel.crossover import (
 from attn_cost.costmodel.crossover import cheapest as cheapest_of
 from attn_cost.costmodel.derive import multihead
 from attn_cost.costmodel.heads import heads as head_tradeoff
+from attn_cost.costmodel.opkinds import KINDS
 from attn_cost.costmodel.scopes import MODES, SCOPES
 from attn_cost.costmodel.symbols import BY_NAME, L, b
 from attn_cost.costmodel.symbols import DESCRIPTIONS as SYMBOLS

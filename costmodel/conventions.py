@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 from attn_cost.costmodel.counting import F_bwd, score_op
-from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.errors import UserError, unknown
 from attn_cost.costmodel.graph import Op
+from attn_cost.costmodel.opkinds import KINDS
 
 Rule = Callable[[Op], sp.Expr]
 
@@ -73,28 +74,6 @@ def _score_matmul(op: Op) -> sp.Expr:
     return _matmul(op) if score_op(op) else sp.Integer(0)
 
 
-SAVES: dict[str, tuple] = {
-    # what autograd keeps for backward: input positions, and "out" for the result
-    "matmul": (0, 1),
-    "linear": (0,),
-    "outer": (0, 1),
-    "poly2": (0,),
-    "softmax": ("out",),
-    "normalize_rows": ("out",),
-    "l2normalize": (0,),
-    "mul": (0, 1),
-    "div": (0, 1),
-    "exp": ("out",),
-    "elu1": (0,),
-    "layernorm": (0,),
-    "gelu": (0,),
-    "pointwise": (0,),
-    "norm": (0, "out"),
-    "fused_attention": (0, 1, 2, "out"),
-}
-"""Training mode keeps these tensors alive to the end of the forward pass."""
-
-
 def backward_factor(op: Op) -> sp.Expr:
     """Backward FLOPs as a multiple of forward FLOPs: products need a gradient for each operand
     (2x; the products over the score matrix get the named factor F_bwd, 2 or FlashAttention's 2.5
@@ -125,36 +104,6 @@ def _gain_size(op: Op) -> sp.Expr:
 def _zero(op: Op) -> sp.Expr:
     return sp.Integer(0)
 
-
-KINDS: dict[str, str] = {
-    "matmul": "matrix product (m×k)(k×n) = 2mkn; accumulating into an existing tensor adds mn",
-    "linear": "projection x·W (+ bias): 2mkn (+ mn)",
-    "outer": "row-wise tensor product A⊠B (one multiply per output element)",
-    "poly2": "Taylor polynomial x²/2 + x + 1 (4 ops per element)",
-    "softmax": "row softmax: max, subtract, exp, sum, divide (5 ops per element)",
-    "normalize_rows": "divide each row by its sum (2 ops per element)",
-    "l2normalize": "row-wise x/‖x‖₂ (3 ops per element + 2 per row)",
-    "augment": "prepend a constant column [c·1, x] (no arithmetic besides its gain)",
-    "scale": "multiply by a constant (1 op per element)",
-    "add": "element-wise / broadcast addition (1 op per output element)",
-    "mul": "element-wise / broadcast product (1 op per output element)",
-    "div": "element-wise / broadcast division (1 op per output element)",
-    "sum": "sum over one axis (1 op per input element)",
-    "exp": "element-wise exponential (1 op per element)",
-    "elu1": "elu(x) + 1 (2 ops per element: a compare and an exp or add)",
-    "cumsum": "cumulative sum along the sequence (1 op per element)",
-    "sub": "element-wise / broadcast subtraction (1 op per output element)",
-    "max": "maximum over one axis (1 compare per input element)",
-    "maximum": "element-wise maximum of two tensors (1 compare per output element)",
-    "layernorm": "layer normalisation: mean, centre, variance, scale, affine (7 ops per element + 2 per row)",
-    "gelu": "GELU activation, 0.5x(1 + erf(x/√2)) (5 ops per element)",
-    "pointwise": "another element-wise function of one tensor (relu, sigmoid, tanh, sqrt, log, ...: 1 op per element)",
-    "norm": "vector 2-norm over one axis (a square and an add per input element, a square root per output)",
-    "mask": "causal mask fill (selection, no arithmetic)",
-    "copy": "copy of a view into a new or existing tensor (data movement only)",
-    "fill": "allocate a buffer (zeros or to be written; no arithmetic)",
-    "fused_attention": "softmax(QKᵀ/√d)V without the N×N matrix (SDPA / FlashAttention)",
-}
 
 FULL_RULES: dict[str, Rule] = {
     "matmul": _matmul_acc,
@@ -308,11 +257,3 @@ def get_convention(name: str) -> Convention | PublishedConvention:
         raise UserError(unknown("convention", name, [*CONVENTIONS, *PUBLISHED_CONVENTIONS])) from None
 
 
-def unknown(what: str, name: str, known: Mapping[str, object] | list[str]) -> str:
-    """One line naming the unknown thing, the closest known names, and where to list them all."""
-    import difflib
-
-    names = list(known)
-    close = difflib.get_close_matches(name, names, n=2, cutoff=0.5) or [k for k in names if name and name in k][:2]
-    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    return f"unknown {what} {name!r}{hint} (known: {', '.join(names)})"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 
 class UserError(ValueError):
     """Bad input from the user (an unknown name, a size out of range). The CLI prints it and exits 2."""
@@ -14,3 +16,13 @@ class ModelError(RuntimeError):
 class PricingWarning(UserWarning):
     """A prediction priced part of a variant by a stand-in (an op kernel its calibration never timed). The CLI
     prints it as one `warning:` line after the command's output."""
+
+
+def unknown(what: str, name: str, known: Mapping[str, object] | list[str]) -> str:
+    """One line naming the unknown thing, the closest known names, and where to list them all."""
+    import difflib
+
+    names = list(known)
+    close = difflib.get_close_matches(name, names, n=2, cutoff=0.5) or [k for k in names if name and name in k][:2]
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return f"unknown {what} {name!r}{hint} (known: {', '.join(names)})"

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import sympy as sp
-from attn_cost.costmodel.errors import ModelError
+from attn_cost.costmodel.errors import ModelError, unknown
+from attn_cost.costmodel.opkinds import KINDS, SAVES
 
 Shape = tuple[sp.Expr, ...]
 ONE = sp.Integer(1)
@@ -384,14 +385,10 @@ class Graph:
         return out
 
     def _op(self, kind, inputs, out, inplace, workspace, attrs, label) -> Op:
-        from attn_cost.costmodel.conventions import KINDS, unknown
-
         if kind not in KINDS:
             raise ModelError(f"{self.name}: {unknown('op kind', kind, KINDS)}")
         loop = self._open[-1].index if self._open else None
         if self.training:
-            from attn_cost.costmodel.conventions import SAVES
-
             saved = SAVES.get(kind, ())
             attrs["saved"] = [t for i, t in enumerate(inputs) if i in saved] + ([out] if "out" in saved else [])
         return Op(len(self.ops), kind, inputs, out, inplace, sp.sympify(workspace), attrs, label, self._repeat(), loop)

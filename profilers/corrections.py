@@ -393,7 +393,7 @@ def shipped_elsewhere(fingerprint: dict) -> str | None:
 
 def load_profile(name: str) -> DeviceProfile:
     """A device profile by name (see `attn-cost devices`) or by path to its JSON file."""
-    from attn_cost.costmodel.conventions import unknown
+    from attn_cost.costmodel.errors import unknown
 
     path = Path(name)
     if not (path.suffix == ".json" and path.exists()):

@@ -260,7 +260,7 @@ def twins(name: str) -> list[str]:
 
 def _check_coverage() -> None:
     """Every op kind the engine can emit has a kernel (as `conventions.py` checks its rules)."""
-    from attn_cost.costmodel.conventions import KINDS
+    from attn_cost.costmodel.opkinds import KINDS
 
     covered = {k.kind for k in DECLARED} | {kind for k in DECLARED for kind in k.kinds}
     missing = sorted(set(KINDS) - covered)

@@ -13,9 +13,8 @@ from dataclasses import dataclass, replace
 from functools import cache
 
 import sympy as sp
-from attn_cost.costmodel.conventions import unknown
 from attn_cost.costmodel.derive import Derived
-from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.errors import UserError, unknown
 from attn_cost.costmodel.graph import Graph, Tensor
 from attn_cost.costmodel.symbols import d, h
 
