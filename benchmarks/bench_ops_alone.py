@@ -33,7 +33,8 @@ def main() -> None:
     from attn_cost.profilers.calibrate import Calibrator, runnable, shape_of
     from attn_cost.profilers.cases import Sizes
     from attn_cost.profilers.device import prepare
-    from attn_cost.profilers.opmodel import kernel_calls, row_dims
+    from attn_cost.profilers.opmodel import kernel_calls
+    from attn_cost.profilers.oppredict import row_dims
     from attn_cost.profilers.profile import Measurer
     from attn_cost.profilers.store import ResultStore
 

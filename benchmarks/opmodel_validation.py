@@ -113,7 +113,7 @@ def per_op(model):
 def rescore(data: dict, model) -> dict:
     """The validation with its op-model columns recomputed by another calibration's model (same measurements):
     point estimates of N0 (no bootstrap, so no interval) and the predicted time of every timed point."""
-    from attn_cost.profilers.opmodel import predict_n0, predicted_seconds, row_dims
+    from attn_cost.profilers.oppredict import predict_n0, predicted_seconds, row_dims
     from attn_cost.profilers.validate import timing_errors
 
     results = []

@@ -166,7 +166,8 @@ def _measured(profile, variants: list[str], ds: list[int], setting: Setting) -> 
 def _predicted_times(out: dict, profile, variants: list[str], ds: list[int], setting: Setting) -> None:
     """The op model's predicted time of every variant over the measured range (lines beside the markers)."""
     from attn_cost.costmodel.errors import UserError
-    from attn_cost.profilers.opmodel import opmodel_for, predicted_curve
+    from attn_cost.profilers.opmodel import opmodel_for
+    from attn_cost.profilers.oppredict import predicted_curve
 
     model = opmodel_for(profile.slug)
     if model is None or setting.mode != "inference" or setting.dtype != model.dtype:

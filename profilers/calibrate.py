@@ -31,9 +31,10 @@ from attn_cost.profilers.kernels import (
     Shape,
     runnable,
 )
-from attn_cost.profilers.opmodel import Point, spikes
+from attn_cost.profilers.opmodel import Point
 from attn_cost.profilers.store import ResultStore, record_key
 from attn_cost.profilers.timing import OutOfMemoryError, time_cases
+from attn_cost.profilers.trend import spikes
 from torch.utils._python_dispatch import TorchDispatchMode
 
 ELEMENTWISE = tuple(kernels.family(kernels.ELEMENTWISE))
@@ -162,7 +163,8 @@ def line_grid(variants: list[str], sizes: list[dict[str, int]], caches: dict[str
     `rates` (default: those of the first calibrations). A variant
     that needs a size it is not given, or has no core scope, is skipped."""
     from attn_cost.costmodel.errors import UserError
-    from attn_cost.profilers.opmodel import kernel_calls, row_dims
+    from attn_cost.profilers.opmodel import kernel_calls
+    from attn_cost.profilers.oppredict import row_dims
 
     top = 8 * max(caches.values())
     rates = rates or FIRST_RATES

@@ -414,7 +414,8 @@ def add_device_columns(rows: list[dict], name: str, replicates: int | None = Non
     model's own) where the device has an op calibration (`attn-cost calibrate`). A device with an op
     calibration and no profile gets the op model's columns alone."""
     from attn_cost.costmodel.symbols import BY_NAME
-    from attn_cost.profilers.opmodel import BOOTSTRAP, add_predicted_columns, known_opmodels
+    from attn_cost.profilers.opmodel import BOOTSTRAP, known_opmodels
+    from attn_cost.profilers.oppredict import add_predicted_columns
 
     replicates = BOOTSTRAP if replicates is None else replicates
     if name in known_opmodels() and name not in known_profiles():

@@ -12,8 +12,10 @@ from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.variants import derive
 from attn_cost.profilers.cases import Sizes
 from attn_cost.profilers.corrections import DeviceProfile, corrected_points, fit_memory, fit_time
-from attn_cost.profilers.opmodel import OpModel, Prediction, predict_n0, predicted_seconds, spikes
+from attn_cost.profilers.opmodel import OpModel
+from attn_cost.profilers.oppredict import Prediction, predict_n0, predicted_seconds
 from attn_cost.profilers.profile import Measurer, profile_pair
+from attn_cost.profilers.trend import spikes
 
 SWEEP = [2 ** (k / 2) for k in range(-6, 4)]
 """Lengths timed for a fit, as multiples of the transition point: N*/8 ... 2.8·N*."""

@@ -75,7 +75,8 @@ def test_layout_twins_and_stand_ins() -> None:
 def test_a_kernel_the_calibration_never_timed_is_a_named_warning() -> None:
     """The shipped calibration predates the row-sum kernel: Performer's sum is priced, and said to be priced,
     as a copy; a pair without it gives no warning."""
-    from attn_cost.profilers.opmodel import known_opmodels, load_opmodel, predict_n0, row_dims
+    from attn_cost.profilers.opmodel import known_opmodels, load_opmodel
+    from attn_cost.profilers.oppredict import predict_n0, row_dims
 
     if not known_opmodels():
         pytest.skip("no shipped op calibration")

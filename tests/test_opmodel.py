@@ -19,11 +19,9 @@ from attn_cost.profilers.opmodel import (
     Streaming,
     fit_points,
     kernel_calls,
-    last_crossing,
     load_opmodel,
-    predict_n0,
-    predicted_seconds,
 )
+from attn_cost.profilers.oppredict import last_crossing, predict_n0, predicted_seconds, row_dims
 
 DEVICE = {"kind": "cpu", "name": "Test CPU", "torch": "2.13.0", "threads": 2, "family": "1"}
 LAUNCH, PER_BYTE = 2e-6, 1e-10  # 2 µs per kernel, 10 GB/s
@@ -236,7 +234,7 @@ def test_line_grid_times_a_variant_s_ops_at_their_shapes() -> None:
 
 
 def test_off_trend_finds_slow_spikes_but_not_dips_a_power_law_or_a_step() -> None:
-    from attn_cost.profilers.opmodel import off_trend
+    from attn_cost.profilers.trend import off_trend
 
     n = [100, 200, 400, 800, 1600]
     assert off_trend(n, [x**1.5 for x in n]) == []
@@ -864,7 +862,7 @@ def test_a_calibration_loads_its_fitted_parameters_without_refitting(tmp_path, m
     from attn_cost.profilers import opmodel as om
 
     model = om.load_opmodel(sorted(om.known_opmodels())[0])
-    calls = om.kernel_calls("taylorshift-efficient", "core", "fp32", om.row_dims({"d": 16}))
+    calls = om.kernel_calls("taylorshift-efficient", "core", "fp32", row_dims({"d": 16}))
     n = np.geomspace(8, 8192, 20)
     before = model.time(calls, n)
     path = model.save(tmp_path)

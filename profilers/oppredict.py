@@ -1,0 +1,139 @@
+"""Predictions of the op model: a variant's time at concrete sizes, and where two variants' predicted times
+cross, with a bootstrap interval (numpy and scipy only: `crossover --device` uses it without torch)."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from attn_cost.costmodel.errors import UserError
+from attn_cost.profilers.kernels import CALL, LOOP_STEP, SEQUENCE
+from attn_cost.profilers.opcalls import kernel_calls
+from attn_cost.profilers.opmodel import BOOTSTRAP, OpModel, load_opmodel, opmodel_for, pricing
+
+
+def last_crossing(f, lo: float, hi: float, grid: int = 240) -> float | None:
+    """Smallest x from which f(x) >= 0 on [lo, hi] (bracketing on a log grid, then brentq).
+
+    lo when f >= 0 throughout, None when f < 0 at hi (B is still dearer at the end of the range)."""
+    from scipy.optimize import brentq
+
+    xs = np.geomspace(lo, hi, grid)
+    ys = np.asarray(f(xs), dtype=float)
+    if ys[-1] < 0:
+        return None
+    below = np.nonzero(ys < 0)[0]
+    if not len(below):
+        return lo
+    i = int(below[-1])
+    return float(brentq(lambda x: float(np.asarray(f(np.array([x])))[0]), xs[i], xs[i + 1], xtol=1e-3))
+
+
+@dataclass
+class Prediction:
+    """A predicted transition point with its bootstrap interval (integers: the first N with B <= A)."""
+
+    n0: int | None
+    low: int | None
+    high: int | None
+    replicates: int
+
+    def as_json(self) -> dict:
+        return {"predicted_n0": self.n0, "predicted_n0_low": self.low, "predicted_n0_high": self.high}
+
+
+def _ceil(x: float | None) -> int | None:
+    return None if x is None else math.ceil(x - 1e-9)
+
+
+def predict_n0(
+    model: OpModel,
+    a: str,
+    b: str,
+    dims: dict,
+    scope: str = "core",
+    dtype: str = "fp32",
+    *,
+    n_max: int = 65536,
+    replicates: int = BOOTSTRAP,
+    seed: int = 0,
+) -> Prediction:
+    """Where B's predicted time falls to A's, with a bootstrap interval over the calibration."""
+    ca, cb = kernel_calls(a, scope, dtype, dims), kernel_calls(b, scope, dtype, dims)
+    used = {name for calls in (ca, cb) for k in (*calls.kernels, LOOP_STEP, CALL, SEQUENCE) for name in pricing(k)}
+    lines = {line for calls in (ca, cb) for line in calls.lines}
+
+    def crossing(m: OpModel) -> float | None:
+        return last_crossing(lambda n: m.time(ca, n) - m.time(cb, n), 2.0, float(n_max))
+
+    n0 = crossing(model)
+    rng = np.random.default_rng(seed)
+    boots = [crossing(model.resample(rng, used, lines)) for _ in range(replicates)]
+    vals = np.array([math.inf if x is None else x for x in boots])
+    # Order statistics, not interpolation: interpolating between two infinite replicates gives NaN.
+    if replicates:
+        low = float(np.percentile(vals, 2.5, method="lower"))
+        high = float(np.percentile(vals, 97.5, method="higher"))
+    else:
+        low = high = n0
+
+    def finite(x: float | None) -> int | None:
+        return _ceil(x) if x is not None and math.isfinite(x) else None
+
+    return Prediction(_ceil(n0), finite(low), finite(high), replicates)
+
+
+def predicted_seconds(
+    model: OpModel, variant: str, sizes: dict[str, int], scope: str = "core", dtype: str = "fp32"
+) -> float:
+    """Predicted seconds of one call of a variant at concrete sizes (keyed by name: N, d, h, b, L, ...)."""
+    from attn_cost.costmodel.symbols import BY_NAME
+
+    dims = {BY_NAME[k]: v for k, v in sizes.items() if k in BY_NAME and k != "N"}
+    return float(model.time(kernel_calls(variant, scope, dtype, dims), np.array([float(sizes["N"])]))[0])
+
+
+def row_dims(row: dict) -> dict:
+    """The sizes of a crossover or validation row keyed by symbol (L, r, D and the variant-specific sizes
+    default as `Sizes` does)."""
+    from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS
+
+    values = {"h": row.get("heads", row.get("h", 1)), "b": row.get("batch", row.get("b", 1))}
+    values.update({k: v for k, v in row.items() if k in BY_NAME and k not in ("N", "h", "b") and isinstance(v, int)})
+    values.setdefault("L", values.get("d"))
+    values.setdefault("r", 4)
+    values.setdefault("D", 2)
+    out = {BY_NAME[k]: v for k, v in values.items() if v is not None}
+    return {**DEFAULTS, **out}
+
+
+def add_predicted_columns(
+    rows: list[dict], name: str, *, required: bool = True, n_max: int = 65536, replicates: int = BOOTSTRAP
+) -> None:
+    """Add the op model's predicted_n0 and its bootstrap interval to crossover rows (None where the model
+    does not apply: training mode, another dtype, a size it is not given). `replicates=0`: the point
+    estimate alone, its interval collapsed onto it (a fraction of a second a row instead of seconds)."""
+    model = load_opmodel(name) if required else opmodel_for(name)
+    for row in rows:
+        out = Prediction(None, None, None, 0).as_json()
+        if model is not None:
+            row["device"] = model.slug
+            if row.get("mode", "inference") == "inference" and row.get("dtype", model.dtype) == model.dtype:
+                with contextlib.suppress(UserError):  # a size the model is not given: no prediction
+                    out = predict_n0(
+                        model, row["a"], row["b"], row_dims(row), row.get("scope", "core"), model.dtype,
+                        n_max=n_max, replicates=replicates,
+                    ).as_json()  # fmt: skip
+        row.update(out)
+
+
+def predicted_curve(
+    model: OpModel, variant: str, sizes: dict[str, int], ns: list[int], scope: str = "core", dtype: str = "fp32"
+) -> list[float]:
+    """Predicted seconds of one call of a variant at every N of `ns` (other sizes keyed by name)."""
+    from attn_cost.costmodel.symbols import BY_NAME
+
+    dims = {BY_NAME[k]: v for k, v in sizes.items() if k in BY_NAME and k != "N"}
+    return [float(t) for t in model.time(kernel_calls(variant, scope, dtype, dims), np.array(ns, dtype=float))]
