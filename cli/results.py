@@ -223,15 +223,15 @@ def import_(
     as_json: bool = JSON,
 ) -> None:
     """Add the records of JSON-lines files to the database (a record with the same device and key is replaced)."""
-    from attn_cost.profilers.store import import_jsonl
+    from attn_cost.profilers.store import read_jsonl
 
+    read = [(path, *read_jsonl(path)) for path in paths]  # every file checked before the store is touched
     db = _open(store, writable=True)
     counts = {}
-    for path in paths:
-        count, warnings = import_jsonl(db, path)
-        for warning in warnings:
+    for path, records, problems in read:
+        counts[str(path)] = db.put_many(records)
+        for warning in problems.warnings():
             render.warn(warning)
-        counts[str(path)] = count
     if as_json:
         emit({"store": str(db.path), "imported": counts})
     else:

@@ -457,7 +457,7 @@ def load_opmodel(name: str, refit: bool = False) -> OpModel:
     """An op model by device slug or path (`.json` or `.json.gz`); an unknown name is bad input. `refit`: a
     calibration of another fit version is refitted from its points (else refused, `OpModel.from_json`)."""
     path = Path(name)
-    if not (name.endswith((".json", ".json.gz")) and path.exists()):
+    if not (path.is_file() or name.endswith((".json", ".json.gz"))):
         found = known_opmodels()
         if name not in found:
             raise UserError(f"no op calibration for device {name!r}: run `attn-cost calibrate` on it")

@@ -337,7 +337,7 @@ class Database:
             if writable:
                 self._create_file()
                 self.con = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-            elif path.exists():
+            elif path.exists() and path.stat().st_size:
                 uri = f"{path.resolve().as_uri()}?mode=ro"
                 self.con = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
             else:
@@ -346,7 +346,7 @@ class Database:
             if writable:
                 self._wal()
                 self.con.execute("PRAGMA synchronous = NORMAL")
-            if writable or not path.exists():
+            if writable or not (path.exists() and path.stat().st_size):
                 self._create()
             if writable:
                 self._probe_write()
@@ -366,6 +366,9 @@ class Database:
             raise UserError(f"cannot create the results directory {self.path.parent}: {e.strerror or e}") from None
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
         os.close(fd)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as a file the user creates (mkstemp's are private)
         try:
             con = sqlite3.connect(tmp, isolation_level=None)
             try:
@@ -546,12 +549,6 @@ def select(db: Database, filters: dict) -> list[tuple[int, dict]]:
     """(row id, record) of every stored record matching the filters (see FILTERS)."""
     where, params, device = _where(filters)
     return [(i, rec) for i, rec in db.select(where, params) if device_matches(rec, device)]
-
-
-def import_jsonl(db: Database, path: Path) -> tuple[int, list[str]]:
-    """Add the records of a JSON-lines file (of any devices) in one transaction; returns (count, warnings)."""
-    records, problems = read_jsonl(path)
-    return db.put_many(records), problems.warnings()
 
 
 def rescue(record: dict) -> str:

@@ -267,3 +267,26 @@ def test_a_campaign_never_writes_over_a_users_file_in_its_folder(tmp_path, name)
         finally:
             camp.log.close()
     assert (out / name).read_text() == "my own notes\n"
+
+
+def test_an_empty_store_file_reads_as_empty_and_a_bad_import_leaves_it_untouched(tmp_path, capsys) -> None:
+    store = tmp_path / "results.db"
+    store.touch()
+    code, out, err = _run(["results", "ls", "--store", str(store)], capsys)
+    assert code == 0 and "No stored measurements" in out and "Traceback" not in err
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"schema": 1}\n')
+    code, _, err = _run(["results", "import", str(SHIPPED_RESULTS), str(bad), "--store", str(store)], capsys)
+    _refused(code, err, "not an attn-cost results file")
+    assert store.read_bytes() == b""  # every file is read before the store is opened: nothing half-imported
+
+
+def test_a_new_store_is_created_with_the_users_umask(tmp_path) -> None:
+    import os
+
+    old = os.umask(0o022)
+    try:
+        Database(tmp_path / "results.db").close()
+    finally:
+        os.umask(old)
+    assert (tmp_path / "results.db").stat().st_mode & 0o777 == 0o644
