@@ -245,8 +245,10 @@ def _with_help_hint(e: typer.TyperException) -> str:
 
 
 def _error(message: str, code: int = 2) -> int:
+    from attn_cost.cli.render import one_line
+
     try:
-        sys.stderr.write(f"attn-cost: error: {' '.join(message.split())}\n")
+        sys.stderr.write(f"attn-cost: error: {one_line(message)}\n")
         sys.stderr.flush()
     except OSError:
         pass

@@ -106,11 +106,18 @@ def fold(text: Text, width: int) -> list[Text]:
     return lines
 
 
+def one_line(text: str) -> str:
+    """Text as one printable line: whitespace runs become one space, control characters (a terminal escape in a
+    path or a name the user typed) are shown escaped, never sent to the terminal."""
+    flat = " ".join(text.split())
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in flat)
+
+
 def warn(text: str) -> None:
     """Print `warning: text` on stderr as one line (never wrapped, so a path in it stays whole; a pipe or
     grep sees one warning per line)."""
     with contextlib.suppress(OSError, ValueError):  # stderr closed: a warning is not worth failing for
-        sys.stderr.write(f"warning: {' '.join(text.split())}\n")
+        sys.stderr.write(f"warning: {one_line(text)}\n")
 
 
 def formula(label: str, value: str, indent: int = 2) -> None:

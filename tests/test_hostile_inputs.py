@@ -246,3 +246,11 @@ def test_an_ascii_only_terminal_gets_ascii_spellings(tmp_path, args) -> None:
     assert "Traceback" not in proc.stderr and proc.stdout.isascii()
     if args[0] == "formula":
         assert "d^3" in proc.stdout or "d^2" in proc.stdout
+
+
+def test_terminal_escapes_in_what_the_user_typed_are_never_echoed_raw(tmp_path, capsys) -> None:
+    path = tmp_path / "a\x1b[2Jb.jsonl"
+    capsys.readouterr()
+    code = main(["results", "import", str(path), "--store", str(tmp_path / "r.db")])
+    line = _one_line(code, capsys.readouterr().err, "cannot read")
+    assert "\x1b" not in line and "\\x1b[2J" in line
