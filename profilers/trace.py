@@ -90,23 +90,56 @@ def user_code(what: str) -> Iterator[None]:
 
 
 def split_spec(spec: str) -> tuple[Path, str]:
-    """'path/to/file.py:name' -> (path, name)."""
+    """'path/to/file.py:name' or 'package.module:name' -> (the file, name)."""
     path, sep, name = spec.rpartition(":")
     if not sep or not path or not name.isidentifier():
         raise UserError(f"--trace takes PATH:NAME (a Python file and a function or nn.Module in it), got {spec!r}")
     p = Path(path).expanduser()
-    if not p.is_file():
-        raise UserError(f"trace {spec}: no such file {path}")
-    return p, name
+    if p.is_file():
+        return p, name
+    if re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", path):
+        try:
+            with user_code(f"importing {path}"):
+                found = importlib.util.find_spec(path)
+        except (ImportError, ValueError):
+            found = None
+        if found is not None and found.origin and Path(found.origin).is_file():
+            return Path(found.origin), name
+    raise UserError(f"trace {spec}: no such file {path} (nor an importable module)")
+
+
+def _dotted(path: Path) -> str | None:
+    """The module name of a file inside an installed package (so that its relative imports work)."""
+    resolved = path.resolve()
+    for entry in sys.path:
+        if not entry or ("site-packages" not in entry and "dist-packages" not in entry):
+            continue
+        try:
+            parts = resolved.relative_to(Path(entry).resolve()).with_suffix("").parts
+        except ValueError:
+            continue
+        if len(parts) > 1 and all(x.isidentifier() for x in parts):
+            return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    return None
 
 
 def load_object(path: Path, name: str) -> tuple[Any, Any]:
-    """Import the user's file (its folder on sys.path, as `python PATH` has it) and return (module, object)."""
+    """Import the user's file (its folder on sys.path, as `python PATH` has it; a file of an installed package
+    by its module name) and return (module, object)."""
     from attn_cost.costmodel.plugins import located
 
-    module_name = f"attn_cost_traced_{path.stem}_{abs(hash(str(path.resolve())))}"
+    dotted = _dotted(path)
+    module_name = dotted or f"attn_cost_traced_{path.stem}_{abs(hash(str(path.resolve())))}"
     if module_name in sys.modules:
         module = sys.modules[module_name]
+    elif dotted:
+        try:
+            with user_code(f"importing {dotted}"):
+                module = importlib.import_module(dotted)
+        except UserError:
+            raise
+        except Exception as e:
+            raise UserError(located(e, [path], what=f"importing {dotted}")) from None
     else:
         spec = importlib.util.spec_from_file_location(module_name, path)
         if spec is None or spec.loader is None:
@@ -125,9 +158,8 @@ def load_object(path: Path, name: str) -> tuple[Any, Any]:
             del sys.modules[module_name]
             raise UserError(located(e, [path], what=f"importing {path}")) from None
         finally:
-            with_folder = sys.path
-            if folder in with_folder:
-                with_folder.remove(folder)
+            if folder in sys.path:
+                sys.path.remove(folder)
     if not hasattr(module, name):
         found = [k for k, v in vars(module).items() if callable(v) and getattr(v, "__module__", None) == module_name]
         raise UserError(f"{path} has no {name!r} (it defines: {', '.join(found) or 'nothing callable'})")
@@ -274,7 +306,7 @@ class _HFAttention(torch.nn.Module):
             if self.rotary is not None:
                 kwargs["position_embeddings"] = self.rotary(x, position_ids=position_ids)
             if self.causal and "attention_mask" in self.wants:
-                kwargs["attention_mask"] = _hf_mask(self.config, x, position_ids)
+                kwargs["attention_mask"] = _hf_mask(self.config, x)
         out = self.attn(x, **kwargs)
         return out[0] if isinstance(out, (tuple, list)) else out
 
@@ -287,12 +319,14 @@ def _sibling(module: torch.nn.Module, suffix: str) -> type | None:
     return next((c for c in found if c.__name__.startswith(prefix)), found[0] if found else None)
 
 
-def _hf_mask(config: Any, x: torch.Tensor, position_ids: torch.Tensor) -> Any:
+def _hf_mask(config: Any, x: torch.Tensor) -> Any:
+    """The model's mask for one unpadded sequence. Its position ids are not passed: they only serve transformers'
+    check for packed sequences, which reads tensor values (a plain arange is not packed)."""
     from transformers import masking_utils
 
     window = getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True)
     make = masking_utils.create_sliding_window_causal_mask if window else masking_utils.create_causal_mask
-    return make(config=config, inputs_embeds=x, attention_mask=None, past_key_values=None, position_ids=position_ids)
+    return make(config=config, inputs_embeds=x, attention_mask=None, past_key_values=None, position_ids=None)
 
 
 def _adapt(module: torch.nn.Module, config: Any) -> torch.nn.Module:
