@@ -243,6 +243,9 @@ def build(obj: Any, path: Path, name: str, init: dict[str, Any], config: Any) ->
         args.append(config)
         if "layer_idx" in _init_params(obj) and "layer_idx" not in kwargs:
             kwargs["layer_idx"] = 0
+    accepted = _init_params(obj)
+    takes_any = _takes_kwargs(obj)
+    attributes = {k: kwargs.pop(k) for k in list(kwargs) if k not in accepted and not takes_any}
     torch.manual_seed(0)
     try:
         with user_code(f"{path}:{name}"):
@@ -253,6 +256,11 @@ def build(obj: Any, path: Path, name: str, init: dict[str, Any], config: Any) ->
         need = _required(obj)
         hint = f"; it takes {', '.join(need)}: give them with --init key=value or --config FILE.json" if need else ""
         raise UserError(f"{path}:{name}(...) failed: {type(e).__name__}: {_first_line(e)}{hint}") from None
+    for key, value in attributes.items():  # --init fused_attn=False: an attribute the class sets itself
+        if not hasattr(module, key):
+            raise UserError(f"--init {key}: {obj.__name__} takes no argument {key!r} and has no such attribute "
+                            f"(it takes: {', '.join(sorted(accepted - {'self'})) or 'nothing'})")  # fmt: skip
+        setattr(module, key, value)
     module.eval()
     return _adapt(module, config)
 
@@ -262,6 +270,13 @@ def _init_params(cls: type) -> set[str]:
         return set(inspect.signature(cls.__init__).parameters)
     except (TypeError, ValueError):
         return set()
+
+
+def _takes_kwargs(cls: type) -> bool:
+    try:
+        return any(p.kind == p.VAR_KEYWORD for p in inspect.signature(cls.__init__).parameters.values())
+    except (TypeError, ValueError):
+        return True
 
 
 def _required(cls: type) -> list[str]:
@@ -426,6 +441,8 @@ class Recording:
     """Conditions on the sizes the code branched on, in the engine's symbols."""
     fixed: dict[str, int]
     """Dims the code fixed to their example value."""
+    divisors: dict[str, int] = field(default_factory=dict)
+    """Dim -> m where the code requires dim % m == 0 (the formulas then hold for multiples of m)."""
 
 
 class _Recorder:
@@ -493,7 +510,8 @@ class _Recorder:
                     return a
 
                 args, kwargs = tree_map(fake, (args, kwargs))
-                out = func(*args, **kwargs)
+                special = SYMBOLIC_FAKES.get(func)
+                out = special(*args, **kwargs) if special is not None else func(*args, **kwargs)
                 outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
                 if not outs:
                     return out
@@ -515,6 +533,19 @@ class _Recorder:
                 return self.ref_of(a) if isinstance(a, torch.Tensor) else a
 
         return Mode()
+
+
+def _pad(x: torch.Tensor, pad: list, value: float = 0.0) -> torch.Tensor:
+    """constant_pad_nd on fake tensors with symbolic sizes (torch's fake kernel fixes every size to its example
+    value): a new tensor of the padded shape; its values do not matter."""
+    shape = list(x.shape)
+    for i in range(len(pad) // 2):
+        shape[-1 - i] = shape[-1 - i] + pad[2 * i] + pad[2 * i + 1]
+    return x.new_empty(shape)
+
+
+SYMBOLIC_FAKES: dict[Any, Callable] = {aten.constant_pad_nd.default: _pad}
+"""Ops whose fake kernel would fix symbolic sizes, run by a shape-only stand-in in the as-written run."""
 
 
 def _stack() -> str:
@@ -582,8 +613,8 @@ def record(module: torch.nn.Module, kind: str, example: dict[str, int], width: i
     del out, result, inputs
     rec.sweep()
     deaths = {i: list(v) for i, v in rec.deaths.items()}
-    guards, fixed = _conditions(env, names)
-    return Recording(rec.nodes, deaths, rec.leaves, rec.shapes, rec.leaf_refs, ref, names, guards, fixed)
+    guards, fixed, divisors = _conditions(env, names, example)
+    return Recording(rec.nodes, deaths, rec.leaves, rec.shapes, rec.leaf_refs, ref, names, guards, fixed, divisors)
 
 
 DATA_DEPENDENT = ("DataDependentOutputException", "GuardOnDataDependentSymNode", "DynamicOutputShapeException",
@@ -609,34 +640,98 @@ def _first_tensor(out: Any) -> torch.Tensor | None:
     return None
 
 
-def _conditions(env: Any, names: dict[Any, str]) -> tuple[list[str], dict[str, int]]:
-    """The ShapeEnv's guards in the engine's symbols; the dims pinned to one value."""
-    subs = {s: SYMBOLS[k] for s, k in names.items()}
-    fixed = {}
+def _conditions(env: Any, names: dict[Any, str], example: dict[str, int]) -> tuple[list[str], dict, dict]:
+    """The ShapeEnv's guards in the engine's symbols; the dims pinned to one value (no other value satisfies
+    the guards); the divisors the code requires of a dim (N % 4 == 0 for a window of 4)."""
+    fixed: dict[str, int] = {}
+    divisors: dict[str, int] = {}
     for s, value in env.replacements.items():
         if s in names and getattr(value, "is_number", False):
             fixed[names[s]] = int(value)
-    out = []
-    for g in env.guards:
-        text = _condition_text(g.expr, subs)
-        eq = re.fullmatch(r"(\w+) == (\d+)", text)
-        if eq and eq.group(1) in SYMBOLS:
-            fixed[eq.group(1)] = int(eq.group(2))
-        elif text and text not in out:
+    raw = [sp.sympify(g.expr) for g in env.guards]
+    for s, k in names.items():
+        if k not in fixed and not _can_vary(raw, names, example, s):
+            fixed[k] = example[k]
+    subs = {s: (sp.Integer(fixed[k]) if k in fixed else SYMBOLS[k]) for s, k in names.items()}
+    exprs = [e.xreplace(subs) for e in raw]
+    for e in exprs:  # N % m == 0, or N % m <= 0 (a remainder > 0 branch not taken)
+        divides = (isinstance(e, sp.Eq) and e.rhs == 0) or (isinstance(e, sp.LessThan) and e.rhs == 0) or (
+            isinstance(e, sp.StrictLessThan) and e.rhs == 1)
+        if divides and type(e.lhs).__name__ in ("Mod", "PythonMod"):
+            x, m = e.lhs.args
+            if isinstance(x, sp.Symbol) and str(x) in SYMBOLS and m.is_Integer:
+                divisors[str(x)] = math.lcm(divisors.get(str(x), 1), int(m))
+    whole = {SYMBOLS[k]: m * sp.Symbol(f"{k}_per_{m}", integer=True, positive=True) for k, m in divisors.items()}
+    back = {sp.Symbol(f"{k}_per_{m}", integer=True, positive=True): SYMBOLS[k] / m for k, m in divisors.items()}
+    out = [f"{k} % {m} == 0" for k, m in divisors.items()]
+    for e in exprs:
+        if isinstance(e, sp.Eq) and isinstance(e.lhs, sp.Symbol) and e.rhs.is_Integer and str(e.lhs) in SYMBOLS:
+            fixed[str(e.lhs)] = int(e.rhs)
+            continue
+        try:
+            plain = sp.simplify(e.replace(lambda f: type(f).__name__ in INTEGER_FUNCTIONS, _plain).xreplace(whole))
+        except Exception:  # sympy cannot simplify it (a division by a size): show it as it is
+            plain = e
+        if plain is sp.true or _always(e, divisors, fixed):
+            continue
+        text = condition_text(plain.xreplace(back) if plain is not e else e)
+        if text and text not in out:
             out.append(text)
-    return out, fixed
+    return out, fixed, divisors
 
 
-def _condition_text(expr: Any, subs: dict) -> str:
-    """A guard as a readable condition on b, h, N, d (floor division as //, Mod as %)."""
-    e = sp.sympify(expr).xreplace(subs)
+def _always(guard: Any, divisors: dict[str, int], fixed: dict[str, int]) -> bool:
+    """The guard holds at every sample size (dims from 2, multiples of the required divisors): not worth saying."""
+    from itertools import product
+
+    dims = [k for k in SYMBOLS if SYMBOLS[k] in guard.free_symbols]
+    grids = [[divisors.get(k, 1) * v for v in (2, 3, 5, 8, 13, 64)] for k in dims]
+    try:
+        return all(bool(guard.xreplace(dict(zip([SYMBOLS[k] for k in dims], p, strict=True)))) for p in product(*grids))
+    except TypeError:
+        return False
+
+
+def _can_vary(guards: list, names: dict, example: dict[str, int], sym: Any) -> bool:
+    """Some other value of one dim (the others at the example) satisfies every guard."""
+    base = {s: example[k] for s, k in names.items()}
+    start = base[sym]
+    for value in (start + 1, start + 2, start + 3, start + 4, start + 8, 2 * start, 3 * start, 4 * start, 8 * start):
+        point = {**base, sym: value}
+        try:
+            if all(bool(g.xreplace(point)) for g in guards):
+                return True
+        except TypeError:
+            continue
+    return False
+
+
+def condition_text(e: Any) -> str:
+    """A guard as a readable condition on b, h, N, d (== != % // and or)."""
+    e = sp.sympify(e)
     if e is sp.true:
         return ""
-    text = str(e)
-    text = re.sub(r"Eq\((.*), (.*)\)$", r"\1 == \2", text)
-    text = re.sub(r"Ne\((.*), (.*)\)$", r"\1 != \2", text)
-    text = re.sub(r"Mod\(([^,]+), (\w+)\)", r"\1 % \2", text)
-    return text.replace("FloorDiv", "floor_div").replace("PythonMod", "mod")
+    name = type(e).__name__
+    if name in ("Or", "And"):
+        return f" {name.lower()} ".join(f"({condition_text(a)})" for a in e.args)
+    ops = {"Equality": "==", "Unequality": "!=", "StrictLessThan": "<", "LessThan": "<=", "StrictGreaterThan": ">",
+           "GreaterThan": ">="}  # fmt: skip
+    if name in ops:
+        return f"{_arith(e.lhs)} {ops[name]} {_arith(e.rhs)}"
+    return _arith(e)
+
+
+def _arith(e: Any) -> str:
+    name = type(e).__name__
+    if name in ("Mod", "PythonMod"):
+        return f"{_arith(e.args[0])} % {_arith(e.args[1])}"
+    if name in ("FloorDiv", "IntTrueDiv"):
+        return f"({_arith(e.args[0])}) // {_arith(e.args[1])}"
+    if name == "CeilToInt":
+        return f"ceil({_arith(e.args[0])})"
+    if e.args and name not in ("Symbol", "Integer"):
+        return str(e.func(*[sp.Symbol(_arith(a)) for a in e.args]))
+    return str(e)
 
 
 @contextmanager
@@ -685,7 +780,7 @@ def export(module: torch.nn.Module, kind: str, example: dict[str, int], width: i
         dynamic = tuple({ax: dims[k] for ax, k in axes.items() if k in dims} for _ in args)
         try:
             with user_code("torch.export"), _symbolic_math(), torch.no_grad():
-                program = torch_export(module, args, dynamic_shapes=dynamic,
+                program = torch_export(module if kind == "core" else _First(module), args, dynamic_shapes=dynamic,
                                        prefer_deferred_runtime_asserts_over_guards=True)  # fmt: skip
         except UserError as e:
             return Exported(failure=str(e))
@@ -698,6 +793,17 @@ def export(module: torch.nn.Module, kind: str, example: dict[str, int], width: i
             symbolic = [k for k in symbolic if k not in fixed]
             continue
         return Exported(program, tuple(symbolic), _asserts(program))
+
+
+class _First(torch.nn.Module):
+    """A layer with its input only, returning its first tensor (as the as-written run reads it)."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = module
+
+    def forward(self, x):
+        return _first_tensor(self.inner(x))
 
 
 def _asserts(program: Any) -> list[str]:
@@ -721,7 +827,7 @@ def _asserts(program: Any) -> list[str]:
                     expr = sp.sympify(found.group(1), locals={"Mod": sp.Mod, "Eq": sp.Eq, "Ne": sp.Ne})
                 except (sp.SympifyError, TypeError, SyntaxError):
                     continue
-                text = _condition_text(expr, {sp.Symbol(str(s)): v for s, v in names.items()})
+                text = condition_text(expr.xreplace({sp.Symbol(str(s)): v for s, v in names.items()}))
                 if text and text not in out:
                     out.append(text)
     for s, rng in program.range_constraints.items():
@@ -1042,20 +1148,46 @@ class _UnmappedError(Exception):
     """An ATen node no rule can map (the message says why)."""
 
 
+INTEGER_FUNCTIONS = ("FloorDiv", "CeilDiv", "CleanDiv", "Mod", "PythonMod", "IntTrueDiv", "CeilToInt", "FloorToInt",
+                     "TruncToInt")  # fmt: skip
+"""torch's integer functions of sizes, rewritten in sympy's floor, ceiling and Mod."""
+
+
+def _plain(f: Any) -> sp.Expr:
+    name, args = type(f).__name__, f.args
+    if name in ("FloorDiv", "CleanDiv"):
+        return sp.floor(args[0] / args[1])
+    if name == "CeilDiv":
+        return sp.ceiling(args[0] / args[1])
+    if name == "IntTrueDiv":
+        return args[0] / args[1]
+    if name == "CeilToInt":
+        return sp.ceiling(args[0])
+    if name in ("FloorToInt", "TruncToInt"):
+        return sp.floor(args[0])
+    return sp.Mod(*args)
+
+
+class _Subs(dict):
+    """ShapeEnv symbol -> engine expression; `post` undoes the substitution N = m·K made where the code requires
+    N % m == 0, so that floor(N/m) of a reshape into windows is the polynomial N/m."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.post: dict = {}
+
+
 def _engine_expr(value: Any, subs: dict[sp.Symbol, sp.Expr]) -> sp.Expr:
-    """A size from the exported program in the engine's symbols."""
+    """A size from the exported program or the recorded run in the engine's symbols."""
     if isinstance(value, torch.SymInt):
         expr = value.node.expr
     else:
         return sp.Integer(int(value))
     expr = sp.sympify(expr).xreplace(subs)
-    if any(type(f).__name__ in ("FloorDiv", "CeilDiv", "CleanDiv", "Mod") for f in sp.preorder_traversal(expr)):
-        expr = sp.simplify(
-            expr.replace(
-                lambda f: type(f).__name__ in ("FloorDiv", "CleanDiv"), lambda f: sp.floor(f.args[0] / f.args[1])
-            )
-        )
-    return sp.expand(expr)
+    if any(type(f).__name__ in INTEGER_FUNCTIONS for f in sp.preorder_traversal(expr)):
+        expr = sp.simplify(expr.replace(lambda f: type(f).__name__ in INTEGER_FUNCTIONS, _plain))
+    post = getattr(subs, "post", None)
+    return sp.expand(expr.xreplace(post)) if post else sp.expand(expr)
 
 
 def where(node: Any) -> tuple[str, str]:
@@ -1097,7 +1229,7 @@ def replay_export(t: Traced, g: Graph, inputs: list[Tensor]) -> Tensor:
 
     kinds = {spec.arg.name: spec.kind for spec in ep.graph_signature.input_specs}
     targets = {spec.arg.name: spec.target for spec in ep.graph_signature.input_specs}
-    subs: dict[sp.Symbol, sp.Expr] = {}
+    subs = _Subs()
     env: dict[Any, Any] = {}
     storages: dict[Any, Storage] = {}
     user = iter(inputs)
@@ -1109,6 +1241,11 @@ def replay_export(t: Traced, g: Graph, inputs: list[Tensor]) -> Tensor:
             given = next(user)
             for size, engine in zip(val.shape, given.shape, strict=True):
                 if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sp.Symbol):
+                    m = t.recording.divisors.get(str(engine), 1)
+                    if m > 1 and size.node.expr not in subs:  # the code requires N % m == 0, as in the run
+                        whole = sp.Symbol(f"{engine}_per_{m}", integer=True, positive=True)
+                        subs.post = {**subs.post, whole: engine / m}
+                        engine = m * whole
                     subs.setdefault(size.node.expr, engine)
             env[node] = given
         else:
@@ -1138,7 +1275,7 @@ def replay_eager(t: Traced, g: Graph, inputs: list[Tensor]) -> Tensor:
     """Write the recorded eager ops into an engine graph; every storage lives until the op after which the
     run saw it die (a Python name holds it), so the engine's liveness walk is the run's."""
     rec = t.recording
-    subs: dict[sp.Symbol, sp.Expr] = {}
+    subs = _Subs()
     env: dict[Any, Any] = {}
     storages: dict[Any, Storage] = {}
     inverse = {k: s for s, k in rec.symbols.items()}
@@ -1151,7 +1288,13 @@ def replay_eager(t: Traced, g: Graph, inputs: list[Tensor]) -> Tensor:
     for k, given in zip(dims, inputs[0].shape if t.kind == "core" else (inputs[0].shape[0], inputs[0].shape[1]),
                         strict=False):  # fmt: skip
         if k in inverse:
-            subs[inverse[k]] = given
+            m = rec.divisors.get(k, 1)
+            if m > 1 and isinstance(given, sp.Symbol):
+                whole = sp.Symbol(f"{given}_per_{m}", integer=True, positive=True)
+                subs[inverse[k]] = m * whole
+                subs.post = {**subs.post, whole: given / m}
+            else:
+                subs[inverse[k]] = given
     for sid, (kind, label) in rec.leaves.items():
         if kind == "input":
             continue
@@ -1356,17 +1499,42 @@ def _record_at_some_size(module, kind, chosen, width, where_) -> tuple[Recording
         for dd in ([chosen.get("d", EXAMPLE["d"])] if "d" in chosen or kind != "core" else D_TRIES):
             tries.append({**EXAMPLE, **chosen, "N": n, "d": dd})
     first: BaseException | None = None
+    fallback = None
     for sizes in tries:
         try:
-            return record(module, kind, sizes, width, where_), sizes
+            rec = record(module, kind, sizes, width, where_)
         except _RunError as e:
             first = first or e.error
+            continue
+        if "N" not in rec.fixed and _polynomial(rec):
+            return rec, sizes
+        fallback = fallback or (rec, sizes)  # N fixed, or sizes like ceil(N/4): another N may not need them
+    if fallback is not None:
+        return fallback
     shown = ", ".join(f"{k}={v}" for k, v in tries[0].items() if kind == "core" or k in LAYER_DIMS)
     located = _user_line(first)
     raise UserError(
         f"{where_} fails at the example sizes {shown}{' and the others tried' if len(tries) > 1 else ''}: "
         f"{located}{type(first).__name__}: {_first_line(first)}; choose sizes it accepts with --example N=...,d=..."
     )
+
+
+def _polynomial(rec: Recording) -> bool:
+    """Every size of the run is a polynomial in the dims (N = 16 pads nothing where N = 13 needs ceil(N/8))."""
+    subs = _Subs()
+    for s, k in rec.symbols.items():
+        m = rec.divisors.get(k, 1)
+        whole = sp.Symbol(f"{k}_per_{m}", integer=True, positive=True)
+        subs[s] = m * whole if m > 1 else SYMBOLS[k]
+        if m > 1:
+            subs.post = {**subs.post, whole: SYMBOLS[k] / m}
+    sizes = [x for node in rec.nodes for v in (node.meta["val"] if isinstance(node.meta["val"], list)
+                                               else [node.meta["val"]]) for x in v.shape]  # fmt: skip
+    for x in sizes:
+        e = _engine_expr(x, subs)
+        if not e.is_polynomial(*SYMBOLS.values()) or e.has(sp.floor, sp.ceiling, sp.Mod, sp.Max, sp.Min):
+            return False
+    return True
 
 
 def _user_line(e: BaseException | None) -> str:
@@ -1387,7 +1555,12 @@ def register(spec: str, init: list[str] | None = None, config: Path | None = Non
         if getattr(REGISTRY[name], "source", "").startswith(f"traced from {path}:{name}") and name in _TRACED:
             return name
         raise UserError(f"traced variant {name!r} clashes with a registered variant: rename {name} in {path}")
-    t = trace(spec, init, config, example)
+    try:
+        t = trace(spec, init, config, example)
+    except UserError:
+        raise
+    except Exception as e:  # never a traceback: what attn-cost did not foresee is still one line
+        raise UserError(f"{spec}: could not trace it ({type(e).__name__}: {_first_line(e)})") from None
     source = f"traced from {path}:{name} (run with symbolic {', '.join(t.symbolic)}; torch.export for the ideal)"
     fixed = {k: v for k, v in t.recording.fixed.items()}
     if fixed:  # the formulas hold at these sizes only: say so once, on stderr (stdout may be JSON)
@@ -1403,9 +1576,18 @@ def register(spec: str, init: list[str] | None = None, config: Path | None = Non
     _add(v)
     try:
         check(v)
+        from attn_cost.costmodel.conventions import MATMUL
+        from attn_cost.costmodel.variants import derive
+
+        derive(name, t.kind).peak("fp32").expr.free_symbols  # noqa: B018 (polynomial in the sizes?)
+        derive(name, t.kind).flops(MATMUL)
     except UserError:
         del REGISTRY[name]
         raise
+    except Exception as e:  # sizes the engine cannot hold as polynomials (floor(N/128) of a chunked loop)
+        del REGISTRY[name]
+        raise UserError(f"{path}:{name}: its costs are not polynomials in the sizes ({type(e).__name__}: "
+                        f"{_first_line(e)}); describe it with the op DSL (docs/variants.md)") from None
     _TRACED[name] = t
     return name
 
@@ -1437,9 +1619,11 @@ def exported_peak(t: Traced, dtype: str = "fp32") -> tuple[sp.Expr | None, str]:
             g.output(replay_export(t, g, [q, k, v]))
         else:
             g.output(replay_export(t, g, [g.input("X", b, N, t.width)]))
+        return Derived(g).peak(dtype).expr, ""
     except UserError as e:
         return None, str(e)
-    return Derived(g).peak(dtype).expr, ""
+    except Exception as e:  # sizes that are not polynomials in the exported graph
+        return None, f"its sizes are not polynomials ({type(e).__name__}: {_first_line(e)})"
 
 
 # -- checking against the real code --------------------------------------------------------------------
