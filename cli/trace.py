@@ -181,3 +181,30 @@ def _report(t, ideal, why: str, dtype: str, checks: list[dict]) -> None:
             f"  check at {c['sizes']}: FLOPs {c['flops_formula']} (FlopCounterMode {c['flops_flopcountermode']}), "
             f"peak {c['peak_bytes_formula']} B (live-tensor tracer {c['peak_bytes_live_tracer']} B)"
         )
+
+
+def own_widths(names: list[str], ds: list[int], heads: int) -> tuple[list[int], int]:
+    """A traced module keeps its own width and heads (its weights fix them): compare the other variants of a
+    crossover at that width, h = the module's heads and d = d_embed / h, and say so on stderr."""
+    import sys
+
+    if "attn_cost.profilers.trace" not in sys.modules:  # nothing was traced: no torch import
+        return ds, heads
+    from attn_cost.cli.app import fail, note
+    from attn_cost.profilers.trace import traced
+
+    found = [(n, t) for n in names if (t := traced(n)) is not None and t.width is not None]
+    if not found:
+        return ds, heads
+    widths = {(t.width, t.heads) for _, t in found}
+    if len(widths) > 1:
+        names_found = ", ".join(n for n, _ in found)
+        fail(f"traced modules of different widths cannot be compared in one crossover: {names_found}")
+    (width, own), name = widths.pop(), found[0][0]
+    if own is None or width % own:
+        note(f"attn-cost: note: {name} is {width} wide and does not say its heads: the others are compared at "
+             f"--h {heads} heads of --d, not at its width")  # fmt: skip
+        return ds, heads
+    note(f"attn-cost: note: compared at {name}'s own width, read from the module: d_embed = {width} = {own} heads "
+         f"× d = {width // own} (--d and --h do not apply to it)")  # fmt: skip
+    return [width // own], own

@@ -133,7 +133,10 @@ def build_case(variant: str, scope: str, sizes: Sizes, dtype: str = "fp32", devi
         raise UserError(f"{variant} has no {scope} scope (it has: {', '.join(v.scopes)})")
     if dtype not in DTYPES:
         raise UserError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPES)})")
-    ref = REFERENCES[variant]
+    ref = REFERENCES.get(variant)
+    if ref is None:  # a traced variant is its own code: `attn-cost trace --check` runs it against its formulas
+        how = " (traced: `attn-cost trace PATH:NAME --check N=..,b=..` runs your code against its formulas)"
+        raise UserError(f"{variant} has no reference implementation to run here{how if v.family == 'traced' else ''}")
     s = sizes
     qk = s.latents if v.qk_width == L else s.d
     kvh = s.h if v.kv_heads == h else s.kv

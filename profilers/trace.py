@@ -70,12 +70,16 @@ _HERE = (str(Path(torch.__file__).parent), str(Path(__file__).resolve().parent.p
 @contextmanager
 def user_code(what: str) -> Iterator[None]:
     """Run the user's code: its prints go to stderr (stdout may be JSON), torch's warnings and logs are
-    silenced, and `sys.exit()` or a missing package become one line (exit 2)."""
+    silenced, and `sys.exit()` or a missing package become one line (exit 2). nn.MultiheadAttention runs its
+    slow path: the fused fast path (eval, no grad) computes the same products inside one kernel that neither
+    FlopCounterMode nor a live-tensor tracer can see into."""
     stdout = sys.stdout
     sys.stdout = sys.stderr
     quiet = logging.getLogger("torch")
     level = quiet.level
     quiet.setLevel(logging.CRITICAL)
+    fastpath = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -87,6 +91,7 @@ def user_code(what: str) -> Iterator[None]:
     finally:
         sys.stdout = stdout
         quiet.setLevel(level)
+        torch.backends.mha.set_fastpath_enabled(fastpath)
 
 
 def split_spec(spec: str) -> tuple[Path, str]:
