@@ -1101,6 +1101,7 @@ RULES: dict[str, Rule] = {
     # row-wise and reductions
     "softmax": _unary("softmax"),
     "_softmax": _unary("softmax"),
+    "_safe_softmax": _unary("softmax"),
     "log_softmax": _unary("softmax"),
     "_log_softmax": _unary("softmax"),
     "layer_norm": _unary("layernorm"),
