@@ -227,8 +227,10 @@ def load_config(path: Path | None) -> Any:
 
 def build(obj: Any, path: Path, name: str, init: dict[str, Any], config: Any) -> torch.nn.Module:
     """The module to run: a class built with the user's arguments (and config), or a (q, k, v) function."""
-    if isinstance(obj, torch.nn.Module):
-        raise UserError(f"{path}:{name} is a module instance: name its class (constructible with --init/--config)")
+    if isinstance(obj, torch.nn.Module):  # an instance the file builds itself: run as it is, in eval
+        if init or config is not None:
+            raise UserError(f"{path}:{name} is a module instance: --init and --config are for its class")
+        return obj.eval()
     if not (isinstance(obj, type) and issubclass(obj, torch.nn.Module)):
         if not callable(obj):
             raise UserError(f"{path}:{name} is neither a function (q, k, v) -> y nor an nn.Module subclass")
@@ -690,7 +692,7 @@ def _always(guard: Any, divisors: dict[str, int], fixed: dict[str, int]) -> bool
     from itertools import product
 
     dims = [k for k in SYMBOLS if SYMBOLS[k] in guard.free_symbols]
-    grids = [[divisors.get(k, 1) * v for v in (2, 3, 5, 8, 13, 64)] for k in dims]
+    grids = [[divisors.get(k, 1) * v for v in (2, 3, 5, 8, 13, 64, 1000, 4099)] for k in dims]
     try:
         return all(bool(guard.xreplace(dict(zip([SYMBOLS[k] for k in dims], p, strict=True)))) for p in product(*grids))
     except TypeError:
@@ -767,8 +769,11 @@ class Exported:
     failure: str = ""
 
 
-def export(module: torch.nn.Module, kind: str, example: dict[str, int], width: int | None) -> Exported:
-    """Export with as many symbolic dims as the code allows (the exported graph is the ideal's source)."""
+def export(module: torch.nn.Module, kind: str, example: dict[str, int], width: int | None,
+           divisor: dict[str, int] | None = None, upper: int | None = None) -> Exported:  # fmt: skip
+    """Export with as many symbolic dims as the code allows (the exported graph is the ideal's source); N a
+    multiple of `divisor['N']` and at most `upper` where the code's run required it."""
+    divisor = divisor or {}
     from torch.export import Dim
     from torch.export import export as torch_export
 
@@ -780,8 +785,13 @@ def export(module: torch.nn.Module, kind: str, example: dict[str, int], width: i
     else:
         args = (torch.randn(example["b"], example["N"], width, generator=gen),)
         axes = {0: "b", 1: "N"}
+    step, top = divisor.get("N", 1), upper
     while True:  # drop the dims the code fixes, one export at a time; N must stay
         dims = {k: Dim(k, min=2) for k in symbolic}
+        if step > 1:  # the code needs N % step == 0 (a window): N = step·K, as torch.export's derived dims say
+            dims["N"] = step * Dim("N_per_step", min=1, max=top // step if top else None)
+        elif top:  # the code bounds N (a table of positions): the export covers 2 <= N <= top
+            dims["N"] = Dim("N", min=2, max=top)
         dynamic = tuple({ax: dims[k] for ax, k in axes.items() if k in dims} for _ in args)
         try:
             with user_code("torch.export"), _symbolic_math(), torch.no_grad():
@@ -1246,13 +1256,18 @@ def replay_export(t: Traced, g: Graph, inputs: list[Tensor]) -> Tensor:
         if kinds[node.name] == InputKind.USER_INPUT:
             given = next(user)
             for size, engine in zip(val.shape, given.shape, strict=True):
-                if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sp.Symbol):
-                    m = t.recording.divisors.get(str(engine), 1)
-                    if m > 1 and size.node.expr not in subs:  # the code requires N % m == 0, as in the run
-                        whole = sp.Symbol(f"{engine}_per_{m}", integer=True, positive=True)
-                        subs.post = {**subs.post, whole: engine / m}
-                        engine = m * whole
-                    subs.setdefault(size.node.expr, engine)
+                if not isinstance(size, torch.SymInt):
+                    continue
+                expr = size.node.expr
+                m = t.recording.divisors.get(str(engine), 1)
+                if m > 1 and isinstance(engine, sp.Symbol):  # the code requires N % m == 0, as in the run
+                    whole = sp.Symbol(f"{engine}_per_{m}", integer=True, positive=True)
+                    subs.post = {**subs.post, whole: engine / m}
+                    engine = m * whole
+                if isinstance(expr, sp.Symbol):
+                    subs.setdefault(expr, engine)
+                elif isinstance(expr, sp.Mul) and len(expr.args) == 2 and expr.args[0].is_Integer:
+                    subs.setdefault(expr.args[1], engine / expr.args[0])  # N = 4·K exported as a derived dim
             env[node] = given
         else:
             shape = tuple(_engine_expr(s, subs) for s in val.shape)
@@ -1468,7 +1483,12 @@ class Traced:
     def conditions(self) -> list[str]:
         """What the formulas assume of the sizes: the code's branches, torch.export's asserts."""
         out = list(self.recording.guards)
-        return out + [a for a in self.exported.asserts if a not in out]
+        out += [a for a in self.exported.asserts if a not in out]
+        bounds = {c: int(m.group(3)) - (m.group(2) == "<") for c in out if (m := re.fullmatch(r"(\w) (<=?) (\d+)", c))}
+        tightest: dict[str, int] = {}
+        for c, top in bounds.items():
+            tightest[c[0]] = min(top, tightest.get(c[0], top))
+        return [c for c in out if c not in bounds] + [f"{k} <= {v}" for k, v in tightest.items()]
 
 
 _TRACED: dict[str, Traced] = {}
@@ -1491,7 +1511,9 @@ def trace(spec: str, init: list[str] | None = None, config: Path | None = None, 
             f"{sizes['N']} (a Python loop or branch over N, or int(N)): write it with tensor ops (cumsum, matmul), "
             "or describe it with the op DSL (g.loop, docs/variants.md)"
         )
-    exported = export(module, kind, sizes, width)
+    bounds = [int(m.group(2)) - (m.group(1) == "<") for c in recording.guards
+              if (m := re.fullmatch(r"N (<=?) (\d+)", c))]  # fmt: skip
+    exported = export(module, kind, sizes, width, recording.divisors, min(bounds) if bounds else None)
     params = {k: tuple(p.shape) for k, p in module.named_parameters()}
     heads = None if kind == "core" else heads_of(module)
     return Traced(name, path, kind, module, recording, exported, sizes, params, width, heads)
