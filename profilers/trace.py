@@ -230,7 +230,7 @@ def build(obj: Any, path: Path, name: str, init: dict[str, Any], config: Any) ->
     if isinstance(obj, torch.nn.Module):  # an instance the file builds itself: run as it is, in eval
         if init or config is not None:
             raise UserError(f"{path}:{name} is a module instance: --init and --config are for its class")
-        return obj.eval()
+        return _adapt(obj.eval(), getattr(obj, "config", None))
     if not (isinstance(obj, type) and issubclass(obj, torch.nn.Module)):
         if not callable(obj):
             raise UserError(f"{path}:{name} is neither a function (q, k, v) -> y nor an nn.Module subclass")
@@ -261,7 +261,10 @@ def build(obj: Any, path: Path, name: str, init: dict[str, Any], config: Any) ->
         raise
     except Exception as e:
         need = _required(obj)
-        hint = f"; it takes {', '.join(need)}: give them with --init key=value or --config FILE.json" if need else ""
+        hint = ""
+        if need:
+            hint = (f"; it takes {', '.join(need)}: give them with `attn-cost trace --init key=value` or --config "
+                    "FILE.json, or name an instance built in your file (ATTN = MyAttention(...))")
         raise UserError(f"{path}:{name}(...) failed: {type(e).__name__}: {_first_line(e)}{hint}") from None
     for key, value in attributes.items():  # --init fused_attn=False: an attribute the class sets itself
         if not hasattr(module, key):
