@@ -75,9 +75,10 @@ def user_code(what: str) -> Iterator[None]:
     FlopCounterMode nor a live-tensor tracer can see into."""
     stdout = sys.stdout
     sys.stdout = sys.stderr
-    quiet = logging.getLogger("torch")
-    level = quiet.level
-    quiet.setLevel(logging.CRITICAL)
+    loggers = [logging.getLogger(name) for name in ("torch", "transformers")]
+    levels = [x.level for x in loggers]
+    for x in loggers:
+        x.setLevel(logging.CRITICAL)
     fastpath = torch.backends.mha.get_fastpath_enabled()
     torch.backends.mha.set_fastpath_enabled(False)
     try:
@@ -90,7 +91,8 @@ def user_code(what: str) -> Iterator[None]:
         raise UserError(f"{what} needs the package {e.name!r}, which is not installed (pip install {e.name})") from None
     finally:
         sys.stdout = stdout
-        quiet.setLevel(level)
+        for x, level in zip(loggers, levels, strict=True):
+            x.setLevel(level)
         torch.backends.mha.set_fastpath_enabled(fastpath)
 
 
@@ -216,7 +218,8 @@ def load_config(path: Path | None) -> Any:
         raise UserError(f"--config {path} is a Hugging Face config: pip install transformers") from None
     model_type = data.pop("model_type")
     try:
-        config = AutoConfig.for_model(model_type, **data)
+        with user_code(f"--config {path}"):
+            config = AutoConfig.for_model(model_type, **data)
     except (ValueError, KeyError, TypeError) as e:
         raise UserError(f"--config {path}: {e}") from None
     impl = data.get("attn_implementation") or data.get("_attn_implementation")
@@ -247,7 +250,10 @@ def build(obj: Any, path: Path, name: str, init: dict[str, Any], config: Any) ->
             config._attn_implementation = impl
         for key in [k for k in kwargs if hasattr(config, k) and k not in _init_params(obj)]:
             setattr(config, key, kwargs.pop(key))
-        args.append(config)
+        if "config" in _init_params(obj) and next(iter(_required(obj)), "config") != "config":
+            kwargs["config"] = config  # BartAttention(embed_dim, num_heads, ..., config=...)
+        else:
+            args.append(config)
         if "layer_idx" in _init_params(obj) and "layer_idx" not in kwargs:
             kwargs["layer_idx"] = 0
     accepted = _init_params(obj)
@@ -308,6 +314,38 @@ class _Core(torch.nn.Module):
         return self.fn(q, k, v)
 
 
+class _SelfAttention(torch.nn.Module):
+    """A module whose forward takes query, key and value (nn.MultiheadAttention), run as self-attention."""
+
+    def __init__(self, inner: torch.nn.Module, count: int) -> None:
+        super().__init__()
+        self.inner, self.count = inner, count
+
+    def forward(self, x):
+        return self.inner(*[x] * self.count)
+
+
+def _by_arguments(module: torch.nn.Module) -> torch.nn.Module:
+    """What a module's forward takes decides how it is run: one tensor, a layer; several (query, key, value),
+    self-attention on x when the module has an embedding width, else per-head (b, h, N, d) tensors, a core."""
+    if isinstance(module, (_Core, _HFAttention)):
+        return module
+    try:
+        params = list(inspect.signature(module.forward).parameters.values())
+    except (TypeError, ValueError):
+        return module
+    required = [p for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(required) < 2:
+        return module
+    try:
+        embed_width(module, Path("."), "")
+    except UserError:
+        if len(required) == 3:
+            return _Core(module)
+        raise
+    return _SelfAttention(module, len(required))
+
+
 class _HFAttention(torch.nn.Module):
     """A `transformers` attention class, called as its model calls it: rotary position embeddings from the
     model's own `*RotaryEmbedding`, the causal (or sliding-window) mask from `transformers.masking_utils`
@@ -318,6 +356,8 @@ class _HFAttention(torch.nn.Module):
         self.attn, self.config = attn, config
         params = inspect.signature(attn.forward).parameters
         self.wants = {k for k in ("position_embeddings", "attention_mask", "position_ids") if k in params}
+        required = [k for k, p in params.items() if p.default is p.empty and p.kind == p.POSITIONAL_OR_KEYWORD]
+        self.others = [k for k in required[1:] if k not in self.wants]
         rope = _sibling(attn, "RotaryEmbedding")
         self.rotary = rope(config=config) if rope is not None and "position_embeddings" in self.wants else None
         self.causal = bool(getattr(attn, "is_causal", False) or getattr(config, "is_decoder", False))
@@ -332,6 +372,8 @@ class _HFAttention(torch.nn.Module):
                 kwargs["position_embeddings"] = self.rotary(x, position_ids=position_ids)
             if self.causal and "attention_mask" in self.wants:
                 kwargs["attention_mask"] = _hf_mask(self.config, x)
+        for name in self.others:  # required arguments the model passes as None here (Falcon's alibi without ALiBi)
+            kwargs.setdefault(name, None)
         out = self.attn(x, **kwargs)
         return out[0] if isinstance(out, (tuple, list)) else out
 
@@ -361,9 +403,16 @@ def _adapt(module: torch.nn.Module, config: Any) -> torch.nn.Module:
     return module
 
 
+def _inner(layer: torch.nn.Module) -> torch.nn.Module:
+    """The user's module inside attn-cost's adapters."""
+    if isinstance(layer, _HFAttention):
+        return layer.attn
+    return layer.inner if isinstance(layer, _SelfAttention) else layer
+
+
 def embed_width(layer: torch.nn.Module, path: Path, name: str) -> int:
     """The width of a layer's input x (b, N, d_embed), read from the module."""
-    inner = layer.attn if isinstance(layer, _HFAttention) else layer
+    inner = _inner(layer)
     config = getattr(layer, "config", None)
     for attr in ("d_embed", "embed_dim", "dim", "d_model", "hidden_size", "embed_size", "n_embd"):
         for owner in (inner, config):
@@ -380,7 +429,7 @@ def embed_width(layer: torch.nn.Module, path: Path, name: str) -> int:
 
 def heads_of(layer: torch.nn.Module) -> int | None:
     """How many heads a layer has, read from the module (or its config); None if it does not say."""
-    inner = layer.attn if isinstance(layer, _HFAttention) else layer
+    inner = _inner(layer)
     owners = [inner, getattr(layer, "config", None), *list(inner.modules())[1:4]]
     for attr in ("num_heads", "num_attention_heads", "heads", "n_head", "n_heads", "nhead", "num_head"):
         for owner in owners:
@@ -746,17 +795,28 @@ def _arith(e: Any) -> str:
 
 @contextmanager
 def _symbolic_math():
-    """math.sqrt on a symbolic size would fix that size to the example's value: use torch's symbolic sqrt."""
+    """math.sqrt on a symbolic size would fix that size to the example's value: use torch's symbolic sqrt; SDPA's
+    flags computed from sizes are symbolic bools its argument parser refuses: decide them (a guard records it)."""
     sqrt = math.sqrt
 
     def symbolic_sqrt(x):
         return torch._sym_sqrt(x) if isinstance(x, (torch.SymInt, torch.SymFloat)) else sqrt(x)
 
+    functional = torch.nn.functional
+    sdpa = functional.scaled_dot_product_attention
+
+    def concrete_flags(*args, **kwargs):  # `is_causal = mask is None and N > 1` is a symbolic bool: decide it
+        args = tuple(bool(a) if isinstance(a, torch.SymBool) else a for a in args)
+        kwargs = {k: bool(v) if isinstance(v, torch.SymBool) else v for k, v in kwargs.items()}
+        return sdpa(*args, **kwargs)
+
     math.sqrt = symbolic_sqrt
+    functional.scaled_dot_product_attention = concrete_flags
     try:
         yield
     finally:
         math.sqrt = sqrt
+        functional.scaled_dot_product_attention = sdpa
 
 
 # -- the exported graph: torch.export with dynamic shapes ----------------------------------------------
@@ -1503,7 +1563,7 @@ def trace(spec: str, init: list[str] | None = None, config: Path | None = None, 
     path, name = split_spec(spec)
     _, obj = load_object(path, name)
     kwargs, cfg, chosen = parse_init(init), load_config(config), parse_example(example)
-    module = build(obj, path, name, kwargs, cfg)
+    module = _by_arguments(build(obj, path, name, kwargs, cfg))
     kind = "core" if isinstance(module, _Core) else "layer"
     width = None if kind == "core" else embed_width(module, path, name)
     where_ = f"{path}:{name}"
@@ -1545,8 +1605,9 @@ def _record_at_some_size(module, kind, chosen, width, where_) -> tuple[Recording
     shown = ", ".join(f"{k}={v}" for k, v in tries[0].items() if kind == "core" or k in LAYER_DIMS)
     located = _user_line(first)
     raise UserError(
-        f"{where_} fails at the example sizes {shown}{' and the others tried' if len(tries) > 1 else ''}: "
-        f"{located}{type(first).__name__}: {_first_line(first)}; choose sizes it accepts with --example N=...,d=..."
+        f"{where_} raised an error when run at the example sizes {shown}"
+        f"{' (and at the other N tried)' if len(tries) > 1 else ''}: {located}{type(first).__name__}: "
+        f"{_first_line(first)}; if the sizes are the cause, choose ones it accepts with --example N=...,d=..."
     )
 
 
