@@ -796,7 +796,10 @@ def _arith(e: Any) -> str:
 @contextmanager
 def _symbolic_math():
     """math.sqrt on a symbolic size would fix that size to the example's value: use torch's symbolic sqrt; SDPA's
-    flags computed from sizes are symbolic bools its argument parser refuses: decide them (a guard records it)."""
+    flags computed from sizes are symbolic bools its argument parser refuses: decide them (a guard records it).
+    transformers' check for packed sequences reads the position ids' values, which a symbolic run has not: it
+    takes them as one sequence per row (what arange gives, and what eager transformers then finds), and says
+    so in the docs; its ops still run, as they do in eager mode."""
     sqrt = math.sqrt
 
     def symbolic_sqrt(x):
@@ -810,13 +813,24 @@ def _symbolic_math():
         kwargs = {k: bool(v) if isinstance(v, torch.SymBool) else v for k, v in kwargs.items()}
         return sdpa(*args, **kwargs)
 
+    masking = sys.modules.get("transformers.masking_utils")
+    packed = getattr(masking, "find_packed_sequence_indices", None)
+
+    def unpacked(position_ids):  # eager transformers reads the values; under tracing it keeps a packed mask
+        packed(position_ids)
+        return None
+
     math.sqrt = symbolic_sqrt
     functional.scaled_dot_product_attention = concrete_flags
+    if packed is not None:
+        masking.find_packed_sequence_indices = unpacked
     try:
         yield
     finally:
         math.sqrt = sqrt
         functional.scaled_dot_product_attention = sdpa
+        if packed is not None:
+            masking.find_packed_sequence_indices = packed
 
 
 # -- the exported graph: torch.export with dynamic shapes ----------------------------------------------

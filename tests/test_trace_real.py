@@ -8,6 +8,7 @@ and the live-tensor tracer measure that call at sizes other than the example siz
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -88,3 +89,35 @@ def test_lucidrains_local_attention_holds_for_multiples_of_its_window(tmp_path: 
     gen = torch.Generator().manual_seed(0)
     _agrees(dv, attn, lambda s: [torch.randn(s["b"], s["h"], s["N"], s["d"], generator=gen) for _ in range(3)],
             [{"b": 3, "h": 2, "N": 24, "d": 16}, {"b": 2, "h": 3, "N": 8, "d": 8}])  # fmt: skip
+
+
+def test_a_decoder_wrapped_as_its_model_calls_it(tmp_path: Path) -> None:
+    """A user's wrapper doing what LlamaModel does (position ids by arange, masking_utils' mask with them, RoPE),
+    sdpa: transformers checks the position ids' values for packed sequences in eager mode; the trace follows
+    the eager path (no mask, is_causal), so its peak has no N² term and equals the live peak."""
+    need("transformers.models.llama.modeling_llama")
+    (tmp_path / "wrapped.py").write_text(
+        "import torch\nfrom torch import nn\nfrom transformers import LlamaConfig\n"
+        "from transformers.masking_utils import create_causal_mask\n"
+        "from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding\n\n\n"
+        "class Wrapped(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.cfg = LlamaConfig(hidden_size=64, num_attention_heads=4, num_key_value_heads=2,\n"
+        "                               intermediate_size=128, num_hidden_layers=1, attn_implementation='sdpa')\n"
+        "        self.d_embed = 64\n"
+        "        self.rope = LlamaRotaryEmbedding(config=self.cfg)\n"
+        "        self.attn = LlamaAttention(self.cfg, layer_idx=0)\n\n"
+        "    def forward(self, x):\n"
+        "        pos = torch.arange(x.shape[1], device=x.device).unsqueeze(0)\n"
+        "        mask = create_causal_mask(config=self.cfg, inputs_embeds=x, attention_mask=None,\n"
+        "                                  past_key_values=None, position_ids=pos)\n"
+        "        return self.attn(x, position_embeddings=self.rope(x, position_ids=pos), attention_mask=mask)[0]\n"
+    )
+    dv, _ = _traced(f"{tmp_path / 'wrapped.py'}:Wrapped")
+    assert dv.peak("fp32").expr.as_poly(N).degree() == 1
+    spec = importlib.util.spec_from_file_location("wrapped_measured", tmp_path / "wrapped.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    _agrees(dv, module.Wrapped().eval(), lambda s: [torch.randn(s["b"], s["N"], 64)],
+            [{"b": 3, "N": 20}, {"b": 2, "N": 7}])  # fmt: skip
