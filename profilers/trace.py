@@ -315,14 +315,16 @@ class _Core(torch.nn.Module):
 
 
 class _SelfAttention(torch.nn.Module):
-    """A module whose forward takes query, key and value (nn.MultiheadAttention), run as self-attention."""
+    """A module whose forward takes query, key and value (nn.MultiheadAttention), run as self-attention; a
+    required mask or position argument gets None (no mask)."""
 
-    def __init__(self, inner: torch.nn.Module, count: int) -> None:
+    def __init__(self, inner: torch.nn.Module, names: list[str]) -> None:
         super().__init__()
-        self.inner, self.count = inner, count
+        self.inner = inner
+        self.given = [not any(w in n.lower() for w in ("mask", "pos", "bias", "rel")) for n in names]
 
     def forward(self, x):
-        return self.inner(*[x] * self.count)
+        return self.inner(*[x if given else None for given in self.given])
 
 
 def _by_arguments(module: torch.nn.Module) -> torch.nn.Module:
@@ -335,6 +337,7 @@ def _by_arguments(module: torch.nn.Module) -> torch.nn.Module:
     except (TypeError, ValueError):
         return module
     required = [p for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = [p.name for p in required]
     if len(required) < 2:
         return module
     try:
@@ -343,7 +346,7 @@ def _by_arguments(module: torch.nn.Module) -> torch.nn.Module:
         if len(required) == 3:
             return _Core(module)
         raise
-    return _SelfAttention(module, len(required))
+    return _SelfAttention(module, names)
 
 
 class _HFAttention(torch.nn.Module):
@@ -502,6 +505,8 @@ class Recording:
     """Dims the code fixed to their example value."""
     divisors: dict[str, int] = field(default_factory=dict)
     """Dim -> m where the code requires dim % m == 0 (the formulas then hold for multiples of m)."""
+    pinned_at: str = ""
+    """Where N became a constant (the op and the line), if it did."""
 
 
 class _Recorder:
@@ -522,6 +527,8 @@ class _Recorder:
                 self.leaves: dict[int, tuple[str, Any]] = {}
                 self.leaf_refs: dict[int, _Ref] = {}
                 self.shapes: dict[int, tuple[Any, ...]] = {}
+                self.watch: tuple[Any, Any] | None = None
+                self.pinned_at = ""
 
             def storage(self, t: torch.Tensor) -> tuple[int, bool]:
                 s = t.untyped_storage()
@@ -571,6 +578,9 @@ class _Recorder:
                 args, kwargs = tree_map(fake, (args, kwargs))
                 special = SYMBOLIC_FAKES.get(func)
                 out = special(*args, **kwargs) if special is not None else func(*args, **kwargs)
+                if self.watch is not None and not self.pinned_at and self.watch[1] in self.watch[0].replacements:
+                    loc, code = where(_EagerNode("", func, (), {}, {"stack_trace": _stack()}))
+                    self.pinned_at = f" at {loc} (`{code}`, aten.{func.__name__})"
                 outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
                 if not outs:
                     return out
@@ -603,7 +613,13 @@ def _pad(x: torch.Tensor, pad: list, value: float = 0.0) -> torch.Tensor:
     return x.new_empty(shape)
 
 
-SYMBOLIC_FAKES: dict[Any, Callable] = {aten.constant_pad_nd.default: _pad}
+def _polar(magnitude: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
+    """polar on fake tensors (its fake kernel fixes the sizes): a complex tensor of the broadcast shape."""
+    shape = torch.broadcast_shapes(magnitude.shape, angle.shape)
+    return magnitude.new_empty(shape, dtype=torch.complex64 if magnitude.dtype == torch.float32 else torch.complex128)
+
+
+SYMBOLIC_FAKES: dict[Any, Callable] = {aten.constant_pad_nd.default: _pad, aten.polar.default: _polar}
 """Ops whose fake kernel would fix symbolic sizes, run by a shape-only stand-in in the as-written run."""
 
 
@@ -644,6 +660,7 @@ def record(module: torch.nn.Module, kind: str, example: dict[str, int], width: i
         params = {k: fake.from_tensor(p, static_shapes=True) for k, p in module.named_parameters()}
         buffers = {k: fake.from_tensor(p, static_shapes=True) for k, p in module.named_buffers()}
     rec = _Recorder(fake)
+    rec.watch = (env, next(s for s, k in names.items() if k == "N"))
     for i, t in enumerate(inputs):
         rec.leaf(t, "input", i)
     for k, t in params.items():
@@ -673,7 +690,8 @@ def record(module: torch.nn.Module, kind: str, example: dict[str, int], width: i
     rec.sweep()
     deaths = {i: list(v) for i, v in rec.deaths.items()}
     guards, fixed, divisors = _conditions(env, names, example)
-    return Recording(rec.nodes, deaths, rec.leaves, rec.shapes, rec.leaf_refs, ref, names, guards, fixed, divisors)
+    return Recording(rec.nodes, deaths, rec.leaves, rec.shapes, rec.leaf_refs, ref, names, guards, fixed, divisors,
+                     rec.pinned_at)  # fmt: skip
 
 
 DATA_DEPENDENT = ("DataDependentOutputException", "GuardOnDataDependentSymNode", "DynamicOutputShapeException",
@@ -1130,6 +1148,8 @@ GATHER = (
     "repeat_interleave", "roll", "flip", "to", "_to_copy", "type_as", "masked_select", "tile", "index_put",
     "scatter", "index_copy", "dropout", "native_dropout", "feature_dropout", "alpha_dropout", "diag_embed",
     "expand_copy", "reflection_pad1d", "reflection_pad2d", "replication_pad1d", "replication_pad2d", "_pad_enum",
+    "scatter_add", "index_add", "scatter_reduce", "index_fill", "masked_scatter", "polar", "complex",
+    "view_as_real", "view_as_complex", "_conj", "resolve_conj", "resolve_neg",
 )  # fmt: skip
 """Data movement into a new tensor (kind `copy`): indexing, padding, dtype conversion, dropout in eval when it
 copies. Every tensor argument (index tensors included) is read."""
@@ -1205,6 +1225,29 @@ RULES: dict[str, Rule] = {
     "argmin": _reduce("max"),
     "cumsum": _unary("cumsum"),
     "cumprod": _unary("cumsum"),
+    "logsumexp": _reduce("sum"),
+    "prod": _reduce("sum"),
+    "var": _reduce("sum"),
+    "std": _reduce("sum"),
+    "var_mean": _reduce("sum"),
+    "std_mean": _reduce("sum"),
+    "topk": _reduce("max"),
+    "sort": _reduce("max"),
+    "argsort": _reduce("max"),
+    "kthvalue": _reduce("max"),
+    "rms_norm": _unary("layernorm"),
+    "_fused_rms_norm": _unary("layernorm"),
+    "native_group_norm": _unary("layernorm"),
+    "native_batch_norm": _unary("layernorm"),
+    "_native_batch_norm_legit_no_training": _unary("layernorm"),
+    "addcmul": _elementwise("mul"),
+    "addcdiv": _elementwise("div"),
+    "lerp": _elementwise("add"),
+    "xlogy": _elementwise("mul"),
+    "atan2": _elementwise("div"),
+    "hypot": _elementwise("add"),
+    "bucketize": _compare,
+    "searchsorted": _compare,
     # data movement and allocation
     "copy": _copy,
     "clone": _copy,
@@ -1228,9 +1271,10 @@ VIEWS = {
 op's rule (or a copy) applies."""
 
 FIXED_DTYPES = {torch.bool: "bool", torch.int32: "int32", torch.int64: "int64", torch.uint8: "bool",
-                torch.int8: "bool"}  # fmt: skip
-"""Non-floating dtypes and their engine names (one-byte integers count as bool's one byte; floating tensors
-follow the activation dtype, --dtype)."""
+                torch.int8: "bool", torch.int16: "fp16", torch.float64: "fp64", torch.complex64: "fp64",
+                torch.complex128: "complex128", torch.float16: "fp16", torch.bfloat16: "bf16"}  # fmt: skip
+"""dtypes other than the activation's (float32 in the run) and their engine names, by their bytes (one-byte
+integers count as bool's byte, complex64 as fp64's 8); float32 tensors follow the activation dtype, --dtype."""
 
 SKIP = {"sym_size", "_assert_scalar", "_assert_tensor_metadata", "sym_constrain_range_for_size", "sym_numel",
         "sym_stride", "sym_storage_offset", "_assert_async", "_functional_assert_async"}  # fmt: skip
@@ -1385,7 +1429,9 @@ def replay_eager(t: Traced, g: Graph, inputs: list[Tensor]) -> Tensor:
     dims = CORE_DIMS if t.kind == "core" else LAYER_DIMS
     for k, given in zip(dims, inputs[0].shape if t.kind == "core" else (inputs[0].shape[0], inputs[0].shape[1]),
                         strict=False):  # fmt: skip
-        if k in inverse:
+        if k in inverse and k in rec.fixed:  # the code fixed it: its value, in the run's sizes too
+            subs[inverse[k]] = sp.Integer(rec.fixed[k])
+        elif k in inverse:
             m = rec.divisors.get(k, 1)
             if m > 1 and isinstance(given, sp.Symbol):
                 whole = sp.Symbol(f"{given}_per_{m}", integer=True, positive=True)
@@ -1443,11 +1489,11 @@ def _replay_node(t: Traced, g: Graph, node: Any, env: dict, storages: dict, subs
     if not vals or not all(_is_tensor(v) for v in vals):
         return _Scalar(node.name)
     for v in vals:
-        if not v.dtype.is_floating_point and v.dtype not in FIXED_DTYPES:
+        if v.dtype != torch.float32 and v.dtype not in FIXED_DTYPES:
             loc, code = where(node)
             raise UserError(
                 f"{loc}: {_aten_name(node)} makes a {str(v.dtype).replace('torch.', '')} tensor (in `{code}`): "
-                "only floating-point, bool and integer tensors are modelled"
+                "only floating-point, complex, bool and integer tensors are modelled"
             )
     args = [_lookup(a, env) for a in node.args]
     kwargs = {k: _lookup(a, env) for k, a in node.kwargs.items()}
@@ -1462,7 +1508,7 @@ def _replay_node(t: Traced, g: Graph, node: Any, env: dict, storages: dict, subs
         if known is not None and not mutating:  # a view, or an op that returned its input (dropout in eval)
             outs.append(Tensor(label_name, shape, known))
             continue
-        dtype = None if v.dtype.is_floating_point else FIXED_DTYPES[v.dtype]
+        dtype = None if v.dtype == torch.float32 else FIXED_DTYPES[v.dtype]
         if i > 0 and first is not None:  # a second output of one kernel: SDPA's log-sum-exp, LayerNorm's stats
             lse = g.ops[-1].attrs.get("lse") if g.ops and g.ops[-1].kind == "fused_attention" else None
             if lse is not None and i == 1:
@@ -1585,8 +1631,8 @@ def trace(spec: str, init: list[str] | None = None, config: Path | None = None, 
     if "N" in recording.fixed:
         raise UserError(
             f"{where_}: the sequence length N cannot stay symbolic: the code fixes it to the example's "
-            f"{sizes['N']} (a Python loop or branch over N, or int(N)): write it with tensor ops (cumsum, matmul), "
-            "or describe it with the op DSL (g.loop, docs/variants.md)"
+            f"{sizes['N']}{recording.pinned_at} (a Python loop or branch over N, or int(N)): write it with tensor ops "
+            "(cumsum, matmul), or describe it with the op DSL (g.loop, docs/variants.md)"
         )
     bounds = [int(m.group(2)) - (m.group(1) == "<") for c in recording.guards
               if (m := re.fullmatch(r"N (<=?) (\d+)", c))]  # fmt: skip
@@ -1611,9 +1657,11 @@ def _record_at_some_size(module, kind, chosen, width, where_) -> tuple[Recording
         except _RunError as e:
             first = first or e.error
             continue
-        if "N" not in rec.fixed and _polynomial(rec):
+        if "N" in rec.fixed:  # a loop over the tokens: another N loops as well
             return rec, sizes
-        fallback = fallback or (rec, sizes)  # N fixed, or sizes like ceil(N/4): another N may not need them
+        if _polynomial(rec):
+            return rec, sizes
+        fallback = fallback or (rec, sizes)  # sizes like ceil(N/4): a multiple of 4 may not need them
     if fallback is not None:
         return fallback
     shown = ", ".join(f"{k}={v}" for k, v in tries[0].items() if kind == "core" or k in LAYER_DIMS)
@@ -1631,7 +1679,7 @@ def _polynomial(rec: Recording) -> bool:
     for s, k in rec.symbols.items():
         m = rec.divisors.get(k, 1)
         whole = sp.Symbol(f"{k}_per_{m}", integer=True, positive=True)
-        subs[s] = m * whole if m > 1 else SYMBOLS[k]
+        subs[s] = sp.Integer(rec.fixed[k]) if k in rec.fixed else m * whole if m > 1 else SYMBOLS[k]
         if m > 1:
             subs.post = {**subs.post, whole: SYMBOLS[k] / m}
     sizes = [x for node in rec.nodes for v in (node.meta["val"] if isinstance(node.meta["val"], list)
