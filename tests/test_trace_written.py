@@ -95,6 +95,32 @@ CODE = textwrap.dedent(
         return (s + torch.eye(s.shape[-1], dtype=s.dtype)) @ v
 
 
+    def complex_rope(q, k, v):
+        """Rotary embeddings through complex numbers (Meta's Llama code), scores in float64."""
+        n, dd = q.shape[-2], q.shape[-1]
+        freqs = torch.outer(torch.arange(n, dtype=torch.float32), torch.linspace(0.1, 1.0, dd // 2))
+        rot = torch.polar(torch.ones_like(freqs), freqs)
+        q = torch.view_as_real(torch.view_as_complex(q.reshape(*q.shape[:-1], -1, 2)) * rot).flatten(-2)
+        return torch.softmax(q.double() @ k.transpose(-1, -2).double(), -1).float() @ v
+
+
+    class NeedsMask(nn.Module):
+        """forward(x, mask) with the mask required: run with no mask."""
+
+        def __init__(self, dim=32, heads=2):
+            super().__init__()
+            self.dim, self.heads = dim, heads
+            self.qkv = nn.Linear(dim, 3 * dim)
+
+        def forward(self, x, mask):
+            b, n, c = x.shape
+            q, k, v = self.qkv(x).view(b, n, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+            s = q @ k.transpose(-1, -2)
+            if mask is not None:
+                s = s.masked_fill(~mask, float("-inf"))
+            return (s.softmax(-1) @ v).transpose(1, 2).reshape(b, n, c)
+
+
     def parity_branch(q, k, v):
         s = q @ k.transpose(-1, -2)
         if q.shape[-2] % 2 == 1:
@@ -145,24 +171,26 @@ def derived(spec: str, scope: str):
     return derive(register(spec), scope)
 
 
-@pytest.mark.parametrize("cls", ["Dropped", "Masked"])
+@pytest.mark.parametrize("cls", ["Dropped", "Masked", "NeedsMask"])
 def test_layers_as_written_match_flopcounter_and_the_live_peak(code, cls: str) -> None:
     path, module = code
     dv = derived(f"{path}:{cls}", "layer")
     torch.manual_seed(0)
     layer = getattr(module, cls)().eval()
     for bb, n in LAYER_SIZES:
-        flops, peak = measured(layer, [torch.randn(bb, n, 32)])
+        run = (lambda x, layer=layer: layer(x, None)) if cls == "NeedsMask" else layer
+        flops, peak = measured(run, [torch.randn(bb, n, 32)])
         at = {b: bb, N: n}
         assert int(dv.flops(MATMUL).xreplace(at)) == flops, (cls, bb, n)
         assert int(dv.peak("fp32").expr.xreplace(at)) == peak, (cls, bb, n)
 
 
-@pytest.mark.parametrize("fn", ["cat_inputs", "three_operands", "eye_and_max"])
+@pytest.mark.parametrize("fn", ["cat_inputs", "three_operands", "eye_and_max", "complex_rope"])
 def test_cores_as_written_match_flopcounter_and_the_live_peak(code, fn: str) -> None:
     path, module = code
     dv = derived(f"{path}:{fn}", "core")
     for bb, hh, n, dd in CORE_SIZES:
+        dd = 8 if fn == "complex_rope" else dd  # view_as_complex fixes the head width to the example's 8
         gen = torch.Generator().manual_seed(0)
         flops, peak = measured(getattr(module, fn), [torch.randn(bb, hh, n, dd, generator=gen) for _ in range(3)])
         at = {b: bb, h: hh, N: n, d: dd}
