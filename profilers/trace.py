@@ -1359,9 +1359,9 @@ def _is_tensor(v: Any) -> bool:
     return isinstance(v, (torch.Tensor, _Meta))
 
 
-def replay_export(t: Traced, g: Graph, inputs: list[Tensor]) -> Tensor:
+def replay_export(t: Traced, g: Graph, inputs: list[Tensor], program: Any = None) -> Tensor:
     """Write the exported program's ops into an engine graph, starting from `inputs` (q, k, v, or x)."""
-    ep = t.exported.program
+    ep = program if program is not None else t.exported.program
     from torch.export.graph_signature import InputKind
 
     kinds = {spec.arg.name: spec.kind for spec in ep.graph_signature.input_specs}
@@ -1761,18 +1761,31 @@ def traced(name: str) -> Traced | None:
 
 
 def exported_peak(t: Traced, dtype: str = "fp32") -> tuple[sp.Expr | None, str]:
-    """The exported graph's peak in bytes (every tensor freed after its last use), or None and why not."""
-    from attn_cost.costmodel.derive import Derived
-
+    """The exported graph's peak in bytes (every tensor freed after its last use), or None and why not. Where
+    the graph keeps an op no rule maps (an einsum of three operands), its ATen decomposition is mapped."""
     if t.exported.program is None:
         return None, f"torch.export could not export it ({t.exported.failure})"
+    peak, why = _exported_peak(t, t.exported.program, dtype)
+    if peak is None and "cannot map" in why:
+        try:
+            with user_code("torch.export"), torch.no_grad():
+                decomposed = t.exported.program.run_decompositions()
+        except Exception:
+            return None, why
+        peak, _ = _exported_peak(t, decomposed, dtype)
+    return peak, why if peak is None else ""
+
+
+def _exported_peak(t: Traced, program: Any, dtype: str) -> tuple[sp.Expr | None, str]:
+    from attn_cost.costmodel.derive import Derived
+
     g = Graph(f"{t.name} (exported)")
     try:
         if t.kind == "core":
             q, k, v = (g.input(x, b, h, N, d) for x in ("Q", "K", "V"))
-            g.output(replay_export(t, g, [q, k, v]))
+            g.output(replay_export(t, g, [q, k, v], program))
         else:
-            g.output(replay_export(t, g, [g.input("X", b, N, t.width)]))
+            g.output(replay_export(t, g, [g.input("X", b, N, t.width)], program))
         return Derived(g).peak(dtype).expr, ""
     except UserError as e:
         return None, str(e)
