@@ -668,7 +668,7 @@ def record(module: torch.nn.Module, kind: str, example: dict[str, int], width: i
     for k, t in buffers.items():
         rec.leaf(t, "const", k)
     try:
-        with user_code(where), torch.no_grad(), _symbolic_math(), fake, rec:
+        with user_code(where), torch.no_grad(), _symbolic_run(), fake, rec:
             out = torch.func.functional_call(module, {**params, **buffers}, tuple(inputs))
     except UserError:
         raise
@@ -749,7 +749,7 @@ def _conditions(env: Any, names: dict[Any, str], example: dict[str, int]) -> tup
             plain = sp.simplify(e.replace(lambda f: type(f).__name__ in INTEGER_FUNCTIONS, _plain).xreplace(whole))
         except Exception:  # sympy cannot simplify it (a division by a size): show it as it is
             plain = e
-        if plain is sp.true or _always(e, divisors, fixed):
+        if plain is sp.true or _always(e, divisors):
             continue
         text = condition_text(plain.xreplace(back) if plain is not e else e)
         if text and text not in out:
@@ -757,7 +757,7 @@ def _conditions(env: Any, names: dict[Any, str], example: dict[str, int]) -> tup
     return out, fixed, divisors
 
 
-def _always(guard: Any, divisors: dict[str, int], fixed: dict[str, int]) -> bool:
+def _always(guard: Any, divisors: dict[str, int]) -> bool:
     """The guard holds at every sample size (dims from 2, multiples of the required divisors): not worth saying."""
     from itertools import product
 
@@ -812,7 +812,7 @@ def _arith(e: Any) -> str:
 
 
 @contextmanager
-def _symbolic_math():
+def _symbolic_run():
     """math.sqrt on a symbolic size would fix that size to the example's value: use torch's symbolic sqrt; SDPA's
     flags computed from sizes are symbolic bools its argument parser refuses: decide them (a guard records it).
     transformers' check for packed sequences reads the position ids' values, which a symbolic run has not: it
@@ -889,7 +889,7 @@ def export(module: torch.nn.Module, kind: str, example: dict[str, int], width: i
             dims["N"] = Dim("N", min=2, max=top)
         dynamic = tuple({ax: dims[k] for ax, k in axes.items() if k in dims} for _ in args)
         try:
-            with user_code("torch.export"), _symbolic_math(), torch.no_grad():
+            with user_code("torch.export"), _symbolic_run(), torch.no_grad():
                 program = torch_export(module if kind == "core" else _First(module), args, dynamic_shapes=dynamic,
                                        prefer_deferred_runtime_asserts_over_guards=True)  # fmt: skip
         except UserError as e:
@@ -1642,7 +1642,9 @@ def trace(spec: str, init: list[str] | None = None, config: Path | None = None, 
     return Traced(name, path, kind, module, recording, exported, sizes, params, width, heads)
 
 
-def _record_at_some_size(module, kind, chosen, width, where_) -> tuple[Recording, dict[str, int]]:
+def _record_at_some_size(
+    module: torch.nn.Module, kind: str, chosen: dict[str, int], width: int | None, where_: str
+) -> tuple[Recording, dict[str, int]]:
     """Record at the example sizes; when the code rejects them, try other N (and d for a core) unless
     the user chose them with --example."""
     tries = []
