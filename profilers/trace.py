@@ -31,6 +31,7 @@ import json
 import logging
 import math
 import operator
+import os
 import re
 import sys
 import traceback
@@ -61,6 +62,7 @@ SYMBOLS = {"b": b, "h": h, "N": N, "d": d}
 CORE_DIMS = ("b", "h", "N", "d")
 LAYER_DIMS = ("b", "N")
 _HERE = (str(Path(torch.__file__).parent), str(Path(__file__).resolve().parent.parent))
+_PLUMBING = ("/typer/", "/click/", "runpy.py", "<frozen", "/_pytest/", "/pluggy/")
 """Frames under these folders (torch, attn-cost) are not the user's: an op is located in the frame below."""
 
 
@@ -580,7 +582,8 @@ class _Recorder:
                 out = special(*args, **kwargs) if special is not None else func(*args, **kwargs)
                 if self.watch is not None and not self.pinned_at and self.watch[1] in self.watch[0].replacements:
                     loc, code = where(_EagerNode("", func, (), {}, {"stack_trace": _stack()}))
-                    self.pinned_at = f" at {loc} (`{code}`, aten.{func.__name__})"
+                    known = loc != "(unknown location)"
+                    self.pinned_at = f" at {loc} (`{code}`, aten.{func.__name__})" if known else " "
                 outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
                 if not outs:
                     return out
@@ -624,8 +627,11 @@ SYMBOLIC_FAKES: dict[Any, Callable] = {aten.constant_pad_nd.default: _pad, aten.
 
 
 def _stack() -> str:
-    """The caller's frames outside torch and attn-cost, in the format of an fx node's stack_trace."""
-    frames = [f for f in traceback.extract_stack()[:-2] if not f.filename.startswith(_HERE)]
+    """The caller's frames outside torch, attn-cost and the command line's plumbing, in the format of an fx
+    node's stack_trace."""
+    entry = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    frames = [f for f in traceback.extract_stack()[:-2] if not f.filename.startswith(_HERE)
+              and os.path.abspath(f.filename) != entry and not any(p in f.filename for p in _PLUMBING)]  # fmt: skip
     return "\n".join(f'  File "{f.filename}", line {f.lineno}, in {f.name}\n    {f.line or ""}' for f in frames)
 
 
@@ -1631,7 +1637,7 @@ def trace(spec: str, init: list[str] | None = None, config: Path | None = None, 
     if "N" in recording.fixed:
         raise UserError(
             f"{where_}: the sequence length N cannot stay symbolic: the code fixes it to the example's "
-            f"{sizes['N']}{recording.pinned_at} (a Python loop or branch over N, or int(N)): write it with tensor ops "
+            f"{sizes['N']}{recording.pinned_at.rstrip()} (a Python loop or branch over N, or int(N)): write it with tensor ops "
             "(cumsum, matmul), or describe it with the op DSL (g.loop, docs/variants.md)"
         )
     bounds = [int(m.group(2)) - (m.group(1) == "<") for c in recording.guards
@@ -1791,8 +1797,8 @@ def _exported_peak(t: Traced, program: Any, dtype: str) -> tuple[sp.Expr | None,
         return Derived(g).peak(dtype).expr, ""
     except UserError as e:
         return None, str(e)
-    except Exception as e:  # sizes that are not polynomials in the exported graph
-        return None, f"its sizes are not polynomials ({type(e).__name__}: {_first_line(e)})"
+    except Exception as e:  # sizes that are not polynomials, a node the replay does not expect
+        return None, f"its exported graph could not be mapped ({type(e).__name__}: {_first_line(e)})"
 
 
 # -- checking against the real code --------------------------------------------------------------------
