@@ -1637,8 +1637,8 @@ def trace(spec: str, init: list[str] | None = None, config: Path | None = None, 
     if "N" in recording.fixed:
         raise UserError(
             f"{where_}: the sequence length N cannot stay symbolic: the code fixes it to the example's "
-            f"{sizes['N']}{recording.pinned_at.rstrip()} (a Python loop or branch over N, or int(N)): write it with tensor ops "
-            "(cumsum, matmul), or describe it with the op DSL (g.loop, docs/variants.md)"
+            f"{sizes['N']}{recording.pinned_at.rstrip()} (a Python loop or branch over N, or int(N)): write it with "
+            "tensor ops (cumsum, matmul), or describe it with the op DSL (g.loop, docs/variants.md)"
         )
     bounds = [int(m.group(2)) - (m.group(1) == "<") for c in recording.guards
               if (m := re.fullmatch(r"N (<=?) (\d+)", c))]  # fmt: skip
