@@ -1541,7 +1541,7 @@ def _replay_node(t: Traced, g: Graph, node: Any, env: dict, storages: dict, subs
         except _UnmappedError as e:
             loc, code = where(node)
             raise UserError(f"{loc}: cannot map {_aten_name(node)}: {e} (in `{code}`)") from None
-        label = f"{label_name} ← {_aten_name(node)}({', '.join(_arg_label(a) for a in args)})"
+        label = f"{label_name} ← {_aten_name(node)}({', '.join(_arg_label(a, subs) for a in args)})"
         if kind == "fused_attention":
             result = g.fused_attention(label_name, *ins, causal=attrs["causal"], mask=attrs["mask"], label=label)
         elif known is not None:  # in place, or out=: writes into an existing storage
@@ -1576,10 +1576,31 @@ def _lookup(a: Any, env: dict) -> Any:
     return env.get(a, a) if hasattr(a, "op") else a
 
 
-def _arg_label(a: Any) -> str:
+def _arg_label(a: Any, subs: dict | None = None) -> str:
+    """An argument in an op's label: a tensor by name, a size-derived number in b, h, N, d (d**0.5, not s40)."""
     if isinstance(a, list):
-        return "[" + ", ".join(_arg_label(x) for x in a) + "]"
+        return "[" + ", ".join(_arg_label(x, subs) for x in a) + "]"
+    if isinstance(a, (torch.SymInt, torch.SymFloat)) and subs is not None:
+        try:
+            e = sp.sympify(a.node.expr).xreplace(subs)
+            return str(e.replace(lambda f: type(f).__name__ in _FLOAT_FUNCTIONS, _float_plain))
+        except Exception:
+            return str(a)
     return a.name if isinstance(a, Tensor) else str(a)
+
+
+_FLOAT_FUNCTIONS = ("ToFloat", "FloatPow", "FloatTrueDiv", "PowByNatural", "IntTrueDiv", "OpaqueUnaryFn_sqrt")
+
+
+def _float_plain(f: Any) -> sp.Expr:
+    name, args = type(f).__name__, f.args
+    if name == "ToFloat":
+        return args[0]
+    if name in ("FloatPow", "PowByNatural"):
+        return args[0] ** args[1]
+    if name == "OpaqueUnaryFn_sqrt":
+        return sp.sqrt(args[0])
+    return args[0] / args[1]
 
 
 # -- tracing and registration ---------------------------------------------------------------------------
