@@ -398,7 +398,10 @@ def _hf_mask(config: Any, x: torch.Tensor) -> Any:
 
     window = getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True)
     make = masking_utils.create_sliding_window_causal_mask if window else masking_utils.create_causal_mask
-    return make(config=config, inputs_embeds=x, attention_mask=None, past_key_values=None, position_ids=None)
+    given = {"config": config, "inputs_embeds": x, "input_embeds": x, "attention_mask": None, "past_key_values": None,
+             "position_ids": None, "cache_position": torch.arange(x.shape[1], device=x.device)}  # fmt: skip
+    names = inspect.signature(make).parameters
+    return make(**{k: v for k, v in given.items() if k in names})
 
 
 def _adapt(module: torch.nn.Module, config: Any) -> torch.nn.Module:
