@@ -93,6 +93,9 @@ def crossover(
     ds = o.head_dims(d_values, embed, heads, default=o.D_DEFAULT["crossover"])
     pairs = _pairs(pair, every, baseline, causal, scope)
     names = sorted({n for p in pairs for n in p})
+    from attn_cost.cli.trace import own_widths
+
+    ds, heads = own_widths(names, ds, heads)  # a traced module is compared at its own width and heads
     st = o.setting(convention, dtype, scope, mode, names)
     tied = () if latents else (L,)  # L defaults to d, so closed forms follow d with it
     rows = [

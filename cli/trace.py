@@ -70,6 +70,19 @@ def add_user_options(group) -> None:
 @app.command()
 def trace(
     spec: str = typer.Argument(..., metavar="PATH:NAME", help="A Python file and a function or nn.Module in it."),
+    init: Optional[list[str]] = typer.Option(
+        None, "--init", metavar="KEY=VALUE", help="A constructor argument of the module class; repeatable."
+    ),
+    config: Optional[Path] = typer.Option(
+        None, "--config", metavar="FILE.json", help="A Hugging Face config.json (or a JSON of constructor arguments)."
+    ),
+    example: Optional[str] = typer.Option(
+        None, "--example", metavar="N=..,d=..", help="Sizes of the example inputs (default b=2,h=3,N=13,d=8)."
+    ),
+    check: Optional[str] = typer.Option(
+        None, "--check", metavar="N=..,b=..",
+        help="Run the real code at these sizes too: FlopCounterMode and the live-tensor peak beside the formulas.",
+    ),
     convention: str = o.CONVENTION,
     dtype: str = o.DTYPE,
     scope: Optional[str] = o.SCOPE,
@@ -77,22 +90,121 @@ def trace(
     latex: bool = typer.Option(False, "--latex", help="Print the formulas as LaTeX."),
     as_json: bool = o.JSON,
 ) -> None:
-    """Derive a variant from PyTorch code (torch.export, symbolic N): its FLOPs, peak memory, traffic and ops.
+    """Derive a variant from PyTorch code run with symbolic N: its FLOPs, peak memory, traffic and ops.
 
-    NAME is a function (q, k, v) -> y over per-head tensors (b, h, N, d), or an nn.Module subclass that
-    builds without arguments and whose forward(x) takes (b, N, d_embed). The output is the one of
-    `attn-cost formula NAME`; other commands take `--trace PATH:NAME` and then know NAME.
+    NAME is a function (q, k, v) -> y over per-head tensors (b, h, N, d), or an nn.Module class whose
+    forward takes x of shape (b, N, d_embed) (constructor arguments from --init and --config; a Hugging Face
+    attention class gets its rotary embeddings and causal mask as its model makes them). The peak is the one
+    of the code as written (Python names keep tensors alive); the exported graph's peak is shown beside it.
+    Importing PATH runs its module-level code. Other commands take `--trace PATH:NAME` and then know NAME.
     """
-    name = _register(spec)
+    from attn_cost.profilers import trace as tr
+
+    name = tr.register(spec, init, config, example)
+    t = tr.traced(name)
+    checks = _checks(t, check) if check else []
     args = [name, "--convention", convention, "--dtype", dtype, "--mode", mode]
     args += ["--scope", scope] if scope else []
     args += ["--latex"] if latex else []
-    args += ["--json"] if as_json else []
+    ideal, why = tr.exported_peak(t, dtype)
+    if as_json:
+        from attn_cost.cli.analytic import emit, formula_data
+        from attn_cost.costmodel import display
+
+        st = o.setting(convention, dtype, scope, mode, [name])
+        data = formula_data(name, st.convention, dtype, st.scope, mode, st.counting)
+        data["traced"] = {
+            "kind": t.kind,
+            "symbolic": list(t.symbolic),
+            "fixed": t.recording.fixed,
+            "example": {k: v for k, v in t.example.items() if t.kind == "core" or k in ("b", "N")},
+            "d_embed": t.width,
+            "heads": t.heads,
+            "holds_for": t.conditions,
+            "peak_bytes_as_written": data["peak_bytes"],
+            "peak_bytes_exported": display.plain(ideal) if ideal is not None else None,
+            "exported_note": why or None,
+            "checks": checks,
+        }
+        emit(data)
+        return
     formula = typer.main.get_command(app).commands["formula"]
     formula.main(args=args, prog_name="attn-cost trace", standalone_mode=False)
+    _report(t, ideal, why, dtype, checks)
 
 
-def _register(spec: str) -> str:
-    from attn_cost.profilers.trace import register
+def _checks(t, text: str) -> list[dict]:
+    """--check N=..,b=..: the real code's FLOPs and live-tensor peak at those sizes, beside the formulas."""
+    from attn_cost.costmodel.conventions import MATMUL
+    from attn_cost.costmodel.symbols import BY_NAME
+    from attn_cost.costmodel.variants import derive
+    from attn_cost.profilers import trace as tr
 
-    return register(spec)
+    sizes = {**t.example, **tr.parse_example(text)}
+    dv = derive(t.name, t.kind)
+    at = {BY_NAME[k]: v for k, v in sizes.items()}
+    real = tr.measure(t, sizes)
+    return [{
+        "sizes": {k: v for k, v in sizes.items() if t.kind == "core" or k in ("b", "N")},
+        "flops_formula": int(dv.flops(MATMUL).xreplace(at)),
+        "flops_flopcountermode": real["flops"],
+        "peak_bytes_formula": int(dv.peak("fp32").expr.xreplace(at)),
+        "peak_bytes_live_tracer": real["peak_bytes"],
+    }]  # fmt: skip
+
+
+def _report(t, ideal, why: str, dtype: str, checks: list[dict]) -> None:
+    """What the formulas assume and where the code's peak and the exported graph's differ."""
+    import sympy as sp
+    from attn_cost.cli import render
+    from attn_cost.costmodel import display
+    from attn_cost.costmodel.variants import derive
+
+    render.line("[bold]Traced[/]")
+    shown = {k: v for k, v in t.example.items() if t.kind == "core" or k in ("b", "N")}
+    render.line(f"  example sizes: {', '.join(f'{k} = {v}' for k, v in shown.items())} (choose with --example)")
+    if t.width is not None:
+        heads = f", {t.heads} heads" if t.heads else ""
+        render.line(f"  the module's own widths: d_embed = {t.width}{heads} (crossovers compare it at its widths)")
+    if t.conditions:
+        render.line(f"  the formulas hold for: {'; '.join(t.conditions)} (the code's branches on sizes)")
+    written = derive(t.name, t.kind).peak(dtype).expr
+    if ideal is None:
+        render.line(f"  exported-graph peak: not available: {why}")
+    elif sp.expand(ideal - written) != 0:
+        render.line(f"  peak as written (above) {display.text(written)} bytes; exported graph, every tensor freed "
+                    f"after its last use: {display.text(ideal)} bytes")  # fmt: skip
+    else:
+        render.line("  peak: the code as written reaches the exported graph's ideal")
+    for c in checks:
+        render.line(
+            f"  check at {c['sizes']}: FLOPs {c['flops_formula']} (FlopCounterMode {c['flops_flopcountermode']}), "
+            f"peak {c['peak_bytes_formula']} B (live-tensor tracer {c['peak_bytes_live_tracer']} B)"
+        )
+
+
+def own_widths(names: list[str], ds: list[int], heads: int) -> tuple[list[int], int]:
+    """A traced module keeps its own width and heads (its weights fix them): compare the other variants of a
+    crossover at that width, h = the module's heads and d = d_embed / h, and say so on stderr."""
+    import sys
+
+    if "attn_cost.profilers.trace" not in sys.modules:  # nothing was traced: no torch import
+        return ds, heads
+    from attn_cost.cli.app import fail, note
+    from attn_cost.profilers.trace import traced
+
+    found = [(n, t) for n in names if (t := traced(n)) is not None and t.width is not None]
+    if not found:
+        return ds, heads
+    widths = {(t.width, t.heads) for _, t in found}
+    if len(widths) > 1:
+        names_found = ", ".join(n for n, _ in found)
+        fail(f"traced modules of different widths cannot be compared in one crossover: {names_found}")
+    (width, own), name = widths.pop(), found[0][0]
+    if own is None or width % own:
+        note(f"attn-cost: note: {name} is {width} wide and does not say its heads: the others are compared at "
+             f"--h {heads} heads of --d, not at its width")  # fmt: skip
+        return ds, heads
+    note(f"attn-cost: note: compared at {name}'s own width, read from the module: d_embed = {width} = {own} heads "
+         f"× d = {width // own} (--d and --h do not apply to it)")  # fmt: skip
+    return [width // own], own

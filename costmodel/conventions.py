@@ -130,6 +130,7 @@ FULL_RULES: dict[str, Rule] = {
     "pointwise": per_out(1),
     "norm": lambda op: 2 * op.in_numel(0) + op.out_numel,
     "mask": _zero,
+    "compare": per_out(1),
     "copy": _zero,
     "fill": _zero,
     "fused_attention": _fused_full,

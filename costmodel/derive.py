@@ -27,7 +27,7 @@ def dtype_bytes(dtype: str) -> int:
         raise UserError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPE_BYTES)})") from None
 
 
-STORAGE_BYTES: dict[str, int] = {**DTYPE_BYTES, "bool": 1, "int32": 4, "int64": 8}
+STORAGE_BYTES: dict[str, int] = {**DTYPE_BYTES, "bool": 1, "int32": 4, "int64": 8, "fp64": 8, "complex128": 16}
 """Fixed dtypes a storage may have besides the activation dtype (masks and indices in traced code)."""
 
 

@@ -321,9 +321,18 @@ class Graph:
         return self._emit("fill", name, shape, (), label=label or f"{name} ← 0")
 
     def fused_attention(
-        self, name: str, q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, label: str = ""
+        self,
+        name: str,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        *,
+        causal: bool = False,
+        mask: Tensor | None = None,
+        label: str = "",
     ) -> Tensor:
-        """softmax(q kᵀ/√d) v without materialising the N×N matrix; also writes the row log-sum-exp (fp32)."""
+        """softmax(q kᵀ/√d) v without materialising the N×N matrix; also writes the row log-sum-exp (fp32).
+        A `mask` (traced code's attn_mask) is read by the kernel: an input, alive while it runs."""
         *bq, nq, dq = q.shape
         nk = k.shape[-2]
         dv = v.shape[-1]
@@ -333,7 +342,7 @@ class Graph:
             "fused_attention",
             name,
             shape,
-            (q, k, v),
+            (q, k, v) if mask is None else (q, k, v, mask),
             attrs=attrs,
             label=label or f"{name} ← SDPA({q.name}, {k.name}, {v.name})",
         )

@@ -31,6 +31,7 @@ KINDS: dict[str, str] = {
     "pointwise": "another element-wise function of one tensor (relu, sigmoid, tanh, sqrt, log, ...: 1 op per element)",
     "norm": "vector 2-norm over one axis (a square and an add per input element, a square root per output)",
     "mask": "causal mask fill (selection, no arithmetic)",
+    "compare": "element-wise comparison or logic building a mask in traced code (1 op per output element)",
     "copy": "copy of a view into a new or existing tensor (data movement only)",
     "fill": "allocate a buffer (zeros or to be written; no arithmetic)",
     "fused_attention": "softmax(QKᵀ/√d)V without the N×N matrix (SDPA / FlashAttention)",

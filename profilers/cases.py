@@ -28,6 +28,12 @@ def require_references(names: list[str]) -> None:
     """Refuse, before anything is measured, a variant attn-cost has no runnable implementation of (a user's
     DSL variant: its formulas need none, but there is nothing to time)."""
     missing = [n for n in names if n not in REFERENCES]
+    if any(get_variant(n).family == "traced" for n in missing):
+        traced = ", ".join(n for n in missing if get_variant(n).family == "traced")
+        raise UserError(
+            f"{traced} is traced code, not measured here: `attn-cost trace PATH:NAME --check N=..,b=..` runs your "
+            "code against its formulas"
+        )
     if missing:
         sources = "; ".join(f"{n} ({get_variant(n).source})" for n in missing)
         raise UserError(

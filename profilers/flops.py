@@ -74,7 +74,9 @@ def check_flops(
     variants: list[str] | None = None, scopes: tuple[str, ...] = ("core", "layer", "decode"), grid: list[Sizes] = GRID
 ) -> list[FlopCheck]:
     """Every (variant, scope, size) of the grid, counted both ways."""
-    names = variants or [v.name for v in all_variants()]
+    from attn_cost.profilers.reference import REFERENCES
+
+    names = variants or [v.name for v in all_variants() if v.name in REFERENCES]  # traced or plugin: no reference
     out = []
     for name in names:
         available = next(v for v in all_variants() if v.name == name).scopes

@@ -150,6 +150,12 @@ def _store(g: Graph, at: Shape) -> Tensor:
     return target
 
 
+def _compare(g: Graph, at: Shape) -> Tensor:
+    """An element-wise comparison making a bool mask, as traced code builds causal and window masks."""
+    x = _x(g, at)
+    return g.traced("compare", "Y", x.shape, (x, g.input("Z", at.get("rows"), at.get("cols"))), dtype="bool")
+
+
 def _outer(g: Graph, at: Shape) -> Tensor:
     return g.outer("Y", _x(g, at), g.input("Z", at.get("rows"), at.get("cols")))
 
@@ -222,6 +228,7 @@ DECLARED = (
     Kernel("max", "max", ROWWISE, _reduce("max", -1), lambda x: x.amax(-1, keepdim=True)),
     Kernel("norm", "norm", ROWWISE, _reduce("norm", -1), lambda x: x.norm(dim=-1, keepdim=True)),
     Kernel("pointwise", "pointwise", ELEMENTWISE, _map("pointwise"), lambda x: x.sigmoid()),
+    Kernel("compare", "compare", ELEMENTWISE, _compare, lambda x, z: x > z),
     # twins the variants run that the grid does not time (priced by the twin's grid model, timed at exact shapes)
     Kernel("sub!", "sub", ELEMENTWISE, _binary("sub"), lambda x, z: x.sub_(z), grid=False),
     Kernel("mul", "mul", ELEMENTWISE, _binary("mul"), lambda x, z: x * z, positive=True, ones=True, grid=False),
@@ -391,7 +398,7 @@ def build_runner(at: Shape, dtype: str, device: str, parts: Callable[[Shape], li
 
 
 def _takes_two(kernel: Kernel) -> bool:
-    return kernel.base in BINARY or kernel.name in ("outer", "store")
+    return kernel.base in BINARY or kernel.name in ("outer", "store", "compare")
 
 
 def engine_features(at: Shape, dtype: str) -> tuple[str, dict[str, float]]:

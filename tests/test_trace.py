@@ -115,7 +115,7 @@ def test_trace_json_has_the_shape_of_formula_json(attn_cost, tmp_path: Path) -> 
     assert r.code == 0, r.err
     data = r.json()
     reference = attn_cost("formula", "softmax", "--json").json()
-    assert set(data) == set(reference)
+    assert set(data) == set(reference) | {"traced"}
     assert set(data["flops"]) == set(reference["flops"]) and "matmul" in data["flops"]
     for key in ("peak_bytes", "traffic_bytes", "params", *(f"flops.{c}" for c in data["flops"])):
         value = data["flops"][key.split(".")[1]] if "." in key else data[key]

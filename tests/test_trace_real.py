@@ -1,0 +1,123 @@
+"""`attn-cost trace` on attention classes of public packages, named as a user names them.
+
+A small set (one Hugging Face decoder, one timm class, one lucidrains module) that runs in CI when the
+`trace-test` extra is installed and skips when a package is absent; benchmarks/trace_table.py runs the whole
+list. Each class is built here from the package itself and called as its model calls it; FlopCounterMode
+and the live-tensor tracer measure that call at sizes other than the example sizes the trace ran at.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from attn_cost.costmodel.conventions import MATMUL  # noqa: E402
+from attn_cost.costmodel.symbols import N, b, d, h  # noqa: E402
+from real_packages import need  # noqa: E402
+from test_trace_written import measured  # noqa: E402
+
+
+def _traced(spec: str, init: list[str] | None = None, config: Path | None = None, scope: str = "layer"):
+    from attn_cost.costmodel.variants import derive
+    from attn_cost.profilers.trace import register, traced
+
+    name = register(spec, init, config)
+    return derive(name, scope), traced(name)
+
+
+def _agrees(dv, run, inputs_at, sizes) -> None:
+    for at, inputs in ((s, inputs_at(s)) for s in sizes):
+        flops, peak = measured(run, inputs)
+        subs = {sym: at[k] for k, sym in (("b", b), ("h", h), ("N", N), ("d", d)) if k in at}
+        assert int(dv.flops(MATMUL).xreplace(subs)) == flops, at
+        assert int(dv.peak("fp32").expr.xreplace(subs)) == peak, at
+
+
+def test_a_hugging_face_decoder_from_its_config(tmp_path: Path) -> None:
+    """LlamaAttention (GQA, RoPE, causal mask from masking_utils), eager, from a config.json."""
+    llama = need("transformers.models.llama.modeling_llama")
+    from transformers import LlamaConfig
+    from transformers.masking_utils import create_causal_mask
+
+    settings = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+                "num_hidden_layers": 1}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama", **settings}))
+    dv, t = _traced("transformers.models.llama.modeling_llama:LlamaAttention", ["attn_implementation=eager"],
+                    tmp_path / "config.json")  # fmt: skip
+    assert (t.width, t.heads) == (64, 4)
+
+    cfg = LlamaConfig(**settings)
+    cfg._attn_implementation = "eager"
+    attn, rope = llama.LlamaAttention(cfg, layer_idx=0).eval(), llama.LlamaRotaryEmbedding(config=cfg)
+
+    def run(x):  # what LlamaModel.forward does around one attention layer
+        pos = torch.arange(x.shape[1]).unsqueeze(0)
+        mask = create_causal_mask(config=cfg, inputs_embeds=x, attention_mask=None, past_key_values=None,
+                                  position_ids=pos)  # fmt: skip
+        return attn(x, position_embeddings=rope(x, pos), attention_mask=mask)[0]
+
+    _agrees(dv, run, lambda s: [torch.randn(s["b"], s["N"], 64)], [{"b": 3, "N": 20}, {"b": 2, "N": 7}])
+
+
+def test_timm_attention_unfused_with_an_attribute_set_by_init() -> None:
+    """timm's ViT Attention with fused_attn off (an attribute, set by --init like a constructor argument)."""
+    timm_attention = need("timm.models.vision_transformer")
+    dv, t = _traced("timm.models.vision_transformer:Attention", ["dim=64", "num_heads=4", "qkv_bias=True",
+                                                                 "fused_attn=False"])  # fmt: skip
+    assert (t.width, t.heads) == (64, 4)
+    attn = timm_attention.Attention(64, num_heads=4, qkv_bias=True).eval()
+    attn.fused_attn = False
+    _agrees(dv, attn, lambda s: [torch.randn(s["b"], s["N"], 64)], [{"b": 3, "N": 20}, {"b": 2, "N": 7}])
+
+
+def test_lucidrains_local_attention_holds_for_multiples_of_its_window(tmp_path: Path) -> None:
+    """local-attention over per-head q, k, v, window 4: N must be a multiple of 4, and the trace says so."""
+    local = need("local_attention")
+    (tmp_path / "local.py").write_text(
+        "from local_attention import LocalAttention\n\n"
+        "ATTN = LocalAttention(window_size=4, causal=True, look_backward=1).eval()\n\n\n"
+        "def local_causal(q, k, v):\n    return ATTN(q, k, v)\n"
+    )
+    dv, t = _traced(f"{tmp_path / 'local.py'}:local_causal", scope="core")
+    assert "N % 4 == 0" in t.conditions
+    attn = local.LocalAttention(window_size=4, causal=True, look_backward=1).eval()
+    gen = torch.Generator().manual_seed(0)
+    _agrees(dv, attn, lambda s: [torch.randn(s["b"], s["h"], s["N"], s["d"], generator=gen) for _ in range(3)],
+            [{"b": 3, "h": 2, "N": 24, "d": 16}, {"b": 2, "h": 3, "N": 8, "d": 8}])  # fmt: skip
+
+
+def test_a_decoder_wrapped_as_its_model_calls_it(tmp_path: Path) -> None:
+    """A user's wrapper doing what LlamaModel does (position ids by arange, masking_utils' mask with them, RoPE),
+    sdpa: transformers checks the position ids' values for packed sequences in eager mode; the trace follows
+    the eager path (no mask, is_causal), so its peak has no N² term and equals the live peak."""
+    need("transformers.models.llama.modeling_llama")
+    (tmp_path / "wrapped.py").write_text(
+        "import torch\nfrom torch import nn\nfrom transformers import LlamaConfig\n"
+        "from transformers.masking_utils import create_causal_mask\n"
+        "from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding\n\n\n"
+        "class Wrapped(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.cfg = LlamaConfig(hidden_size=64, num_attention_heads=4, num_key_value_heads=2,\n"
+        "                               intermediate_size=128, num_hidden_layers=1, attn_implementation='sdpa')\n"
+        "        self.d_embed = 64\n"
+        "        self.rope = LlamaRotaryEmbedding(config=self.cfg)\n"
+        "        self.attn = LlamaAttention(self.cfg, layer_idx=0)\n\n"
+        "    def forward(self, x):\n"
+        "        pos = torch.arange(x.shape[1], device=x.device).unsqueeze(0)\n"
+        "        mask = create_causal_mask(config=self.cfg, inputs_embeds=x, attention_mask=None,\n"
+        "                                  past_key_values=None, position_ids=pos)\n"
+        "        return self.attn(x, position_embeddings=self.rope(x, position_ids=pos), attention_mask=mask)[0]\n"
+    )
+    dv, _ = _traced(f"{tmp_path / 'wrapped.py'}:Wrapped")
+    assert dv.peak("fp32").expr.as_poly(N).degree() == 1
+    spec = importlib.util.spec_from_file_location("wrapped_measured", tmp_path / "wrapped.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    _agrees(dv, module.Wrapped().eval(), lambda s: [torch.randn(s["b"], s["N"], 64)],
+            [{"b": 3, "N": 20}, {"b": 2, "N": 7}])  # fmt: skip
