@@ -463,6 +463,8 @@ class _Meta:
     shape: tuple[Any, ...]
     dtype: torch.dtype
     storage: int
+    transposed: bool = False
+    """Its last two dimensions swapped against row-major order (`_transposed_view`)."""
 
 
 @dataclass(eq=False)
@@ -595,7 +597,7 @@ class _Recorder:
                 metas = []
                 for i, t in enumerate(outs):
                     sid, _ = self.storage(t)
-                    metas.append(_Meta(tuple(t.shape), t.dtype, sid))
+                    metas.append(_Meta(tuple(t.shape), t.dtype, sid, _transposed_view(t)))
                     ref = _Ref(node, i)
                     node.outs.append(ref)
                     self.by_tensor[id(t)] = (weakref.ref(t), ref)
@@ -1483,6 +1485,20 @@ def replay_eager(t: Traced, g: Graph, inputs: list[Tensor]) -> Tensor:
     return out
 
 
+def _transposed_view(v: Any) -> bool:
+    """Whether a view has its last two dimensions swapped against row-major order (a transpose or permute of them),
+    read from its strides, as `Tensor.T` marks it: `q @ k.transpose(-2, -1)` is then the catalogue's `Q @ K.T`.
+    Only what the strides say for every size counts: no size is specialised to decide it."""
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    if isinstance(v, _Meta):
+        return v.transposed
+    if v.dim() < 2:
+        return False
+    rows, cols = v.stride(-2), v.stride(-1)
+    return statically_known_true(rows == 1) and not statically_known_true(cols == 1)
+
+
 def _replay_node(t: Traced, g: Graph, node: Any, env: dict, storages: dict, subs: dict) -> Any:
     val = node.meta.get("val")
     target = node.target
@@ -1515,7 +1531,7 @@ def _replay_node(t: Traced, g: Graph, node: Any, env: dict, storages: dict, subs
         known = storages.get(key)
         mutating = target._schema.is_mutable
         if known is not None and not mutating:  # a view, or an op that returned its input (dropout in eval)
-            outs.append(Tensor(label_name, shape, known))
+            outs.append(Tensor(label_name, shape, known, _transposed_view(v)))
             continue
         dtype = None if v.dtype == torch.float32 else FIXED_DTYPES[v.dtype]
         if i > 0 and first is not None:  # a second output of one kernel: SDPA's log-sum-exp, LayerNorm's stats

@@ -136,3 +136,35 @@ def test_transposing_twice_gives_back_the_plain_tensor() -> None:
     k = Graph("names").input("K", N, d)
     assert (k.T.name, k.T.transposed) == ("Kᵀ", True)
     assert (k.T.T.name, k.T.T.transposed, k.T.T.shape) == ("K", False, (N, d))
+
+
+def test_traced_code_and_the_catalogue_price_the_same_product_alike(tmp_path) -> None:
+    """`q @ k.transpose(-2, -1)` traced from PyTorch code is the catalogue's `Q @ K.T`: the same kernel, the
+    same features, the same predicted time."""
+    pytest.importorskip("torch")
+    import numpy as np
+    from attn_cost.costmodel.symbols import N
+    from attn_cost.costmodel.variants import derive
+    from attn_cost.profilers.opcalls import op_features
+    from attn_cost.profilers.opmodel import known_opmodels, load_opmodel
+    from attn_cost.profilers.trace import register
+
+    code = tmp_path / "plain.py"
+    code.write_text(
+        "import torch\n\ndef core(q, k, v):\n    return torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v\n"
+    )
+    traced = derive(register(f"{code}:core"), "core")
+    catalogue = derive("softmax", "core")
+    (t_op,) = [op for op in traced.ops if op.kind == "matmul" and op.index == 0]
+    (c_op,) = [op for op in catalogue.ops if op.kind == "matmul" and op.index == 0]
+    assert kernel_of(t_op) == kernel_of(c_op) == "matmul-NT"
+    _, tf = op_features(traced, t_op, "fp32")
+    _, cf = op_features(catalogue, c_op, "fp32")
+    free = {s for v in (*tf.values(), *cf.values()) for s in sp.sympify(v).free_symbols} - {N}
+    sizes = {**{sym: 7 for sym in free}, N: 1000}
+    at = {k: float(sp.sympify(v).subs(sizes)) for k, v in tf.items()}
+    assert at == {k: float(sp.sympify(v).subs(sizes)) for k, v in cf.items()}
+    if known_opmodels():
+        model = load_opmodel(sorted(known_opmodels())[0])
+        f = {k: np.array([v]) for k, v in at.items()}
+        assert model.op_seconds(kernel_of(t_op), f) == pytest.approx(model.op_seconds(kernel_of(c_op), f))
