@@ -1000,14 +1000,18 @@ def _unary(kind: str) -> Rule:
     return lambda n: (kind, _tensors(n)[:1], {"gain": None})
 
 
-def _reduce(kind: str) -> Rule:
-    """A reduction (over an axis, or over everything); with two tensors, the element-wise form (max.other)."""
+def _reduce(kind: str, dim_at: int = 1) -> Rule:
+    """A reduction (over an axis, or over everything); with two tensors, the element-wise form (max.other).
+    `dim_at`: the position of the dims argument (2 for norms, whose second argument is the order)."""
 
     def rule(n: _Node):
         ts = _tensors(n)
         if len(ts) >= 2:
             return "maximum", ts[:2], {"gain": None}
-        return kind, ts[:1], {"gain": None, "axis": n.args[1] if len(n.args) > 1 else None}
+        dims = n.args[dim_at] if len(n.args) > dim_at else n.kwargs.get("dim")
+        if isinstance(dims, (list, tuple)):
+            dims = dims[0] if len(dims) == 1 else None  # several axes at once: no one axis to name
+        return kind, ts[:1], {"gain": None, "axis": dims if isinstance(dims, int) else None}
 
     return rule
 
@@ -1226,8 +1230,8 @@ RULES: dict[str, Rule] = {
     "native_layer_norm": _unary("layernorm"),
     "sum": _reduce("sum"),
     "mean": _reduce("sum"),
-    "linalg_vector_norm": _reduce("norm"),
-    "norm": _reduce("norm"),
+    "linalg_vector_norm": _reduce("norm", dim_at=2),
+    "norm": _reduce("norm", dim_at=2),
     "amax": _reduce("max"),
     "amin": _reduce("max"),
     "max": _reduce("max"),
