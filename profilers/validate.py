@@ -13,7 +13,7 @@ from attn_cost.costmodel.variants import derive
 from attn_cost.profilers.cases import Sizes
 from attn_cost.profilers.corrections import DeviceProfile, corrected_points, fit_memory, fit_time
 from attn_cost.profilers.opmodel import OpModel, Prediction, predict_n0, predicted_seconds, spikes
-from attn_cost.profilers.profile import Measurer, profile_pair
+from attn_cost.profilers.profile import GRAIN, Measurer, profile_pair, snap
 
 SWEEP = [2 ** (k / 2) for k in range(-6, 4)]
 """Lengths timed for a fit, as multiples of the transition point: N*/8 ... 2.8·N*."""
@@ -79,7 +79,8 @@ def validate(
         for dv in fit_d if existing is None else []:
             p = measured[(a, b, dv)]
             center = (p.speed.measured if p.speed else None) or p.analytic_n0 or 256
-            for n in sweep_lengths(center, n_max):
+            grain = GRAIN.get(measurer.device, 1)  # on CUDA the lengths the search probes: multiples of 8
+            for n in sorted({snap(n, grain) for n in sweep_lengths(center, n_max)}):
                 measurer.time([a, b], replace(template, N=n, d=dv))
             for n in sweep_lengths(p.analytic_n1 or 256, n_max)[::3]:
                 measurer.memory(a, replace(template, N=n, d=dv))
