@@ -93,6 +93,8 @@ def validate(
         raise UserError(f"device profile {profile.slug} has no fit for {', '.join(missing)}")
     rows = []
     for (a, b, dv), p in measured.items():
+        if opmodel is not None:  # a prediction takes seconds: a caller's time budget is checked before each
+            measurer.notify(f"  op-model prediction of {a} vs {b} at d = {dv}")
         dims = replace(template, N=1, d=dv).symbols()
         fitted_on = profile.time[a].fit_d
         row = {**p.as_json(), "held_out": dv not in fitted_on, **corrected_points(profile, a, b, dims, setting)}

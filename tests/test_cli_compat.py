@@ -79,7 +79,7 @@ def test_no_arguments_is_the_help_and_exit_0(attn_cost) -> None:
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["--bogus"], "No such option: --bogus (see 'attn-cost --help')"),
+        (["--bogus"], "(see 'attn-cost --help')"),  # click's own words differ between versions
         (["crossover", "--d", "x"], "(see 'attn-cost crossover --help')"),
         (["crossover", "--pair"], "--pair"),
         (["nope"], "nope"),
@@ -91,6 +91,8 @@ def test_a_usage_error_is_one_line_and_exit_2(attn_cost, args, says) -> None:
     assert r.code == 2, (r.code, r.err)
     lines = r.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("attn-cost: error: ") and says in lines[0], r.err
+    if args == ["--bogus"]:
+        assert "No such option" in lines[0] and "--bogus" in lines[0]
     assert "Traceback" not in r.err
 
 
