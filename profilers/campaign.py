@@ -392,7 +392,7 @@ def calibrate_step(camp: Campaign) -> None:
     dtype = plan.dtypes[0]
     caches = cache_sizes(camp.device)
     camp.log(f"calibrate the op model in {dtype} ({'quick' if plan.quick else 'full'} grid); caches {caches}")
-    # 3 runs per shape: the full grid is over 2,000 shapes, and each CUDA run is a 25 ms do_bench batch
+    # 3 runs per shape: the full grid is over 2,000 shapes, and each CUDA run is a 20 ms block of timed calls
     calibrator = Calibrator(camp.store, camp.device, dtype, min(plan.repeats, 3))
     last = [0.0]
 
