@@ -280,3 +280,13 @@ def test_inputs_are_drawn_on_the_device_when_there_is_one(monkeypatch) -> None:
 
 def test_byte_sizes_of_the_simulation_are_the_dtypes() -> None:
     assert {"fp32": torch.finfo(torch.float32).bits // 8, "bf16": torch.finfo(torch.bfloat16).bits // 8} == BYTES
+
+
+def test_the_budget_starts_with_the_process() -> None:
+    """The CLI hands the process's age to the plan: Python's start-up and imports count against --minutes."""
+    import subprocess
+    import sys
+
+    code = "import time; time.sleep(1.5); from attn_cost.profilers.campaign import process_age; print(process_age())"
+    age = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout)
+    assert 1.5 <= age < 30
