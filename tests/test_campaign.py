@@ -158,6 +158,7 @@ def test_the_default_plan_is_the_issues_campaign() -> None:
     assert {b for a, b in plan.pairs if a == "softmax"} == {"linear", "latte", "taylorshift-efficient"}
     assert plan.ds == [16, 32, 64] and plan.dtypes == ["fp32", "bf16"] and plan.batch * plan.heads == 32
     assert plan.fit_d == [16, 64] and plan.check_d == [32]
+    assert plan.minutes == 9  # one call of at most 9 minutes; the next call continues
     assert Plan.from_json(json.loads(json.dumps(plan.as_json()))) == plan
 
 
