@@ -7,11 +7,15 @@ plotly) are imported inside the commands that need them, so the analytic command
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import sys
 import textwrap
+import types
+import typing
 import warnings
+from pathlib import Path
 from typing import NoReturn, Optional
 
 import typer
@@ -97,6 +101,7 @@ METAVARS = {
     "--html": "FILE.html",
     "--store": "DIR",
     "--trace": "PATH:NAME",
+    "--variants": "PATH",
 }
 """Metavars that say what a value looks like; other options show their type (INT, TEXT, PATH)."""
 
@@ -104,16 +109,49 @@ METAVARS = {
 def polish_help(command) -> None:
     """Metavars for every option of every command: `--d INT [--d ...]` shows how to repeat an
     option, `--pair A:B` what a value looks like (typer would print `<list[int]>`); help text wrapped without
-    splitting a hyphenated name (`attn-cost`, `taylorshift-efficient`)."""
+    splitting a hyphenated name (`attn-cost`, `taylorshift-efficient`). Only click's public attributes
+    (`opts`, `multiple`, `metavar`, `context_class`) and the command's own type hints are used, so that
+    every typer from the oldest declared in pyproject.toml on gives the same help."""
     for sub in _commands(command):
         sub.context_class = _unhyphenated(sub.context_class)
+        func = getattr(sub.callback, "__wrapped__", sub.callback) if getattr(sub, "callback", None) else None
+        hints = _type_hints(func)
         for param in sub.params:
+            if param.param_type_name == "argument" and not getattr(param, "help", None):
+                # typer < 0.27 on click >= 8.2: click's Parameter.__init__ overwrites the help typer had set
+                param.help = getattr(_default_of(func, param.name), "help", None)
             if param.param_type_name != "option" or getattr(param, "is_flag", False) or not param.opts:
                 continue
             flag = max(param.opts, key=len)
-            bare = param.bare_type().removeprefix("list[").removesuffix("]")
-            one = METAVARS.get(flag, {"int": "INT", "float": "FLOAT", "Path": "PATH"}.get(bare, "TEXT"))
-            param.metavar = f"{one} [{flag} ...]" if param.type_descriptor.is_list else one
+            one = METAVARS.get(flag) or _type_word(hints.get(param.name), param)
+            param.metavar = f"{one} [{flag} ...]" if getattr(param, "multiple", False) else one
+
+
+def _type_hints(func) -> dict:
+    """The annotations of the function behind a command (typer wraps it with functools.update_wrapper)."""
+    if func is None:
+        return {}
+    try:
+        return typing.get_type_hints(func)
+    except Exception:  # an annotation that cannot be resolved: the option shows TEXT
+        return {}
+
+
+def _default_of(func, name: str):
+    """The default of parameter `name` of `func`: for a command, the typer.Argument/Option that declared it."""
+    try:
+        return inspect.signature(func).parameters[name].default
+    except (TypeError, ValueError, KeyError):
+        return None
+
+
+def _type_word(hint, param) -> str:
+    """INT, FLOAT, PATH or TEXT for an option's annotation (Optional and list unwrapped)."""
+    while typing.get_origin(hint) in (typing.Union, list, types.UnionType):
+        hint = next((a for a in typing.get_args(hint) if a is not type(None)), str)
+    if hint is None:  # no annotation found: click's own type name, where this click has one
+        hint = {"integer": int, "float": float, "path": Path}.get(getattr(getattr(param, "type", None), "name", ""))
+    return {int: "INT", float: "FLOAT", Path: "PATH"}.get(hint, "TEXT")
 
 
 def _commands(command) -> list:
@@ -138,7 +176,8 @@ def _unhyphenated(context_class):
             super().write_usage(prog, _plain_metavars(args), prefix)
 
         def write_dl(self, rows, col_max: int = 30, col_spacing: int = 2) -> None:
-            rows = [(_plain_metavars(first), second) for first, second in rows]
+            # typer < 0.17 escapes the brackets of `[default: 7]` for rich even where rich prints nothing
+            rows = [(_plain_metavars(first), second.replace("\\[", "[")) for first, second in rows]
             first_col = min(max((len(first) for first, _ in rows), default=0), col_max) + col_spacing
             for first, second in rows:
                 self.write(f"{'':>{self.current_indent}}{first}")
@@ -171,13 +210,15 @@ def main(argv: list[str] | None = None) -> int:
     _state["stores"], _state["notes"] = [], []
     shown = warnings.showwarning
     warnings.showwarning = _pricing_note(shown)
+    click_errors = _click_exceptions()
+    stdout = sys.stdout
     try:
         command = typer.main.get_command(app)
         add_user_options(command)  # --variants PATH and --trace PATH:NAME on every command
         polish_help(command)
         result = command.main(args=argv, prog_name="attn-cost", standalone_mode=False)
-    except typer.TyperException as e:  # typer's (vendored click) usage and parameter errors
-        if type(e).__name__ == "NoArgsIsHelpError":  # `attn-cost` alone: help, exit 0
+    except click_errors.ClickException as e:  # click's usage and parameter errors (typer's own copy or click)
+        if isinstance(e, getattr(click_errors, "NoArgsIsHelpError", ())):  # `attn-cost` alone: help, exit 0
             print(e.ctx.get_help())
             return 0
         return _error(_with_help_hint(e), code=2)
@@ -192,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         return _error(describe_os_error(e))
     except SystemExit:
-        if _stdout_broken():  # typer answers a broken pipe with sys.exit(1)
+        if sys.stdout is not stdout:  # click answers a broken pipe by wrapping stdout and sys.exit(1)
             _silence_stdout()
             return PIPE_CLOSED
         raise
@@ -234,11 +275,13 @@ def describe_os_error(e: OSError) -> str:
     return f"{where}{reason}"
 
 
-def _stdout_broken() -> bool:
-    return type(sys.stdout).__name__ == "PacifyFlushWrapper"
+def _click_exceptions():
+    """The exceptions module of the click that typer runs on: typer's own copy (typer >= 0.27) or click.
+    `typer.BadParameter` is public in every typer and lives there."""
+    return sys.modules[typer.BadParameter.__module__]
 
 
-def _with_help_hint(e: typer.TyperException) -> str:
+def _with_help_hint(e: Exception) -> str:
     ctx = getattr(e, "ctx", None)
     cmd = ctx.command_path if ctx is not None else "attn-cost"
     return f"{e.format_message()} (see '{cmd} --help')"

@@ -40,7 +40,8 @@ def campaign(
     max_lengths: Optional[int] = typer.Option(None, "--max-lengths", help="Lengths timed per pair and d (12)."),
     max_n: Optional[int] = typer.Option(None, "--max-n", help="Longest N (default 65536 on CUDA, 16384 on CPU)."),
     minutes: Optional[float] = typer.Option(
-        None, "--minutes", help="Time budget in minutes (default 20; 10 with --quick)."
+        None, "--minutes", help="Time budget of this call in minutes, start-up included (default 9; 10 with"
+        " --quick); a rerun continues where it stopped."
     ),
     calibrate: bool = typer.Option(
         True, "--calibrate/--no-calibrate", help="Calibrate the op model after the profiles."
@@ -74,8 +75,9 @@ def campaign(
     if slurm:
         _submit(plan, partition or [], executor, split, timeout_min, wait, as_json)
         return
-    from attn_cost.profilers.campaign import run_campaign
+    from attn_cost.profilers.campaign import process_age, run_campaign
 
+    plan.spent_s = round(process_age(), 1)  # the budget counts the start-up: Python, imports
     summary = run_campaign(plan, sink=_err)
     if as_json:
         emit(summary)
@@ -174,6 +176,8 @@ def _summary_tables(summary: dict) -> None:
         )
     for what in summary["skipped"]:
         render.line(f"skipped: {what}", markup=False)
+    for e in summary.get("errors", []):
+        render.line(f"error: {e['step']} {e['unit']}: {e['message']}", markup=False)
     render.sentence(_usable(summary["usable"]), indent=0)
     files = ", ".join(summary["files"])
     render.line(f"Wrote {files} to {summary['plan']['out']} in {summary['elapsed_s']:.0f} s.", markup=False)

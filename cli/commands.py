@@ -5,6 +5,7 @@ from attn_cost.cli import (  # noqa: F401
     calibrate,
     campaign,
     claims,
+    doctor,
     iotraffic,
     measure,
     report,

@@ -225,7 +225,10 @@ def report(
     as_json: bool = typer.Option(False, "--json", help="Also print the report's data as JSON."),
 ) -> None:
     """Write an offline HTML report: cost curves, crossovers vs d, heads, formulas, predicted vs measured."""
-    from attn_cost.cli.html_report import render
+    try:
+        from attn_cost.cli.html_report import render
+    except ImportError as e:  # plotly is the `report` extra: pip install 'attn-cost[report]'
+        fail(f"the HTML report needs plotly, which is not installed ({e}); pip install plotly")
 
     pairs = o.pairs(pair, list(DEFAULT_PAIRS))
     names = o.variant_names(variant, False) if variant else sorted({v for p in pairs for v in p}, key=_order(pairs))

@@ -14,17 +14,19 @@ corrections on d = 16 and 64 and checks them on d = 32 (`validate`), and writes:
     DIR/opmodel-<device>.json   the op calibration (also saved where `validate` looks for it)
     DIR/report-<dtype>.html     the offline HTML report per fitted dtype, where plotly is installed
 
-That is at most 8 files of a few MiB: what the `device` tool brings back. The measured transition
-points come first because they are what a GPU session is for; the calibration, which only refines
-the predictions, comes after them.
+That is at most 8 files of a few MiB. The measured transition points come first because they are what a
+GPU session is for, then the fitted profiles; the calibration, which only refines the predictions, comes
+last (and the validation is repeated, from stored timings, to add its predictions).
 
 It checkpoints as it goes: the measurements and the summary are rewritten (atomically: a
 temporary file, then os.replace) after every pair and head dim and every CHECKPOINT_S seconds
 inside longer steps, so a run cut off at any moment leaves what it measured in DIR. A rerun with
 the same DIR first imports DIR/measurements.jsonl into the store and measures only what is
-missing. A time budget (`minutes`) keeps the whole run inside a lease: no profiling unit starts
-after 50 % of it, the calibration stops at 75 %, no validation starts after 90 %, and at 97 % the
-run stops by itself, each with a line in the log.
+missing. A time budget (`minutes`, 9 by default, counted from the process's start) keeps one call inside a
+limit: no profiling unit starts after 60 % of it, no validation after 75 %, the calibration stops at 94 %,
+and at 97 % the run stops by itself, each with a line in the log; the next call continues. A CUDA error
+other than out-of-memory ends its unit (status `error`, the message kept in the summary), not the run,
+unless the device is unusable after it (an illegal address): then the run stops and a rerun continues.
 """
 
 from __future__ import annotations
@@ -50,9 +52,15 @@ DTYPES = ("fp32", "bf16")
 MAX_FILES = 8
 MAX_FILE_BYTES = 16 << 20
 """What the device tool brings back from its output folder."""
-PROFILE_SHARE, CALIBRATE_SHARE, VALIDATE_SHARE, STOP_SHARE = 0.5, 0.75, 0.9, 0.97
-"""Fractions of the time budget after which no new profiling unit starts, the calibration stops, no
-validation starts, and the run stops (its measurements saved: a rerun continues)."""
+PROFILE_SHARE, VALIDATE_SHARE, CALIBRATE_SHARE, STOP_SHARE = 0.6, 0.75, 0.94, 0.97
+"""Fractions of the time budget after which no new profiling unit starts, no validation starts, the
+calibration stops, and the run stops (its measurements saved: a rerun continues)."""
+CALL_MINUTES = 9.0
+"""The default budget of one call: a run stops by itself within it, and the next call continues (a 30-minute
+allocation holds three such calls and their start-ups; a cluster job of any length holds one)."""
+STICKY = ("illegal memory access", "device-side assert", "unspecified launch failure", "misaligned address",
+          "an illegal instruction", "context is destroyed", "cuda error: unknown error")  # fmt: skip
+"""Words of CUDA errors after which the process's CUDA context is unusable: the run stops (a rerun continues)."""
 CHECKPOINT_S = 30.0
 """Inside a long step (a calibration, a validation sweep) the export is rewritten this often."""
 
@@ -73,7 +81,9 @@ class Plan:
     max_lengths: int = 12
     n_max: int | None = None
     """Longest sequence tried (None: 65536 on CUDA, 16384 on the CPU)."""
-    minutes: float = 20.0
+    minutes: float = CALL_MINUTES
+    spent_s: float = 0.0
+    """Seconds of the budget already spent when the campaign starts (the process's start-up: Python, imports)."""
     sdpa_backend: str | None = None
     store: str | None = None
     """Results directory or database (None: the default store)."""
@@ -123,9 +133,9 @@ def is_campaign_log(path: Path) -> bool:
 class Log:
     """Progress lines on stderr (or any sink) and in DIR/campaign.log, stamped with seconds since start."""
 
-    def __init__(self, path: Path, sink: Callable[[str], None]) -> None:
+    def __init__(self, path: Path, sink: Callable[[str], None], spent_s: float = 0.0) -> None:
         claim(path, is_campaign_log, "a campaign log")
-        self.start = time.monotonic()
+        self.start = time.monotonic() - spent_s
         self.path = path
         self.sink = sink
         self.file = path.open("a", encoding="utf-8")
@@ -148,6 +158,30 @@ class _OutOfTimeError(Exception):
     """Raised from a progress callback when a step's share of the time budget, or all of it, is spent."""
 
 
+class _BrokenDeviceError(Exception):
+    """A CUDA error after which the process cannot use the device: the run stops, a rerun continues."""
+
+
+def process_age() -> float:
+    """Seconds since this process started (its Python start-up and imports), from /proc; 0 where unknown."""
+    import os
+
+    try:
+        with open("/proc/self/stat") as f:
+            started = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, uptime - started / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def is_sticky(error: BaseException) -> bool:
+    """Whether a CUDA error leaves the device unusable for the rest of the process."""
+    text = str(error).lower()
+    return any(word in text for word in STICKY)
+
+
 @dataclass
 class Campaign:
     """The state of one campaign run: the plan, the device's store, what was done and skipped."""
@@ -160,6 +194,8 @@ class Campaign:
     validation: dict[str, list[dict]] = field(default_factory=dict)
     profiles: dict[str, str] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
+    errors: list[dict] = field(default_factory=list)
+    """Units and steps that a non-OOM error ended (status `error`, the message kept); the run went on."""
     steps: dict[str, str] = field(default_factory=dict)
     saved_at: float = 0.0
     devices: set[str] = field(default_factory=set)
@@ -181,6 +217,15 @@ class Campaign:
     def skip(self, what: str) -> None:
         self.skipped.append(what)
         self.log(f"skipped: {what}")
+
+    def error(self, step: str, what: str, e: BaseException) -> None:
+        """Record a unit or step that an error ended; stop the run if the device is unusable now."""
+        message = " ".join(f"{type(e).__name__}: {e}".split())[:500]
+        self.errors.append({"step": step, "unit": what, "status": "error", "message": message})
+        self.log(f"error: {step} {what}: {message}")
+        self.checkpoint()
+        if is_sticky(e):
+            raise _BrokenDeviceError(f"the CUDA device is unusable after: {message}")
 
     def check_time(self) -> None:
         if self.over(STOP_SHARE):
@@ -214,6 +259,7 @@ class Campaign:
             "validation": self.validation,
             "profiles": self.profiles,
             "skipped": self.skipped,
+            "errors": self.errors,
             "usable": self.usable(),
             "files": sorted(p.name for p in self.out.iterdir() if p.is_file() and not p.name.startswith(".")),
         }
@@ -286,7 +332,7 @@ def open_campaign(plan: Plan, sink: Callable[[str], None]) -> Campaign:
         raise UserError(f"--out {out} is a file, not a folder")
     try:
         out.mkdir(parents=True, exist_ok=True)
-        log = Log(out / "campaign.log", sink)
+        log = Log(out / "campaign.log", sink, plan.spent_s)
     except OSError as e:
         raise UserError(f"cannot write into --out {out}: {e.strerror or e}") from None
     if plan.threads is not None:
@@ -313,10 +359,14 @@ def run_campaign(plan: Plan, sink: Callable[[str], None] = print) -> dict:
         )
         try:
             profile_step(camp)
-            calibrate_step(camp)
             validate_step(camp)
+            calibrate_step(camp)
+            if camp.opmodel is not None and not camp.over(VALIDATE_SHARE):
+                validate_step(camp, again=True)  # the op model's zero-shot N0 beside the fit (lookups only)
         except _OutOfTimeError as e:
             camp.skip(f"the rest ({e}): run the same command again to continue where this one stopped")
+        except _BrokenDeviceError as e:
+            camp.skip(f"the rest ({e}): run the same command again in a new process to continue")
         camp.checkpoint()
         report_step(camp)
         for problem in check_outputs(camp.out):
@@ -342,7 +392,7 @@ def calibrate_step(camp: Campaign) -> None:
     dtype = plan.dtypes[0]
     caches = cache_sizes(camp.device)
     camp.log(f"calibrate the op model in {dtype} ({'quick' if plan.quick else 'full'} grid); caches {caches}")
-    # 3 runs per shape: the full grid is over 2,000 shapes, and each CUDA run is a 25 ms do_bench batch
+    # 3 runs per shape: the full grid is over 2,000 shapes, and each CUDA run is a 20 ms block of timed calls
     calibrator = Calibrator(camp.store, camp.device, dtype, min(plan.repeats, 3))
     last = [0.0]
 
@@ -365,6 +415,10 @@ def calibrate_step(camp: Campaign) -> None:
         return
     except UserError as e:
         camp.skip(f"calibration: {e}")
+        return
+    except (RuntimeError, ValueError, ArithmeticError) as e:  # a library error in one shape: kept, not fatal
+        camp.error("calibrate", f"in {dtype}", e)
+        camp.steps["calibrate"] = f"error: {e}"
         return
     camp.opmodel = model
     model.save(user_dir())  # where validate and crossover --device look for it
@@ -402,6 +456,9 @@ def profile_step(camp: Campaign) -> None:
                 except UserError as e:  # a disturbed machine, a backend that cannot run: record, go on
                     camp.skip(f"profile {what}: {e}")
                     continue
+                except RuntimeError as e:  # a CUDA, cuBLAS or cuDNN error other than out-of-memory
+                    camp.error("profile", what, e)
+                    continue
                 row = {k: v for k, v in p.as_json().items() if k not in ("speed", "memory")}
                 camp.units.append({"dtype": dtype, **row})
                 camp.log(
@@ -412,8 +469,9 @@ def profile_step(camp: Campaign) -> None:
     camp.steps["profile"] = f"{len(camp.units)} of {len(plan.pairs) * len(plan.ds) * len(plan.dtypes)} units"
 
 
-def validate_step(camp: Campaign) -> None:
-    """Fit the corrections on the smallest and largest d, check them on the others, save the profiles."""
+def validate_step(camp: Campaign, again: bool = False) -> None:
+    """Fit the corrections on the smallest and largest d, check them on the others, save the profiles.
+    `again`: after the calibration, to add the op model's predictions (every timing is then a lookup)."""
     from attn_cost.costmodel.conventions import DEFAULT
     from attn_cost.costmodel.crossover import Setting
     from attn_cost.profilers.cases import Sizes
@@ -429,7 +487,8 @@ def validate_step(camp: Campaign) -> None:
     for dtype in plan.dtypes:
         camp.check_time()
         if camp.over(VALIDATE_SHARE):
-            camp.skip(f"validation in {dtype} (over {VALIDATE_SHARE:.0%} of the time budget)")
+            if not again:
+                camp.skip(f"validation in {dtype} (over {VALIDATE_SHARE:.0%} of the time budget)")
             continue
         pairs = [
             (a, b)
@@ -452,6 +511,9 @@ def validate_step(camp: Campaign) -> None:
                 profile, rows = validate(*args, **kwargs)  # every measurement is stored: lookups only
         except UserError as e:
             camp.skip(f"validation in {dtype}: {e}")
+            continue
+        except RuntimeError as e:  # a CUDA, cuBLAS or cuDNN error other than out-of-memory
+            camp.error("validate", f"in {dtype}", e)
             continue
         name = profile.slug if dtype == "fp32" else f"{profile.slug}-{dtype}"
         text = json.dumps(profile.as_json(), indent=2) + "\n"

@@ -165,6 +165,9 @@ def build_case(variant: str, scope: str, sizes: Sizes, dtype: str = "fp32", devi
 
     def inputs(*shapes: tuple[int, ...]) -> Callable[[], list[Tensor]]:
         def make() -> list[Tensor]:
+            if device != "cpu":  # drawn on the device itself (seeded): no host draw, no copy, no fp32 temporary
+                gen = torch.Generator(device=device).manual_seed(seed + 1)
+                return [torch.randn(*shape, generator=gen, device=device, dtype=DTYPES[dtype]) for shape in shapes]
             gen = torch.Generator(device="cpu").manual_seed(seed + 1)
             return [torch.randn(*shape, generator=gen).to(device=device, dtype=DTYPES[dtype]) for shape in shapes]
 

@@ -55,6 +55,7 @@ def prepare(device: str) -> dict:
 
         info["allocator"] = steady_cpu_allocator()
         info[CPU_TIMER] = f"calls under {1e3 * SETTLE_S:g} ms timed after an untimed call"
+        info[TIMER_VERSION] = CPU_TIMER_VERSION
     return info
 
 
@@ -98,9 +99,10 @@ def fingerprint(device: str) -> dict:
             memory_bytes=props.total_memory,
             cuda=torch.version.cuda,
         )
-        from attn_cost.profilers.gpu_timing import device_properties
+        from attn_cost.profilers import gpu_timing
 
-        info.update(device_properties())  # SM count, L2, clocks, timer: recorded, not part of the identity
+        info[TIMER_VERSION] = gpu_timing.TIMER_VERSION
+        info.update(gpu_timing.device_properties())  # SM count, L2, clocks, timer's meaning, TF32 and cuDNN
     else:
         import os
 
@@ -112,17 +114,39 @@ def fingerprint(device: str) -> dict:
 IDENTITY = ("family", "model", "stepping", "cache", "cpus", "allocator", "capability", "memory_bytes")
 """Fingerprint fields besides the name that must match for two measurements to share a device."""
 CPU_TIMER = "cpu_timer"
-"""How CPU calls are timed (`timing._timer`): part of the identity where recorded, so that timings of an older
-timer are never reused for a newer one. Devices fingerprinted before it was recorded keep their names."""
+"""How CPU calls are timed, in words (`timing._timer`): recorded for people; the identity uses TIMER_VERSION."""
+TIMER_VERSION = "timer_version"
+"""Which version of the device's timer took the times (CPU: CPU_TIMER_VERSION; CUDA: gpu_timing.TIMER_VERSION):
+part of the identity, so that timings of an older timer are never reused for a newer one."""
+CPU_TIMER_VERSION = 1
+LEGACY_CPU_TIMER = {1: "calls under 5 ms timed after an untimed call"}
+"""The words that CPU fingerprints hashed before the timer had a version number: version 1 hashes them still,
+so that devices named then (cpu-amd-epyc-5155e7) keep their names."""
+
+
+def _timer_identity(info: dict) -> str:
+    """The timer's part of the identity: '' for fingerprints that recorded no timer (they keep their names)."""
+    version = info.get(TIMER_VERSION)
+    if version is None:
+        return str(info.get(CPU_TIMER) or "")
+    if info.get("kind") == "cpu" and version in LEGACY_CPU_TIMER:
+        return LEGACY_CPU_TIMER[version]
+    timer = f"{info.get('kind')} timer v{version}"
+    if info.get("kind") == "cuda":
+        from attn_cost.profilers.gpu_timing import precision_key
+
+        timer += f", {precision_key(info)}"
+    return timer
 
 
 def slug(info: dict) -> str:
-    """A file-name-safe device name plus a short hash of what else identifies it (model, cache,
-    core count, torch major.minor): cpu-amd-epyc-3f9a1c, cuda-nvidia-h100-80gb-hbm3-7be2d0."""
+    """A file-name-safe device name plus a short hash of what else identifies it (model, cache, core count,
+    torch major.minor, timer version; on CUDA TF32): cpu-amd-epyc-3f9a1c, cuda-nvidia-h100-80gb-hbm3-7be2d0."""
     name = re.sub(r"\(r\)|\(tm\)|cpu @.*|@.*", "", info["name"].lower())
     name = re.sub(r"[^a-z0-9]+", "-", name).strip("-")
     torch_minor = ".".join(str(info.get("torch", "")).split("+")[0].split(".")[:2])
     identity = "|".join(str(info.get(k, "")) for k in IDENTITY) + "|" + torch_minor
-    if info.get(CPU_TIMER):
-        identity += "|" + str(info[CPU_TIMER])
+    timer = _timer_identity(info)
+    if timer:
+        identity += "|" + timer
     return f"{info['kind']}-{name}-{hashlib.sha1(identity.encode()).hexdigest()[:6]}"

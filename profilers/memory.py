@@ -74,18 +74,28 @@ def traced_peak(case: Case) -> tuple[int, str]:
     return tracer.peak, tracer.peak_op
 
 
-def cuda_peak(case: Case) -> int:
-    """Peak bytes the CUDA caching allocator held for one call, inputs included, above what
-    was held before the inputs existed (parameters and constants excluded)."""
+def cuda_peak(case: Case) -> dict[str, int]:
+    """Peak bytes of one call on CUDA, inputs included, above what was held before the inputs existed
+    (parameters, constants and library workspaces made by a warm-up call excluded).
+
+    `requested`: the exact sizes the call asked for (`memory_stats()["requested_bytes.all.peak"]` minus the
+    current requested bytes before it: no allocator rounding, no history) — what the engine models.
+    `allocated`: the caching allocator's blocks (`max_memory_allocated`), with its rounding (512 B, and a
+    large block not split when less than 1 MiB would remain), measured after emptying the cache so that what
+    ran before does not change it. Where a PyTorch has no requested-bytes statistics, both are `allocated`."""
     with torch.no_grad():
         case.run(case.make_inputs())
         gc.collect()
         torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        base_requested = torch.cuda.memory_stats().get("requested_bytes.all.current")
         base = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
         inputs = case.make_inputs()
         out = case.run(inputs)
         torch.cuda.synchronize()
-        peak = torch.cuda.max_memory_allocated() - base
-        del out
-    return peak
+        peak_requested = torch.cuda.memory_stats().get("requested_bytes.all.peak")
+        allocated = torch.cuda.max_memory_allocated() - base
+        del out, inputs
+    exact = base_requested is not None and peak_requested is not None
+    return {"requested": peak_requested - base_requested if exact else allocated, "allocated": allocated}

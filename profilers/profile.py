@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 import statistics
@@ -71,7 +72,7 @@ class Measurer:
             self.reused += len(variants)
             return [_stats(r) for r in stored]
         stats, status = self._timed(variants, sizes, runs)
-        extra = {"clocks": cuda_clocks()} if self.device == "cuda" else {}
+        extra = {"clocks": cuda_clocks(), **_precision()} if self.device == "cuda" else {}
         if replicate is not None:
             extra["replicate"] = replicate
         for key, v, s, st in zip(keys, variants, stats, status, strict=True):
@@ -92,24 +93,28 @@ class Measurer:
         cases = [
             sdpa.bind(build_case(v, self.scope, sizes, self.dtype, self.device), self.sdpa_backend) for v in variants
         ]
-        try:
-            stats: list[TimeStats | None] = time_cases(cases, runs, self.warmup, seen=self.seen)
-            status = ["ok"] * len(variants)
-        except OutOfMemoryError:
+        together: list[TimeStats | None] | None = None
+        with contextlib.suppress(OutOfMemoryError):  # retried below, once the failed attempt's tensors are gone
+            together = time_cases(cases, runs, self.warmup, seen=self.seen)
+        if together is not None:
+            stats, status = together, ["ok"] * len(variants)
+        else:
+            _release(self.device)
             stats, status = self._time_one_by_one(cases, runs)
         del cases
         gc.collect()
         return stats, status
 
     def _time_one_by_one(self, cases, runs: int) -> tuple[list[TimeStats | None], list[str]]:
+        """After the cases did not fit together: each alone (one that fits alone is `ok`, not `oom`)."""
         stats, status = [], []
         for c in cases:
-            try:
-                stats.append(time_cases([c], runs, self.warmup, seen=self.seen)[0])
-                status.append("ok")
-            except OutOfMemoryError:
-                stats.append(None)
-                status.append("oom")
+            alone = None
+            with contextlib.suppress(OutOfMemoryError):
+                alone = time_cases([c], runs, self.warmup, seen=self.seen)[0]
+            _release(self.device)
+            stats.append(alone)
+            status.append("ok" if alone is not None else "oom")
         return stats, status
 
     def memory(self, variant: str, sizes: Sizes) -> int | None:
@@ -121,19 +126,24 @@ class Measurer:
             return rec["memory"]["peak_bytes"] if rec["status"] == "ok" else None
         self.notify(f"peak memory of {variant} at N = {sizes.N:,}")
         case = sdpa.bind(build_case(variant, self.scope, sizes, self.dtype, self.device), self.sdpa_backend)
+        extra: dict = {}
         try:
             if self.device == "cuda":
-                peak, method, op = cuda_peak(case), "cuda-allocator", None
+                peaks = cuda_peak(case)
+                memory = {"peak_bytes": peaks["requested"], "method": "cuda-requested-bytes", "peak_op": None,
+                          "allocated_peak_bytes": peaks["allocated"]}  # fmt: skip
+                extra = _precision()
             else:
-                (peak, op), method = traced_peak(case), "tracer"
-            memory, status = {"peak_bytes": peak, "method": method, "peak_op": op}, "ok"
+                (peak, op) = traced_peak(case)
+                memory = {"peak_bytes": peak, "method": "tracer", "peak_op": op}
+            status = "ok"
         except (MemoryError, RuntimeError) as e:
             if "memory" not in str(e).lower() and not isinstance(e, MemoryError):
                 raise
             memory, status = None, "oom"
         del case
-        gc.collect()
-        self._record("memory", key, variant, sizes, {"memory": memory, "status": status})
+        _release(self.device)
+        self._record("memory", key, variant, sizes, {"memory": memory, "status": status, **extra})
         self.measured += 1
         return memory["peak_bytes"] if memory else None
 
@@ -150,6 +160,21 @@ class Measurer:
                 **values,
             }
         )
+
+
+def _release(device: str) -> None:
+    """Garbage-collect, and on CUDA empty the caching allocator: the next attempt starts from free memory."""
+    gc.collect()
+    if device == "cuda":
+        from attn_cost.profilers.gpu_timing import release
+
+        release()
+
+
+def _precision() -> dict:
+    from attn_cost.profilers.gpu_timing import precision_settings
+
+    return {"precision": precision_settings()}
 
 
 def _stats(record: dict) -> TimeStats | None:
@@ -278,19 +303,22 @@ def _speed_transition(
     through its relative differences); the crossing reported is their median with a prediction interval
     for one more run, which covers the drift between runs, not only the noise within one.
     A device that stays disturbed ends the search with verdict `disturbed` and what was seen."""
+    grain, trend_tol = GRAIN.get(measurer.device, 1), TREND_TOL.get(measurer.device, 0.02)
     try:
         suspects: list[int] = []
         for _ in range(3):
             for n in suspects:
                 speed(n, fresh=True)
-            t = find_transition(speed, start, n_min=2, n_max=n_max, max_probes=max_lengths, rel_tol=rel_tol)
-            suspects = trend_breaks(t.probes)
+            t = _on_grid(speed, start, n_max, max_lengths, rel_tol, grain)
+            suspects = trend_breaks(t.probes, tol=trend_tol)
             if suspects:
                 continue
+            if t.verdict == "found" and _memory_limit(t):
+                return _as_memory_limit(t, a, b)
             if t.verdict != "found" or replicates < 1:
                 return t
             lo, hi = t.bracket
-            lengths = sorted({max(2, round(lo / 1.1)), lo, hi, min(n_max, round(hi * 1.1))})
+            lengths = sorted({snap(max(2, round(lo / 1.1)), grain), lo, hi, snap(min(n_max, round(hi * 1.1)), grain)})
             runs = [
                 [_time_probe(n, *measurer.time([a, b], at(n), replicate=k)) for n in lengths]
                 for k in range(1, replicates + 1)
@@ -308,3 +336,48 @@ def _speed_transition(
         ))  # fmt: skip
     except DisturbedError as e:
         return Transition("disturbed", note=str(e), seen=e.seen)
+
+
+GRAIN = {"cuda": 8}
+"""On CUDA only multiples of 8 tokens are probed: rows of 16 bytes in bf16 and fp32, the alignment cuBLAS and
+the softmax kernels are chosen for (a length off it can be slower than a longer one)."""
+TREND_TOL = {"cuda": 0.05}
+"""How much faster a longer length may time before the trend check calls it a bad timing: on a GPU the
+kernel chosen changes with the shape, so time is not monotonic in N to within a few per cent."""
+
+
+def snap(n: int, grain: int) -> int:
+    """n rounded to the nearest multiple of `grain` (at least one grain)."""
+    return max(grain, grain * round(n / grain)) if grain > 1 else n
+
+
+def _on_grid(speed, start: int, n_max: int, max_lengths: int, rel_tol: float, grain: int) -> Transition:
+    """find_transition over multiples of `grain` (lengths and the transition in tokens)."""
+    if grain == 1:
+        return find_transition(speed, start, n_min=2, n_max=n_max, max_probes=max_lengths, rel_tol=rel_tol)
+    t = find_transition(
+        lambda m: replace(speed(m * grain), n=m), max(1, round(start / grain)), n_min=1,
+        n_max=max(1, n_max // grain), max_probes=max_lengths, rel_tol=rel_tol,
+    )  # fmt: skip
+    return replace(
+        t,
+        measured=None if t.measured is None else t.measured * grain,
+        uncertainty=None if t.uncertainty is None else t.uncertainty * grain,
+        bracket=None if t.bracket is None else (t.bracket[0] * grain, t.bracket[1] * grain),
+        probes=[replace(p, n=p.n * grain) for p in t.probes],
+    )
+
+
+def _memory_limit(t: Transition) -> bool:
+    """Whether a found crossing is where A ran out of memory while B still ran: a limit, not a speed crossover."""
+    hi = next((p for p in t.probes if p.n == t.bracket[1]), None)
+    return hi is not None and hi.a is None and hi.b is not None
+
+
+def _as_memory_limit(t: Transition, a: str, b: str) -> Transition:
+    lo, hi = t.bracket
+    note = (
+        f"{a} runs out of memory between N = {lo:,} and {hi:,} while {b} still runs: a memory limit, not a "
+        f"speed crossover ({b} was not faster below it)"
+    )
+    return replace(t, verdict="memory-limit", measured=None, uncertainty=None, note=note)

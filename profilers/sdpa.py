@@ -43,12 +43,14 @@ BACKENDS: dict[str, Backend] = {
             "FlashAttention-2 (CUDA: fp16/bf16, head dim <= 256, sm80+; the CPU has its own flash kernel)",
         ),
         Backend(
-            "efficient", "EFFICIENT_ATTENTION", ("cuda",), ("fp32", "fp16", "bf16"), None, 1, (5, 0),
-            "memory-efficient attention (xFormers; CUDA only, bf16 needs sm80+)",
+            "efficient", "EFFICIENT_ATTENTION", ("cuda",), ("fp32", "fp16", "bf16"), None, 8, (5, 0),
+            "memory-efficient attention (xFormers; CUDA only, bf16 needs sm80+; on sm80+ a head dim that is a "
+            "multiple of 8 in fp16/bf16, of 4 in fp32)",
         ),
         Backend(
             "cudnn", "CUDNN_ATTENTION", ("cuda",), ("fp16", "bf16"), 128, 8, (8, 0),
-            "cuDNN fused attention (CUDA: fp16/bf16, head dim a multiple of 8 up to 128, sm80+)",
+            "cuDNN fused attention (CUDA: fp16/bf16, head dim a multiple of 8 up to 128, up to 256 on sm90 with "
+            "cuDNN 9.10+, sm80+)",
         ),
         Backend(
             "math", "MATH", ("cuda", "cpu"), ("fp32", "fp16", "bf16"), None, 1, (0, 0),
@@ -73,8 +75,28 @@ def get_backend(name: str) -> Backend:
     return BACKENDS[name]
 
 
+def max_head_dim(be: Backend, capability: tuple[int, int] | None, cudnn_version: int | None) -> int | None:
+    """The largest head dim PyTorch lets `be` take: cuDNN allows 256 on sm90 from cuDNN 9.10 (91000) on."""
+    if be.name == "cudnn" and capability is not None and tuple(capability) >= (9, 0) and (cudnn_version or 0) >= 91000:
+        return 256
+    return be.max_head_dim
+
+
+def head_dim_multiple(be: Backend, dtype: str, capability: tuple[int, int] | None) -> int:
+    """The memory-efficient kernel's alignment on sm80+ (`minimum_gemm_alignment`): 8 in fp16/bf16, 4 in fp32;
+    below sm80 (or capability unknown) PyTorch asks fp32 for 4 as well; other backends their fixed multiple."""
+    if be.name == "efficient":
+        return 4 if dtype == "fp32" else 8
+    return be.head_dim_multiple
+
+
 def check_backend(
-    name: str, device: str, dtype: str, head_dim: int, capability: tuple[int, int] | None = None
+    name: str,
+    device: str,
+    dtype: str,
+    head_dim: int,
+    capability: tuple[int, int] | None = None,
+    cudnn_version: int | None = None,
 ) -> Backend:
     """The backend, or one UserError that says why it cannot run here. Pure Python: no torch."""
     be = get_backend(name)
@@ -86,11 +108,13 @@ def check_backend(
     if dtype not in dtypes:
         raise UserError(f"SDPA backend {name} does not run in {dtype} on {device} (it takes {', '.join(dtypes)})")
     if device == "cuda":
-        if be.max_head_dim is not None and head_dim > be.max_head_dim:
-            raise UserError(f"SDPA backend {name} takes head dims up to {be.max_head_dim}, got d = {head_dim}")
-        if head_dim % be.head_dim_multiple:
+        most = max_head_dim(be, capability, cudnn_version)
+        if most is not None and head_dim > most:
+            raise UserError(f"SDPA backend {name} takes head dims up to {most}, got d = {head_dim}")
+        multiple = head_dim_multiple(be, dtype, capability)
+        if head_dim % multiple:
             raise UserError(
-                f"SDPA backend {name} needs a head dim that is a multiple of {be.head_dim_multiple}, got {head_dim}"
+                f"SDPA backend {name} in {dtype} needs a head dim that is a multiple of {multiple}, got {head_dim}"
             )
         need = (8, 0) if (name, dtype) == ("efficient", "bf16") else be.min_capability
         if capability is not None and tuple(capability) < need:
@@ -138,14 +162,15 @@ def validate_choice(name: str | None, device: str, dtypes: list[str], head_dims:
     """Refuse a forced backend that cannot run at any of the settings a command will measure."""
     if name is None:
         return
-    capability = None
+    capability = cudnn = None
     if device == "cuda":
         import torch
 
         capability = torch.cuda.get_device_capability(0)
+        cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     for dtype in dtypes:
         for d in head_dims:
-            check_backend(name, device, dtype, d, capability)
+            check_backend(name, device, dtype, d, capability, cudnn)
             probe_backend(name, device, dtype, d)
 
 

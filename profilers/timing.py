@@ -1,6 +1,6 @@
 """Wall-clock time of one call: warm-up, repeated runs, median and spread, disturbed runs thrown out.
 
-CUDA runs go to the field's harness (`gpu_timing.py`); CPU runs are timed with perf_counter at the
+CUDA runs go to `gpu_timing.py` (CUDA events around blocks of calls); CPU runs are timed with perf_counter at the
 thread count the caller fixed, a call shorter than SETTLE_S straight after an untimed call of its own. Two
 variants are timed in alternation, so that drift (clock boost, a busy neighbour) hits both alike. The first
 calls are never timed.
@@ -11,7 +11,7 @@ thread from /proc/self/task/*/schedstat, the machine's steal time from /proc/sta
 which a thread waited for a CPU, the process's threads together got much less CPU than wall time
 (none of them was running: descheduled), or the hypervisor stole time, is *disturbed*: its round
 is thrown away and timed again after a back-off.
-A CUDA batch (timed by its harness, events per call) is watched as a whole: run-queue wait and
+A CUDA batch (timed by gpu_timing, events around blocks of calls) is watched as a whole: run-queue wait and
 steal of the host over the batch (`watched_batch`). If too many rounds stay disturbed the batch
 raises `DisturbedError`, which says what was seen; a disturbed time is never returned as good.
 The clock source is injectable, so tests feed the detector disturbed samples.
@@ -295,6 +295,7 @@ def time_cases(
     detector: Detector | None = DEFAULT_DETECTOR,
     seen: Seen | None = None,
     settle_s: float = SETTLE_S,
+    host_clock: bool = False,
 ) -> list[TimeStats]:
     """Time several cases in alternation; raises OutOfMemoryError if any of them does not fit.
 
@@ -305,13 +306,17 @@ def time_cases(
     disturbed is thrown away and timed again after a back-off; after `detector.retries × repeats`
     thrown-away rounds, DisturbedError. `seen` collects what the detector saw; `detector=None`, or
     ATTN_COST_DISTURBANCE=off with the default detector, times without watching (every run kept: for
-    functional tests on a busy machine, never for numbers to trust)."""
+    functional tests on a busy machine, never for numbers to trust).
+
+    On CUDA the times are device times (`gpu_timing.bench_seconds`), or with `host_clock` host times around
+    synchronised blocks (`gpu_timing.host_seconds`: for terms that launch little or nothing); on the CPU every
+    time is a host time."""
     if detector is DEFAULT_DETECTOR and os.environ.get("ATTN_COST_DISTURBANCE", "").lower() == "off":
         detector = None
-    if cases[0].device == "cuda":  # the field's CUDA harness (do_bench / torch.utils.benchmark): gpu_timing.py
+    if cases[0].device == "cuda":  # CUDA events around blocks of calls, or the host clock: gpu_timing.py
         from attn_cost.profilers.gpu_timing import time_cases_cuda
 
-        return watched_batch(lambda: time_cases_cuda(cases, repeats, warmup), detector, seen, "cuda")
+        return watched_batch(lambda: time_cases_cuda(cases, repeats, warmup, host_clock), detector, seen, "cuda")
     once = _timer(detector)
     times: list[list[float]] = [[] for _ in cases]
     seen = seen if seen is not None else Seen()

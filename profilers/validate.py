@@ -14,7 +14,7 @@ from attn_cost.profilers.cases import Sizes
 from attn_cost.profilers.corrections import DeviceProfile, corrected_points, fit_memory, fit_time
 from attn_cost.profilers.opmodel import OpModel
 from attn_cost.profilers.oppredict import Prediction, predict_n0, predicted_seconds
-from attn_cost.profilers.profile import Measurer, profile_pair
+from attn_cost.profilers.profile import GRAIN, Measurer, profile_pair, snap
 from attn_cost.profilers.trend import spikes
 
 SWEEP = [2 ** (k / 2) for k in range(-6, 4)]
@@ -81,7 +81,8 @@ def validate(
         for dv in fit_d if existing is None else []:
             p = measured[(a, b, dv)]
             center = (p.speed.measured if p.speed else None) or p.analytic_n0 or 256
-            for n in sweep_lengths(center, n_max):
+            grain = GRAIN.get(measurer.device, 1)  # on CUDA the lengths the search probes: multiples of 8
+            for n in sorted({snap(n, grain) for n in sweep_lengths(center, n_max)}):
                 measurer.time([a, b], replace(template, N=n, d=dv))
             for n in sweep_lengths(p.analytic_n1 or 256, n_max)[::3]:
                 measurer.memory(a, replace(template, N=n, d=dv))
@@ -94,6 +95,8 @@ def validate(
         raise UserError(f"device profile {profile.slug} has no fit for {', '.join(missing)}")
     rows = []
     for (a, b, dv), p in measured.items():
+        if opmodel is not None:  # a prediction takes seconds: a caller's time budget is checked before each
+            measurer.notify(f"  op-model prediction of {a} vs {b} at d = {dv}")
         dims = replace(template, N=1, d=dv).symbols()
         fitted_on = profile.time[a].fit_d
         row = {**p.as_json(), "held_out": dv not in fitted_on, **corrected_points(profile, a, b, dims, setting)}

@@ -480,12 +480,13 @@ def test_the_cpu_timer_is_part_of_the_device_name_where_recorded() -> None:
     name. Devices fingerprinted before it was recorded (the shipped files) keep the names they ship under."""
     from pathlib import Path
 
-    from attn_cost.profilers.device import CPU_TIMER, prepare, slug
+    from attn_cost.profilers.device import CPU_TIMER, TIMER_VERSION, prepare, slug
     from attn_cost.profilers.timing import SETTLE_S
 
     here = prepare("cpu")
-    assert f"{1e3 * SETTLE_S:g} ms" in here[CPU_TIMER]
-    older = {k: v for k, v in here.items() if k != CPU_TIMER}
+    assert f"{1e3 * SETTLE_S:g} ms" in here[CPU_TIMER] and here[TIMER_VERSION] == 1
+    older = {k: v for k, v in here.items() if k not in (CPU_TIMER, TIMER_VERSION)}
+    assert slug({**here, TIMER_VERSION: 2}) != slug(here)  # a new CPU timer version: a new name
     assert slug(older) != slug(here) and slug(older).rsplit("-", 1)[0] == slug(here).rsplit("-", 1)[0]
     shipped = Path(__file__).parent.parent / "profilers" / "data" / "devices"
     for path in shipped.glob("*.json"):

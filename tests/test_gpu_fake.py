@@ -1,0 +1,292 @@
+"""The CUDA path rehearsed on a simulated H100 (tests/fakecuda.py): timing semantics, out-of-memory retries,
+exact peak memory, the device's identity, and the whole campaign with its resume and its time budget.
+
+Expected values come from the simulated device's own model (kernels × launch time, roofline), never from
+the code under test: a measured N0 must land near the model's crossover, a measured N1 on it exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from attn_cost.profilers import gpu_timing
+from attn_cost.profilers.cases import Sizes
+from fakecuda import BYTES, LAUNCH_S, SimGPU, call_seconds, fake_case, install, model, sim_n0, sim_n1
+
+TS = ("taylorshift-direct", "taylorshift-efficient")
+
+
+@pytest.fixture
+def sim(monkeypatch) -> SimGPU:
+    gpu = SimGPU()
+    install(monkeypatch, gpu)
+    monkeypatch.setattr(gpu_timing, "REP_MS", 2.0)  # short runs: the simulation's answers do not need long ones
+    monkeypatch.setattr(gpu_timing, "BLOCK_S", 2e-4)
+    return gpu
+
+
+def _store(tmp_path):
+    from attn_cost.profilers.device import prepare
+    from attn_cost.profilers.store import ResultStore
+
+    return ResultStore(prepare("cuda"), tmp_path / "store", shipped=False)
+
+
+# -- what a time means -------------------------------------------------------------------------------
+
+
+def test_a_short_call_is_timed_with_its_launches(sim) -> None:
+    """Back-to-back calls: efficient TaylorShift's 21 launches show in its time as softmax's 4 do in its."""
+    from attn_cost.profilers.timing import time_cases
+
+    build = fake_case(sim)
+    for variant in ("softmax", "taylorshift-efficient"):
+        (stats,) = time_cases([build(variant, "core", Sizes(N=64, d=16, b=1), "fp32", "cuda")], 3, 2)
+        assert stats.median == pytest.approx(model(variant, 64, 16, 1, 1, "fp32").kernels * LAUNCH_S, rel=0.03)
+
+
+def test_a_long_call_is_timed_on_the_device(sim) -> None:
+    from attn_cost.profilers.timing import time_cases
+
+    sizes = Sizes(N=8192, d=64, b=32)
+    (stats,) = time_cases([fake_case(sim)("softmax", "core", sizes, "fp32", "cuda")], 3, 2)
+    assert stats.median > gpu_timing.BLOCK_BELOW_S
+    assert stats.median == pytest.approx(call_seconds("softmax", 8192, 64, 32, 1, "fp32"), rel=0.01)
+
+
+def test_a_call_that_launches_nothing_is_refused_when_measured_and_timed_on_the_host(sim) -> None:
+    with pytest.raises(gpu_timing.NonPositiveTimeError, match="host clock"):
+        gpu_timing.bench_seconds(lambda: None)
+    assert gpu_timing.host_seconds(lambda: sim.spend_host(7e-6)) == pytest.approx(7e-6, rel=1e-6)
+
+
+# -- out of memory ----------------------------------------------------------------------------------
+
+
+def test_a_variant_that_fits_alone_is_stored_ok_after_the_pair_ran_out_of_memory(sim, tmp_path) -> None:
+    from attn_cost.profilers.profile import Measurer
+
+    sizes = Sizes(N=2048, d=16, b=32)
+    dry = SimGPU()
+    case = fake_case(dry)(TS[1], "core", sizes, "fp32", "cuda")
+    case.run(case.make_inputs())
+    sim.cap = dry.peak_blocks  # efficient TaylorShift fits alone, exactly; not beside direct's inputs
+    assert model(TS[0], 2048, 16, 32, 1, "fp32").peak > sim.cap
+    m = Measurer("cuda", _store(tmp_path))
+    ta, tb = m.time(list(TS), sizes)
+    assert sim.ooms >= 1 and ta is None
+    assert tb is not None and tb.median == pytest.approx(call_seconds(TS[1], 2048, 16, 32, 1, "fp32"), rel=0.03)
+    status = {r["variant"]: r["status"] for r in m.store.records.values() if r["kind"] == "time"}
+    assert status == {TS[0]: "oom", TS[1]: "ok"}
+    assert sim.requested == 0  # nothing left behind
+
+
+def test_a_speed_crossover_that_is_a_memory_limit_says_so(sim, tmp_path) -> None:
+    """softmax against latte where latte is slower until softmax no longer fits: no N0, a memory-limit note."""
+    from attn_cost.costmodel.conventions import DEFAULT
+    from attn_cost.costmodel.crossover import Setting
+    from attn_cost.profilers.profile import Measurer, profile_pair
+
+    sim.cap = 4 << 30
+    m = Measurer("cuda", _store(tmp_path), repeats=3)
+    setting = Setting(DEFAULT, "fp32", "core", "inference")
+    p = profile_pair("softmax", "taylorshift-efficient", Sizes(N=1, d=64, b=32), m, setting, costs=("time",),
+                     n_max=65536, replicates=1)  # fmt: skip
+    assert p.speed.verdict == "memory-limit" and p.speed.measured is None
+    assert "softmax runs out of memory" in p.speed.note and "not a speed crossover" in p.speed.note
+    lo, hi = p.speed.bracket
+    assert model("softmax", lo, 64, 32, 1, "fp32").peak < sim.cap < model("softmax", hi, 64, 32, 1, "fp32").peak
+    assert sim_n0("softmax", "taylorshift-efficient", 64, 32, 1, "fp32", 65536) > hi  # really no crossover there
+
+
+# -- peak memory ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("variant", "n"), [("softmax", 300), ("linear", 1000), (TS[1], 77)])
+def test_peak_memory_is_the_requested_bytes_and_the_allocators_blocks_are_kept(sim, tmp_path, variant, n) -> None:
+    from attn_cost.profilers.profile import Measurer
+
+    m = Measurer("cuda", _store(tmp_path), dtype="bf16")
+    sim.allocate(5 << 20)  # what ran before stays cached: it must not count
+    assert m.memory(variant, Sizes(N=n, d=16, b=4)) == model(variant, n, 16, 4, 1, "bf16").peak
+    (rec,) = [r for r in m.store.records.values() if r["kind"] == "memory"]
+    assert rec["memory"]["method"] == "cuda-requested-bytes"
+    assert rec["memory"]["allocated_peak_bytes"] >= rec["memory"]["peak_bytes"]
+    assert rec["memory"]["allocated_peak_bytes"] % (2 << 20) == 0  # the simulated allocator's blocks
+    assert "tf32_matmul" in rec["precision"]
+
+
+# -- the device's identity -------------------------------------------------------------------------
+
+
+def test_the_cuda_fingerprint_records_the_timer_and_precision_and_tf32_is_part_of_the_name(sim, monkeypatch) -> None:
+    from attn_cost.profilers.device import fingerprint, slug
+
+    info = fingerprint("cuda")
+    assert info["timer_version"] == gpu_timing.TIMER_VERSION and "back-to-back" in info["timer"]
+    assert info["l2_bytes"] == 50 << 20 and "tf32_matmul" in info and "cudnn_benchmark" in info
+    matmul = torch.backends.cuda.matmul
+    matmul.allow_tf32 = not info["tf32_matmul"]
+    try:
+        assert slug(fingerprint("cuda")) != slug(info)
+    finally:
+        matmul.allow_tf32 = info["tf32_matmul"]
+    assert slug({**info, "timer_version": 1}) != slug(info)  # do_bench's times never mix with these
+
+
+def test_shipped_cpu_profiles_keep_their_names() -> None:
+    from attn_cost.profilers.device import CPU_TIMER_VERSION, slug
+
+    root = Path(__file__).resolve().parents[1] / "profilers" / "data" / "devices"
+    for path in root.glob("*.json"):
+        device = json.loads(path.read_text())["device"]
+        assert slug(device) == path.stem
+        if device.get("cpu_timer"):  # a fingerprint taken today says its version instead: the same name
+            assert slug({**device, "timer_version": CPU_TIMER_VERSION}) == path.stem
+
+
+# -- the campaign ------------------------------------------------------------------------------------
+
+
+def _plan(out: Path, **changes):
+    from attn_cost.profilers.campaign import Plan
+
+    base = {"out": str(out), "device": "cuda", "pairs": [TS, ("softmax", "linear")], "ds": [16, 32, 64],
+            "dtypes": ["fp32"], "calibrate": False, "store": str(out.parent / f"store-{out.name}")}  # fmt: skip
+    return Plan(**{**base, **changes})
+
+
+def _run(plan) -> dict:
+    from attn_cost.profilers.campaign import run_campaign
+
+    return run_campaign(plan, sink=lambda line: None)
+
+
+def test_the_campaign_on_a_simulated_h100_finds_the_devices_own_crossovers(sim, tmp_path) -> None:
+    from attn_cost.profilers.corrections import load_profile
+
+    out = tmp_path / "c"
+    summary = _run(_plan(out, ds=[16, 64]))
+    assert summary["errors"] == [] and summary["device"]["kind"] == "cuda"
+    assert len(summary["transitions"]) == 4
+    for u in summary["transitions"]:
+        expected = sim_n0(u["a"], u["b"], u["d"], 32, 1, "fp32", 65536)
+        assert u["n0_verdict"] == "found"
+        assert abs(u["measured_n0"] - expected) <= max(0.03 * expected, u["n0_uncertainty"]), (u, expected)
+        assert u["measured_n1"] == sim_n1(u["a"], u["b"], u["d"], 32, 1, "fp32", 65536)
+    records = [json.loads(line) for line in (out / "measurements.jsonl").read_text().splitlines()]
+    timed = {r["sizes"]["N"] for r in records if r["kind"] == "time"}
+    assert all(n % 8 == 0 for n in timed)  # CUDA probes multiples of 8 tokens
+    from attn_cost.profilers.device import slug
+
+    assert load_profile(summary["profiles"]["fp32"]).slug == slug(summary["device"])
+    assert len(list(out.iterdir())) <= 8
+
+
+def test_a_rerun_resumes_and_keeps_another_devices_records(sim, tmp_path, monkeypatch) -> None:
+    out = tmp_path / "c"
+    h200 = SimGPU(name="NVIDIA H200")
+    install(monkeypatch, h200)
+    _run(_plan(out, pairs=[TS], ds=[16]))  # a call on another GPU first, into the same folder
+    install(monkeypatch, sim)
+    first = _run(_plan(out, pairs=[TS], ds=[16, 64]))
+    calls = sim.calls
+    again = _run(_plan(out, pairs=[TS], ds=[16, 64], store=str(tmp_path / "fresh-store")))
+    drop = lambda units: [{k: v for k, v in u.items() if k != "seconds"} for u in units]  # noqa: E731
+    assert drop(again["transitions"]) == drop(first["transitions"])
+    assert again["new_records"] == 0 and sim.calls == calls  # every timing a lookup: nothing ran again
+    names = {json.loads(line)["device"]["name"] for line in (out / "measurements.jsonl").read_text().splitlines()}
+    assert names == {"NVIDIA H200 (simulated)", "NVIDIA H100 80GB HBM3 (simulated)"}
+
+
+def test_the_budget_counts_start_up_and_calls_continue_each_other(sim, tmp_path) -> None:
+    """6-second calls with 2 s of start-up each (simulated time): every call ends inside its budget; together
+    they finish the plan, with the transitions of the simulated device."""
+    out = tmp_path / "c"
+    begin = sim.host
+    whole = _run(_plan(tmp_path / "whole", pairs=[TS], ds=[16, 64]))
+    assert sim.host - begin > 9.0  # longer than one 6-second call below
+    calls = 0
+    while True:
+        calls += 1
+        begin = sim.host
+        summary = _run(_plan(out, pairs=[TS], ds=[16, 64], minutes=0.1, spent_s=2.0))
+        assert sim.host - begin + 2.0 <= 6.0, f"call {calls} overran its budget"
+        if not summary["skipped"]:  # nothing left for a further call
+            break
+        assert calls < 40
+    assert calls > 1
+    key = lambda u: (u["a"], u["b"], u["d"])  # noqa: E731
+    assert sorted(map(key, summary["transitions"])) == sorted(map(key, whole["transitions"]))
+    for u in summary["transitions"]:
+        assert u["measured_n1"] == sim_n1(u["a"], u["b"], u["d"], 32, 1, "fp32", 65536)
+        expected = sim_n0(u["a"], u["b"], u["d"], 32, 1, "fp32", 65536)
+        assert abs(u["measured_n0"] - expected) <= max(0.03 * expected, u["n0_uncertainty"])
+    assert "fp32" in summary["profiles"]
+
+
+def test_a_library_error_ends_its_unit_not_the_run(sim, tmp_path, monkeypatch) -> None:
+    from attn_cost.profilers import profile
+
+    build = profile.build_case
+
+    def failing(variant, scope, sizes, *args, **kwargs):
+        case = build(variant, scope, sizes, *args, **kwargs)
+        if variant == "linear":
+            def run(inputs):
+                raise RuntimeError("CUBLAS_STATUS_EXECUTION_FAILED when calling cublasSgemm")
+            return type(case)(**{**case.__dict__, "run": run})
+        return case
+
+    monkeypatch.setattr(profile, "build_case", failing)
+    summary = _run(_plan(tmp_path / "c", ds=[16]))
+    assert [e["unit"] for e in summary["errors"]] == ["softmax vs linear, d = 16, fp32"]
+    assert summary["errors"][0]["status"] == "error" and "CUBLAS_STATUS" in summary["errors"][0]["message"]
+    assert [(u["a"], u["d"]) for u in summary["transitions"]] == [(TS[0], 16)]
+
+
+def test_an_error_that_breaks_the_device_stops_the_run_cleanly(sim, tmp_path, monkeypatch) -> None:
+    from attn_cost.profilers import profile
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(profile, "build_case", broken)
+    summary = _run(_plan(tmp_path / "c", ds=[16]))
+    assert len(summary["errors"]) == 1 and any("new process" in s for s in summary["skipped"])
+    assert (tmp_path / "c" / "summary.json").exists()
+
+
+def test_inputs_are_drawn_on_the_device_when_there_is_one(monkeypatch) -> None:
+    """build_case draws CUDA inputs with a generator on the device, in the case's dtype (no host copy)."""
+    from attn_cost.profilers.cases import build_case
+
+    seen = []
+    real = torch.randn
+
+    def randn(*shape, generator=None, device=None, dtype=None):
+        seen.append((str(generator.device), device, dtype))
+        return real(*shape, dtype=dtype)
+
+    monkeypatch.setattr(torch, "randn", randn)
+    monkeypatch.setattr(torch, "Generator", lambda device="cpu": torch._C.Generator())
+    case = build_case("softmax", "core", Sizes(N=8, d=4), "bf16", "cuda")
+    case.make_inputs()
+    assert [s[1:] for s in seen] == [("cuda", torch.bfloat16)] * 3
+
+
+def test_byte_sizes_of_the_simulation_are_the_dtypes() -> None:
+    assert {"fp32": torch.finfo(torch.float32).bits // 8, "bf16": torch.finfo(torch.bfloat16).bits // 8} == BYTES
+
+
+def test_the_budget_starts_with_the_process() -> None:
+    """The CLI hands the process's age to the plan: Python's start-up and imports count against --minutes."""
+    import subprocess
+    import sys
+
+    code = "import time; time.sleep(1.5); from attn_cost.profilers.campaign import process_age; print(process_age())"
+    age = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout)
+    assert 1.5 <= age < 30
