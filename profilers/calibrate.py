@@ -414,8 +414,10 @@ class Calibrator:
 
         size = Sizes(N=int(p.dims.get("rows", p.dims.get("m", 1))), d=int(p.dims.get("cols", p.dims.get("k", 1))))
         case = Case(f"{tag}:{shape.kernel}", "op", size, self.dtype, self.device, many, make)
+        # a call, a loop step or a chain is host-side work: on CUDA the host clock times it (GPU events see ~0)
+        host = {"host_clock": True} if self.device == "cuda" and p.kernel in (CALL, LOOP_STEP, SEQUENCE) else {}
         try:
-            (stats,) = time_cases([case], repeats, 1)
+            (stats,) = time_cases([case], repeats, 1, **host)
             values = {"time": stats.as_json(), "status": "ok"}
         except OutOfMemoryError:
             values = {"time": None, "status": "oom"}

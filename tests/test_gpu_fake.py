@@ -290,3 +290,29 @@ def test_the_budget_starts_with_the_process() -> None:
     code = "import time; time.sleep(1.5); from attn_cost.profilers.campaign import process_age; print(process_age())"
     age = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout)
     assert 1.5 <= age < 30
+
+
+def test_the_calibration_times_host_terms_on_the_host_clock_on_a_gpu(tmp_path, monkeypatch) -> None:
+    """The op model's call, loop-step and chain costs are host work: on a GPU, events around them see ~0 (and are
+    refused), so the calibration times them with the host clock; kernels keep the device's events."""
+    from attn_cost.profilers import calibrate as cal
+    from attn_cost.profilers.device import prepare
+    from attn_cost.profilers.kernels import CALL, LOOP_STEP
+    from attn_cost.profilers.store import ResultStore
+    from attn_cost.profilers.timing import TimeStats
+
+    asked: dict[str, dict] = {}
+
+    def fake_time_cases(cases, repeats, warmup, **options):
+        asked[cases[0].variant.split(":")[1]] = options
+        return [TimeStats(1e-5, 1e-5, 1e-5, 1e-5, 1e-5, repeats, warmup)]
+
+    monkeypatch.setattr(cal, "time_cases", fake_time_cases)
+    store = ResultStore(prepare("cpu"), tmp_path / "store", shipped=False)
+    for device in ("cuda", "cpu"):
+        calibrator = cal.Calibrator(store, device, rates=cal.Rates(5e-6, 2e12, 5e13))
+        for at in (cal._s(CALL, rows=1, cols=8), cal._s(LOOP_STEP, iterations=8), cal._s("copy", rows=4, cols=64)):
+            calibrator._measure(at, cal.engine_op(at, "fp32"), f"{device}-{at.kernel}", f"op-{device}")
+        on_host = device == "cuda"
+        assert asked[CALL] == asked[LOOP_STEP] == ({"host_clock": True} if on_host else {})
+        assert asked["copy"] == {}
