@@ -177,10 +177,10 @@ def check(v) -> None:
 
 
 def check_sizes(g) -> None:
-    """Every shape, loop count and workspace of a graph: a polynomial in the known size symbols that is not
-    negative (what the engine's crossovers and liveness walk assume)."""
+    """Every shape, loop count and workspace of a graph: a polynomial (or a ratio of polynomials, such as N/w
+    windows, never dividing by N) in the known size symbols that is not negative."""
     from attn_cost.costmodel.counting import N_kv
-    from attn_cost.costmodel.symbols import BY_NAME
+    from attn_cost.costmodel.symbols import BY_NAME, N
 
     known = {*BY_NAME.values(), N_kv}
     names = ", ".join(sorted(BY_NAME)) + ", N_kv"
@@ -199,8 +199,11 @@ def check_sizes(g) -> None:
                 f"{where}: size {size} uses {', '.join(sorted(map(str, unknown)))}, not a size attn-cost knows "
                 f"({names})"
             )
-        if not size.is_polynomial(*size.free_symbols):
-            raise UserError(f"{where}: size {size} is not a polynomial in the sizes (no division by a size)")
+        num, den = sp.fraction(sp.together(size))
+        if den.free_symbols & {N, N_kv}:
+            raise UserError(f"{where}: size {size} divides by the sequence length: sizes must not shrink as N grows")
+        if not (num.is_polynomial(*num.free_symbols) and den.is_polynomial(*den.free_symbols)):
+            raise UserError(f"{where}: size {size} is not a polynomial (or a ratio of polynomials) in the sizes")
         at = _negative_at(size)
         if at is not None:
             shown = ", ".join(f"{k} = {v:,}" for k, v in at.items())
@@ -217,7 +220,8 @@ def _negative_at(size) -> dict[str, int] | None:
     symbols = sorted(size.free_symbols, key=str)
     if not symbols:
         return {} if size < 0 else None
-    if all(c >= 0 for c in sp.Poly(size, *symbols).coeffs()):
+    num, den = sp.fraction(sp.together(size))
+    if all(c >= 0 for part in (num, den) for c in sp.Poly(part, *symbols).coeffs()):
         return None
     for values in itertools.islice(itertools.product(CORNERS, repeat=len(symbols)), 256):
         if size.subs(dict(zip(symbols, values, strict=True))) < 0:

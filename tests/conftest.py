@@ -50,3 +50,19 @@ def _no_disturbance_detection(monkeypatch):
     detector would (rightly) refuse those timings. The detector itself is tested on fed samples
     (tests/test_trustworthy_measurement.py); a test that wants it sets ATTN_COST_DISTURBANCE itself."""
     monkeypatch.setenv("ATTN_COST_DISTURBANCE", "off")
+
+
+@pytest.fixture
+def registry_restored():
+    """Variants registered in-process by a test (variant files, traced code) are taken back after it, so later tests
+    see the catalogue."""
+    from attn_cost.costmodel import plugins
+    from attn_cost.costmodel.variants import REGISTRY, all_variants
+
+    all_variants()
+    before, loaded = dict(REGISTRY), dict(plugins._loaded)
+    yield
+    REGISTRY.clear()
+    REGISTRY.update(before)
+    plugins._loaded.clear()
+    plugins._loaded.update(loaded)

@@ -30,18 +30,8 @@ def _isolated_home(tmp_path, monkeypatch) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _registry_restored():
-    """Variant files loaded in-process here register variants: take them back, so later tests see the catalogue."""
-    from attn_cost.costmodel import plugins
-    from attn_cost.costmodel.variants import REGISTRY, all_variants
-
-    all_variants()
-    before, loaded = dict(REGISTRY), dict(plugins._loaded)
-    yield
-    REGISTRY.clear()
-    REGISTRY.update(before)
-    plugins._loaded.clear()
-    plugins._loaded.update(loaded)
+def _restored(registry_restored):
+    """Variant files loaded in-process here are taken back after each test."""
 
 
 def _cli(args: list[str], tmp_path: Path, **popen) -> subprocess.CompletedProcess:
@@ -81,7 +71,8 @@ def core(g, Q, K, V):
         ("'soft\\u200bmax'", "", "is not allowed"),  # would list as a second softmax
         ("'my:variant'", "", "is not allowed"),  # could never be named in --pair A:B
         ("'zz'", "g.input('W', b, h, N, sp.Symbol('Z'))", "not a size attn-cost knows"),
-        ("'zz'", "g.input('W', b, h, 10**6 / N, d)", "not a polynomial"),
+        ("'zz'", "g.input('W', b, h, 10**6 / N, d)", "divides by the sequence length"),
+        ("'zz'", "g.input('W', b, h, sp.sqrt(N), d)", "not a polynomial"),
         ("'zz'", "g.input('W', b, h, N, -32)", "negative"),
         ("'zz'", "g.zeros('W', b, h, N - 4 * d, d)", "negative at"),
     ],

@@ -140,7 +140,7 @@ def test_transposing_twice_gives_back_the_plain_tensor() -> None:
     assert (k.T.T.name, k.T.T.transposed, k.T.T.shape) == ("K", False, (N, d))
 
 
-def test_traced_code_and_the_catalogue_price_the_same_product_alike(tmp_path) -> None:
+def test_traced_code_and_the_catalogue_price_the_same_product_alike(tmp_path, registry_restored) -> None:
     """`q @ k.transpose(-2, -1)` traced from PyTorch code is the catalogue's `Q @ K.T`: the same kernel, the
     same features, the same predicted time."""
     pytest.importorskip("torch")
