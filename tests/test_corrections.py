@@ -156,6 +156,7 @@ def test_validating_a_profile_of_another_device_is_refused(attn_cost, tmp_path) 
     assert r.code == 2 and "fitted on Some Other CPU" in r.err and len(r.err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow  # a whole validation on the CPU: about 40 s
 def test_validate_fits_on_some_head_dims_and_checks_another(attn_cost) -> None:
     r = attn_cost(
         "validate",

@@ -165,6 +165,7 @@ def _run(plan) -> dict:
     return run_campaign(plan, sink=lambda line: None)
 
 
+@pytest.mark.slow  # a whole campaign on the simulated H100: 1-1.5 min each on 2 cores
 def test_the_campaign_on_a_simulated_h100_finds_the_devices_own_crossovers(sim, tmp_path) -> None:
     from attn_cost.profilers.corrections import load_profile
 
@@ -186,6 +187,7 @@ def test_the_campaign_on_a_simulated_h100_finds_the_devices_own_crossovers(sim, 
     assert len(list(out.iterdir())) <= 8
 
 
+@pytest.mark.slow  # a whole campaign on the simulated H100: 1-1.5 min each on 2 cores
 def test_a_rerun_resumes_and_keeps_another_devices_records(sim, tmp_path, monkeypatch) -> None:
     out = tmp_path / "c"
     h200 = SimGPU(name="NVIDIA H200")
@@ -202,6 +204,7 @@ def test_a_rerun_resumes_and_keeps_another_devices_records(sim, tmp_path, monkey
     assert names == {"NVIDIA H200 (simulated)", "NVIDIA H100 80GB HBM3 (simulated)"}
 
 
+@pytest.mark.slow  # a whole campaign on the simulated H100: 1-1.5 min each on 2 cores
 def test_the_budget_counts_start_up_and_calls_continue_each_other(sim, tmp_path) -> None:
     """6-second calls with 2 s of start-up each (simulated time): every call ends inside its budget; together
     they finish the plan, with the transitions of the simulated device."""

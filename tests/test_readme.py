@@ -47,6 +47,6 @@ def test_conventions_table_lists_exactly_the_conventions() -> None:
 def test_the_first_lines_are_the_two_set_up_commands_ci_runs() -> None:
     block = README.split("```sh\n", 1)[1].split("```", 1)[0].splitlines()
     assert block[0] == "# install and run the main job" and block[1].endswith("attn-cost crossover --d 64")
-    assert block[2] == "# install and run the tests" and block[3].endswith('&& pytest -m "not slow"')
+    assert block[2] == "# install and run the tests" and block[3].endswith('&& pytest -m "not slow" -n 2')
     ci = (Path(__file__).parents[1] / ".ci" / "run").read_text()
     assert "# install and run the tests" in ci
