@@ -181,10 +181,8 @@ def _device_table(rows: list[dict], heads: int, batch: int, device: str) -> None
 
 
 def _measured(row: dict, which: str) -> str:
-    value, spread = row.get(f"measured_{which}"), row.get(f"{which}_uncertainty")
-    if value is None:
-        return "—"
-    return f"{value:,.0f} ± {spread:,.0f}" if spread else f"{value:,.0f}"
+    value = row.get(f"measured_{which}")
+    return "—" if value is None else render.with_spread(value, row.get(f"{which}_uncertainty"))
 
 
 def _closed_forms(rows: list[dict]) -> None:

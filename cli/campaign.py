@@ -209,4 +209,4 @@ def _measured(row: dict, which: str) -> str:
     value, unc, verdict = row[f"measured_{which}"], row[f"{which}_uncertainty"], row[f"{which}_verdict"]
     if value is None:
         return verdict or "—"
-    return f"{value:,.0f}" if not unc else f"{value:,.0f} ± {unc:,.0f}"
+    return render.with_spread(value, unc)

@@ -236,7 +236,7 @@ def _measured(row: dict, which: str, n_max: int | None = None) -> str:
     if value is None:
         a_wins = "A up to max-n" if n_max is None else f"A to N={n_max:,}"
         return {"b-cheaper-throughout": "B always", "a-cheaper-throughout": a_wins}.get(verdict or "", verdict or "—")
-    return f"{value:,.0f}" if not unc else f"{value:,.0f} ± {unc:,.0f}"
+    return render.with_spread(value, unc)
 
 
 @app.command()

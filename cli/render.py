@@ -106,6 +106,11 @@ def fold(text: Text, width: int) -> list[Text]:
     return lines
 
 
+def with_spread(value: float, spread: float | None) -> str:
+    """A measured number as tables show it: `4,039 ± 124`, or `4,039` without a spread."""
+    return f"{value:,.0f} ± {spread:,.0f}" if spread else f"{value:,.0f}"
+
+
 def one_line(text: str) -> str:
     """Text as one printable line: whitespace runs become one space, control characters (a terminal escape in a
     path or a name the user typed) are shown escaped, never sent to the terminal."""
