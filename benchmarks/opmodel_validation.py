@@ -1,9 +1,8 @@
 """The op model's validation table and the issue's acceptance figures, from `attn-cost validate --json`.
 
-    attn-cost validate --cpu --pair taylorshift-direct:taylorshift-efficient --pair softmax:linear \\
-        --pair softmax:latte --pair softmax:taylorshift-efficient --fit-d 8 --fit-d 16 --fit-d 64 \\
-        --d 24 --d 32 --d 48 --json > validation.json
+    attn-cost validate --cpu --catalogue --fit-d 8 --fit-d 16 --fit-d 64 --d 40 --json > validation.json
     python benchmarks/opmodel_validation.py validation.json
+    python benchmarks/opmodel_validation.py validation.json --into README.md --into docs/opmodel.md  # the tables
     python benchmarks/opmodel_validation.py validation.json --calibration OTHER.json   # score another calibration
     python benchmarks/opmodel_validation.py benchmarks/data/validation-*.json --calibration MODEL.json  # one line each
     python benchmarks/opmodel_validation.py benchmarks/data/validation-*.json \
@@ -55,6 +54,103 @@ def gap(times: dict, a: str, b: str, d: int, lo: float, hi: float) -> float | No
     return max(apart) if apart else None
 
 
+TARGET_N0, TARGET_GAP = 0.10, 0.05
+"""The issue's target per row: the op model's N0 within 10 % of the measured one, or the two variants' measured
+times at most 5 % apart between them (a miss that costs little)."""
+
+
+def row_verdicts(data: dict, n_max: int = 16384) -> list[dict]:
+    """Per (pair, d): the measured and op-model N0, the relative error, the gap and whether the row meets the
+    target. A row with no measured crossing up to `n_max` meets it when the model predicts none either, or
+    when the gap between the predicted crossing and `n_max` is small."""
+    times = data.get("op_model_time_errors") or {}
+    out = []
+    for r in sorted(data["results"], key=lambda r: (r["a"], r["b"], r["d"])):
+        truth, guess = r.get("measured_n0"), r.get("predicted_n0")
+        if truth is not None and truth >= LIMIT:
+            truth = None  # beyond the lengths judged
+        if guess is not None and guess >= LIMIT:
+            guess = None
+        if truth is None and guess is None:
+            error, apart = 0.0, None
+        elif truth is None or guess is None:
+            error = None
+            lo, hi = (guess, n_max) if truth is None else (truth, n_max)
+            apart = gap(times, r["a"], r["b"], r["d"], lo, hi)
+        else:
+            error = (guess - truth) / truth
+            apart = gap(times, r["a"], r["b"], r["d"], min(guess, truth), max(guess, truth))
+        met = (error is not None and abs(error) <= TARGET_N0) or (apart is not None and apart <= TARGET_GAP)
+        low, high = r.get("predicted_n0_low"), r.get("predicted_n0_high")
+        covered = truth is not None and low is not None and low <= truth and (high is None or truth <= high)
+        out.append({"a": r["a"], "b": r["b"], "d": r["d"], "measured": truth, "predicted": guess, "error": error,
+                    "gap": apart, "met": met, "covered": covered, "low": low, "high": high,
+                    "uncertainty": r.get("n0_uncertainty")})  # fmt: skip
+    return out
+
+
+def markdown(data: dict) -> str:
+    """The op model's record on a validation, as Markdown: the figures the issue judges, then one row per pair
+    (its N0 per head dim: op model / measured, error) and one per variant (time errors on every timed point)."""
+    rows = row_verdicts(data)
+    _, f = summarize(data)
+    ds = sorted({r["d"] for r in rows})
+    met = sum(r["met"] for r in rows)
+    errors = [abs(r["error"]) for r in rows if r["error"] is not None and r["measured"] is not None]
+    crossings = [r for r in rows if r["measured"] is not None]
+    covered = sum(r["covered"] for r in crossings)
+    out = [
+        f"{met} of {len(rows)} rows meet the target (N0 within {TARGET_N0:.0%}, or the two variants' measured "
+        f"times at most {TARGET_GAP:.0%} apart between the predicted and the measured N0); median |N0 error| "
+        f"{_pct(statistics.median(errors) if errors else None)} over the {len(errors)} rows where both cross below "
+        f"{LIMIT:,}; the 95 % interval covers the measured N0 in {covered} of {len(crossings)}; timed points: "
+        f"median |time error| {_pct(f['median_abs_time_error'])}, worst {_pct(f['worst_abs_time_error'])} "
+        f"({f['timed_points']} points).",
+        "",
+        "| pair | " + " | ".join(f"d = {d}" for d in ds) + " |",
+        "|---|" + "---|" * len(ds),
+    ]
+    by_pair: dict[tuple[str, str], dict[int, dict]] = {}
+    for r in rows:
+        by_pair.setdefault((r["a"], r["b"]), {})[r["d"]] = r
+    for (a, b), cells in by_pair.items():
+        out.append(f"| {a} → {b} | " + " | ".join(_cell(cells.get(d)) for d in ds) + " |")
+    per_variant = ", ".join(
+        f"{v} {_pct(e['median_abs_error'])} (worst {_pct(e['max_abs_error'])})" for v, e in sorted(f["per_variant"].items())
+    )
+    out += ["", f"Median |time error| per variant over its timed points: {per_variant}."]
+    return "\n".join(out) + "\n"
+
+
+def _cell(r: dict | None) -> str:
+    """One pair at one d: op-model N0 / measured N0 (error), ✗ where the row misses the target."""
+    if r is None:
+        return ""
+    mark = "" if r["met"] else " ✗"
+    if r["measured"] is None and r["predicted"] is None:
+        return f"none / none{mark}"
+    if r["error"] is None:
+        return f"{_n(r['predicted']) if r['predicted'] else 'none'} / {_n(r['measured']) if r['measured'] else 'none'}{mark}"
+    return f"{_n(r['predicted'])} / {_n(r['measured'])} ({100 * r['error']:+.0f} %){mark}"
+
+
+BEGIN, END = "<!-- opmodel-validation: begin -->", "<!-- opmodel-validation: end -->"
+"""Markers of the generated block in a Markdown file (`--into`)."""
+
+
+def write_into(path: Path, block: str) -> bool:
+    """Replace the text between BEGIN and END in `path` with `block`; returns whether it changed."""
+    text = path.read_text(encoding="utf-8")
+    if BEGIN not in text or END not in text:
+        _fail(f"{path} has no {BEGIN} ... {END} block to fill")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    new = f"{head}{BEGIN}\n{block}{END}{tail}"
+    if new != text:
+        path.write_text(new, encoding="utf-8")
+    return new != text
+
+
 def summarize(data: dict) -> tuple[list[str], dict]:
     """The table's lines and the acceptance figures."""
     lines = [
@@ -101,11 +197,14 @@ def summarize(data: dict) -> tuple[list[str], dict]:
 def per_op(model):
     """The model with its chain cost refitted per engine op rather than per dispatched ATen kernel (as fitted
     before dispatches were counted): the ablation of that choice on the same calibration."""
+    from dataclasses import replace
+
     from attn_cost.profilers.opmodel import CALL, SEQUENCE, Chain, Point
 
     chains = [Point(p.kernel, {k: v for k, v in p.dims.items() if k != "dispatches"}, p.seconds, p.se)
               for p in model.points if p.kernel == SEQUENCE]  # fmt: skip
-    model.kernels[SEQUENCE] = Chain.fit(chains, model.kernels[CALL].launch)
+    fastest_call = min(p.seconds for p in model.points if p.kernel == CALL and not p.line)
+    model.overheads = replace(model.overheads, chain=Chain.fit(chains, fastest_call))
     model.dispatches = {}
     return model
 
@@ -188,6 +287,8 @@ def main() -> None:
     parser.add_argument("--calibration", help="score this op calibration (path or device slug) instead")
     parser.add_argument("--chain-per-op", action="store_true",
                         help="with --calibration: refit its chain cost per op, not per dispatched kernel")  # fmt: skip
+    parser.add_argument("--into", type=Path, action="append", default=[],
+                        help="write the Markdown summary between the opmodel-validation markers of this file")  # fmt: skip
     parser.add_argument("--reproducibility", action="store_true",
                         help="score each run's measured N0 by the other runs' median instead of a model")  # fmt: skip
     opts = parser.parse_args()
@@ -200,6 +301,13 @@ def main() -> None:
         print(f"measured N0 against the other runs' median: {within} / {rows} within 10 %, median {_pct(median)}")
         return
     model = _model(opts.calibration, opts.chain_per_op)
+    if opts.into:
+        if len(opts.validation) != 1:
+            parser.error("--into writes the summary of one validation")
+        block = markdown(_load(opts.validation[0], model))
+        for path in opts.into:
+            print(f"{path}: {'updated' if write_into(path, block) else 'unchanged'}")
+        return
     if len(opts.validation) == 1:
         lines, figures = summarize(_load(opts.validation[0], model))
         if opts.calibration:

@@ -67,24 +67,25 @@ def calibrate(
     ds = o.head_dims(d_values, None, 1, default=[])
     names = o.variant_names(variant or [], causal=False)
     dtype_bytes(dtype)
-    from attn_cost.profilers.calibrate import LINE_D, Calibrator, cache_sizes, line_grid
+    from attn_cost.profilers.calibrate import Calibrator, cache_sizes, line_grid
     from attn_cost.profilers.calibrate import calibrate as run_calibration
     from attn_cost.profilers.files import claim, is_json_of, same_file
     from attn_cost.profilers.opmodel import LINES, OPMODEL_KIND, user_dir
+    from attn_cost.profilers.tunables import DEFAULT, QUICK
 
     target = out or user_dir()
     _check_dir(target)
     measurer = open_measurer(gpu, cpu, threads, store, "core", dtype, repeats, fresh)
     claim(target / f"{measurer.store.slug}.json", is_json_of(OPMODEL_KIND), "an op calibration")  # before timing
     caches = cache_sizes(measurer.device)
-    calibrator = Calibrator(measurer.store, measurer.device, dtype, repeats)
+    tune = QUICK if quick else DEFAULT
+    calibrator = Calibrator(measurer.store, measurer.device, dtype, repeats, tune=tune)
     lines = []
     if exact:
         from attn_cost.costmodel.variants import all_variants
 
         every = names or [v.name for v in all_variants()]
-        lines = line_grid(every, [{"d": d} for d in ds or ((16,) if quick else LINE_D)], caches, dtype, quick,
-                          calibrator.rates)
+        lines = line_grid(every, [{"d": d} for d in ds or tune.line_d], caches, dtype, tune, calibrator.rates)
     with Progress(
         TextColumn("{task.description}", style="dim"),
         BarColumn(),
@@ -98,7 +99,7 @@ def calibrate(
         def step(message: str, done: int, total: int) -> None:
             bar.update(task, description=message[:40], completed=done, total=total)
 
-        model, n_grid, n_lines, n_held = run_calibration(calibrator, caches, quick=quick, lines=lines, step=step)
+        model, n_grid, n_lines, n_held = run_calibration(calibrator, caches, lines=lines, step=step)
     model.context = context
     path = model.save(target)
     summary = model.as_json()
@@ -123,6 +124,14 @@ def calibrate(
         f"Op model of {dev['name']} ({dev['kind']}, {dev.get('threads')} threads)",
         [Col("kernel"), Col("form"), right("launch µs"), right("large GB/s"), right("peak GFLOP/s")],
         rows,
+    )
+    over = model.overheads
+    chain = (f"; inside a chain, {over.chain.launch * 1e6:.2f} µs per ATen kernel and {100 * over.chain.share:.0f} % "
+             "of the ops' time" if over.chain else "")  # fmt: skip
+    render.sentence(
+        f"Beside its ops a variant pays {over.call_s * 1e6:.2f} µs a call and {over.loop_step_s * 1e6:.2f} µs a loop "
+        f"iteration{chain}.",
+        indent=0,
     )
     caches_txt = ", ".join(f"{k} {v / 1024:,.0f} KiB" for k, v in caches.items())
     render.sentence(

@@ -396,6 +396,12 @@ def validate(
     pair: Optional[list[str]] = typer.Option(
         None, "--pair", help="A:B, repeatable. Default: the TaylorShift pair and softmax:linear."
     ),
+    catalogue: bool = typer.Option(
+        False,
+        "--catalogue",
+        help="Every variant with a reference implementation against softmax (of its causality) and against "
+        "its family's alternative, instead of --pair.",
+    ),
     d_values: Optional[list[int]] = typer.Option(None, "--d", help="Head dims to check; repeatable (default 32)."),
     fit_d: Optional[list[int]] = typer.Option(
         None, "--fit-d", help="Head dims to fit on; repeatable (default 8, 16, 64)."
@@ -433,7 +439,14 @@ def validate(
     from attn_cost.profilers.corrections import load_profile, user_profiles_dir
 
     existing = load_profile(use) if use else None
-    pairs = o.pairs(pair, [("taylorshift-direct", "taylorshift-efficient"), ("softmax", "linear")])
+    if catalogue and pair:
+        fail("--catalogue and --pair both choose the pairs: give one")
+    if catalogue:
+        from attn_cost.profilers.validate import catalogue_pairs
+
+        pairs = catalogue_pairs()
+    else:
+        pairs = o.pairs(pair, [("taylorshift-direct", "taylorshift-efficient"), ("softmax", "linear")])
     check = o.head_dims(d_values, None, heads, default=[32])
     fit = o.head_dims(fit_d, None, heads, default=[8, 16, 64])
     if len(set(fit)) < 2:

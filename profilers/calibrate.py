@@ -35,14 +35,13 @@ from attn_cost.profilers.opmodel import Point
 from attn_cost.profilers.store import ResultStore, record_key
 from attn_cost.profilers.timing import OutOfMemoryError, time_cases
 from attn_cost.profilers.trend import spikes
+from attn_cost.profilers.tunables import DEFAULT, Tunables
 from torch.utils._python_dispatch import TorchDispatchMode
 
 ELEMENTWISE = tuple(kernels.family(kernels.ELEMENTWISE))
 """Kernels whose time does not depend on the row width: calibrated at one width (`kernels.KERNELS`)."""
 ROWWISE = tuple(kernels.family(kernels.ROWWISE))
 """Kernels that work along rows or columns: calibrated at several widths."""
-SAMPLE_S = 2e-4
-"""A timed sample runs a small kernel enough times in a row to last about this long."""
 
 
 def cache_sizes(device: str) -> dict[str, int]:
@@ -70,11 +69,11 @@ _s = kernels.shape
 # -- the grid ----------------------------------------------------------------------------------------
 
 
-def _numels(llc: int, quick: bool, elem: int) -> list[int]:
+def _numels(llc: int, tune: Tunables, elem: int) -> list[int]:
     """Element counts from launch-bound to ~8× the last-level cache: every 4×, then every 2^¼ where an
     out-of-place op's working set (2 × numel × elem bytes) runs from an eighth of the cache to twice it."""
-    top = max(llc * 8 // (2 * elem), 1 << 18)
-    if quick:
+    top = max(llc * tune.cache_multiple // (2 * elem), 1 << 18)
+    if tune.quick:
         return [16**k for k in range(1, 8) if 16**k <= top]
     base = [4**k for k in range(3, 20) if 4**k <= top]
     lo, hi = llc / 8 / (2 * elem), 2 * llc / (2 * elem)
@@ -88,24 +87,21 @@ def _square_sides(llc: int, elem: int) -> list[int]:
     return sorted({int(lo * 2 ** (j / 8)) for j in range(int(8 * math.log2(hi / lo)) + 1)})
 
 
-def grid(caches: dict[str, int], dtype: str = "fp32", quick: bool = False) -> list[Shape]:
+def grid(caches: dict[str, int], dtype: str = "fp32", tune: Tunables = DEFAULT) -> list[Shape]:
     """Every shape the calibration times."""
     llc = max(caches.values())
     elem = torch.finfo(DTYPES[dtype]).bits // 8
-    widths = (8, 64, 1024) if not quick else (16, 512)
     shapes: list[Shape] = []
     for kernel in ELEMENTWISE:
-        shapes += [_s(kernel, rows=max(1, n // 64), cols=64) for n in _numels(llc, quick, elem)]
+        shapes += [_s(kernel, rows=max(1, n // 64), cols=64) for n in _numels(llc, tune, elem)]
     for kernel in ROWWISE:
         squared = KERNELS[kernel].squared  # an outer product's output is w² wide
-        for w in widths:
+        for w in tune.row_widths:
             if squared and w > kernels.MAX_SQUARED_WIDTH:
                 continue
-            numels = _numels(llc, quick, elem * (w if squared else 1))
+            numels = _numels(llc, tune, elem * (w if squared else 1))
             shapes += [_s(kernel, rows=max(1, n // w), cols=w) for n in numels if n >= w]
-    small = (1, 8, 16, 32, 64) if not quick else (1, 16, 64)
-    large = (32, 128, 512, 2048, 8192) if not quick else (64, 1024)
-    flop_cap = 2**33 if not quick else 2**28
+    small, large, flop_cap = tune.product_small, tune.product_large, tune.product_max_flops
     for layout in MATMUL_LAYOUTS:
         seen: set[tuple[int, int, int]] = set()
         for pos in range(3):  # one dimension small (a head dim, 1), the other two anywhere
@@ -117,34 +113,21 @@ def grid(caches: dict[str, int], dtype: str = "fp32", quick: bool = False) -> li
                         if mkn not in seen and 2 * m * k * n <= flop_cap and m * k + k * n + m * n <= 2**26:
                             seen.add(mkn)
                             shapes.append(_s(f"matmul-{layout}", batch=1, m=m, k=k, n=n))
-    for side in [] if quick else _square_sides(llc, elem):  # S = QKᵀ and PV, where the N×N matrix leaves the cache
-        for d in (8, 16, 32, 64):
+    for side in _square_sides(llc, elem) if tune.square_d else []:  # QKᵀ and PV where the N×N matrix leaves the cache
+        for d in tune.square_d:
             shapes.append(_s("matmul-NT", batch=1, m=side, k=d, n=side))
             shapes.append(_s("matmul-NN", batch=1, m=side, k=side, n=d))
-    for batch in (16, 256, 4096) if not quick else (64,):
-        for k in (8, 32, 64):
+    for batch in tune.batched_products:
+        for k in tune.batched_k:
             shapes.append(_s("matmul-NN", batch=batch, m=1, k=k, n=k))
-    for n in (64, 256, 1024, 4096) if not quick else (256,):
-        for d in (8, 16, 32, 64, 128) if not quick else (16,):
+    for n in tune.sdpa_lengths:
+        for d in tune.sdpa_d:
             for causal in ("sdpa", "sdpa-causal"):
                 shapes.append(_s(causal, batch=1, m=n, k=d, n=n))
-    shapes += [_s(LOOP_STEP, iterations=n) for n in ((64, 256, 1024) if not quick else (64, 128, 256))]
-    shapes += [_s(CALL, rows=n, cols=8) for n in (1, 2, 4, 8)]
-    chains = (8, 11, 16, 23, 32, 45, 64, 128, 256, 512) if not quick else (8, 128)
-    shapes += [_s(SEQUENCE, rows=r) for r in chains]
+    shapes += [_s(LOOP_STEP, iterations=n) for n in tune.loop_iterations]
+    shapes += [_s(CALL, rows=n, cols=8) for n in tune.call_rows]
+    shapes += [_s(SEQUENCE, rows=r) for r in tune.chain_sizes]
     return shapes
-
-
-LINE_D = (8, 16, 24, 32, 48, 64)
-"""Head dims whose ops `calibrate` times at their exact shapes by default."""
-LINE_LENGTHS = [round(2 ** (j / 2)) for j in range(6, 29)]
-"""Lengths at which an op is timed along its line: every half octave from 8 to 16,384."""
-LINE_MAX_S = 0.03
-"""Longest estimated time of one op along a line (the kernel model extrapolates beyond it)."""
-LINE_PASSES = 2
-"""Times every exact shape is timed, each pass in its own random order, minutes apart; the fastest timing is
-kept. A slow spell of this VM lasts seconds to minutes and slows a timing by a few per cent to 2×, often too
-little for the disturbance checks or the spike check to see, and never speeds one up."""
 
 
 @dataclass(frozen=True)
@@ -157,18 +140,17 @@ class LinePoint:
 
 
 def line_grid(variants: list[str], sizes: list[dict[str, int]], caches: dict[str, int], dtype: str = "fp32",
-              quick: bool = False, rates: Rates | None = None) -> list[LinePoint]:  # fmt: skip
+              tune: Tunables = DEFAULT, rates: Rates | None = None) -> list[LinePoint]:  # fmt: skip
     """The ops of `variants` (core scope) at every size of `sizes` (keyed by name: d, h, b, L, ...) at their
-    exact shapes along `LINE_LENGTHS`, up to 8× the last-level cache and `LINE_MAX_S` a call at the device's
-    `rates` (default: those of the first calibrations). A variant
-    that needs a size it is not given, or has no core scope, is skipped."""
+    exact shapes along `tune.lengths`, up to `tune.cache_multiple` × the last-level cache and `tune.line_max_s`
+    a call at the device's `rates` (default: those of the first calibrations). A variant that needs a size it
+    is not given, or has no core scope, is skipped."""
     from attn_cost.costmodel.errors import UserError
     from attn_cost.profilers.opmodel import kernel_calls
     from attn_cost.profilers.oppredict import row_dims
 
-    top = 8 * max(caches.values())
+    top = tune.cache_multiple * max(caches.values())
     rates = rates or FIRST_RATES
-    lengths = LINE_LENGTHS[::3] if quick else LINE_LENGTHS
     out: dict[tuple[Shape, str], LinePoint] = {}
     for size in sizes:
         for variant in variants:
@@ -181,10 +163,10 @@ def line_grid(variants: list[str], sizes: list[dict[str, int]], caches: dict[str
                     if not kernels.twins(kernel):  # nothing times it, nothing prices it: a registry gap
                         raise UserError(f"{variant}: its {kernel} op has no kernel to calibrate (profilers/kernels.py)")
                     continue  # priced by its twin's grid model
-                for n in lengths:
+                for n in tune.lengths:
                     f = {k: float(fn(float(n))) for k, fn in feats.items() if k not in ("repeat",)}
                     shape = shape_of(kernel, f)
-                    if f["bytes"] > top or rates.estimate(Point(kernel, {**f, **dict(shape.dims)}, 0.0)) > LINE_MAX_S:
+                    if f["bytes"] > top or rates.estimate(Point(kernel, {**f, **dict(shape.dims)}, 0.0)) > tune.line_max_s:
                         break
                     out.setdefault((shape, line), LinePoint(shape, line, n))
     return list(out.values())
@@ -198,23 +180,22 @@ def shape_of(kernel: str, features: dict[str, float]) -> Shape:
     return _s(kernel, **{k: max(1, round(features[k])) for k in keys}, **layout)
 
 
-def held_out_grid(caches: dict[str, int], dtype: str = "fp32", quick: bool = False, seed: int = 7) -> list[Shape]:
+def held_out_grid(caches: dict[str, int], dtype: str = "fp32", tune: Tunables = DEFAULT, seed: int = 7) -> list[Shape]:
     """Shapes off the grid (log-uniform in its range, d = 24 and 48 products) for the held-out error."""
     rng = random.Random(seed)
     llc = max(caches.values())
     elem = torch.finfo(DTYPES[dtype]).bits // 8
-    top = llc * 8 // (2 * elem)
+    top = llc * tune.cache_multiple // (2 * elem)
     out: list[Shape] = []
-    per_kernel = 1 if quick else 2
     for kernel in ELEMENTWISE + ROWWISE:
-        for _ in range(per_kernel):
+        for _ in range(tune.held_out_per_kernel):
             w = 48 if kernel in ELEMENTWISE else rng.choice((12, 24, 48, 200, 600))
             squared = KERNELS[kernel].squared
             w = min(w, 48) if squared else w
             numel = int(2 ** rng.uniform(8, math.log2(top)))
             out.append(_s(kernel, rows=max(1, numel // (w * (w if squared else 1))), cols=w))
     for d in (24, 48):
-        for n in (300, 1500, 3000) if not quick else (300,):
+        for n in tune.held_out_lengths:
             out += [
                 _s("matmul-NT", batch=1, m=n, k=d, n=n),
                 _s("matmul-NN", batch=1, m=n, k=n, n=d),
@@ -293,7 +274,7 @@ def dispatches(shape: Shape, dtype: str = "fp32") -> int:
 
 
 def dispatch_table(shapes: list[Shape], dtype: str) -> dict[str, int]:
-    """Dispatches per kernel, counted at each kernel's smallest shape among `shapes` (pseudo-kernels aside)."""
+    """Dispatches per kernel, counted at each kernel's smallest shape among `shapes` (overheads aside)."""
     smallest: dict[str, Shape] = {}
     for shape in sorted((s for s in shapes if runnable(s.kernel)), key=lambda s: math.prod(v for _, v in s.dims)):
         smallest.setdefault(shape.kernel, shape)
@@ -318,12 +299,13 @@ class Rates:
         flops = 2 * p.dims.get("batch", 1) * p.dims.get("m", 0) * p.dims.get("k", 0) * p.dims.get("n", 0)
         return self.launch_s + p.dims["bytes"] / self.bytes_per_s + flops / self.flops_per_s
 
-    def inner(self, p: Point) -> int:
+    def inner(self, p: Point, tune: Tunables = DEFAULT) -> int:
         """How many calls one timed sample makes (kept with each timing, so a resumed calibration divides
         stored samples by what they were timed with). A variant's call overhead is timed one call per sample."""
         if p.kernel in (CALL, SEQUENCE):
             return 1
-        return max(1, min(200, int(SAMPLE_S / (self.estimate(p) * p.dims.get("iterations", 1)))))
+        calls = int(tune.sample_s / (self.estimate(p) * p.dims.get("iterations", 1)))
+        return max(1, min(tune.max_calls_per_sample, calls))
 
     def as_json(self) -> dict[str, float]:
         return {"launch_s": self.launch_s, "bytes_per_s": self.bytes_per_s, "flops_per_s": self.flops_per_s}
@@ -362,10 +344,16 @@ class Calibrator:
     """Times grid points through a result store (stored ones are reused), returning op-model points."""
 
     def __init__(
-        self, store: ResultStore, device: str, dtype: str = "fp32", repeats: int = 7, rates: Rates | None = None
+        self,
+        store: ResultStore,
+        device: str,
+        dtype: str = "fp32",
+        repeats: int = 7,
+        rates: Rates | None = None,
+        tune: Tunables = DEFAULT,
     ) -> None:
         """`rates`: the device's (`probe`); default: probed now, on first use."""
-        self.store, self.device, self.dtype, self.repeats = store, device, dtype, repeats
+        self.store, self.device, self.dtype, self.repeats, self.tune = store, device, dtype, repeats, tune
         self._rates = rates
         self.measured = 0
 
@@ -403,10 +391,10 @@ class Calibrator:
 
     def _measure(self, shape: Shape, p: Point, key: str, tag: str) -> dict:
         run, make = _runner(shape, self.dtype, self.device)
-        inner = self.rates.inner(p)
-        repeats = self.repeats if self.rates.estimate(p) * p.dims.get("iterations", 1) < 0.02 else 3
+        inner = self.rates.inner(p, self.tune)
+        repeats = self.repeats if self.rates.estimate(p) * p.dims.get("iterations", 1) < self.tune.slow_call_s else 3
         if p.kernel in (CALL, SEQUENCE):  # one call per sample, a few µs each: the noisiest points of all
-            repeats *= 3
+            repeats *= self.tune.host_repeat_factor
 
         def many(box: list) -> None:
             for _ in range(inner):
@@ -453,7 +441,6 @@ def calibrate(
     calibrator: Calibrator,
     caches: dict[str, int],
     *,
-    quick: bool = False,
     lines: list[LinePoint] = (),
     step: Callable[[str, int, int], None] = lambda message, done, total: None,
 ):
@@ -463,13 +450,14 @@ def calibrate(
     import numpy as np
     from attn_cost.profilers.opmodel import LINES, fit_points
 
-    shapes = grid(caches, calibrator.dtype, quick)
-    extra = held_out_grid(caches, calibrator.dtype, quick)
+    tune = calibrator.tune
+    shapes = grid(caches, calibrator.dtype, tune)
+    extra = held_out_grid(caches, calibrator.dtype, tune)
     # In random order: a slow spell of the machine then slows scattered shapes, which the check of each
     # line against its neighbours finds, rather than a whole stretch of one kernel, which nothing would.
     todo: list[tuple[Shape, LinePoint | None]] = [(shape, None) for shape in shapes] + [(lp.shape, lp) for lp in lines]
     random.Random(0).shuffle(todo)
-    total = len(todo) + (LINE_PASSES - 1) * len(lines) + len(extra)
+    total = len(todo) + (tune.line_passes - 1) * len(lines) + len(extra)
     points: list[Point] = []
     timed: list[Shape] = []
     for i, (shape, lp) in enumerate(todo):
@@ -479,7 +467,7 @@ def calibrate(
             points.append(p if lp is None else Point(p.kernel, p.dims, p.seconds, p.se, lp.line, float(lp.n)))
             timed.append(shape)
     done = len(todo)
-    for later in range(2, LINE_PASSES + 1):
+    for later in range(2, tune.line_passes + 1):
         order = [i for i, p in enumerate(points) if p.line]
         random.Random(later).shuffle(order)
         for i in order:
@@ -488,6 +476,7 @@ def calibrate(
             done += 1
     _recheck_lines(calibrator, points, timed, step)
     model = fit_points(calibrator.store.device, calibrator.dtype, points, caches)
+    model.tunables = tune.as_json()
     model.dispatches = dispatch_table(shapes + [lp.shape for lp in lines], calibrator.dtype)
     model.rates = calibrator.rates.as_json()
     errors: dict[str, list[float]] = {}

@@ -388,12 +388,13 @@ def calibrate_step(camp: Campaign) -> None:
         return
     from attn_cost.profilers.calibrate import Calibrator, cache_sizes, calibrate, line_grid
     from attn_cost.profilers.opmodel import OPMODEL_KIND, user_dir
+    from attn_cost.profilers.tunables import DEFAULT, QUICK
 
     dtype = plan.dtypes[0]
     caches = cache_sizes(camp.device)
     camp.log(f"calibrate the op model in {dtype} ({'quick' if plan.quick else 'full'} grid); caches {caches}")
     # 3 runs per shape: the full grid is over 2,000 shapes, and each CUDA run is a 20 ms block of timed calls
-    calibrator = Calibrator(camp.store, camp.device, dtype, min(plan.repeats, 3))
+    calibrator = Calibrator(camp.store, camp.device, dtype, min(plan.repeats, 3), tune=QUICK if plan.quick else DEFAULT)
     last = [0.0]
 
     def step(message: str, done: int, total: int) -> None:
@@ -406,8 +407,8 @@ def calibrate_step(camp: Campaign) -> None:
     try:
         variants = sorted({v for pair in plan.pairs for v in pair})
         sizes = [{"d": d, "h": plan.heads, "b": plan.batch} for d in plan.ds]
-        lines = line_grid(variants, sizes, caches, dtype, plan.quick, calibrator.rates)
-        model, n_grid, n_lines, n_held = calibrate(calibrator, caches, quick=plan.quick, lines=lines, step=step)
+        lines = line_grid(variants, sizes, caches, dtype, calibrator.tune, calibrator.rates)
+        model, n_grid, n_lines, n_held = calibrate(calibrator, caches, lines=lines, step=step)
     except _OutOfTimeError as e:
         camp.skip(f"rest of the calibration (over {CALIBRATE_SHARE:.0%} of the time budget; {e}, kept in the store)")
         camp.steps["calibrate"] = f"cut off: {e}"

@@ -18,10 +18,9 @@ from dataclasses import dataclass, field
 
 from attn_cost.costmodel.graph import Graph, Tensor
 
-ELEMENTWISE, ROWWISE, PRODUCT, ATTENTION, PSEUDO = "elementwise", "rowwise", "product", "attention", "pseudo"
+ELEMENTWISE, ROWWISE, PRODUCT, ATTENTION = "elementwise", "rowwise", "product", "attention"
 """Kernel families. Element-wise kernels are timed at one row width (their time does not depend on it), row-wise
-ones at several; products and attention by batch/m/k/n; pseudo-kernels are costs of running ops at all (the call,
-a loop's step, a chain of different ops), not ops."""
+ones at several; products and attention by batch/m/k/n."""
 MATMUL_LAYOUTS = ("NN", "NT", "TN")
 """Operand layouts of the calibrated products: N plain, T transposed (a view of the other layout)."""
 BINARY = ("add", "sub", "mul", "div", "maximum")
@@ -30,8 +29,11 @@ do not show."""
 LAYOUT = ("bcast", "xview", "zview", "accumulate")
 """Features of an op's operand layout, present only where it differs from the grid's plain operands."""
 LOOP_STEP, CALL, SEQUENCE = "loop-step", "call", "op-sequence"
-"""The pseudo-kernels: one iteration of a loop (slicing the token, writing its row); calling a variant at all
-(Python frames, taking its inputs, the timer); what an op costs more inside a chain of different ops than alone."""
+"""What `calibrate` times beside the kernels: costs of running ops at all, not ops. One iteration of a loop
+(slicing the token, writing its row); calling a variant at all (Python frames, taking its inputs, the timer);
+chains of different ops, timed whole against the same ops alone. The op model keeps them as named fields
+(`opfit.Overheads`), not as kernels."""
+OVERHEADS = (LOOP_STEP, CALL, SEQUENCE)
 MAX_SQUARED_WIDTH = 64
 """Widest row the grid times for a kernel whose output is w² wide."""
 RANK = 4
@@ -72,8 +74,8 @@ class Kernel:
     kind: str
     """The engine op kind (`conventions.KINDS`) it runs; `kinds` adds others it runs too (a projection)."""
     family: str
-    build: Callable[[Graph, Shape], Tensor] | None = None
-    """Writes the kernel's engine op at a shape onto a graph and returns its output (None: a pseudo-kernel)."""
+    build: Callable[[Graph, Shape], Tensor]
+    """Writes the kernel's engine op at a shape onto a graph and returns its output."""
     torch: Callable | None = None
     """The PyTorch code on the operands, as the reference implementations run it: f(x) or f(x, z)."""
     kinds: tuple[str, ...] = ()
@@ -238,10 +240,6 @@ DECLARED = (
       for lay in MATMUL_LAYOUTS),
     Kernel("sdpa", "fused_attention", ATTENTION, _attention),
     Kernel("sdpa-causal", "fused_attention", ATTENTION, _attention, causal=True),
-    # costs of running ops at all
-    Kernel(LOOP_STEP, "", PSEUDO),
-    Kernel(CALL, "", PSEUDO),
-    Kernel(SEQUENCE, "", PSEUDO),
 )  # fmt: skip
 
 KERNELS: dict[str, Kernel] = {k.name: k for k in DECLARED}
@@ -254,8 +252,8 @@ def family(name: str) -> list[str]:
 
 
 def runnable(name: str) -> bool:
-    """Whether the calibration has PyTorch code for a kernel: a declared kernel that is not a pseudo-kernel."""
-    return name in KERNELS and KERNELS[name].family != PSEUDO
+    """Whether the calibration has PyTorch code for an op: a declared kernel."""
+    return name in KERNELS
 
 
 def twins(name: str) -> list[str]:
@@ -285,7 +283,7 @@ def kernel_of(op) -> str:
             return "matmul-NT"
         a, b = op.inputs[0], op.inputs[1]
         layout = ("T" if a.transposed else "N") + ("T" if b.transposed else "N")
-        return f"matmul-{layout if layout in MATMUL_LAYOUTS else 'NN'}"
+        return f"matmul-{layout}"  # TT has no kernel: refused by calibrate, priced with a named warning
     if op.kind == "fused_attention":
         return "sdpa-causal" if op.attrs.get("causal") else "sdpa"
     if op.kind == "copy":
@@ -309,10 +307,8 @@ def build_runner(at: Shape, dtype: str, device: str, parts: Callable[[Shape], li
     """(run, make) of the kernel at a shape, as the reference implementations run it; `parts` gives the ops an
     op-sequence chains (`calibrate.sequence_parts`)."""
     import torch
-    from attn_cost.profilers import reference as ref
     from attn_cost.profilers.cases import DTYPES
 
-    kernel = KERNELS[at.kernel]
     dt = DTYPES[dtype]
     gen = torch.Generator(device="cpu").manual_seed(0)
 
@@ -322,6 +318,9 @@ def build_runner(at: Shape, dtype: str, device: str, parts: Callable[[Shape], li
         x = torch.rand(*s, generator=gen) + 0.5 if positive else torch.randn(*s, generator=gen)
         return x.to(device=device, dtype=dt)
 
+    if at.kernel in OVERHEADS:
+        return _overhead_runner(at, rand, dtype, device, parts)
+    kernel = KERNELS[at.kernel]
     if kernel.family == PRODUCT:
         bt, m, k, n = (at.get(x) for x in ("batch", "m", "k", "n"))
         lead = (bt,) if bt > 1 else ()
@@ -346,32 +345,6 @@ def build_runner(at: Shape, dtype: str, device: str, parts: Callable[[Shape], li
         n, d = at.get("m"), at.get("k")
         sdpa = torch.nn.functional.scaled_dot_product_attention
         return Runner(lambda box: sdpa(*box, is_causal=kernel.causal), lambda: [rand(1, n, d) for _ in range(3)])
-    if kernel.name == LOOP_STEP:
-        its = at.get("iterations")
-
-        def loop(box: list) -> None:
-            (x,) = box
-            for t in range(its):
-                x[:, :, t], x[:, :, t], x[:, :, t]
-
-        return Runner(loop, lambda: [rand(its, 1)])
-    if kernel.name == SEQUENCE:
-        runners = [build_runner(part, dtype, device, parts) for part in (parts or (lambda s: []))(at)]
-
-        def chain(box: list) -> None:
-            for runner, inputs in zip(runners, ref.take(box), strict=True):
-                runner.run(inputs)
-
-        return Runner(chain, lambda: [r.make() for r in runners])
-    if kernel.name == CALL:
-        rows, cols = at.get("rows"), at.get("cols")
-
-        def call(box: list):
-            q, k, v = ref.take(box)
-            del q, k
-            return v
-
-        return Runner(call, lambda: [rand(1, 1, rows, cols) for _ in range(3)])
     rows, cols = at.get("rows"), at.get("cols")
     lead = (1,) * (RANK - 2)
     if kernel.name == "fill":
@@ -395,6 +368,37 @@ def build_runner(at: Shape, dtype: str, device: str, parts: Callable[[Shape], li
 
         return Runner(run_pair, pair)
     return Runner(lambda box: kernel.torch(box[0]), lambda: [rand(rows, cols, positive=kernel.positive)])
+
+
+def _overhead_runner(at: Shape, rand: Callable, dtype: str, device: str, parts: Callable | None) -> Runner:
+    """PyTorch code of what `calibrate` times beside the kernels (`OVERHEADS`)."""
+    from attn_cost.profilers import reference as ref
+
+    if at.kernel == LOOP_STEP:
+        its = at.get("iterations")
+
+        def loop(box: list) -> None:
+            (x,) = box
+            for t in range(its):
+                x[:, :, t], x[:, :, t], x[:, :, t]
+
+        return Runner(loop, lambda: [rand(its, 1)])
+    if at.kernel == SEQUENCE:
+        runners = [build_runner(part, dtype, device, parts) for part in (parts or (lambda s: []))(at)]
+
+        def chain(box: list) -> None:
+            for runner, inputs in zip(runners, ref.take(box), strict=True):
+                runner.run(inputs)
+
+        return Runner(chain, lambda: [r.make() for r in runners])
+    rows, cols = at.get("rows"), at.get("cols")
+
+    def call(box: list):
+        q, k, v = ref.take(box)
+        del q, k
+        return v
+
+    return Runner(call, lambda: [rand(1, 1, rows, cols) for _ in range(3)])
 
 
 def _takes_two(kernel: Kernel) -> bool:

@@ -10,7 +10,7 @@ from functools import cache
 import numpy as np
 import sympy as sp
 from attn_cost.costmodel.errors import UserError
-from attn_cost.profilers.kernels import BINARY, CALL, LOOP_STEP, SEQUENCE, kernel_of
+from attn_cost.profilers.kernels import BINARY, kernel_of
 
 
 @dataclass
@@ -89,21 +89,25 @@ class KernelCalls:
                     out.append(row)
         return out
 
-    def at(self, n: np.ndarray, dispatches: dict[str, int] | None = None) -> list[tuple[str, dict[str, np.ndarray]]]:
-        """Per op, then loop steps, the call and the chain: the kernel and its features at every N. The chain's
-        repeat counts the ATen kernels the ops dispatch (`dispatches` per kernel, 1 where not given), or the
-        ops themselves without a table (calibrations made before dispatches were counted)."""
+    def at(self, n: np.ndarray) -> list[tuple[str, dict[str, np.ndarray]]]:
+        """Per op: the kernel and its features at every N."""
         n = np.asarray(n, dtype=float)
-        out = []
-        for kernel, feats in zip(self.kernels, self.features, strict=True):
-            out.append((kernel, {k: np.broadcast_to(np.asarray(f(n), dtype=float), n.shape) for k, f in feats.items()}))
-        iters = np.broadcast_to(np.asarray(self.loop_iterations(n), dtype=float), n.shape)
-        out.append((LOOP_STEP, {"repeat": iters, "bytes": np.ones_like(n), "rows": np.ones_like(n)}))
-        out.append((CALL, {"repeat": np.ones_like(n), "bytes": np.ones_like(n), "rows": np.ones_like(n)}))
+        return [
+            (kernel, {k: np.broadcast_to(np.asarray(f(n), dtype=float), n.shape) for k, f in feats.items()})
+            for kernel, feats in zip(self.kernels, self.features, strict=True)
+        ]
+
+    def iterations(self, n: np.ndarray) -> np.ndarray:
+        """Loop iterations of one call at every N."""
+        n = np.asarray(n, dtype=float)
+        return np.broadcast_to(np.asarray(self.loop_iterations(n), dtype=float), n.shape)
+
+    def dispatched(self, n: np.ndarray, dispatches: dict[str, int] | None = None) -> np.ndarray:
+        """ATen kernels one call dispatches at every N (`dispatches` per kernel, 1 where not given), or its ops
+        without a table (calibrations made before dispatches were counted): what the chain cost is paid per."""
         weight = dispatches or {}
-        chained = sum((f["repeat"] * weight.get(k, 1) for k, f in out[: len(self.kernels)]), np.zeros_like(n))
-        out.append((SEQUENCE, {"repeat": chained, "bytes": np.ones_like(n), "rows": np.ones_like(n)}))
-        return out
+        n = np.asarray(n, dtype=float)
+        return sum((f["repeat"] * weight.get(k, 1) for k, f in self.at(n)), np.zeros_like(n))
 
 
 LINE_PROBES = (1009.0, 2003.0)

@@ -9,16 +9,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
+from attn_cost.profilers.tunables import DEFAULT
 
 if TYPE_CHECKING:
     from attn_cost.profilers.opmodel import OpModel
 
-RESIDUAL_OCTAVES = 1.0
-"""Width (in octaves of each matmul dimension) of the residual correction's Gaussian weights."""
-RESIDUAL_PRIOR = 0.15
-"""Weight of 'no correction' against the grid's residuals: the correction fades where the grid is far."""
-CHAIN_SPAN = 10.0
-"""A chain's share of its ops' time is fitted only when the chains' ops alone span this factor in time."""
 MAD_TO_SIGMA = 1.4826
 """A normal distribution's σ over its median absolute deviation: robust spreads from median errors."""
 
@@ -126,13 +121,50 @@ class Chain:
         a = np.array([[p.dims.get("dispatches", p.dims["ops"]), p.dims["isolated_s"]] for p in points])
         y = np.array([p.seconds - call - p.dims["isolated_s"] for p in points])
         w = 1.0 / np.array([p.seconds for p in points])
-        if a[:, 1].max() < CHAIN_SPAN * a[:, 1].min():  # sizes too alike to tell a share from a fixed cost
+        if a[:, 1].max() < DEFAULT.chain_span * a[:, 1].min():  # sizes too alike to tell a share from a fixed cost
             launch, share = max(float(np.median(y / a[:, 0])), 0.0), 0.0
         else:
             (launch, share), _ = nnls(a * w[:, None], y * w)
         whole = np.array([p.seconds for p in points])
         predicted = call + a[:, 1] * (1 + share) + launch * a[:, 0]
         return cls(float(launch), float(share), MAD_TO_SIGMA * float(np.median(np.abs(np.log(whole / predicted)))))
+
+
+@dataclass
+class Overheads:
+    """What running a variant costs beside its ops, calibrated from timings of no op at all (`kernels.OVERHEADS`):
+    calling it (Python frames, taking its inputs, the timer), one iteration of a loop (slicing the token,
+    writing its row), and what its ops cost more inside a chain of different ops than alone (`Chain`)."""
+
+    call_s: float = 0.0
+    loop_step_s: float = 0.0
+    chain: Chain | None = None
+
+    def seconds(self, ops_s: np.ndarray, iterations: np.ndarray, dispatched: np.ndarray) -> np.ndarray:
+        """Seconds they add to ops that take `ops_s` alone, with `iterations` loop iterations and `dispatched`
+        ATen kernels (or ops) in all."""
+        out = self.call_s + self.loop_step_s * iterations
+        if self.chain is not None:
+            out = out + self.chain.launch * dispatched + self.chain.share * ops_s
+        return out
+
+    @property
+    def sigma(self) -> float:
+        """The chain's spread (`Chain.sigma`), 0 without chains."""
+        return self.chain.sigma if self.chain is not None else 0.0
+
+    def as_json(self) -> dict:
+        chain = self.chain
+        return {"call_s": self.call_s, "loop_step_s": self.loop_step_s,
+                "chain": None if chain is None else {"launch": chain.launch, "share": chain.share,
+                                                     "sigma": chain.sigma}}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: dict) -> Overheads:
+        chain = data.get("chain")
+        return cls(float(data["call_s"]), float(data["loop_step_s"]),
+                   None if chain is None else Chain(float(chain["launch"]), float(chain["share"]),
+                                                    float(chain["sigma"])))  # fmt: skip
 
 
 @dataclass
@@ -181,8 +213,8 @@ class Gemm:
             return base
         c = _matmul_coords(f)
         dist2 = np.sum((c[..., None, :] - self.coords) ** 2, axis=-1)
-        w = np.exp(-dist2 / (2 * RESIDUAL_OCTAVES**2))
-        corr = (w @ self.residuals) / (w.sum(axis=-1) + RESIDUAL_PRIOR)
+        w = np.exp(-dist2 / (2 * DEFAULT.residual_octaves**2))
+        corr = (w @ self.residuals) / (w.sum(axis=-1) + DEFAULT.residual_prior)
         return base * np.exp(corr)
 
     @classmethod

@@ -27,7 +27,7 @@ dimension of a variant, and a kernel's speed at one width says little about the 
 A variant's time is Σ over its ops of repeat × t(op) at concrete sizes, plus the fixed cost of a call,
 a per-iteration cost for loops, and per op what running inside a chain of different ops adds to the
 op alone: a fixed cost per ATen kernel it dispatches and a share of the op's time (all three calibrated
-as pseudo-kernels).
+from timings of no op at all, and kept as named fields, `Overheads`).
 Crossovers come from the predicted curves by bracketing sign changes on a log grid and brentq; their
 interval is the 2.5-97.5 % range over bootstrap replicates of the model, each refitted on a resample
 (with replacement) of the calibration points, medians jittered by their standard errors, and every
@@ -48,9 +48,17 @@ from pathlib import Path
 
 import numpy as np
 from attn_cost.costmodel.errors import PricingWarning, UserError
-from attn_cost.profilers.kernels import CALL, LOOP_STEP, MATMUL_LAYOUTS, SEQUENCE, kernel_of, twins  # noqa: F401
+from attn_cost.profilers.kernels import (  # noqa: F401
+    CALL,
+    LOOP_STEP,
+    MATMUL_LAYOUTS,
+    OVERHEADS,
+    SEQUENCE,
+    kernel_of,
+    twins,
+)
 from attn_cost.profilers.opcalls import KernelCalls, kernel_calls, line_of, op_features, operand_layout  # noqa: F401
-from attn_cost.profilers.opfit import MAD_TO_SIGMA, Chain, Curve, Gemm, Line, Point, Scaled, Streaming
+from attn_cost.profilers.opfit import MAD_TO_SIGMA, Chain, Curve, Gemm, Line, Overheads, Point, Scaled, Streaming
 
 SCHEMA = 1
 FIT_VERSION = 1
@@ -81,7 +89,9 @@ class OpModel:
     held_out: dict = field(default_factory=dict)
     """Errors of the model on shapes that are not in the grid (measured by `attn-cost calibrate`)."""
     created: str = ""
-    kernels: dict[str, Streaming | Gemm | Chain] = field(default_factory=dict, repr=False)
+    kernels: dict[str, Streaming | Gemm] = field(default_factory=dict, repr=False)
+    overheads: Overheads = field(default_factory=Overheads)
+    """The call, loop-step and chain costs: what running a variant costs beside its ops."""
     context: bool = False
     """Add the cache misses a variant's ops have and the same ops alone do not (`context_seconds`)."""
     lines: dict[str, Line] = field(default_factory=dict, repr=False)
@@ -96,10 +106,12 @@ class OpModel:
     rates: dict[str, float] = field(default_factory=dict)
     """The device's rough rates the calibration was sized with (`calibrate.probe`): launch_s, bytes_per_s,
     flops_per_s."""
+    tunables: dict = field(default_factory=dict)
+    """The settings it was made with (`tunables.Tunables.as_json`); empty in calibrations older than them."""
 
     def __post_init__(self) -> None:
         if not self.kernels:
-            self.kernels = self._fit([p for p in self.points if not p.line])
+            self.kernels, self.overheads = self._fit([p for p in self.points if not p.line])
         if not self.lines:
             self.lines = Line.group([p for p in self.points if p.line])
 
@@ -110,24 +122,20 @@ class OpModel:
         return slug(self.device)
 
     @staticmethod
-    def _fit(points: list[Point]) -> dict:
+    def _fit(points: list[Point]) -> tuple[dict, Overheads]:
         by_kernel: dict[str, list[Point]] = defaultdict(list)
         for p in points:
             by_kernel[p.kernel].append(p)
         kernels: dict = {}
         copy = Streaming.fit(by_kernel[COPY]) if len(by_kernel.get(COPY, ())) >= MIN_POINTS else None
         for name, pts in by_kernel.items():
-            if name == SEQUENCE:
-                continue
-            if len(pts) < MIN_POINTS:
+            if name in OVERHEADS or len(pts) < MIN_POINTS:
                 continue
             if name.startswith("matmul") or name.startswith("sdpa"):
                 kernels[name] = Gemm.fit(pts, copy)
             else:
                 kernels[name] = copy if name == COPY and copy is not None else Streaming.fit(pts)
-        if by_kernel.get(SEQUENCE) and CALL in kernels:
-            kernels[SEQUENCE] = Chain.fit(by_kernel[SEQUENCE], kernels[CALL].launch)
-        return kernels
+        return kernels, _fit_overheads(by_kernel)
 
     def kernel(self, name: str) -> Streaming | Gemm:
         """The model of a kernel, or of its in-place or out-of-place twin (`kernels.twins`). One this calibration
@@ -156,20 +164,14 @@ class OpModel:
     def time(self, calls: KernelCalls, n: np.ndarray) -> np.ndarray:
         """Predicted seconds of one call of a variant at every N (with the cache context, if the model has it)."""
         n = np.atleast_1d(np.asarray(n, dtype=float))
-        total, ops = np.zeros_like(n), np.zeros_like(n)
-        for i, (kernel, f) in enumerate(calls.at(n, self.dispatches)):
-            if kernel in (LOOP_STEP, CALL, SEQUENCE) and (not np.any(f["repeat"] > 0) or kernel not in self.kernels):
-                continue
+        ops = np.zeros_like(n)
+        for i, (kernel, f) in enumerate(calls.at(n)):
             seconds = self.op_seconds(kernel, f)
-            line = self.lines.get(calls.lines[i]) if i < len(calls.lines) else None
+            line = self.lines.get(calls.lines[i])
             if line is not None:
                 seconds = line.along(self, n, seconds)
-            total = total + f["repeat"] * seconds
-            if i < len(calls.kernels):
-                ops = ops + f["repeat"] * seconds
-        chain = self.kernels.get(SEQUENCE)
-        if isinstance(chain, Chain):
-            total = total + chain.share * ops
+            ops = ops + f["repeat"] * seconds
+        total = ops + self.overheads.seconds(ops, calls.iterations(n), calls.dispatched(n, self.dispatches))
         if self.whole_rng is not None:  # one draw per variant and replicate, the same at every N
             if id(calls) not in self._whole:
                 self._whole[id(calls)] = math.exp(self.whole_sigma * self.whole_rng.standard_normal())
@@ -219,7 +221,7 @@ class OpModel:
         for i, p in enumerate(self.points):
             if p.line:
                 continue
-            if only is None or p.kernel in only or (p.kernel == COPY and p.kernel in self.kernels):
+            if only is None or p.kernel in only or p.kernel in OVERHEADS or (p.kernel == COPY and COPY in self.kernels):
                 by_kernel[p.kernel].append(i)
         kernels: dict = {}
         picked: list[Point] = []
@@ -234,7 +236,9 @@ class OpModel:
                 continue
             pts = [self.points[i] for i in keep]
             picked += [Point(p.kernel, p.dims, p.seconds * math.exp(j), p.se) for p, j in zip(pts, jitter, strict=True)]
-        refit = self._fit(picked)
+        refit, fresh = self._fit(picked)
+        kept = self.overheads  # one this resample has no timings of stays as fitted
+        overheads = Overheads(fresh.call_s or kept.call_s, fresh.loop_step_s or kept.loop_step_s, fresh.chain or kept.chain)
         for name, model in refit.items():
             kernels.setdefault(name, model)
         for name in list(kernels):  # the error the model makes off its grid, one draw per kernel and replicate
@@ -248,18 +252,16 @@ class OpModel:
             name: line.resampled(rng, sigma) if lines is None or name in lines else line
             for name, line in self.lines.items()
         }
-        chain = self.kernels.get(SEQUENCE)
         return OpModel(
-            self.device, self.dtype, self.points, self.caches, self.held_out, self.created, kernels, self.context,
-            drawn, self.dispatches, chain.sigma if isinstance(chain, Chain) else 0.0,
-            np.random.default_rng(rng.integers(1 << 32)),
+            self.device, self.dtype, self.points, self.caches, self.held_out, self.created, kernels, overheads,
+            self.context, drawn, self.dispatches, self.overheads.sigma, np.random.default_rng(rng.integers(1 << 32)),
         )  # fmt: skip
 
     def off_grid_sigma(self, kernel: str) -> float:
         """Log-scale spread of the model's error on shapes off the grid (from the held-out shapes that
         `calibrate` times): MAD_TO_SIGMA × their median |relative error|, a robust σ."""
         family = "matmul" if kernel.startswith(("matmul", "sdpa")) else "other kernels"
-        if kernel in (CALL, LOOP_STEP, SEQUENCE) or family not in self.held_out:
+        if family not in self.held_out:
             return 0.0
         return MAD_TO_SIGMA * float(self.held_out[family].get("median_abs_error", 0.0))
 
@@ -278,8 +280,10 @@ class OpModel:
             "context": self.context,
             "dispatches": dict(sorted(self.dispatches.items())),
             "rates": self.rates,
+            "tunables": self.tunables,
             "kernels": {k: _describe(v) for k, v in sorted(self.kernels.items())},
             "fit_version": FIT_VERSION,
+            "overheads": self.overheads.as_json(),
             "fitted": {k: _parameters(v) for k, v in sorted(self.kernels.items())},
             "points": [p.as_json() for p in self.points],
         }
@@ -304,7 +308,7 @@ class OpModel:
             if not isinstance(dtype, str):
                 raise TypeError("dtype: not a dtype name")
             stored = data.get("fitted") if data.get("fit_version") == FIT_VERSION else None
-            kernels = _from_parameters(stored) if isinstance(stored, dict) else None
+            kernels, overheads = _from_parameters(stored, data.get("overheads")) if isinstance(stored, dict) else (None, None)
         except (KeyError, TypeError, AttributeError, ValueError, IndexError) as e:
             raise UserError(f"{where} is not an attn-cost op calibration ({e.__class__.__name__}: {e})") from None
         if kernels is None and not refit:
@@ -313,11 +317,12 @@ class OpModel:
                 f"{where} carries no parameters of this attn-cost's fit (fit version {version}, this one fits with "
                 f"{FIT_VERSION}): refit it from its points with `attn-cost calibrate --refit {where}`"
             )
-        model = fit_points(device, dtype, points, data.get("caches", {}), where, kernels=kernels)
+        model = fit_points(device, dtype, points, data.get("caches", {}), where, kernels=kernels, overheads=overheads)
         model.held_out, model.created = data.get("held_out", {}), data.get("created", "")
         model.context = bool(data.get("context", False))
         model.dispatches = _dispatch_table(data.get("dispatches", {}), where)
         model.rates = {k: float(v) for k, v in data.get("rates", {}).items() if isinstance(v, (int, float))}
+        model.tunables = data["tunables"] if isinstance(data.get("tunables"), dict) else {}
         return model
 
     def to_text(self) -> str:
@@ -361,9 +366,7 @@ def pricing(name: str) -> list[str]:
     return list(dict.fromkeys([*out, COPY]))
 
 
-def _describe(model: Streaming | Gemm | Chain) -> dict:
-    if isinstance(model, Chain):
-        return {"form": "chain", "launch_s": model.launch, "share": model.share, "sigma": model.sigma}
+def _describe(model: Streaming | Gemm) -> dict:
     if isinstance(model, Gemm):
         return {"form": "gemm", "launch_s": model.launch, "item_s": model.item, "peak_flops_per_s": model.peak,
                 "half": list(model.half), "points": len(model.residuals)}  # fmt: skip
@@ -374,23 +377,21 @@ def _describe(model: Streaming | Gemm | Chain) -> dict:
 
 def fit_points(
     device: dict, dtype: str, points: list[Point], caches: dict | None = None, where: str = "the calibration",
-    kernels: dict | None = None,
+    kernels: dict | None = None, overheads: Overheads | None = None,
 ) -> OpModel:
-    """Fit the op model (or take the fitted `kernels` as they are); too few points for the copy kernel, which
-    matrix products' traffic and stand-ins use, is bad input."""
+    """Fit the op model (or take the fitted `kernels` and `overheads` as they are); too few points for the copy
+    kernel, which matrix products' traffic and stand-ins use, is bad input."""
     copies = sum(p.kernel == COPY and not p.line for p in points)
     if copies < MIN_POINTS:
         raise UserError(
             f"{where} has {copies} timing{'s' if copies != 1 else ''} of the {COPY} kernel, which every kernel "
             f"falls back on; an op model needs at least {MIN_POINTS}: run `attn-cost calibrate`"
         )
-    return OpModel(device, dtype, points, caches or {}, kernels=kernels or {})
+    return OpModel(device, dtype, points, caches or {}, kernels=kernels or {}, overheads=overheads or Overheads())
 
 
-def _parameters(model: Streaming | Gemm | Chain) -> dict:
+def _parameters(model: Streaming | Gemm) -> dict:
     """Everything a fitted kernel model is, as JSON: what `_from_parameters` loads back without refitting."""
-    if isinstance(model, Chain):
-        return {"form": "chain", "launch": model.launch, "share": model.share, "sigma": model.sigma}
     if isinstance(model, Gemm):
         return {"form": "gemm", "launch": model.launch, "item": model.item, "peak": model.peak,
                 "half": list(model.half), "coords": model.coords.tolist(),
@@ -399,8 +400,30 @@ def _parameters(model: Streaming | Gemm | Chain) -> dict:
             "curves": [{"bytes": c.nbytes.tolist(), "seconds": c.seconds.tolist()} for c in model.curves]}  # fmt: skip
 
 
-def _from_parameters(fitted: dict) -> dict:
-    """Kernel models from their stored parameters (products take their traffic from the stored copy kernel)."""
+def _fit_overheads(by_kernel: dict[str, list[Point]]) -> Overheads:
+    """The call and loop-step costs (their timings' model at one byte, as an op is priced) and the chain cost
+    (fitted against the fastest call)."""
+    unit = {"bytes": np.ones(1), "rows": np.ones(1)}
+    fitted = {name: Streaming.fit(by_kernel[name]) for name in (CALL, LOOP_STEP)
+              if len(by_kernel.get(name, ())) >= MIN_POINTS}  # fmt: skip
+    call, step = fitted.get(CALL), fitted.get(LOOP_STEP)
+    chain = Chain.fit(by_kernel[SEQUENCE], call.launch) if by_kernel.get(SEQUENCE) and call is not None else None
+    return Overheads(
+        float(call.predict(unit)[0]) if call else 0.0, float(step.predict(unit)[0]) if step else 0.0, chain
+    )
+
+
+def _from_parameters(fitted: dict, overheads: dict | None) -> tuple[dict, Overheads]:
+    """Kernel models and overheads from their stored parameters (products take their traffic from the stored copy
+    kernel). Files written before the overheads were named fields keep them among the kernels."""
+    if overheads is None:
+        fitted = dict(fitted)
+        old = {name: fitted.pop(name) for name in OVERHEADS if name in fitted}
+        unit = {"bytes": np.ones(1), "rows": np.ones(1)}
+        costs = {name: float(_from_parameters({name: old[name]}, {})[0][name].predict(unit)[0])
+                 for name in (CALL, LOOP_STEP) if name in old}  # fmt: skip
+        chain = old.get(SEQUENCE)
+        overheads = {"call_s": costs.get(CALL, 0.0), "loop_step_s": costs.get(LOOP_STEP, 0.0), "chain": chain}
     streaming = {
         name: Streaming(float(p["launch"]), np.array(p["widths"], dtype=float),
                         [Curve(np.array(c["bytes"], dtype=float), np.array(c["seconds"], dtype=float))
@@ -414,11 +437,9 @@ def _from_parameters(fitted: dict) -> dict:
             out[name] = Gemm(float(p["launch"]), float(p["item"]), float(p["peak"]), tuple(map(float, p["half"])),
                              np.array(p["coords"], dtype=float).reshape(-1, 4), np.array(p["residuals"], dtype=float),
                              copy)  # fmt: skip
-        elif p["form"] == "chain":
-            out[name] = Chain(float(p["launch"]), float(p["share"]), float(p["sigma"]))
         elif p["form"] != "streaming":
             raise ValueError(f"fitted kernel {name}: unknown form {p['form']!r}")
-    return out
+    return out, Overheads.from_json(overheads) if overheads else Overheads()
 
 
 # -- where op models live ----------------------------------------------------------------------------

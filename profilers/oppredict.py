@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from attn_cost.costmodel.errors import UserError
-from attn_cost.profilers.kernels import CALL, LOOP_STEP, SEQUENCE
 from attn_cost.profilers.opcalls import kernel_calls
 from attn_cost.profilers.opmodel import BOOTSTRAP, OpModel, load_opmodel, opmodel_for, pricing
 
@@ -62,7 +61,7 @@ def predict_n0(
 ) -> Prediction:
     """Where B's predicted time falls to A's, with a bootstrap interval over the calibration."""
     ca, cb = kernel_calls(a, scope, dtype, dims), kernel_calls(b, scope, dtype, dims)
-    used = {name for calls in (ca, cb) for k in (*calls.kernels, LOOP_STEP, CALL, SEQUENCE) for name in pricing(k)}
+    used = {name for calls in (ca, cb) for k in calls.kernels for name in pricing(k)}
     lines = {line for calls in (ca, cb) for line in calls.lines}
 
     def crossing(m: OpModel) -> float | None:

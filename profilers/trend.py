@@ -7,17 +7,12 @@ import math
 
 import numpy as np
 
-SPIKE = 1.25
-"""A timing slower than its neighbours' trend along N by this factor is timed again (`off_trend`)."""
+from attn_cost.profilers.tunables import DEFAULT
 
 
-TREND_REACH = 4
-"""How many timings on each side of a timing `off_trend` judges it by."""
-
-
-def off_trend(n: list[float], seconds: list[float], factor: float = SPIKE) -> list[int]:
+def off_trend(n: list[float], seconds: list[float], factor: float = DEFAULT.spike) -> list[int]:
     """Indices of the timings of a series (sorted by n, no n twice) that their neighbours do not explain: more
-    than `factor` slower than the robust (Theil–Sen) line through up to `TREND_REACH` timings on each side, in
+    than `factor` slower than the robust (Theil–Sen) line through up to `Tunables.trend_reach` timings on each side, in
     log time over log n. A disturbance slows a timing down, often over two or three lengths timed in the same
     slow spell, which a robust line sees through; a real change of speed along N spans more lengths than that."""
     from scipy.stats import theilslopes
@@ -27,7 +22,8 @@ def off_trend(n: list[float], seconds: list[float], factor: float = SPIKE) -> li
     ln, lt = np.log(np.asarray(n, dtype=float)), np.log(np.asarray(seconds, dtype=float))
     out = []
     for i in range(len(n)):
-        near = [j for j in range(max(0, i - TREND_REACH), min(len(n), i + TREND_REACH + 1)) if j != i]
+        reach = DEFAULT.trend_reach
+        near = [j for j in range(max(0, i - reach), min(len(n), i + reach + 1)) if j != i]
         slope, intercept, _, _ = theilslopes(lt[near], ln[near], method="joint")
         if lt[i] - (intercept + slope * ln[i]) > math.log(factor):
             out.append(i)

@@ -9,16 +9,42 @@ from dataclasses import replace
 
 from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.errors import UserError
-from attn_cost.costmodel.variants import derive
+from attn_cost.costmodel.variants import all_variants, derive
 from attn_cost.profilers.cases import Sizes
 from attn_cost.profilers.corrections import DeviceProfile, corrected_points, fit_memory, fit_time
 from attn_cost.profilers.opmodel import OpModel
 from attn_cost.profilers.oppredict import Prediction, predict_n0, predicted_seconds
 from attn_cost.profilers.profile import GRAIN, Measurer, profile_pair, snap
+from attn_cost.profilers.reference import REFERENCES
 from attn_cost.profilers.trend import spikes
 
 SWEEP = [2 ** (k / 2) for k in range(-6, 4)]
 """Lengths timed for a fit, as multiples of the transition point: N*/8 ... 2.8·N*."""
+
+
+def catalogue_pairs() -> list[tuple[str, str]]:
+    """Every registered variant with a reference implementation at core scope, against softmax of its own
+    causality and against its family's alternative (the next variant of the same family and causality, in
+    registration order): what `validate --catalogue` checks. Layer-only variants have no core to time."""
+    timed = [v for v in all_variants() if (ref := REFERENCES.get(v.name)) is not None and ref.core is not None]
+    pairs: list[tuple[str, str]] = []
+
+    def add(a: str, b: str) -> None:
+        if a != b and (a, b) not in pairs and (b, a) not in pairs:
+            pairs.append((a, b))
+
+    names = {v.name for v in timed}
+    for v in timed:
+        baseline = "softmax-causal" if v.causal else "softmax"
+        if baseline in names:
+            add(baseline, v.name)
+    groups: dict[tuple[str, bool], list[str]] = defaultdict(list)
+    for v in timed:
+        groups[(v.family, v.causal)].append(v.name)
+    for members in groups.values():
+        for a, b in zip(members, members[1:]):
+            add(a, b)
+    return pairs
 
 
 def sweep_lengths(center: float, n_max: int) -> list[int]:

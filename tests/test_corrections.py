@@ -189,3 +189,27 @@ def test_validate_fits_on_some_head_dims_and_checks_another(attn_cost) -> None:
 def test_validate_needs_two_fit_dims(attn_cost) -> None:
     r = attn_cost("validate", "--fit-d", "16")
     assert r.code == 2 and "at least two head dims" in r.err
+
+
+def test_the_catalogue_pairs_cover_every_timed_variant_against_softmax_of_its_causality() -> None:
+    from attn_cost.costmodel.variants import all_variants
+    from attn_cost.profilers.reference import REFERENCES
+    from attn_cost.profilers.validate import catalogue_pairs
+
+    pairs = catalogue_pairs()
+    causal = {v.name: v.causal for v in all_variants()}
+    timed = {n for n, r in REFERENCES.items() if r.core is not None}
+    assert {n for p in pairs for n in p} == timed  # the layer-only Hosseini variants have no core to time
+    for name in timed - {"softmax", "softmax-causal"}:
+        baseline = "softmax-causal" if causal[name] else "softmax"
+        assert (baseline, name) in pairs
+    assert all(causal[a] == causal[b] for a, b in pairs)  # a causal variant is never judged against a bidirectional one
+    for family_pair in [("taylorshift-direct", "taylorshift-efficient"), ("linear", "performer"),
+                        ("linformer", "nystromformer"), ("sliding-window", "sliding-window-fused")]:
+        assert family_pair in pairs
+    assert len(pairs) == len(set(pairs))
+
+
+def test_catalogue_and_pair_together_are_refused(attn_cost) -> None:
+    r = attn_cost("validate", "--catalogue", "--pair", "softmax:linear", "--cpu")
+    assert r.code == 2 and "give one" in r.err and len(r.err.strip().splitlines()) == 1

@@ -22,6 +22,7 @@ from attn_cost.profilers.opmodel import (
     load_opmodel,
 )
 from attn_cost.profilers.oppredict import last_crossing, predict_n0, predicted_seconds, row_dims
+from attn_cost.profilers.tunables import DEFAULT
 
 DEVICE = {"kind": "cpu", "name": "Test CPU", "torch": "2.13.0", "threads": 2, "family": "1"}
 LAUNCH, PER_BYTE = 2e-6, 1e-10  # 2 µs per kernel, 10 GB/s
@@ -225,7 +226,7 @@ def test_line_grid_times_a_variant_s_ops_at_their_shapes() -> None:
 
     points = cal.line_grid(["softmax"], [{"d": 24}], {"L3": 1 << 20})
     qk = [p for p in points if p.shape.kernel == "matmul-NT"]
-    assert [p.n for p in qk] == [n for n in cal.LINE_LENGTHS if 4 * (2 * n * 24 + n * n) <= 8 << 20]
+    assert [p.n for p in qk] == [n for n in DEFAULT.line_lengths if 4 * (2 * n * 24 + n * n) <= 8 << 20]
     assert all(dict(p.shape.dims) == {"batch": 1, "m": p.n, "k": 24, "n": p.n} for p in qk)
     assert {p.shape.kernel for p in points} == {"matmul-NT", "scale!", "softmax", "matmul-NN"}
     # variants needing sizes they are not given are skipped; those with defaults are not
@@ -302,8 +303,8 @@ def test_the_chain_cost_recovers_its_fixed_part_and_its_share() -> None:
     )
     calls = kernel_calls("softmax", "core", "fp32", dims_of(16))
     n = np.array([100.0, 3000.0])
-    ops = sum(model.op_seconds(k, f) for k, f in calls.at(n)[: len(calls.kernels)])
-    assert model.time(calls, n) == pytest.approx(ops * (1 + share) + model.kernels[CALL].launch + 4 * launch, rel=1e-6)
+    ops = sum(model.op_seconds(k, f) for k, f in calls.at(n))
+    assert model.time(calls, n) == pytest.approx(ops * (1 + share) + call + 4 * launch, rel=1e-6)
 
 
 def test_the_chain_cost_is_paid_per_dispatched_kernel() -> None:
@@ -321,10 +322,10 @@ def test_the_chain_cost_is_paid_per_dispatched_kernel() -> None:
     )
     calls = kernel_calls("linear", "core", "fp32", dims_of(16))
     n = np.array([100.0])
-    ops = sum(model.op_seconds(k, f) for k, f in calls.at(n)[: len(calls.kernels)])
+    ops = sum(model.op_seconds(k, f) for k, f in calls.at(n))
     # linear: φ(K), KᵀV, Σ φ(K), φ(Q), φ(Q)·KV, φ(Q)·z, divide; φ = elu + 1 is two kernels
     model.dispatches = {"elu1": 2}
-    assert model.time(calls, n) == pytest.approx(ops + model.kernels[CALL].launch + 9 * launch, rel=1e-6)
+    assert model.time(calls, n) == pytest.approx(ops + call + 9 * launch, rel=1e-6)
     again = OpModel.from_json(json.loads(model.to_text()), "here")
     assert again.dispatches == {"elu1": 2}
     for bad in ({"elu1": 0}, {"elu1": "two"}, ["elu1"]):
@@ -549,8 +550,8 @@ def test_calibration_stores_points_and_resumes(monkeypatch, tmp_path) -> None:
 
     shapes = [cal._s(COPY, rows=r, cols=64) for r in (1, 16, 256, 4096)]
     shapes += [cal._s("matmul-NT", batch=1, m=m, k=8, n=m) for m in (8, 64, 512)]
-    monkeypatch.setattr(cal, "grid", lambda caches, dtype, quick: shapes)
-    monkeypatch.setattr(cal, "held_out_grid", lambda caches, dtype, quick: [cal._s(COPY, rows=100, cols=64)])
+    monkeypatch.setattr(cal, "grid", lambda caches, dtype, tune: shapes)
+    monkeypatch.setattr(cal, "held_out_grid", lambda caches, dtype, tune: [cal._s(COPY, rows=100, cols=64)])
     timed: list[str] = []
 
     def fake_time_cases(cases, repeats, warmup):
@@ -575,8 +576,8 @@ def test_every_exact_shape_is_timed_twice_and_the_faster_timing_kept(monkeypatch
     from attn_cost.profilers.store import ResultStore
     from attn_cost.profilers.timing import TimeStats
 
-    monkeypatch.setattr(cal, "grid", lambda caches, dtype, quick: [cal._s(COPY, rows=r, cols=64) for r in (1, 16, 256)])
-    monkeypatch.setattr(cal, "held_out_grid", lambda caches, dtype, quick: [])
+    monkeypatch.setattr(cal, "grid", lambda caches, dtype, tune: [cal._s(COPY, rows=r, cols=64) for r in (1, 16, 256)])
+    monkeypatch.setattr(cal, "held_out_grid", lambda caches, dtype, tune: [])
     ns = (64, 128, 256, 512)
     lines = [cal.LinePoint(cal._s("softmax", rows=n, cols=24), "softmax|line", n) for n in ns]
     # a slow spell slows the first pass at N = 128 and 512 and the second at 64 and 256, each by 1.4×
@@ -594,7 +595,7 @@ def test_every_exact_shape_is_timed_twice_and_the_faster_timing_kept(monkeypatch
     store = ResultStore(prepare("cpu"), tmp_path / "results", shipped=False)
     calibrator = cal.Calibrator(store, "cpu")
     model, *_ = cal.calibrate(calibrator, {"L3": 1 << 20}, lines=lines)
-    assert timed.count("op-pass2") == len(ns) == cal.LINE_PASSES * len(ns) - len(ns)
+    assert timed.count("op-pass2") == len(ns) == DEFAULT.line_passes * len(ns) - len(ns)
     assert "op-again" not in timed  # with the faster timings kept, no point is off its neighbours' trend
     seconds = model.lines["softmax|line"].seconds
     per_call = [calibrator.rates.inner(cal.engine_op(lp.shape, "fp32")) for lp in lines]  # calls in one sample
@@ -644,13 +645,13 @@ def test_off_grid_error_widens_the_interval() -> None:
 
 
 def test_the_chain_error_widens_the_interval() -> None:
-    from attn_cost.profilers.opmodel import SEQUENCE, Chain
+    from attn_cost.profilers.opfit import Chain, Overheads
 
     model = synthetic_model()
     args = (model, "taylorshift-direct", "taylorshift-efficient", dims_of(16))
-    model.kernels[SEQUENCE] = Chain(1e-6, 0.0, 0.0)
+    model.overheads = Overheads(chain=Chain(1e-6, 0.0, 0.0))
     exact = predict_n0(*args, replicates=20)
-    model.kernels[SEQUENCE] = Chain(1e-6, 0.0, 0.1)  # chains timed whole miss their ops' sum by ~10 %
+    model.overheads = Overheads(chain=Chain(1e-6, 0.0, 0.1))  # chains timed whole miss their ops' sum by ~10 %
     loose = predict_n0(*args, replicates=20)
     assert loose.n0 == exact.n0
     assert loose.high - loose.low > exact.high - exact.low
@@ -837,7 +838,7 @@ def test_the_calibration_is_sized_to_the_device_it_probes() -> None:
     p = cal.engine_op(cal._s("matmul-NN", batch=1, m=2048, k=64, n=2048), "fp32")
     expected_slow = 5e-6 + p.dims["bytes"] / 4e9 + 2 * 2048 * 64 * 2048 / 3e10  # the first calibrations' arithmetic
     assert cal.FIRST_RATES.estimate(p) == pytest.approx(expected_slow)
-    assert cal.FIRST_RATES.inner(p) == max(1, int(cal.SAMPLE_S / expected_slow)) < fast.inner(p)
+    assert cal.FIRST_RATES.inner(p) == max(1, int(DEFAULT.sample_s / expected_slow)) < fast.inner(p)
 
 
 def test_stored_timings_are_divided_by_the_calls_they_were_timed_with(tmp_path, monkeypatch) -> None:
@@ -893,3 +894,15 @@ def test_a_calibration_of_another_fit_version_is_refitted_only_when_asked(tmp_pa
     saved = json.loads(Path(refitted.json()["saved_to"]).read_text())
     assert saved["fit_version"] == om.FIT_VERSION and set(saved["fitted"]) >= {"copy", "matmul-NT"}
     assert old.read_text() == json.dumps(data)  # the old file is left as it was
+
+
+def test_a_product_without_a_kernel_is_priced_with_a_named_warning() -> None:
+    import warnings
+
+    from attn_cost.costmodel.errors import PricingWarning
+
+    model = synthetic_model()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.kernel("matmul-TT")
+    assert any(issubclass(w.category, PricingWarning) and "matmul-TT" in str(w.message) for w in caught)
