@@ -116,7 +116,8 @@ def markdown(data: dict) -> str:
     for (a, b), cells in by_pair.items():
         out.append(f"| {a} → {b} | " + " | ".join(_cell(cells.get(d)) for d in ds) + " |")
     per_variant = ", ".join(
-        f"{v} {_pct(e['median_abs_error'])} (worst {_pct(e['max_abs_error'])})" for v, e in sorted(f["per_variant"].items())
+        f"{v} {_pct(e['median_abs_error'])} (worst {_pct(e['max_abs_error'])})"
+        for v, e in sorted(f["per_variant"].items())
     )
     out += ["", f"Median |time error| per variant over its timed points: {per_variant}."]
     return "\n".join(out) + "\n"
@@ -130,7 +131,8 @@ def _cell(r: dict | None) -> str:
     if r["measured"] is None and r["predicted"] is None:
         return f"none / none{mark}"
     if r["error"] is None:
-        return f"{_n(r['predicted']) if r['predicted'] else 'none'} / {_n(r['measured']) if r['measured'] else 'none'}{mark}"
+        guess, truth = (_n(r[k]) if r[k] else "none" for k in ("predicted", "measured"))
+        return f"{guess} / {truth}{mark}"
     return f"{_n(r['predicted'])} / {_n(r['measured'])} ({100 * r['error']:+.0f} %){mark}"
 
 
@@ -288,7 +290,7 @@ def main() -> None:
     parser.add_argument("--chain-per-op", action="store_true",
                         help="with --calibration: refit its chain cost per op, not per dispatched kernel")  # fmt: skip
     parser.add_argument("--into", type=Path, action="append", default=[],
-                        help="write the Markdown summary between the opmodel-validation markers of this file")  # fmt: skip
+                        help="write the Markdown summary between the opmodel-validation markers of FILE")  # fmt: skip
     parser.add_argument("--reproducibility", action="store_true",
                         help="score each run's measured N0 by the other runs' median instead of a model")  # fmt: skip
     opts = parser.parse_args()

@@ -5,8 +5,6 @@ No torch, no plotly on this path.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from typing import Optional
 
 import sympy as sp
@@ -14,15 +12,13 @@ import typer
 from attn_cost.cli import options as o
 from attn_cost.cli import render
 from attn_cost.cli.app import app, fail
-from attn_cost.cli.render import Col, glue, right
+from attn_cost.cli.render import Col, emit, glue, right
 from attn_cost.costmodel import display
-from attn_cost.costmodel.conventions import CONVENTIONS, FULL, PUBLISHED_CONVENTIONS, get_convention
+from attn_cost.costmodel.conventions import CONVENTIONS, PUBLISHED_CONVENTIONS, get_convention
 from attn_cost.costmodel.counting import (
     ALIGNS,
     BACKWARDS,
     CAUSAL_COUNTS,
-    DEFAULT_COUNTING,
-    Counting,
     F_bwd,
     F_causal,
     N_kv,
@@ -40,12 +36,14 @@ from attn_cost.costmodel.crossover import (
 )
 from attn_cost.costmodel.crossover import cheapest as cheapest_of
 from attn_cost.costmodel.derive import multihead
+from attn_cost.costmodel.formula import formula_data, own_counting
 from attn_cost.costmodel.heads import heads as head_tradeoff
 from attn_cost.costmodel.opkinds import KINDS
 from attn_cost.costmodel.scopes import MODES, SCOPES
 from attn_cost.costmodel.symbols import BY_NAME, L, b
 from attn_cost.costmodel.symbols import DESCRIPTIONS as SYMBOLS
 from attn_cost.costmodel.variants import all_variants, derive, get_variant
+from attn_cost.profilers.report import op_model_n0
 from rich.console import Console
 from rich.markup import escape
 
@@ -54,10 +52,6 @@ COUNTING_SYMBOLS = {str(x): x for x in (F_causal, F_bwd, N_kv)}
 COST_LABEL = {"flops": "N0 (FLOPs)", "memory": "N1 (memory)", "traffic": "N traffic"}
 DECODE_DEFAULT = ["softmax-causal", "softmax-fused-causal", "linear-recurrent", "latte-recurrent"]
 COST_SHORT = {"flops": "N0", "memory": "N1", "traffic": "N_traffic"}
-
-
-def emit(data) -> None:
-    print(json.dumps(data, indent=2))
 
 
 # -- crossover -----------------------------------------------------------------------------------
@@ -211,14 +205,6 @@ def _cell(info: dict) -> str:
         return "never"
     mark = {"always": " (always)", "equal": " (equal)", "multiple": " (*)"}.get(info["verdict"], "")
     return f"{info['n']:,}{mark}"
-
-
-def op_model_n0(row: dict) -> str:
-    """The op model's N0 with its bootstrap interval: 1,162 [681–1,448]."""
-    n0, low, high = (row.get(k) for k in ("predicted_n0", "predicted_n0_low", "predicted_n0_high"))
-    if n0 is None:
-        return "—"
-    return f"{n0:,} [{_num(low)}–{_num(high)}]" if low is not None or high is not None else f"{n0:,}"
 
 
 def _num(value) -> str:
@@ -463,79 +449,6 @@ def _named(expr: sp.Expr, fmt) -> str:
         names = "·".join(str(f) for f in sp.Mul.make_args(factors) if f != 1)
         parts.append(f"{names}·({fmt(rest)})" if names else fmt(rest))
     return " + ".join(parts)
-
-
-def own_counting(conv, counting: Counting) -> Counting:
-    """The counting a convention implies (flash-bench: half, recompute), the other choices kept."""
-    implied = getattr(conv, "counting", {})
-    return dataclasses.replace(counting, **implied) if implied else counting
-
-
-def formula_data(
-    name: str,
-    convention: str,
-    dtype: str,
-    scope: str = "core",
-    mode: str = "inference",
-    counting: Counting = DEFAULT_COUNTING,
-) -> dict:
-    """Everything `formula --json` prints, as plain data."""
-    from attn_cost.costmodel.published import compare_published
-
-    derived = derive(name, scope, mode, counting.n_kv is not None, counting.bias)
-    conv = get_convention(convention)
-    peak = derived.peak()
-    step = peak.dominant_step()
-    v = get_variant(name)
-    return {
-        "variant": name,
-        "summary": v.summary,
-        "source": v.source,
-        "scope": scope,
-        "mode": mode,
-        "convention": conv.name,
-        "counting": counting.as_json(),
-        "flops": {c: display.plain(derived.flops(CONVENTIONS[c], counting)) for c in CONVENTIONS},
-        "flops_counting": counting.caption(),
-        "flops_own_counting": {
-            c: {"flops": display.plain(derived.flops(CONVENTIONS[c], own)), "counting": own.as_json()}
-            for c in CONVENTIONS
-            if (own := own_counting(CONVENTIONS[c], counting)) != counting
-        },
-        "flops_named": display.plain(derived.flops(conv, None)),
-        "factors": {str(k): display.plain(v) for k, v in counting.values().items()},
-        "left_out": {
-            c: display.plain(derived.left_out(CONVENTIONS[c], counting))
-            for c in CONVENTIONS
-            if CONVENTIONS[c] is not FULL
-        },
-        "peak_elements": {
-            "max": display.plain(peak.expr),
-            "branches": [display.plain(x) for x in peak.branches],
-            "large_n": display.plain(peak.dominant) if peak.dominant is not None else None,
-            "large_n_step": step.op.index + 1 if step is not None else None,
-        },
-        "peak_bytes": display.plain(derived.peak(dtype).expr),
-        "traffic_bytes": display.plain(derived.traffic(dtype, counting)),
-        "dtype": dtype,
-        "params": display.plain(derived.params),
-        "ops": [
-            {
-                "step": s.op.index + 1,
-                "label": s.op.label,
-                "kind": s.op.kind,
-                "inplace": s.op.inplace,
-                "runs": display.plain(s.op.repeat),
-                "shape": [display.plain(x) for x in s.op.output.shape],
-                "flops": display.plain(conv.op_flops(s.op)),
-                "left_out": display.plain(conv.left_out(s.op)),
-                "live_elements": display.plain(s.elements()),
-                "workspace": display.plain(s.op.workspace),
-            }
-            for s in derived.steps
-        ],
-        "published": compare_published(name) if (scope, mode) == ("core", "inference") or v.layer else [],
-    }
 
 
 def _dim(size: sp.Expr) -> str:

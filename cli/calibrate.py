@@ -8,10 +8,9 @@ from typing import Optional
 import typer
 from attn_cost.cli import options as o
 from attn_cost.cli import render
-from attn_cost.cli.analytic import emit
 from attn_cost.cli.app import app
 from attn_cost.cli.measure import CPU, FRESH, GPU, STORE, THREADS, err, open_measurer
-from attn_cost.cli.render import Col, right
+from attn_cost.cli.render import Col, emit, right
 from attn_cost.costmodel.derive import dtype_bytes
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

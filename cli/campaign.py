@@ -14,9 +14,9 @@ from typing import Optional
 import typer
 from attn_cost.cli import options as o
 from attn_cost.cli import render
-from attn_cost.cli.analytic import emit
 from attn_cost.cli.app import app, fail
 from attn_cost.cli.measure import CPU, GPU, SDPA_BACKEND, STORE, THREADS, measurable
+from attn_cost.cli.render import emit
 
 
 def _err(line: str) -> None:

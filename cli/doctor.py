@@ -14,9 +14,9 @@ from importlib import metadata
 import typer
 from attn_cost.cli import options as o
 from attn_cost.cli import render
-from attn_cost.cli.analytic import emit
 from attn_cost.cli.app import app
 from attn_cost.cli.measure import CPU, GPU
+from attn_cost.cli.render import emit
 
 HEAD_DIMS = (16, 32, 64, 96, 128, 256)
 SDPA_DTYPES = ("fp32", "bf16", "fp16")

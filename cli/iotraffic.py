@@ -10,9 +10,8 @@ from typing import Optional
 import typer
 from attn_cost.cli import options as o
 from attn_cost.cli import render
-from attn_cost.cli.analytic import emit
 from attn_cost.cli.app import app, fail
-from attn_cost.cli.render import Col, right
+from attn_cost.cli.render import Col, emit, right
 from attn_cost.costmodel import display
 from attn_cost.costmodel.crossover import at_sizes, compare, cost_branches, evaluate
 from attn_cost.costmodel.iotraffic import DEFAULT_GPU, GPUS, ORDERS, Tiles, fused_causal, has_fused, io_branches

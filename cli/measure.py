@@ -10,9 +10,8 @@ from typing import Optional
 import typer
 from attn_cost.cli import options as o
 from attn_cost.cli import render
-from attn_cost.cli.analytic import emit
 from attn_cost.cli.app import app, fail, measuring_started, note
-from attn_cost.cli.render import Col, right
+from attn_cost.cli.render import Col, emit, right
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn

@@ -13,6 +13,7 @@ continuation indented. Trailing spaces are removed from every line.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import sys
@@ -294,3 +295,8 @@ def _blocks(con: Console, title: str | None, columns: list[Col], rows: list[list
         out += [("", False), (caption, True)]
     for text, wraps in out:
         _emit(con, Text.from_markup(text), soft_wrap=not wraps)
+
+
+def emit(data) -> None:
+    """Print data as indented JSON on stdout (`--json`)."""
+    print(json.dumps(data, indent=2))

@@ -1,9 +1,6 @@
-"""`attn-cost report`: everything the engine derives and the profiler measured, in one offline HTML file.
-
-The numbers come from the same functions as the terminal commands (`transition_row` is what
-`crossover --json` prints), and the full data set is embedded in the page as JSON, so the report
-can be checked against the CLI and re-plotted without the tool.
-"""
+"""`attn-cost report`: everything the engine derives and the profiler measured, in one offline HTML file
+(built by `profilers.report.gather`, drawn by `profilers.html_report.render`); the full data set is embedded
+in the page as JSON, so the report can be checked against the CLI and re-plotted without the tool."""
 
 from __future__ import annotations
 
@@ -14,193 +11,11 @@ from typing import Optional
 
 import typer
 from attn_cost.cli import options as o
-from attn_cost.cli.analytic import emit, formula_data
 from attn_cost.cli.app import app, fail
-from attn_cost.cli.render import line
-from attn_cost.costmodel.claims import claims
-from attn_cost.costmodel.crossover import (
-    COSTS,
-    DEFAULT_PAIRS,
-    Setting,
-    at_sizes,
-    cost_branches,
-    evaluate,
-    transition_row,
-)
-from attn_cost.costmodel.heads import heads as head_tradeoff
-from attn_cost.costmodel.symbols import D, L, b, d, h, r
+from attn_cost.cli.render import emit, line
+from attn_cost.costmodel.crossover import DEFAULT_PAIRS
 from attn_cost.profilers.files import claim, is_html_report, write_atomic
-
-
-def length_grid(top: int, points: int = 64) -> list[int]:
-    """Geometric sequence lengths from 8 to `top`."""
-    return sorted({round(8 * (top / 8) ** (i / (points - 1))) for i in range(points)})
-
-
-def gather(
-    variants: list[str],
-    pairs: list[tuple[str, str]],
-    ds: list[int],
-    embed: int,
-    n_heads: int,
-    device: str | None,
-    setting: Setting,
-) -> dict:
-    """All the report's numbers, JSON-ready."""
-    profile = _device_profile(device)
-    dims = {dv: {d: dv, h: 1, b: 1, L: dv, r: 4, D: 12} for dv in ds}
-    rows = [transition_row(a, bb, dims[dv], setting, (L,)) for a, bb in pairs for dv in ds]
-    if profile is not None:
-        from attn_cost.profilers.corrections import add_device_columns
-
-        add_device_columns(rows, device)
-    top = max([4096] + [4 * (row[k] or 0) for row in rows for k in ("n0", "n1")])
-    grid = length_grid(min(top, 1 << 20))
-    curves = {
-        str(dv): {
-            v: {
-                c: [float(evaluate(at_sizes(cost_branches(v, c, setting), dims[dv], v), n)) for n in grid]
-                for c in COSTS
-            }
-            for v in variants
-        }
-        for dv in ds
-    }
-    d_grid = [4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]
-    versus_d = [
-        {"a": a, "b": bb, "d": d_grid, **_versus_d(a, bb, d_grid, setting, device if profile else None)}
-        for a, bb in pairs
-    ]
-    head_rows = [
-        {
-            "variant": v,
-            "cost": c,
-            "table": [{"h": hv, "d": dv, "value": val} for hv, dv, val in res.table],
-            "best_h": res.best_h,
-        }
-        for v in variants
-        if "core" in _scopes(v)
-        for c in ("flops", "memory")
-        for res in [
-            head_tradeoff(
-                v, c, embed, n=n_heads, convention=setting.convention, dtype=setting.dtype, counting=setting.counting
-            )
-        ]
-    ]
-    return {
-        "setting": setting.as_json(),
-        "variants": variants,
-        "pairs": [list(p) for p in pairs],
-        "d": ds,
-        "grid": grid,
-        "curves": curves,
-        "transitions": rows,
-        "versus_d": versus_d,
-        "heads": {"d_embed": embed, "n": n_heads, "results": head_rows},
-        "formulas": {
-            v: formula_data(v, setting.convention, setting.dtype, setting.scope, setting.mode, setting.counting)
-            for v in variants
-        },
-        "measured": _measured(profile, variants, ds, setting) if profile else {},
-        "devices": _devices(device),
-        "claims": claims(),
-    }
-
-
-def _scopes(variant: str) -> list[str]:
-    from attn_cost.costmodel.variants import get_variant
-
-    return get_variant(variant).scopes
-
-
-def _device_profile(device: str | None):
-    if device is None:
-        return None
-    from attn_cost.profilers.corrections import load_profile
-
-    return load_profile(device)
-
-
-def _versus_d(a: str, bb: str, d_grid: list[int], setting: Setting, device: str | None) -> dict:
-    out: dict[str, list] = {"n0": [], "n1": []}
-    rows = [transition_row(a, bb, {d: dv, h: 1, b: 1, L: dv, r: 4, D: 12}, setting, (L,)) for dv in d_grid]
-    out["n0"] = [row["n0"] for row in rows]
-    out["n1"] = [row["n1"] for row in rows]
-    if device is not None:
-        from attn_cost.profilers.corrections import add_device_columns
-
-        add_device_columns(rows, device, replicates=0)  # a curve over d: point estimates, no intervals
-        out["corrected_n0"] = [row["corrected_n0"] for row in rows]
-        if any(row.get("predicted_n0") is not None for row in rows):
-            out["predicted_n0"] = [row.get("predicted_n0") for row in rows]
-    return out
-
-
-def _measured(profile, variants: list[str], ds: list[int], setting: Setting) -> dict:
-    """Measured time and memory points of the device, per head dim and variant (single head, batch 1)."""
-    from attn_cost.profilers.store import ResultStore
-
-    store = ResultStore(profile.device, writable=False)
-    out: dict[str, dict] = {str(dv): {v: {"time": [], "memory": []} for v in variants} for dv in ds}
-    for rec in store.records.values():
-        s = rec.get("sizes", {})
-        if rec["status"] != "ok" or (rec["scope"], rec["dtype"]) != (setting.scope, setting.dtype):
-            continue
-        if rec["variant"] not in variants or s.get("d") not in ds or (s.get("h"), s.get("b")) != (1, 1):
-            continue
-        slot = out[str(s["d"])][rec["variant"]]
-        if rec["kind"] == "time":
-            t = rec["time"]
-            slot["time"].append([s["N"], t["median"], t["q1"], t["q3"]])
-        else:
-            slot["memory"].append([s["N"], rec["memory"]["peak_bytes"]])
-    for by_variant in out.values():
-        for slot in by_variant.values():
-            slot["time"].sort()
-            slot["memory"].sort()
-    _predicted_times(out, profile, variants, ds, setting)
-    out["transitions"] = profile.measured
-    return out
-
-
-def _predicted_times(out: dict, profile, variants: list[str], ds: list[int], setting: Setting) -> None:
-    """The op model's predicted time of every variant over the measured range (lines beside the markers)."""
-    from attn_cost.costmodel.errors import UserError
-    from attn_cost.profilers.opmodel import opmodel_for
-    from attn_cost.profilers.oppredict import predicted_curve
-
-    model = opmodel_for(profile.slug)
-    if model is None or setting.mode != "inference" or setting.dtype != model.dtype:
-        return
-    for dv in ds:
-        for v in variants:
-            slot = out[str(dv)][v]
-            top = max([n for n, *_ in slot["time"]] + [4096])
-            grid = sorted({max(2, round(2 ** (k / 8))) for k in range(8, 8 * (top.bit_length() + 1))})
-            sizes = {"d": dv, "h": 1, "b": 1, "L": dv, "r": 4, "D": 12}
-            try:
-                times = predicted_curve(model, v, sizes, grid, setting.scope, model.dtype)
-            except UserError:  # a size the op model is not given
-                continue
-            slot["predicted"] = [[n, t] for n, t in zip(grid, times, strict=True)]
-
-
-def _devices(device: str | None) -> list[dict]:
-    """The chosen device profile, or every one available when none is chosen: constants and predicted vs
-    measured (a report on one device never shows another's numbers beside its own)."""
-    from attn_cost.profilers.corrections import known_profiles, load_profile
-
-    profiles = [load_profile(device)] if device else [load_profile(str(p)) for p in known_profiles().values()]
-    return [
-        {
-            "name": prof.slug,
-            "device": prof.device,
-            "created": prof.created,
-            "time": {k: v.as_json() for k, v in prof.time.items()},
-            "validation": prof.validation,
-        }
-        for prof in profiles
-    ]
+from attn_cost.profilers.report import gather
 
 
 @app.command()
@@ -226,7 +41,7 @@ def report(
 ) -> None:
     """Write an offline HTML report: cost curves, crossovers vs d, heads, formulas, predicted vs measured."""
     try:
-        from attn_cost.cli.html_report import render
+        from attn_cost.profilers.html_report import render
     except ImportError as e:  # plotly is the `report` extra: pip install 'attn-cost[report]'
         fail(f"the HTML report needs plotly, which is not installed ({e}); pip install plotly")
 

@@ -13,8 +13,8 @@ from typing import Optional
 
 import typer
 from attn_cost.cli import render
-from attn_cost.cli.analytic import emit
 from attn_cost.cli.app import app, fail
+from attn_cost.cli.render import emit
 from rich.console import Console
 from rich.markup import escape
 

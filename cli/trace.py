@@ -108,8 +108,9 @@ def trace(
     args += ["--latex"] if latex else []
     ideal, why = tr.exported_peak(t, dtype)
     if as_json:
-        from attn_cost.cli.analytic import emit, formula_data
+        from attn_cost.cli.render import emit
         from attn_cost.costmodel import display
+        from attn_cost.costmodel.formula import formula_data
 
         st = o.setting(convention, dtype, scope, mode, [name])
         data = formula_data(name, st.convention, dtype, st.scope, mode, st.counting)

@@ -166,7 +166,8 @@ def line_grid(variants: list[str], sizes: list[dict[str, int]], caches: dict[str
                 for n in tune.lengths:
                     f = {k: float(fn(float(n))) for k, fn in feats.items() if k not in ("repeat",)}
                     shape = shape_of(kernel, f)
-                    if f["bytes"] > top or rates.estimate(Point(kernel, {**f, **dict(shape.dims)}, 0.0)) > tune.line_max_s:
+                    seconds = rates.estimate(Point(kernel, {**f, **dict(shape.dims)}, 0.0))
+                    if f["bytes"] > top or seconds > tune.line_max_s:
                         break
                     out.setdefault((shape, line), LinePoint(shape, line, n))
     return list(out.values())

@@ -541,10 +541,10 @@ def report_step(camp: Campaign) -> None:
         )
         camp.log(f"report: {camp.steps['report']}")
         return
-    from attn_cost.cli.html_report import render
-    from attn_cost.cli.report import gather
     from attn_cost.costmodel.conventions import DEFAULT
     from attn_cost.costmodel.crossover import Setting
+    from attn_cost.profilers.html_report import render
+    from attn_cost.profilers.report import gather
 
     written = []
     for dtype, profile in camp.profiles.items():

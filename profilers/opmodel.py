@@ -238,7 +238,9 @@ class OpModel:
             picked += [Point(p.kernel, p.dims, p.seconds * math.exp(j), p.se) for p, j in zip(pts, jitter, strict=True)]
         refit, fresh = self._fit(picked)
         kept = self.overheads  # one this resample has no timings of stays as fitted
-        overheads = Overheads(fresh.call_s or kept.call_s, fresh.loop_step_s or kept.loop_step_s, fresh.chain or kept.chain)
+        overheads = Overheads(
+            fresh.call_s or kept.call_s, fresh.loop_step_s or kept.loop_step_s, fresh.chain or kept.chain
+        )
         for name, model in refit.items():
             kernels.setdefault(name, model)
         for name in list(kernels):  # the error the model makes off its grid, one draw per kernel and replicate
@@ -308,7 +310,9 @@ class OpModel:
             if not isinstance(dtype, str):
                 raise TypeError("dtype: not a dtype name")
             stored = data.get("fitted") if data.get("fit_version") == FIT_VERSION else None
-            kernels, overheads = _from_parameters(stored, data.get("overheads")) if isinstance(stored, dict) else (None, None)
+            kernels, overheads = (
+                _from_parameters(stored, data.get("overheads")) if isinstance(stored, dict) else (None, None)
+            )
         except (KeyError, TypeError, AttributeError, ValueError, IndexError) as e:
             raise UserError(f"{where} is not an attn-cost op calibration ({e.__class__.__name__}: {e})") from None
         if kernels is None and not refit:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
 from attn_cost.profilers.tunables import DEFAULT
 
 

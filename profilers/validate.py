@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections import defaultdict
 from collections.abc import Iterator
@@ -42,7 +43,7 @@ def catalogue_pairs() -> list[tuple[str, str]]:
     for v in timed:
         groups[(v.family, v.causal)].append(v.name)
     for members in groups.values():
-        for a, b in zip(members, members[1:]):
+        for a, b in itertools.pairwise(members):
             add(a, b)
     return pairs
 

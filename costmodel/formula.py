@@ -1,0 +1,83 @@
+"""A variant's formulas as plain data: what `formula --json` prints and the report embeds."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from attn_cost.costmodel import display
+from attn_cost.costmodel.conventions import CONVENTIONS, FULL, get_convention
+from attn_cost.costmodel.counting import DEFAULT_COUNTING, Counting
+from attn_cost.costmodel.variants import derive, get_variant
+
+
+def own_counting(conv, counting: Counting) -> Counting:
+    """The counting a convention implies (flash-bench: half, recompute), the other choices kept."""
+    implied = getattr(conv, "counting", {})
+    return dataclasses.replace(counting, **implied) if implied else counting
+
+
+def formula_data(
+    name: str,
+    convention: str,
+    dtype: str,
+    scope: str = "core",
+    mode: str = "inference",
+    counting: Counting = DEFAULT_COUNTING,
+) -> dict:
+    """Everything `formula --json` prints, as plain data."""
+    from attn_cost.costmodel.published import compare_published
+
+    derived = derive(name, scope, mode, counting.n_kv is not None, counting.bias)
+    conv = get_convention(convention)
+    peak = derived.peak()
+    step = peak.dominant_step()
+    v = get_variant(name)
+    return {
+        "variant": name,
+        "summary": v.summary,
+        "source": v.source,
+        "scope": scope,
+        "mode": mode,
+        "convention": conv.name,
+        "counting": counting.as_json(),
+        "flops": {c: display.plain(derived.flops(CONVENTIONS[c], counting)) for c in CONVENTIONS},
+        "flops_counting": counting.caption(),
+        "flops_own_counting": {
+            c: {"flops": display.plain(derived.flops(CONVENTIONS[c], own)), "counting": own.as_json()}
+            for c in CONVENTIONS
+            if (own := own_counting(CONVENTIONS[c], counting)) != counting
+        },
+        "flops_named": display.plain(derived.flops(conv, None)),
+        "factors": {str(k): display.plain(v) for k, v in counting.values().items()},
+        "left_out": {
+            c: display.plain(derived.left_out(CONVENTIONS[c], counting))
+            for c in CONVENTIONS
+            if CONVENTIONS[c] is not FULL
+        },
+        "peak_elements": {
+            "max": display.plain(peak.expr),
+            "branches": [display.plain(x) for x in peak.branches],
+            "large_n": display.plain(peak.dominant) if peak.dominant is not None else None,
+            "large_n_step": step.op.index + 1 if step is not None else None,
+        },
+        "peak_bytes": display.plain(derived.peak(dtype).expr),
+        "traffic_bytes": display.plain(derived.traffic(dtype, counting)),
+        "dtype": dtype,
+        "params": display.plain(derived.params),
+        "ops": [
+            {
+                "step": s.op.index + 1,
+                "label": s.op.label,
+                "kind": s.op.kind,
+                "inplace": s.op.inplace,
+                "runs": display.plain(s.op.repeat),
+                "shape": [display.plain(x) for x in s.op.output.shape],
+                "flops": display.plain(conv.op_flops(s.op)),
+                "left_out": display.plain(conv.left_out(s.op)),
+                "live_elements": display.plain(s.elements()),
+                "workspace": display.plain(s.op.workspace),
+            }
+            for s in derived.steps
+        ],
+        "published": compare_published(name) if (scope, mode) == ("core", "inference") or v.layer else [],
+    }
