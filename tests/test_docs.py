@@ -37,3 +37,27 @@ def test_a_stale_example_is_caught() -> None:
     assert regenerate.expected("old line\n", "new line\n") != "old line\n"
     assert regenerate.expected("same\n[...]\n", "same\nmore\n") == "same\n[...]\n"
     assert regenerate.expected("other\n[...]\n", "same\nmore\n") != "other\n[...]\n"
+
+
+def _validation_script():
+    spec = importlib.util.spec_from_file_location("opmodel_validation", ROOT / "benchmarks" / "opmodel_validation.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("name", ["README.md", "docs/opmodel.md"])
+def test_the_op_model_record_is_generated_from_a_kept_validation(name: str) -> None:
+    """The op model's record in the README and docs/opmodel.md is what the benchmark writes from the validation
+    it names (kept in benchmarks/data/), not typed: `python benchmarks/opmodel_validation.py FILE --into ...`."""
+    import json
+    import re
+
+    script = _validation_script()
+    text = (ROOT / name).read_text(encoding="utf-8")
+    block = text.split(script.BEGIN + "\n", 1)[1].split(script.END, 1)[0]
+    head, tail = script.SOURCE.split("{}")
+    source = re.match(re.escape(head) + "(.+?)" + re.escape(tail), block)
+    assert source, f"{name}: the block does not say which validation it was written from"
+    path = ROOT / source.group(1)
+    assert block == script.generated_block(Path(source.group(1)), json.loads(path.read_text(encoding="utf-8")))

@@ -906,3 +906,13 @@ def test_a_product_without_a_kernel_is_priced_with_a_named_warning() -> None:
         warnings.simplefilter("always")
         model.kernel("matmul-TT")
     assert any(issubclass(w.category, PricingWarning) and "matmul-TT" in str(w.message) for w in caught)
+
+
+def test_a_timing_without_its_variant_specific_sizes_is_predicted_at_their_defaults() -> None:
+    """A stored GQA timing records no h_kv when it was measured at the default (multi-query): its prediction
+    takes that default, as the measurement did."""
+    from attn_cost.costmodel.symbols import DEFAULTS, h_kv
+
+    model = synthetic_model()
+    plain = {"N": 300, "d": 16, "h": 4, "b": 1, "L": 16}
+    assert predicted_seconds(model, "gqa", plain) == predicted_seconds(model, "gqa", {**plain, "h_kv": DEFAULTS[h_kv]})
