@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+from collections import Counter
 import sys
 from pathlib import Path
 
@@ -60,53 +61,70 @@ TARGET_N0, TARGET_GAP = 0.10, 0.05
 times at most 5 % apart between them (a miss that costs little)."""
 
 
-def row_verdicts(data: dict, n_max: int = 16384) -> list[dict]:
-    """Per (pair, d): the measured and op-model N0, the relative error, the gap and whether the row meets the
-    target. A row with no measured crossing up to `n_max` meets it when the model predicts none either, or
-    when the gap between the predicted crossing and `n_max` is small."""
+N_MIN = 2
+"""The shortest length the speed search times on a CPU: a predicted N0 there means B is cheaper throughout."""
+MEASURED_STATES = {"b-cheaper-throughout": "always", "a-cheaper-throughout": "never"}
+"""What a measured search verdict other than `found` says about N0; any other verdict (disturbed, inconsistent,
+out-of-memory, budget) measured nothing, and its row is not judged."""
+
+
+def _state(n0: float | None, verdict: str = "found") -> float | str | None:
+    """A crossing as a number, 'always' (B cheaper from the shortest length), 'never' (not up to LIMIT) or None
+    (not known)."""
+    if verdict != "found":
+        return MEASURED_STATES.get(verdict)
+    if n0 is None or n0 >= LIMIT:
+        return "never"
+    return "always" if n0 <= N_MIN else n0
+
+
+def row_verdicts(data: dict) -> list[dict]:
+    """Per (pair, d): the measured and op-model N0 (a number, 'always' or 'never'), the relative error, the gap
+    and whether the row meets the target: the same state, an N0 within 10 %, or the two variants' measured times
+    at most 5 % apart between the predicted and the measured crossing (a miss that costs little). A row whose
+    search measured nothing (a disturbed machine) is not judged (`met` None)."""
     times = data.get("op_model_time_errors") or {}
     out = []
     for r in sorted(data["results"], key=lambda r: (r["a"], r["b"], r["d"])):
-        truth, guess = r.get("measured_n0"), r.get("predicted_n0")
-        if truth is not None and truth >= LIMIT:
-            truth = None  # beyond the lengths judged
-        if guess is not None and guess >= LIMIT:
-            guess = None
-        if truth is None and guess is None:
-            error, apart = 0.0, None
-        elif truth is None or guess is None:
-            error = None
-            lo, hi = (guess, n_max) if truth is None else (truth, n_max)
-            apart = gap(times, r["a"], r["b"], r["d"], lo, hi)
-        else:
+        truth = _state(r.get("measured_n0"), r.get("n0_verdict", "found"))
+        guess = _state(r.get("predicted_n0"))
+        error = apart = None
+        if isinstance(truth, (int, float)) and isinstance(guess, (int, float)):
             error = (guess - truth) / truth
-            apart = gap(times, r["a"], r["b"], r["d"], min(guess, truth), max(guess, truth))
-        met = (error is not None and abs(error) <= TARGET_N0) or (apart is not None and apart <= TARGET_GAP)
+        if truth is not None and truth != guess:
+            ends = [N_MIN if x == "always" else LIMIT if x == "never" else x for x in (truth, guess)]
+            apart = gap(times, r["a"], r["b"], r["d"], min(ends), max(ends))
+        if truth is None:
+            met = None
+        else:
+            met = truth == guess or (error is not None and abs(error) <= TARGET_N0) or (
+                apart is not None and apart <= TARGET_GAP
+            )
         low, high = r.get("predicted_n0_low"), r.get("predicted_n0_high")
-        covered = truth is not None and low is not None and low <= truth and (high is None or truth <= high)
+        found = isinstance(truth, (int, float))
+        covered = found and low is not None and low <= truth and (high is None or truth <= high)
         out.append({"a": r["a"], "b": r["b"], "d": r["d"], "measured": truth, "predicted": guess, "error": error,
-                    "gap": apart, "met": met, "covered": covered, "low": low, "high": high,
-                    "uncertainty": r.get("n0_uncertainty")})  # fmt: skip
+                    "gap": apart, "met": met, "covered": covered, "verdict": r.get("n0_verdict", "found")})  # fmt: skip
     return out
 
 
 def markdown(data: dict) -> str:
     """The op model's record on a validation, as Markdown: the figures the issue judges, then one row per pair
-    (its N0 per head dim: op model / measured, error) and one per variant (time errors on every timed point)."""
+    (its N0 per head dim: op model / measured, error) and each variant's time error on every timed point."""
     rows = row_verdicts(data)
     _, f = summarize(data)
     ds = sorted({r["d"] for r in rows})
-    met = sum(r["met"] for r in rows)
-    errors = [abs(r["error"]) for r in rows if r["error"] is not None and r["measured"] is not None]
-    crossings = [r for r in rows if r["measured"] is not None]
-    covered = sum(r["covered"] for r in crossings)
+    judged = [r for r in rows if r["met"] is not None]
+    errors = [abs(r["error"]) for r in judged if r["error"] is not None]
+    crossings = [r for r in judged if isinstance(r["measured"], (int, float))]
     out = [
-        f"{met} of {len(rows)} rows meet the target (N0 within {TARGET_N0:.0%}, or the two variants' measured "
-        f"times at most {TARGET_GAP:.0%} apart between the predicted and the measured N0); median |N0 error| "
-        f"{_pct(statistics.median(errors) if errors else None)} over the {len(errors)} rows where both cross below "
-        f"{LIMIT:,}; the 95 % interval covers the measured N0 in {covered} of {len(crossings)}; timed points: "
-        f"median |time error| {_pct(f['median_abs_time_error'])}, worst {_pct(f['worst_abs_time_error'])} "
-        f"({f['timed_points']} points).",
+        f"{sum(r['met'] for r in judged)} of {len(judged)} rows meet the target (the same verdict, N0 within "
+        f"{TARGET_N0:.0%}, or the two variants' measured times at most {TARGET_GAP:.0%} apart between the predicted "
+        f"and the measured crossing); {_unjudged(rows)}. "
+        f"Median |N0 error| {_pct(statistics.median(errors) if errors else None)} over the {len(errors)} rows where "
+        f"both cross below {LIMIT:,}; the 95 % interval covers the measured N0 in "
+        f"{sum(r['covered'] for r in crossings)} of {len(crossings)}. Timed points: median |time error| "
+        f"{_pct(f['median_abs_time_error'])}, worst {_pct(f['worst_abs_time_error'])} ({f['timed_points']:,} points).",
         "",
         "| pair | " + " | ".join(f"d = {d}" for d in ds) + " |",
         "|---|" + "---|" * len(ds),
@@ -124,17 +142,25 @@ def markdown(data: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def _unjudged(rows: list[dict]) -> str:
+    """The rows whose search placed no crossing, by its verdict: '14 rows not judged (inconsistent: 14)'."""
+    verdicts = Counter(r["verdict"] for r in rows if r["met"] is None)
+    if not verdicts:
+        return "every row was measured"
+    said = ", ".join(f"{v}: {n}" for v, n in sorted(verdicts.items()))
+    return f"{sum(verdicts.values())} rows not judged, the machine too unsteady to place a crossing ({said})"
+
+
 def _cell(r: dict | None) -> str:
-    """One pair at one d: op-model N0 / measured N0 (error), ✗ where the row misses the target."""
+    """One pair at one d: op-model N0 / measured N0 (error); ✗ where the row misses the target, ? where the
+    search measured nothing."""
     if r is None:
         return ""
-    mark = "" if r["met"] else " ✗"
-    if r["measured"] is None and r["predicted"] is None:
-        return f"none / none{mark}"
-    if r["error"] is None:
-        guess, truth = (_n(r[k]) if r[k] else "none" for k in ("predicted", "measured"))
-        return f"{guess} / {truth}{mark}"
-    return f"{_n(r['predicted'])} / {_n(r['measured'])} ({100 * r['error']:+.0f} %){mark}"
+    shown = [x if isinstance(x, str) else _n(x) for x in (r["predicted"], r["measured"])]
+    if r["measured"] is None:
+        shown[1] = f"? ({r['verdict']})"
+    error = f" ({100 * r['error']:+.0f} %)" if r["error"] is not None else ""
+    return f"{shown[0]} / {shown[1]}{error}{' ✗' if r['met'] is False else ''}"
 
 
 BEGIN, END = "<!-- opmodel-validation: begin -->", "<!-- opmodel-validation: end -->"
