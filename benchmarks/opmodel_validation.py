@@ -27,8 +27,8 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-from collections import Counter
 import sys
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]

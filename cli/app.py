@@ -15,6 +15,7 @@ import textwrap
 import types
 import typing
 import warnings
+from enum import IntEnum
 from pathlib import Path
 from typing import NoReturn, Optional
 
@@ -44,7 +45,22 @@ app = typer.Typer(
 )
 
 
-INTERRUPTED = 130
+class Status(IntEnum):
+    """attn-cost's exit statuses, all in one place."""
+
+    OK = 0
+    FAILED = 1
+    """The command ran and found a failure it reports (`check-flops` mismatches, failed cluster jobs)."""
+    BAD_INPUT = 2
+    """Bad input of any kind: one line on stderr."""
+    INTERRUPTED = 130
+    """Ctrl-C (128 + SIGINT), as a shell reports it."""
+    PIPE_CLOSED = 141
+    """The reader stopped reading (`attn-cost ... | head`): no error line, the status of a process ended by
+    SIGPIPE (128 + 13), as the shell tools in the same pipe end."""
+
+
+INTERRUPTED = Status.INTERRUPTED
 _state: dict = {"stores": [], "notes": []}
 
 
@@ -221,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(e, getattr(click_errors, "NoArgsIsHelpError", ())):  # `attn-cost` alone: help, exit 0
             print(e.ctx.get_help())
             return 0
-        return _error(_with_help_hint(e), code=2)
+        return _error(_with_help_hint(e), code=Status.BAD_INPUT)
     except UserError as e:
         return _error(f"{e}{kept()}")
     except (typer.Abort, KeyboardInterrupt):
@@ -263,7 +279,7 @@ def _pricing_note(shown):
 
 def interrupted() -> int:
     """The Ctrl-C line; only commands that measure keep something worth resuming."""
-    return _error(f"interrupted{kept()}", code=130)
+    return _error(f"interrupted{kept()}", code=Status.INTERRUPTED)
 
 
 def describe_os_error(e: OSError) -> str:
@@ -287,7 +303,7 @@ def _with_help_hint(e: Exception) -> str:
     return f"{e.format_message()} (see '{cmd} --help')"
 
 
-def _error(message: str, code: int = 2) -> int:
+def _error(message: str, code: int = Status.BAD_INPUT) -> int:
     from attn_cost.cli.render import one_line
 
     try:
@@ -308,9 +324,7 @@ def finish(code: int) -> int:
     return code
 
 
-PIPE_CLOSED = 141
-"""The reader stopped reading (`attn-cost ... | head`): no error line, the exit status of a process ended by
-SIGPIPE (128 + 13), as the shell tools in the same pipe end."""
+PIPE_CLOSED = Status.PIPE_CLOSED
 
 
 def _silence_stdout() -> None:

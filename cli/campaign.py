@@ -14,7 +14,7 @@ from typing import Optional
 import typer
 from attn_cost.cli import options as o
 from attn_cost.cli import render
-from attn_cost.cli.app import app, fail
+from attn_cost.cli.app import Status, app, fail
 from attn_cost.cli.measure import CPU, GPU, SDPA_BACKEND, STORE, THREADS, measurable
 from attn_cost.cli.render import emit
 
@@ -140,7 +140,7 @@ def _submit(plan, partitions: list[str], executor: str, split: str, timeout_min:
         )
         render.line(f"Merge their measurements with: {slurm.merge_command(jobs)}", markup=False)
     if any(r["error"] for r in rows):
-        raise typer.Exit(1)
+        raise typer.Exit(Status.FAILED)
 
 
 def _state(row: dict, waited: bool) -> str:

@@ -94,7 +94,7 @@ def run() -> None:
     if closed_stdout:
         with contextlib.suppress(OSError):
             sys.stderr.write("attn-cost: error: standard output is closed: nothing could be printed\n")
-        sys.exit(2)
+        sys.exit(2)  # before the CLI is imported: Status.BAD_INPUT
     code = 2
     try:
         from attn_cost.cli.app import finish, main

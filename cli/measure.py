@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
@@ -10,7 +9,7 @@ from typing import Optional
 import typer
 from attn_cost.cli import options as o
 from attn_cost.cli import render
-from attn_cost.cli.app import app, fail, measuring_started, note
+from attn_cost.cli.app import Status, app, fail, measuring_started, note
 from attn_cost.cli.render import Col, emit, right
 from rich.console import Console
 from rich.markup import escape
@@ -386,7 +385,7 @@ def check_flops(
             )
         render.line(f"{len(checks) - len(bad)} of {len(checks)} agree exactly.")
     if bad:
-        sys.exit(1)
+        raise typer.Exit(Status.FAILED)
 
 
 @app.command()
