@@ -199,8 +199,9 @@ def _precision(device: str) -> dict:
 
 def _mini_profile(device: str) -> dict:
     """softmax against linear attention at d = 64 on a few lengths, time and peak memory, within PROFILE_S."""
-    from attn_cost.profilers.cases import Sizes, build_case
+    from attn_cost.profilers.cases import build_case
     from attn_cost.profilers.memory import cuda_peak, traced_peak
+    from attn_cost.profilers.sizes import Sizes
     from attn_cost.profilers.timing import OutOfMemoryError, time_cases
 
     batch = 8 if device == "cuda" else 1

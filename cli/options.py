@@ -16,7 +16,7 @@ from attn_cost.costmodel.counting import Counting
 from attn_cost.costmodel.crossover import Setting, cost_branches
 from attn_cost.costmodel.derive import dtype_bytes
 from attn_cost.costmodel.scopes import MODES, SCOPES
-from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS, D, L, b, d, h, h_kv, r
+from attn_cost.costmodel.symbols import BY_NAME, DEFAULT_DEPTH, DEFAULTS, D, L, b, d, h, h_kv, r
 from attn_cost.costmodel.variants import get_variant
 
 D_VALUES = typer.Option(None, "--d", help="Head dimension; repeat for several.")
@@ -42,7 +42,7 @@ BATCH = typer.Option(1, "--b", help="Batch size.")
 EMBED = typer.Option(None, "--d-embed", help="Embedding width; sets d = d_embed / h.")
 LATENTS = typer.Option(None, "--L", help="Latte latent states per head (default: L = d).")
 RATIO = typer.Option(4, "--r", help="MLP ratio (block and model scopes).")
-DEPTH = typer.Option(12, "--depth", help="Encoder depth D (model scope).")
+DEPTH = typer.Option(DEFAULT_DEPTH, "--depth", help="Encoder depth D (model scope).")
 CONVENTION = typer.Option(DEFAULT, "--convention", help="FLOP convention (see `attn-cost conventions`).")
 DTYPE = typer.Option("fp32", "--dtype", help="fp32, bf16 or fp16: bytes per element for memory and traffic.")
 SCOPE = typer.Option(

@@ -209,7 +209,9 @@ FIG2_QUOTE = (
     "the Transformer’s memory."
 )
 FIG2 = {d: 32, h: 8, b: 1, D: 12, r: 4, L: 32}
-"""Figure 2's encoder as attn-cost builds it: d = 32 (8 heads of 32, d_embed = 256), depth 12, MLP ratio 4."""
+"""Figure 2's encoder as attn-cost builds it: d = 32 (8 heads of 32, d_embed = 256), depth 12, MLP ratio 4.
+The claim's own configuration (the paper does not state one), written out: its depth equals
+`symbols.DEFAULT_DEPTH` today and must not follow a change of that default."""
 
 
 def _figure2(cost: str, published: int) -> Callable[[], Result]:

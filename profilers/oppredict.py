@@ -97,13 +97,13 @@ def predicted_seconds(
 def row_dims(row: dict) -> dict:
     """The sizes of a crossover or validation row keyed by symbol (L, r, D and the variant-specific sizes
     default as `Sizes` does)."""
-    from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS
+    from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS, MEASURED_DEPTH
 
     values = {"h": row.get("heads", row.get("h", 1)), "b": row.get("batch", row.get("b", 1))}
     values.update({k: v for k, v in row.items() if k in BY_NAME and k not in ("N", "h", "b") and isinstance(v, int)})
     values.setdefault("L", values.get("d"))
     values.setdefault("r", 4)
-    values.setdefault("D", 2)
+    values.setdefault("D", MEASURED_DEPTH)
     out = {BY_NAME[k]: v for k, v in values.items() if v is not None}
     return {**DEFAULTS, **out}
 

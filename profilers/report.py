@@ -8,7 +8,12 @@ from attn_cost.costmodel.claims import claims
 from attn_cost.costmodel.crossover import COSTS, Setting, at_sizes, cost_branches, evaluate, transition_row
 from attn_cost.costmodel.formula import formula_data
 from attn_cost.costmodel.heads import heads as head_tradeoff
-from attn_cost.costmodel.symbols import D, L, b, d, h, r
+from attn_cost.costmodel.symbols import DEFAULT_DEPTH, D, L, b, d, h, r
+
+
+def report_dims(dv: int) -> dict:
+    """The report's sizes at head dim `dv`: one head, batch 1, Latte's L = d, an encoder of the default depth."""
+    return {d: dv, h: 1, b: 1, L: dv, r: 4, D: DEFAULT_DEPTH}
 
 
 def length_grid(top: int, points: int = 64) -> list[int]:
@@ -27,7 +32,7 @@ def gather(
 ) -> dict:
     """All the report's numbers, JSON-ready."""
     profile = _device_profile(device)
-    dims = {dv: {d: dv, h: 1, b: 1, L: dv, r: 4, D: 12} for dv in ds}
+    dims = {dv: report_dims(dv) for dv in ds}
     rows = [transition_row(a, bb, dims[dv], setting, (L,)) for a, bb in pairs for dv in ds]
     if profile is not None:
         from attn_cost.profilers.corrections import add_device_columns
@@ -102,7 +107,7 @@ def _device_profile(device: str | None):
 
 def _versus_d(a: str, bb: str, d_grid: list[int], setting: Setting, device: str | None) -> dict:
     out: dict[str, list] = {"n0": [], "n1": []}
-    rows = [transition_row(a, bb, {d: dv, h: 1, b: 1, L: dv, r: 4, D: 12}, setting, (L,)) for dv in d_grid]
+    rows = [transition_row(a, bb, report_dims(dv), setting, (L,)) for dv in d_grid]
     out["n0"] = [row["n0"] for row in rows]
     out["n1"] = [row["n1"] for row in rows]
     if device is not None:
@@ -156,7 +161,7 @@ def _predicted_times(out: dict, profile, variants: list[str], ds: list[int], set
             slot = out[str(dv)][v]
             top = max([n for n, *_ in slot["time"]] + [4096])
             grid = sorted({max(2, round(2 ** (k / 8))) for k in range(8, 8 * (top.bit_length() + 1))})
-            sizes = {"d": dv, "h": 1, "b": 1, "L": dv, "r": 4, "D": 12}
+            sizes = {str(k): n for k, n in report_dims(dv).items()}
             try:
                 times = predicted_curve(model, v, sizes, grid, setting.scope, model.dtype)
             except UserError:  # a size the op model is not given

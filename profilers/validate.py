@@ -11,12 +11,12 @@ from dataclasses import replace
 from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.variants import all_variants, derive
-from attn_cost.profilers.cases import Sizes
 from attn_cost.profilers.corrections import DeviceProfile, corrected_points, fit_memory, fit_time
 from attn_cost.profilers.opmodel import OpModel
 from attn_cost.profilers.oppredict import Prediction, predict_n0, predicted_seconds
 from attn_cost.profilers.profile import GRAIN, Measurer, profile_pair, snap
 from attn_cost.profilers.reference import REFERENCES
+from attn_cost.profilers.sizes import Sizes
 from attn_cost.profilers.trend import spikes
 
 SWEEP = [2 ** (k / 2) for k in range(-6, 4)]

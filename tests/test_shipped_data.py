@@ -25,8 +25,8 @@ def test_every_shipped_profile_has_its_measurements(shipped) -> None:
 
 
 def test_refitting_the_shipped_measurements_gives_the_shipped_constants(shipped, tmp_path) -> None:
-    from attn_cost.profilers.cases import Sizes
     from attn_cost.profilers.profile import Measurer
+    from attn_cost.profilers.sizes import Sizes
     from attn_cost.profilers.validate import fit_profile
 
     store = ResultStore(shipped.device, tmp_path)  # reads the shipped results for this device
