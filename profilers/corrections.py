@@ -30,7 +30,15 @@ from pathlib import Path
 import numpy as np
 import sympy as sp
 from attn_cost.costmodel.conventions import MATMUL
-from attn_cost.costmodel.crossover import Poly, Setting, at_sizes, compare
+from attn_cost.costmodel.crossover import (
+    DeviceColumns,
+    Poly,
+    ProfileColumns,
+    Setting,
+    TransitionRow,
+    at_sizes,
+    compare,
+)
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.variants import derive
 
@@ -408,12 +416,11 @@ def load_profile(name: str) -> DeviceProfile:
     return DeviceProfile.from_json(data, str(path))
 
 
-def add_device_columns(rows: list[dict], name: str, replicates: int | None = None) -> None:
-    """Add corrected_n0/n1 and measured_n0/n1 of a device profile to crossover table rows, and the op
-    model's predicted_n0 with its interval (from `replicates` bootstrap replicates; default: the op
-    model's own) where the device has an op calibration (`attn-cost calibrate`). A device with an op
-    calibration and no profile gets the op model's columns alone."""
-    from attn_cost.costmodel.symbols import BY_NAME
+def add_device_columns(rows: list[TransitionRow], name: str, replicates: int | None = None) -> None:
+    """Give crossover table rows a device's columns: corrected and measured N0/N1 of its profile, and the op
+    model's predicted_n0 with its interval (from `replicates` bootstrap replicates; default: the op model's own)
+    where the device has an op calibration (`attn-cost calibrate`). A device with an op calibration and no profile
+    gets the op model's columns alone."""
     from attn_cost.profilers.opmodel import BOOTSTRAP, known_opmodels
     from attn_cost.profilers.oppredict import add_predicted_columns
 
@@ -423,58 +430,62 @@ def add_device_columns(rows: list[dict], name: str, replicates: int | None = Non
         return
     profile = load_profile(name)
     for row in rows:
-        row["device"] = profile.slug
-        dims = {BY_NAME["d"]: row["d"], BY_NAME["h"]: row["heads"], BY_NAME["b"]: row["batch"]}
-        dims.update({BY_NAME[k]: row[k] for k in ("L", "r", "D") if k in row})
-        setting = Setting(row["convention"], row["dtype"], row["scope"], row["mode"])
-        row.update(corrected_points(profile, row["a"], row["b"], dims, setting))
-        row.update(measured_points(profile, row))
+        s = row.setting
+        setting = Setting(s.convention, s.dtype, s.scope, s.mode)  # the profile's fits: the default counting
+        n0, n1 = corrected_points(profile, row.a, row.b, row.dims(), setting)
+        columns = measured_points(profile, row)
+        columns.corrected_n0, columns.corrected_n1 = n0, n1
+        row.device = DeviceColumns(profile.slug, columns)
     add_predicted_columns(rows, profile.slug, required=False, replicates=replicates)
 
 
-def corrected_points(profile: DeviceProfile, a: str, b: str, dims: dict, setting: Setting) -> dict:
+def corrected_points(
+    profile: DeviceProfile, a: str, b: str, dims: dict, setting: Setting
+) -> tuple[int | None, int | None]:
     """Corrected N0 and N1 of one pair, None where the profile lacks a fit for either variant."""
-    out: dict[str, float | None] = {"corrected_n0": None, "corrected_n1": None}
+    n0 = n1 = None
     if not measured_here(profile, setting):
-        return out
+        return n0, n1
     if a in profile.time and b in profile.time:
-        out["corrected_n0"] = _ceil(
+        n0 = _ceil(
             corrected_n(
                 corrected_time_curve(profile.time[a], a, dims, setting),
                 corrected_time_curve(profile.time[b], b, dims, setting),
             )
         )
     if a in profile.memory and b in profile.memory:
-        out["corrected_n1"] = _ceil(
+        n1 = _ceil(
             corrected_n(
                 corrected_memory_curve(profile.memory[a], a, dims, setting),
                 corrected_memory_curve(profile.memory[b], b, dims, setting),
             )
         )
-    return out
+    return n0, n1
 
 
 def measured_here(profile: DeviceProfile, setting: Setting) -> bool:
     """Whether the profile's measurements were taken at this setting: same scope, element type and
     mode, keys as long as queries. A fit or a point from another setting would answer another question.
     (The FLOP convention and causal counting change how FLOPs are counted, not what was timed.)"""
-    n_kv = getattr(getattr(setting, "counting", None), "n_kv", None)
-    return (setting.scope, setting.dtype, setting.mode) == (profile.scope, profile.dtype, profile.mode) and n_kv is None
+    here = (setting.scope, setting.dtype, setting.mode)
+    return here == (profile.scope, profile.dtype, profile.mode) and setting.counting.n_kv is None
 
 
-def measured_points(profile: DeviceProfile, row: dict) -> dict:
-    """The measured N0/N1 of the row's pair at exactly the row's sizes and setting, else None."""
-    none = {"measured_n0": None, "measured_n1": None}
-    here = (row.get("scope", "core"), row.get("dtype", "fp32"), row.get("mode", "inference"))
-    counting = row.get("counting")
-    if here != (profile.scope, profile.dtype, profile.mode) or (isinstance(counting, dict) and counting.get("n_kv")):
-        return none
-    latents = row.get("L", row["d"])  # profiles measure Latte with L = d
-    key = ("a", "b", "d", "heads", "batch")
+def measured_points(profile: DeviceProfile, row: TransitionRow) -> ProfileColumns:
+    """The measured N0/N1 of the row's pair at exactly the row's sizes and setting (None where not measured)."""
+    if not measured_here(profile, row.setting):
+        return ProfileColumns()
+    latents = row.sizes.get("L", row.d)  # profiles measure Latte with L = d
+    here = (row.a, row.b, row.d, row.heads, row.batch)
     for m in profile.measured:
-        if tuple(m[k] for k in key) == tuple(row[k] for k in key) and m.get("L", m["d"]) == latents:
-            return {k: m.get(k) for k in ("measured_n0", "n0_uncertainty", "measured_n1", "n1_uncertainty")}
-    return none
+        if tuple(m[k] for k in ("a", "b", "d", "heads", "batch")) == here and m.get("L", m["d"]) == latents:
+            return ProfileColumns(
+                measured_n0=m.get("measured_n0"),
+                n0_uncertainty=m.get("n0_uncertainty"),
+                measured_n1=m.get("measured_n1"),
+                n1_uncertainty=m.get("n1_uncertainty"),
+            )
+    return ProfileColumns()
 
 
 def _ceil(x: float | None) -> int | None:

@@ -126,7 +126,8 @@ def validate(
             measurer.notify(f"  op-model prediction of {a} vs {b} at d = {dv}")
         dims = replace(template, N=1, d=dv).symbols()
         fitted_on = profile.time[a].fit_d
-        row = {**p.as_json(), "held_out": dv not in fitted_on, **corrected_points(profile, a, b, dims, setting)}
+        row = {**p.as_json(), "held_out": dv not in fitted_on}
+        row["corrected_n0"], row["corrected_n1"] = corrected_points(profile, a, b, dims, setting)
         row["fit_n0"], row["fit_n1"] = row["corrected_n0"], row["corrected_n1"]
         row.update(_predicted(opmodel, a, b, dims, setting, n_max))
         for k in ("0", "1"):
