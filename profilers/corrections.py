@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from fractions import Fraction
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import sympy as sp
@@ -39,8 +40,11 @@ from attn_cost.costmodel.crossover import (
     at_sizes,
     compare,
 )
+from attn_cost.costmodel.derive import DTYPE_BYTES
 from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.scopes import MODES, SCOPES
 from attn_cost.costmodel.variants import derive
+from attn_cost.profilers.schema import Fingerprint, SchemaError, check, load_error, rule
 
 SCHEMA = 1
 SHIPPED = Path(__file__).parent / "data" / "devices"
@@ -65,11 +69,12 @@ def time_features(variant: str, scope: str, dtype: str) -> tuple[sp.Expr, sp.Exp
 class TimeFit:
     """Fitted time constants of one variant on one device."""
 
-    launch_s: float
-    seconds_per_flop: float
-    seconds_per_byte: float
-    points: int
-    fit_d: list[int]
+    launch_s: float = field(metadata=rule(minimum=0))
+    seconds_per_flop: float = field(metadata=rule(minimum=0))
+    seconds_per_byte: float = field(metadata=rule(minimum=0))
+    points: int = field(metadata=rule(minimum=0))
+    fit_d: list[int] = field(metadata=rule(minimum=1))
+    """The head dims the fit was made on."""
     r2: float
     median_rel_err: float
     max_rel_err: float
@@ -91,10 +96,12 @@ class TimeFit:
 
 @dataclass
 class MemoryFit:
+    """Fitted memory correction of one variant on one device: measured = scale · modelled + offset."""
+
     scale: float
     offset_bytes: float
     max_abs_residual_bytes: float
-    points: int
+    points: int = field(metadata=rule(minimum=0))
 
     def as_json(self) -> dict:
         return asdict(self)
@@ -223,10 +230,10 @@ class DeviceProfile:
     def from_json(cls, data: object, where: str) -> DeviceProfile:
         """A profile from parsed JSON, checked field by field against the schema (one clear line if not)."""
         try:
-            check_profile(data)
-        except ValueError as e:
-            raise UserError(f"{where} is not an attn-cost device profile: {e}") from None
-        assert isinstance(data, dict)
+            check(data, ProfileFile)
+        except SchemaError as e:
+            raise load_error(where, "device profile", e) from None
+        assert isinstance(data, dict)  # as `check` found it
         time_fields, memory_fields = set(TimeFit.__dataclass_fields__), set(MemoryFit.__dataclass_fields__)
         return cls(
             device=data["device"],
@@ -273,87 +280,37 @@ def make_folder(root: Path) -> None:
 # -- the profile file's schema ---------------------------------------------------------------------
 
 
-def _expect(ok: bool, where: str, what: str, value: object) -> None:
-    if not ok:
-        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
-        raise ValueError(f"{where} must be {what}, got {shown}")
+@dataclass
+class MeasuredPoint:
+    """A transition point measured on the device (a profile's `measured` and `validation` rows)."""
+
+    a: str
+    b: str
+    d: int = field(metadata=rule(minimum=1))
+    heads: int = field(metadata=rule(minimum=1))
+    batch: int = field(metadata=rule(minimum=1))
+    measured_n0: float | None = None
+    n0_uncertainty: float | None = None
+    measured_n1: float | None = None
+    n1_uncertainty: float | None = None
 
 
-def _number(value: object, where: str, *, optional: bool = False, minimum: float | None = None) -> None:
-    if optional and value is None:
-        return
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    ok = ok and (minimum is None or value >= minimum)
-    bound = "" if minimum is None else f" >= {minimum:g}"
-    _expect(ok, where, f"a finite number{bound}" + (" or null" if optional else ""), value)
+@dataclass
+class ProfileFile:
+    """A device profile's JSON, as `DeviceProfile.from_json` checks it: every field the tool reads, so a hand-edited
+    or truncated file ends as one line (`time.linear.launch_s must be a finite number >= 0, got 'fast'`) instead of
+    a traceback later."""
 
-
-def _integer(value: object, where: str, minimum: int = 0) -> None:
-    ok = isinstance(value, int) and not isinstance(value, bool) and value >= minimum
-    _expect(ok, where, f"an integer >= {minimum}", value)
-
-
-def _text(value: object, where: str, choices: tuple[str, ...] | None = None) -> None:
-    ok = isinstance(value, str) and value.strip() != "" and (choices is None or value in choices)
-    _expect(ok, where, "one of " + ", ".join(choices) if choices else "a non-empty string", value)
-
-
-def _table(value: object, where: str) -> dict:
-    _expect(isinstance(value, dict), where, "an object", value)
-    assert isinstance(value, dict)
-    return value
-
-
-def check_profile(data: object) -> None:
-    """Raise ValueError naming the first field of a device profile that does not fit the schema.
-
-    Every field the tool reads is checked here, so a hand-edited or truncated file ends as one line
-    (`time.linear.launch_s must be a finite number >= 0, got 'fast'`) instead of a traceback later."""
-    from attn_cost.costmodel.derive import DTYPE_BYTES
-    from attn_cost.costmodel.scopes import MODES, SCOPES
-
-    top = _table(data, "the file")
-    _expect(top.get("schema") == SCHEMA, "schema", f"{SCHEMA}", top.get("schema"))
-    for key in ("device", "scope", "dtype", "time", "memory"):
-        _expect(key in top, key, "present", None)
-    device = _table(top["device"], "device")
-    _text(device.get("name"), "device.name")
-    _text(device.get("kind"), "device.kind")
-    _text(top["scope"], "scope", tuple(SCOPES))
-    _text(top["dtype"], "dtype", tuple(DTYPE_BYTES))
-    if "mode" in top:
-        _text(top["mode"], "mode", tuple(MODES))
-    _expect(isinstance(top.get("created", ""), str), "created", "a string", top.get("created"))
-    for name, fit in _table(top["time"], "time").items():
-        at = f"time.{name}"
-        fit = _table(fit, at)
-        for key in ("launch_s", "seconds_per_flop", "seconds_per_byte"):
-            _number(fit.get(key), f"{at}.{key}", minimum=0)
-        for key in ("r2", "median_rel_err", "max_rel_err"):
-            _number(fit.get(key), f"{at}.{key}")
-        _integer(fit.get("points"), f"{at}.points")
-        fit_d = fit.get("fit_d")
-        _expect(isinstance(fit_d, list), f"{at}.fit_d", "a list of head dims", fit_d)
-        for i, dv in enumerate(fit_d or []):
-            _integer(dv, f"{at}.fit_d[{i}]", 1)
-    for name, fit in _table(top["memory"], "memory").items():
-        at = f"memory.{name}"
-        fit = _table(fit, at)
-        for key in ("scale", "offset_bytes", "max_abs_residual_bytes"):
-            _number(fit.get(key), f"{at}.{key}")
-        _integer(fit.get("points"), f"{at}.points")
-    for key in ("measured", "validation"):
-        rows = top.get(key, [])
-        _expect(isinstance(rows, list), key, "a list of objects", rows)
-        for i, row in enumerate(rows):
-            at = f"{key}[{i}]"
-            row = _table(row, at)
-            _text(row.get("a"), f"{at}.a")
-            _text(row.get("b"), f"{at}.b")
-            for size in ("d", "heads", "batch"):
-                _integer(row.get(size), f"{at}.{size}", 1)
-            for value in ("measured_n0", "measured_n1", "n0_uncertainty", "n1_uncertainty"):
-                _number(row.get(value), f"{at}.{value}", optional=True)
+    schema: Literal[1]  # SCHEMA
+    device: Fingerprint
+    scope: str = field(metadata=rule(choices=tuple(SCOPES)))
+    dtype: str = field(metadata=rule(choices=tuple(DTYPE_BYTES)))
+    time: dict[str, TimeFit]
+    memory: dict[str, MemoryFit]
+    mode: str = field(default="inference", metadata=rule(choices=tuple(MODES)))
+    created: str = field(default="", metadata=rule(blank=True))
+    measured: list[MeasuredPoint] = field(default_factory=list)
+    validation: list[MeasuredPoint] = field(default_factory=list)
 
 
 def user_profiles_dir() -> Path:
