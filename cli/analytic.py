@@ -5,7 +5,7 @@ No torch, no plotly on this path.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import sympy as sp
 import typer
@@ -14,7 +14,7 @@ from attn_cost.cli import render
 from attn_cost.cli.app import app, fail
 from attn_cost.cli.render import Col, emit, glue, right
 from attn_cost.costmodel import display
-from attn_cost.costmodel.conventions import CONVENTIONS, PUBLISHED_CONVENTIONS, get_convention
+from attn_cost.costmodel.conventions import CONVENTIONS, PUBLISHED_CONVENTIONS, Convention, get_convention
 from attn_cost.costmodel.counting import (
     ALIGNS,
     BACKWARDS,
@@ -255,7 +255,7 @@ def cheapest(
             fail(f"unknown cost {c!r} (known: {', '.join(COSTS)})")
     ds = o.head_dims(d_values, embed, heads, default=o.D_DEFAULT["cheapest"])
     st = o.setting(convention, dtype, scope, mode, names)
-    results = []
+    results: list[dict[str, Any]] = []
     for dv in ds:
         dims = o.sizes(dv, heads, batch, latents, ratio, depth)
         for c in costs:
@@ -311,11 +311,11 @@ def decode(
     contexts = [o.positive(x, "--n") for x in (n or [1024, 4096, 16384, 65536])]
     ds = o.head_dims(d_values, embed, heads, default=o.D_DEFAULT["decode"])
     st = o.setting(convention, dtype, "decode", "inference", names)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for dv in ds:
         dims = o.sizes(dv, heads, batch, latents, 4, 1)
         for name in names:
-            row = {"variant": name, "d": dv}
+            row: dict[str, Any] = {"variant": name, "d": dv}
             for c in COSTS:
                 polys = at_sizes(cost_branches(name, c, st), dims, name)
                 values = [int(evaluate(polys, x)) for x in contexts]
@@ -367,7 +367,7 @@ def formula(
     v = get_variant(variant)
     st = o.setting(convention, dtype, scope, mode, [v.name])
     conv = get_convention(st.convention)
-    if conv.name in PUBLISHED_CONVENTIONS:
+    if not isinstance(conv, Convention):  # one of PUBLISHED_CONVENTIONS
         fail(f"{conv.name} is a published total, not a per-op convention: `formula` shows it beside the derived count")
     data = formula_data(v.name, conv.name, dtype, st.scope, mode, st.counting)
     if as_json:
@@ -418,8 +418,9 @@ def formula(
     peak = derived.peak()
     render.line("[bold]Peak memory[/] (elements)")
     render.line(f"  {fmt(peak.expr)}")
-    if peak.dominant is not None:
-        step = peak.dominant_step()
+    dominant_step = peak.dominant_step()
+    if peak.dominant is not None and dominant_step is not None:
+        step = dominant_step
         render.line(f"  for large N: {fmt(peak.dominant)}, at step {step.op.index + 1} ({escape(step.op.label)})")
     pb = derived.peak(dtype)
     shown = pb.dominant if pb.dominant is not None else pb.expr
@@ -580,7 +581,7 @@ def variants(as_json: bool = o.JSON) -> None:
 @app.command()
 def conventions(as_json: bool = o.JSON) -> None:
     """List the FLOP conventions, the op kinds, the scopes and the modes."""
-    data = {
+    data: dict[str, Any] = {
         "conventions": {
             c.name: {"summary": c.summary, "source": c.source, "counts": sorted(c.rules)} for c in CONVENTIONS.values()
         },

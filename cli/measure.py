@@ -489,9 +489,9 @@ def _calibration(name: str | None, device: dict):
     from attn_cost.profilers.opmodel import check_device, load_opmodel, opmodel_for
 
     if name is not None:
-        model = load_opmodel(name)
-        check_device(model, device)
-        return model
+        named = load_opmodel(name)
+        check_device(named, device)
+        return named
     model = opmodel_for(slug(device))
     if model is None:
         return None

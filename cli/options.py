@@ -6,7 +6,7 @@ import functools
 import inspect
 from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Any, Optional
+from typing import Any, Optional, overload
 
 import sympy as sp
 import typer
@@ -125,6 +125,10 @@ LIMITS = {
 answers would only cost time (a head dim of 10^8, a context of 10^12 tokens)."""
 
 
+@overload
+def positive(value: int, flag: str) -> int: ...
+@overload
+def positive(value: int | None, flag: str) -> int | None: ...
 def positive(value: int | None, flag: str) -> int | None:
     """A size option's value, checked: a positive integer no larger than its limit."""
     if value is not None and value < 1:
@@ -208,7 +212,8 @@ def with_sizes(command: Callable) -> Callable:
         finally:
             _SIZES.reset(token)
 
-    run.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])
+    # typer reads the signature through inspect; the type of a functools.wraps wrapper does not declare it
+    run.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])  # type: ignore[attr-defined]
     run.__annotations__ = {**command.__annotations__, **{p.name: p.annotation for p in extra}}
     return run
 
@@ -261,7 +266,8 @@ def with_counting(command: Callable) -> Callable:
         finally:
             _COUNTING.reset(token)
 
-    run.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])
+    # typer reads the signature through inspect; the type of a functools.wraps wrapper does not declare it
+    run.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])  # type: ignore[attr-defined]
     run.__annotations__ = {**command.__annotations__, **{p.name: p.annotation for p in extra}}
     return run
 

@@ -18,7 +18,7 @@ from itertools import pairwise
 
 import numpy as np
 import sympy as sp
-from attn_cost.costmodel.conventions import DEFAULT, PublishedConvention, get_convention
+from attn_cost.costmodel.conventions import DEFAULT, PublishedConvention, get_convention, op_convention
 from attn_cost.costmodel.counting import DEFAULT_COUNTING, Counting, N_kv
 from attn_cost.costmodel.derive import dominant_for_large, prune_dominated
 from attn_cost.costmodel.errors import UserError
@@ -71,7 +71,7 @@ def cost_branches(name: str, cost: str, setting: Setting = Setting()) -> tuple[s
     counting = setting.counting
     derived = derive(name, setting.scope, setting.mode, counting.n_kv is not None, counting.bias)
     if cost == "flops":
-        out: tuple[sp.Expr, ...] = (derived.flops(conv, counting),)
+        out: tuple[sp.Expr, ...] = (derived.flops(op_convention(setting.convention), counting),)
     elif cost == "memory":
         out = tuple(derived.peak(setting.dtype).branches)
     else:
@@ -109,7 +109,8 @@ def curve(name: str, cost: str, setting: Setting, dims: dict[sp.Symbol, int]) ->
 
 def evaluate(polys: list[Poly], x: Fraction | int) -> Fraction:
     """Maximum over the branches at x, exactly (no more than a `Cap` branch, where there is one)."""
-    best = cap = None
+    best: Fraction | None = None
+    cap: Fraction | None = None
     for p in polys:
         v = Fraction(0)
         for c in p:
@@ -118,6 +119,7 @@ def evaluate(polys: list[Poly], x: Fraction | int) -> Fraction:
             cap = v if cap is None or v < cap else cap
             continue
         best = v if best is None or v > best else best
+    assert best is not None, "a curve has a branch besides its cap"
     return best if cap is None or best <= cap else cap
 
 
@@ -220,7 +222,7 @@ def crossover(
 
 def compare(pa: list[Poly], pb: list[Poly]) -> dict:
     """Sign analysis of cost_a - cost_b over N >= 1."""
-    segments = []
+    segments: list[tuple[float, float | None, int]] = []
     for lo, hi, x in probes(breakpoints([pa, pb])):
         diff = evaluate(pa, x) - evaluate(pb, x)
         sign = (diff > 0) - (diff < 0)
@@ -235,7 +237,7 @@ def compare(pa: list[Poly], pb: list[Poly]) -> dict:
         return {"n": 1, "verdict": "equal"}
     if signs[-1] < 0:
         return {"n": None, "verdict": "never", "crossings": crossings, "b_cheaper": cheaper}
-    negatives = [hi for _, hi, s in segments if s < 0]
+    negatives = [hi for _, hi, s in segments if s < 0 and hi is not None]  # the last segment is not negative
     if not negatives:
         return {"n": 1, "verdict": "always", "b_cheaper": cheaper}
     root = negatives[-1]
@@ -253,6 +255,8 @@ def first_integer_from(holds: Callable[[int], bool], near: float, floor: float =
     is grown geometrically around ceil(near), then bisected. No step-by-one walk at any size."""
     start = max(1, math.ceil(near - 1e-9 * max(1.0, near)))
     step = 1
+    lo: int | None
+    hi: int | None
     if holds(start):
         hi, lo = start, None
         while lo is None:
@@ -275,6 +279,7 @@ def first_integer_from(holds: Callable[[int], bool], near: float, floor: float =
             else:
                 lo = x
             step *= 2
+    assert lo is not None and hi is not None  # the loops above end with both ends of the bracket
     while hi - lo > 1:  # invariant: holds(lo) is false, holds(hi) is true
         mid = (lo + hi) // 2
         if holds(mid):
@@ -480,7 +485,7 @@ def transition_row(
 def _beyond_n_kv(c: Crossover, setting: Setting) -> str:
     """A warning when a causal count that holds for N <= N_kv is read beyond N_kv."""
     n_kv = setting.counting.n_kv
-    if "N <= N_kv" not in setting.counting.assumptions() or (c.n is not None and c.n <= n_kv):
+    if n_kv is None or "N <= N_kv" not in setting.counting.assumptions() or (c.n is not None and c.n <= n_kv):
         return ""
     return f" (beyond N_kv = {n_kv:,}: the causal counts hold for N <= N_kv only)"
 

@@ -126,7 +126,8 @@ def fit_time(samples: list[tuple[dict, float]], variant: str, scope: str = "core
     spread = float(np.sum((y - y.mean()) ** 2))
     r2 = 1 - float(np.sum((y - pred) ** 2)) / spread if spread > 0 else 1.0
     fit_d = sorted({int(s["d"]) for s, _ in samples})
-    return TimeFit(*(float(c) for c in coef), len(samples), fit_d, r2, float(np.median(rel)), float(rel.max()))
+    launch, per_flop, per_byte = (float(c) for c in coef)
+    return TimeFit(launch, per_flop, per_byte, len(samples), fit_d, r2, float(np.median(rel)), float(rel.max()))
 
 
 def fit_memory(samples: list[tuple[int, int]]) -> MemoryFit:

@@ -42,7 +42,8 @@ def counted(case: Case, training: bool = False) -> int:
     inputs = case.make_inputs()
     if training:
         case.run([t.clone() for t in inputs])  # make the parameters, then make them trainable
-        for t in [*inputs, *case.params.cache.values()]:
+        made = case.params.cache.values() if case.params is not None else ()
+        for t in [*inputs, *made]:
             t.requires_grad_(True)
     with FlopCounterMode(display=False, custom_mapping=CPU_SDPA) as mode:
         if training:

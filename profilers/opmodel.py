@@ -244,8 +244,8 @@ class OpModel:
             jitter = rng.standard_normal(len(keep)) * np.array(
                 [min(self.points[i].se / self.points[i].seconds, 0.5) for i in keep]
             )
-            if isinstance(self.kernels.get(name), Gemm):
-                gemm = self.kernels[name]
+            gemm = self.kernels.get(name)
+            if isinstance(gemm, Gemm):
                 kernels[name] = gemm.resampled(np.searchsorted(idx, keep), jitter)
                 continue
             pts = [self.points[i] for i in keep]
@@ -432,6 +432,11 @@ def _fit_overheads(by_kernel: dict[str, list[Point]]) -> Overheads:
     )
 
 
+def _triple(values: list) -> tuple[float, float, float]:
+    a, b, c = (float(v) for v in values)
+    return a, b, c
+
+
 def _from_parameters(fitted: dict, overheads: dict | None) -> tuple[dict, Overheads]:
     """Kernel models and overheads from their stored parameters (products take their traffic from the stored copy
     kernel). Files written before the overheads were named fields keep them among the kernels."""
@@ -453,7 +458,7 @@ def _from_parameters(fitted: dict, overheads: dict | None) -> tuple[dict, Overhe
     out: dict = dict(streaming)
     for name, p in fitted.items():
         if p["form"] == "gemm":
-            out[name] = Gemm(float(p["launch"]), float(p["item"]), float(p["peak"]), tuple(map(float, p["half"])),
+            out[name] = Gemm(float(p["launch"]), float(p["item"]), float(p["peak"]), _triple(p["half"]),
                              np.array(p["coords"], dtype=float).reshape(-1, 4), np.array(p["residuals"], dtype=float),
                              copy)  # fmt: skip
         elif p["form"] != "streaming":

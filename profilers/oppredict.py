@@ -73,6 +73,8 @@ def predict_n0(
     boots = [crossing(model.resample(rng, used, lines)) for _ in range(replicates)]
     vals = np.array([math.inf if x is None else x for x in boots])
     # Order statistics, not interpolation: interpolating between two infinite replicates gives NaN.
+    low: float | None
+    high: float | None
     if replicates:
         low = float(np.percentile(vals, 2.5, method="lower"))
         high = float(np.percentile(vals, 97.5, method="higher"))
@@ -100,7 +102,10 @@ def row_dims(sizes: dict[str, int]) -> dict:
     symbol, the missing ones defaulting as `Sizes` does (L to d, r to 4, D to the measured depth)."""
     from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS, MEASURED_DEPTH
 
-    values = {"h": sizes.get("heads", sizes.get("h", 1)), "b": sizes.get("batch", sizes.get("b", 1))}
+    values: dict[str, int | None] = {
+        "h": sizes.get("heads", sizes.get("h", 1)),
+        "b": sizes.get("batch", sizes.get("b", 1)),
+    }
     values.update({k: v for k, v in sizes.items() if k in BY_NAME and k not in ("N", "h", "b") and isinstance(v, int)})
     values.setdefault("L", values.get("d"))
     values.setdefault("r", 4)

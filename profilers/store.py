@@ -490,7 +490,7 @@ class Database:
     def migrated(self, source: str) -> bool:
         return self.con.execute("SELECT 1 FROM migrated WHERE file = ?", (source,)).fetchone() is not None
 
-    def _decode(self, rowid: int, text: object) -> dict | None:
+    def _decode(self, rowid: int, text: str) -> dict | None:
         """A stored row's record, checked; a row that is not an attn-cost record is reported once and skipped."""
         try:
             return Record.check(json.loads(text)).data
