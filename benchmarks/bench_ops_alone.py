@@ -31,11 +31,11 @@ def main() -> None:
     import numpy as np
     from attn_cost.costmodel.errors import UserError
     from attn_cost.profilers.calibrate import Calibrator, runnable, shape_of
-    from attn_cost.profilers.cases import Sizes
     from attn_cost.profilers.device import prepare
     from attn_cost.profilers.opmodel import kernel_calls
     from attn_cost.profilers.oppredict import row_dims
     from attn_cost.profilers.profile import Measurer
+    from attn_cost.profilers.sizes import Sizes
     from attn_cost.profilers.store import ResultStore
 
     try:

@@ -34,8 +34,9 @@ def main() -> None:
         parser.error("--rounds must be positive")
 
     from attn_cost.costmodel.errors import UserError
-    from attn_cost.profilers.cases import Sizes, build_case
+    from attn_cost.profilers.cases import build_case
     from attn_cost.profilers.device import prepare
+    from attn_cost.profilers.sizes import Sizes
     from attn_cost.profilers.timing import SETTLE_S, time_cases
 
     prepare("cpu")  # the allocator settings `profile` measures with

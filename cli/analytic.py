@@ -5,7 +5,7 @@ No torch, no plotly on this path.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import sympy as sp
 import typer
@@ -14,7 +14,7 @@ from attn_cost.cli import render
 from attn_cost.cli.app import app, fail
 from attn_cost.cli.render import Col, emit, glue, right
 from attn_cost.costmodel import display
-from attn_cost.costmodel.conventions import CONVENTIONS, PUBLISHED_CONVENTIONS, get_convention
+from attn_cost.costmodel.conventions import CONVENTIONS, PUBLISHED_CONVENTIONS, Convention, get_convention
 from attn_cost.costmodel.counting import (
     ALIGNS,
     BACKWARDS,
@@ -29,6 +29,10 @@ from attn_cost.costmodel.crossover import (
     COSTS,
     DEFAULT_PAIRS,
     TABLE_COSTS,
+    CostPoint,
+    DeviceColumns,
+    ProfileColumns,
+    TransitionRow,
     at_sizes,
     cost_branches,
     evaluate,
@@ -105,7 +109,7 @@ def crossover(
             notify(f"predicting on {device}: corrected fits, op model with its 95 % interval")
             add_device_columns(rows, device)
     if as_json:
-        emit({"results": rows})
+        emit({"results": [row.as_json() for row in rows]})
         return
     if device is not None:
         _device_table(rows, heads, batch, device)
@@ -126,72 +130,75 @@ def _pairs(
     return o.pairs(pair, list(DEFAULT_PAIRS), causal)
 
 
-def _crossover_table(rows: list[dict], heads: int, batch: int) -> None:
-    first = rows[0]
+def _crossover_table(rows: list[TransitionRow], heads: int, batch: int) -> None:
+    first = rows[0].setting
     columns = [Col("A"), Col("B"), right("d"), right("N0"), right("N1"), right("N traffic")]
-    cells = [[row["a"], row["b"], str(row["d"]), *(_cell(row[cost]) for cost in TABLE_COSTS)] for row in rows]
+    cells = [[row.a, row.b, str(row.d), *(_cell(row.costs[cost]) for cost in TABLE_COSTS)] for row in rows]
     render.table(
-        f"B is no more expensive than A from N = …  ({first['scope']}, {first['mode']}, h={heads}, b={batch})",
+        f"B is no more expensive than A from N = …  ({first.scope}, {first.mode}, h={heads}, b={batch})",
         columns,
         cells,
         keys=3,
-        caption=f"N0: FLOPs ({first['convention']}). N1: peak memory ({first['dtype']}). "
-        "N traffic: unfused bytes moved. " + describe(first["counting"]),
+        caption=f"N0: FLOPs ({first.convention}). N1: peak memory ({first.dtype}). "
+        "N traffic: unfused bytes moved. " + describe(first.counting.as_json()),
     )
     _closed_forms(rows)
 
 
-def _device_table(rows: list[dict], heads: int, batch: int, device: str) -> None:
+def _device_table(rows: list[TransitionRow], heads: int, batch: int, device: str) -> None:
     """One table per pair: N0 and N1 per head dim, analytic beside the device's corrected, op-model and
     measured values (one narrow table instead of the wide one stacked four times at 80 columns)."""
-    first = rows[0]
-    slug = first.get("device", device)
+    first = rows[0].setting
+    slug = rows[0].device.device if rows[0].device is not None else device
     render.line(
         f"B is no more expensive than A from N = …  on {slug}  "
-        f"({first['scope']}, {first['mode']}, {first['dtype']}, h={heads}, b={batch})"
+        f"({first.scope}, {first.mode}, {first.dtype}, h={heads}, b={batch})"
     )
     columns = [right("d"), Col(""), right("analytic"), right("corrected"), right("op model [95 %]"), right("measured")]
     dashes = False
-    for pair in dict.fromkeys((row["a"], row["b"]) for row in rows):
+    for pair in dict.fromkeys((row.a, row.b) for row in rows):
         cells = []
-        for row in (r for r in rows if (r["a"], r["b"]) == pair):
+        for row in (r for r in rows if (r.a, r.b) == pair):
+            dev = row.device or DeviceColumns(device)
+            fit = dev.profile or ProfileColumns()
             cells.append(
-                [str(row["d"]), "N0 time", _cell(row["flops"]), _num(row.get("corrected_n0")), op_model_n0(row),
-                 _measured(row, "n0")]
+                [str(row.d), "N0 time", _cell(row.costs["flops"]), _num(fit.corrected_n0),
+                 op_model_n0(dev.predicted_n0, dev.predicted_n0_low, dev.predicted_n0_high),
+                 _measured(fit.measured_n0, fit.n0_uncertainty)]
             )  # fmt: skip
             cells.append(
-                ["", "N1 memory", _cell(row["memory"]), _num(row.get("corrected_n1")), "", _measured(row, "n1")]
-            )
+                ["", "N1 memory", _cell(row.costs["memory"]), _num(fit.corrected_n1), "",
+                 _measured(fit.measured_n1, fit.n1_uncertainty)]
+            )  # fmt: skip
         dashes = dashes or any("—" in cell for cell_row in cells for cell in cell_row)
         render.table(f"\n{pair[0]} → {pair[1]}", columns, cells, keys=2)
     render.sentence(
-        f"analytic: N0 where B needs no more FLOPs ({first['convention']}), N1 no more peak memory. corrected: "
+        f"analytic: N0 where B needs no more FLOPs ({first.convention}), N1 no more peak memory. corrected: "
         "the device profile's fitted times and memory. op model: time predicted from the device's op "
         "calibration, zero-shot. measured: found by timing on the device (± its spread). "
         + ("—: the device has no value at this setting. " if dashes else "")
-        + describe(first["counting"])
+        + describe(first.counting.as_json())
     )
     _closed_forms(rows)
 
 
-def _measured(row: dict, which: str) -> str:
-    value = row.get(f"measured_{which}")
-    return "—" if value is None else render.with_spread(value, row.get(f"{which}_uncertainty"))
+def _measured(value: float | None, spread: float | None) -> str:
+    return "—" if value is None else render.with_spread(value, spread)
 
 
-def _closed_forms(rows: list[dict]) -> None:
+def _closed_forms(rows: list[TransitionRow]) -> None:
     """The exact crossings behind the table's integers, and why a pair never or repeatedly crosses."""
     closed: dict[str, str] = {}
     notes: list[str] = []
     for row in rows:
         for cost in TABLE_COSTS:
-            info = row[cost]
-            if info["exact"] and info["verdict"] in ("crosses", "multiple"):
-                closed[f"{COST_SHORT[cost]}({row['a']} → {row['b']})"] = display.text(
-                    sp.sympify(info["exact"], locals=dict(BY_NAME))
+            info = row.costs[cost]
+            if info.exact and info.verdict in ("crosses", "multiple"):
+                closed[f"{COST_SHORT[cost]}({row.a} → {row.b})"] = display.text(
+                    sp.sympify(info.exact, locals=dict(BY_NAME))
                 )
-            elif info["verdict"] in ("never", "multiple"):
-                notes.append(f"{cost}, d = {row['d']}: {info['summary']}")
+            elif info.verdict in ("never", "multiple"):
+                notes.append(f"{cost}, d = {row.d}: {info.summary}")
     if closed:
         render.line("Closed forms (the crossing before rounding up, large-N branches):")
         for key, value in closed.items():
@@ -200,14 +207,14 @@ def _closed_forms(rows: list[dict]) -> None:
         render.sentence(note)
 
 
-def _cell(info: dict) -> str:
-    if info["n"] is None:
+def _cell(info: CostPoint) -> str:
+    if info.n is None:
         return "never"
-    mark = {"always": " (always)", "equal": " (equal)", "multiple": " (*)"}.get(info["verdict"], "")
-    return f"{info['n']:,}{mark}"
+    mark = {"always": " (always)", "equal": " (equal)", "multiple": " (*)"}.get(info.verdict, "")
+    return f"{info.n:,}{mark}"
 
 
-def _num(value) -> str:
+def _num(value: object) -> str:
     return "—" if value is None else f"{value:,.0f}" if isinstance(value, (int, float)) else str(value)
 
 
@@ -248,7 +255,7 @@ def cheapest(
             fail(f"unknown cost {c!r} (known: {', '.join(COSTS)})")
     ds = o.head_dims(d_values, embed, heads, default=o.D_DEFAULT["cheapest"])
     st = o.setting(convention, dtype, scope, mode, names)
-    results = []
+    results: list[dict[str, Any]] = []
     for dv in ds:
         dims = o.sizes(dv, heads, batch, latents, ratio, depth)
         for c in costs:
@@ -304,11 +311,11 @@ def decode(
     contexts = [o.positive(x, "--n") for x in (n or [1024, 4096, 16384, 65536])]
     ds = o.head_dims(d_values, embed, heads, default=o.D_DEFAULT["decode"])
     st = o.setting(convention, dtype, "decode", "inference", names)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for dv in ds:
         dims = o.sizes(dv, heads, batch, latents, 4, 1)
         for name in names:
-            row = {"variant": name, "d": dv}
+            row: dict[str, Any] = {"variant": name, "d": dv}
             for c in COSTS:
                 polys = at_sizes(cost_branches(name, c, st), dims, name)
                 values = [int(evaluate(polys, x)) for x in contexts]
@@ -360,7 +367,7 @@ def formula(
     v = get_variant(variant)
     st = o.setting(convention, dtype, scope, mode, [v.name])
     conv = get_convention(st.convention)
-    if conv.name in PUBLISHED_CONVENTIONS:
+    if not isinstance(conv, Convention):  # one of PUBLISHED_CONVENTIONS
         fail(f"{conv.name} is a published total, not a per-op convention: `formula` shows it beside the derived count")
     data = formula_data(v.name, conv.name, dtype, st.scope, mode, st.counting)
     if as_json:
@@ -411,8 +418,9 @@ def formula(
     peak = derived.peak()
     render.line("[bold]Peak memory[/] (elements)")
     render.line(f"  {fmt(peak.expr)}")
-    if peak.dominant is not None:
-        step = peak.dominant_step()
+    dominant_step = peak.dominant_step()
+    if peak.dominant is not None and dominant_step is not None:
+        step = dominant_step
         render.line(f"  for large N: {fmt(peak.dominant)}, at step {step.op.index + 1} ({escape(step.op.label)})")
     pb = derived.peak(dtype)
     shown = pb.dominant if pb.dominant is not None else pb.expr
@@ -573,7 +581,7 @@ def variants(as_json: bool = o.JSON) -> None:
 @app.command()
 def conventions(as_json: bool = o.JSON) -> None:
     """List the FLOP conventions, the op kinds, the scopes and the modes."""
-    data = {
+    data: dict[str, Any] = {
         "conventions": {
             c.name: {"summary": c.summary, "source": c.source, "counts": sorted(c.rules)} for c in CONVENTIONS.values()
         },

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from importlib import metadata
+from typing import Any
 
 import typer
 from attn_cost.cli import options as o
@@ -78,7 +79,7 @@ def examine(device: str, profile: bool = True) -> dict:
     if not torch.cuda.is_available():
         build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
         missing.insert(0, f"no CUDA device (torch {torch.__version__} is {build}): CPU measurements only")
-    report = {
+    report: dict[str, Any] = {
         "versions": versions,
         "device": _device(device),
         "sdpa": _sdpa(device),
@@ -129,7 +130,7 @@ def _sdpa(device: str) -> dict:
                     continue
                 runs.append(d)
             table.setdefault(name, {})[dtype] = runs
-    default = {}
+    default: dict[str, str | None] = {}
     for dtype in ("fp32", "bf16"):
         try:
             default[dtype] = sdpa.probe_backend(None, device, dtype, 64)
@@ -199,8 +200,9 @@ def _precision(device: str) -> dict:
 
 def _mini_profile(device: str) -> dict:
     """softmax against linear attention at d = 64 on a few lengths, time and peak memory, within PROFILE_S."""
-    from attn_cost.profilers.cases import Sizes, build_case
+    from attn_cost.profilers.cases import build_case
     from attn_cost.profilers.memory import cuda_peak, traced_peak
+    from attn_cost.profilers.sizes import Sizes
     from attn_cost.profilers.timing import OutOfMemoryError, time_cases
 
     batch = 8 if device == "cuda" else 1

@@ -51,6 +51,8 @@ def _spell(ch: str) -> str:
 
 
 def _ascii_spelling(error: UnicodeError) -> tuple[str, int]:
+    if not isinstance(error, UnicodeEncodeError):  # registered for encoding only
+        raise error
     bad = error.object[error.start : error.end]
     return "".join(_spell(ch) for ch in bad), error.end
 

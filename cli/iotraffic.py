@@ -5,7 +5,7 @@ No torch, no plotly on this path.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from attn_cost.cli import options as o
@@ -72,7 +72,7 @@ def io(
             tiled, floor = io_branches(derive(name), resolved)
             p_tiled = at_sizes((tiled, floor), dims, name)
             p_unfused = at_sizes(cost_branches(name, "traffic", st), dims, name)
-            row = {
+            row: dict[str, Any] = {
                 "variant": name,
                 "d": dv,
                 "tiles": resolved.as_json(),

@@ -156,8 +156,8 @@ def profile(
     o.positive(max_lengths, "--max-lengths"), o.positive(batch, "--b"), o.positive(latents, "--L")
     measuring_args(gpu, cpu, threads, repeats, max_n)
     measurable(sorted({n for p in pairs for n in p}), st)
-    from attn_cost.profilers.cases import Sizes
     from attn_cost.profilers.profile import profile_pair
+    from attn_cost.profilers.sizes import Sizes
 
     measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats, fresh, sdpa_backend, ds)
     n_max = max_n or (65536 if measurer.device == "cuda" else 16384)
@@ -269,7 +269,7 @@ def measure(
     o.positive(batch, "--b"), o.positive(latents, "--L")
     measuring_args(gpu, cpu, threads, repeats)
     measurable(names, st)
-    from attn_cost.profilers.cases import Sizes
+    from attn_cost.profilers.sizes import Sizes
 
     measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats, fresh, sdpa_backend, ds)
     rows = []
@@ -455,7 +455,7 @@ def validate(
     o.positive(batch, "--b"), o.positive(latents, "--L")
     measuring_args(gpu, cpu, threads, repeats, max_n)
     measurable(sorted({n for p in pairs for n in p}), st)
-    from attn_cost.profilers.cases import Sizes
+    from attn_cost.profilers.sizes import Sizes
     from attn_cost.profilers.validate import time_errors
     from attn_cost.profilers.validate import validate as run_validation
 
@@ -488,9 +488,9 @@ def _calibration(name: str | None, device: dict):
     from attn_cost.profilers.opmodel import check_device, load_opmodel, opmodel_for
 
     if name is not None:
-        model = load_opmodel(name)
-        check_device(model, device)
-        return model
+        named = load_opmodel(name)
+        check_device(named, device)
+        return named
     model = opmodel_for(slug(device))
     if model is None:
         return None

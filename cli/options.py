@@ -6,7 +6,7 @@ import functools
 import inspect
 from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Any, Optional
+from typing import Any, Optional, overload
 
 import sympy as sp
 import typer
@@ -16,7 +16,7 @@ from attn_cost.costmodel.counting import Counting
 from attn_cost.costmodel.crossover import Setting, cost_branches
 from attn_cost.costmodel.derive import dtype_bytes
 from attn_cost.costmodel.scopes import MODES, SCOPES
-from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS, D, L, b, d, h, h_kv, r
+from attn_cost.costmodel.symbols import BY_NAME, DEFAULT_DEPTH, DEFAULTS, D, L, b, d, h, h_kv, r
 from attn_cost.costmodel.variants import get_variant
 
 D_VALUES = typer.Option(None, "--d", help="Head dimension; repeat for several.")
@@ -42,7 +42,7 @@ BATCH = typer.Option(1, "--b", help="Batch size.")
 EMBED = typer.Option(None, "--d-embed", help="Embedding width; sets d = d_embed / h.")
 LATENTS = typer.Option(None, "--L", help="Latte latent states per head (default: L = d).")
 RATIO = typer.Option(4, "--r", help="MLP ratio (block and model scopes).")
-DEPTH = typer.Option(12, "--depth", help="Encoder depth D (model scope).")
+DEPTH = typer.Option(DEFAULT_DEPTH, "--depth", help="Encoder depth D (model scope).")
 CONVENTION = typer.Option(DEFAULT, "--convention", help="FLOP convention (see `attn-cost conventions`).")
 DTYPE = typer.Option("fp32", "--dtype", help="fp32, bf16 or fp16: bytes per element for memory and traffic.")
 SCOPE = typer.Option(
@@ -125,6 +125,10 @@ LIMITS = {
 answers would only cost time (a head dim of 10^8, a context of 10^12 tokens)."""
 
 
+@overload
+def positive(value: int, flag: str) -> int: ...
+@overload
+def positive(value: int | None, flag: str) -> int | None: ...
 def positive(value: int | None, flag: str) -> int | None:
     """A size option's value, checked: a positive integer no larger than its limit."""
     if value is not None and value < 1:
@@ -208,7 +212,8 @@ def with_sizes(command: Callable) -> Callable:
         finally:
             _SIZES.reset(token)
 
-    run.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])
+    # typer reads the signature through inspect; the type of a functools.wraps wrapper does not declare it
+    run.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])  # type: ignore[attr-defined]
     run.__annotations__ = {**command.__annotations__, **{p.name: p.annotation for p in extra}}
     return run
 
@@ -261,7 +266,8 @@ def with_counting(command: Callable) -> Callable:
         finally:
             _COUNTING.reset(token)
 
-    run.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])
+    # typer reads the signature through inspect; the type of a functools.wraps wrapper does not declare it
+    run.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])  # type: ignore[attr-defined]
     run.__annotations__ = {**command.__annotations__, **{p.name: p.annotation for p in extra}}
     return run
 

@@ -21,7 +21,7 @@ import textwrap
 from dataclasses import dataclass
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -36,7 +36,7 @@ class Col:
     """One column: its header, alignment, and whether it holds prose that may wrap between words."""
 
     header: str
-    justify: str = "left"
+    justify: JustifyMethod = "left"
     prose: bool = False
 
 

@@ -248,6 +248,14 @@ HOSSEINI_EQ24 = PublishedConvention(
 PUBLISHED_CONVENTIONS: dict[str, PublishedConvention] = {HOSSEINI_EQ24.name: HOSSEINI_EQ24}
 
 
+def op_convention(name: str) -> Convention:
+    """A convention that counts the ops of an op list, by name (a published one gives totals only)."""
+    conv = get_convention(name)
+    if not isinstance(conv, Convention):
+        raise UserError(f"{name} gives a paper's published totals, not a count of each op")
+    return conv
+
+
 def get_convention(name: str) -> Convention | PublishedConvention:
     """Look a convention up by name, with a suggestion when it is misspelt."""
     try:

@@ -84,9 +84,9 @@ class Counting:
         ):
             if value not in known:
                 raise UserError(f"unknown {flag} {value!r} (known: {', '.join(known)})")
-        for value, flag in ((self.tile, "--tile"), (self.n_kv, "--n-kv")):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise UserError(f"{flag} must be a positive integer, got {value}")
+        for size, flag in ((self.tile, "--tile"), (self.n_kv, "--n-kv")):
+            if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+                raise UserError(f"{flag} must be a positive integer, got {size}")
         if self.bias is not None and self.bias not in ("all", "out", "none"):
             raise UserError(f"unknown --bias {self.bias!r} (known: all, out, none)")
         if self.causal == "tiles" and self.n_kv is not None and self.n_kv % self.tile:

@@ -11,19 +11,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
 from functools import cache
 from itertools import pairwise
 
 import numpy as np
 import sympy as sp
-from attn_cost.costmodel.conventions import DEFAULT, PublishedConvention, get_convention
+from attn_cost.costmodel.conventions import DEFAULT, PublishedConvention, get_convention, op_convention
 from attn_cost.costmodel.counting import DEFAULT_COUNTING, Counting, N_kv
 from attn_cost.costmodel.derive import dominant_for_large, prune_dominated
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.polyterms import in_n, terms
-from attn_cost.costmodel.symbols import N, d
+from attn_cost.costmodel.symbols import BY_NAME, N, d
 from attn_cost.costmodel.variants import derive, get_variant
 
 COSTS: dict[str, str] = {
@@ -71,7 +71,7 @@ def cost_branches(name: str, cost: str, setting: Setting = Setting()) -> tuple[s
     counting = setting.counting
     derived = derive(name, setting.scope, setting.mode, counting.n_kv is not None, counting.bias)
     if cost == "flops":
-        out: tuple[sp.Expr, ...] = (derived.flops(conv, counting),)
+        out: tuple[sp.Expr, ...] = (derived.flops(op_convention(setting.convention), counting),)
     elif cost == "memory":
         out = tuple(derived.peak(setting.dtype).branches)
     else:
@@ -109,7 +109,8 @@ def curve(name: str, cost: str, setting: Setting, dims: dict[sp.Symbol, int]) ->
 
 def evaluate(polys: list[Poly], x: Fraction | int) -> Fraction:
     """Maximum over the branches at x, exactly (no more than a `Cap` branch, where there is one)."""
-    best = cap = None
+    best: Fraction | None = None
+    cap: Fraction | None = None
     for p in polys:
         v = Fraction(0)
         for c in p:
@@ -118,6 +119,7 @@ def evaluate(polys: list[Poly], x: Fraction | int) -> Fraction:
             cap = v if cap is None or v < cap else cap
             continue
         best = v if best is None or v > best else best
+    assert best is not None, "a curve has a branch besides its cap"
     return best if cap is None or best <= cap else cap
 
 
@@ -220,7 +222,7 @@ def crossover(
 
 def compare(pa: list[Poly], pb: list[Poly]) -> dict:
     """Sign analysis of cost_a - cost_b over N >= 1."""
-    segments = []
+    segments: list[tuple[float, float | None, int]] = []
     for lo, hi, x in probes(breakpoints([pa, pb])):
         diff = evaluate(pa, x) - evaluate(pb, x)
         sign = (diff > 0) - (diff < 0)
@@ -235,7 +237,7 @@ def compare(pa: list[Poly], pb: list[Poly]) -> dict:
         return {"n": 1, "verdict": "equal"}
     if signs[-1] < 0:
         return {"n": None, "verdict": "never", "crossings": crossings, "b_cheaper": cheaper}
-    negatives = [hi for _, hi, s in segments if s < 0]
+    negatives = [hi for _, hi, s in segments if s < 0 and hi is not None]  # the last segment is not negative
     if not negatives:
         return {"n": 1, "verdict": "always", "b_cheaper": cheaper}
     root = negatives[-1]
@@ -253,6 +255,8 @@ def first_integer_from(holds: Callable[[int], bool], near: float, floor: float =
     is grown geometrically around ceil(near), then bisected. No step-by-one walk at any size."""
     start = max(1, math.ceil(near - 1e-9 * max(1.0, near)))
     step = 1
+    lo: int | None
+    hi: int | None
     if holds(start):
         hi, lo = start, None
         while lo is None:
@@ -275,6 +279,7 @@ def first_integer_from(holds: Callable[[int], bool], near: float, floor: float =
             else:
                 lo = x
             step *= 2
+    assert lo is not None and hi is not None  # the loops above end with both ends of the bracket
     while hi - lo > 1:  # invariant: holds(lo) is false, holds(hi) is true
         mid = (lo + hi) // 2
         if holds(mid):
@@ -346,34 +351,141 @@ TABLE_COSTS = {"flops": "n0", "memory": "n1", "traffic": "n_traffic"}
 """Each cost and the key its transition point has in a table row (N0, N1 as in TaylorShift)."""
 
 
+@dataclass
+class CostPoint:
+    """One cost's transition point in a table row: a `Crossover` as the tables and `--json` show it."""
+
+    n: int | None
+    verdict: str
+    root: float | None
+    crossings: list[float]
+    b_cheaper: list[tuple[float, float | None]]
+    exact: str | None
+    """The closed form as plain text (`display.plain`), None where there is none."""
+    summary: str
+    """`Crossover.describe`, with a warning where a causal count is read beyond N_kv."""
+
+    def as_json(self) -> dict:
+        return {
+            "n": self.n,
+            "verdict": self.verdict,
+            "root": self.root,
+            "crossings": self.crossings,
+            "b_cheaper": [list(iv) for iv in self.b_cheaper],
+            "exact": self.exact,
+            "summary": self.summary,
+        }
+
+
+@dataclass
+class ProfileColumns:
+    """A device profile's points for one row: N0 and N1 on its fitted curves, and as measured on the device
+    (with their spread); None where the profile has no fit or no measurement at the row's sizes and setting."""
+
+    corrected_n0: int | None = None
+    corrected_n1: int | None = None
+    measured_n0: float | None = None
+    n0_uncertainty: float | None = None
+    measured_n1: float | None = None
+    n1_uncertainty: float | None = None
+
+    def as_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class DeviceColumns:
+    """What a device adds to a transition row (`crossover --device`): the profile's points, where the device has
+    a profile, and the op model's N0 with its bootstrap interval (None where it has no op calibration or the
+    model does not apply)."""
+
+    device: str
+    """The device's slug."""
+    profile: ProfileColumns | None = None
+    """None for a device with an op calibration and no profile: its rows carry no corrected or measured keys."""
+    predicted_n0: int | None = None
+    predicted_n0_low: int | None = None
+    predicted_n0_high: int | None = None
+
+    def as_json(self) -> dict:
+        return {
+            "device": self.device,
+            **(self.profile.as_json() if self.profile is not None else {}),
+            "predicted_n0": self.predicted_n0,
+            "predicted_n0_low": self.predicted_n0_low,
+            "predicted_n0_high": self.predicted_n0_high,
+        }
+
+
+@dataclass
+class TransitionRow:
+    """All three transition points of one pair at fixed sizes: one row of `attn-cost crossover` and of the
+    report, typed; `as_json` is the row `crossover --json` prints."""
+
+    a: str
+    b: str
+    sizes: dict[str, int]
+    """The sizes the pair's costs depend on, and d, h, b always, by their JSON names (`JSON_DIM_NAMES`)."""
+    setting: Setting
+    costs: dict[str, CostPoint]
+    """Each cost of `TABLE_COSTS`, in its order."""
+    device: DeviceColumns | None = None
+
+    @property
+    def d(self) -> int:
+        return self.sizes["d"]
+
+    @property
+    def heads(self) -> int:
+        return self.sizes["heads"]
+
+    @property
+    def batch(self) -> int:
+        return self.sizes["batch"]
+
+    @property
+    def n0(self) -> int | None:
+        return self.costs["flops"].n
+
+    @property
+    def n1(self) -> int | None:
+        return self.costs["memory"].n
+
+    def dims(self) -> dict[sp.Symbol, int]:
+        """The sizes keyed by the engine's symbols."""
+        names = {v: k for k, v in JSON_DIM_NAMES.items()}
+        return {BY_NAME[names.get(k, k)]: v for k, v in self.sizes.items()}
+
+    def as_json(self) -> dict:
+        row: dict = {"a": self.a, "b": self.b, **self.sizes, **self.setting.as_json()}
+        for cost, key in TABLE_COSTS.items():
+            row[key] = self.costs[cost].n
+            row[cost] = self.costs[cost].as_json()
+        return {**row, **(self.device.as_json() if self.device is not None else {})}
+
+
 def transition_row(
     a: str, b: str, dims: dict[sp.Symbol, int], setting: Setting = Setting(), tied_to_d: tuple[sp.Symbol, ...] = ()
-) -> dict:
-    """All three transition points of one pair at fixed dims, as a JSON-ready dict."""
+) -> TransitionRow:
+    """All three transition points of one pair at fixed dims."""
     from attn_cost.costmodel.display import plain
 
     used = {s for name in (a, b) for c in TABLE_COSTS for e in cost_branches(name, c, setting) for s in e.free_symbols}
     sizes = {JSON_DIM_NAMES.get(str(k), str(k)): int(v) for k, v in dims.items() if k in used or str(k) in "dhb"}
-    row: dict = {"a": a, "b": b, **sizes, **setting.as_json()}
-    for cost, key in TABLE_COSTS.items():
+    costs = {}
+    for cost in TABLE_COSTS:
         c = crossover(a, b, cost, dims, setting, tied_to_d=tied_to_d)
-        row[key] = c.n
-        row[cost] = {
-            "n": c.n,
-            "verdict": c.verdict,
-            "root": c.root,
-            "crossings": c.crossings,
-            "b_cheaper": [list(iv) for iv in c.b_cheaper],
-            "exact": plain(c.exact) if c.exact is not None else None,
-            "summary": c.describe() + _beyond_n_kv(c, setting),
-        }
-    return row
+        costs[cost] = CostPoint(
+            c.n, c.verdict, c.root, c.crossings, c.b_cheaper,
+            plain(c.exact) if c.exact is not None else None, c.describe() + _beyond_n_kv(c, setting),
+        )  # fmt: skip
+    return TransitionRow(a, b, sizes, setting, costs)
 
 
 def _beyond_n_kv(c: Crossover, setting: Setting) -> str:
     """A warning when a causal count that holds for N <= N_kv is read beyond N_kv."""
     n_kv = setting.counting.n_kv
-    if "N <= N_kv" not in setting.counting.assumptions() or (c.n is not None and c.n <= n_kv):
+    if n_kv is None or "N <= N_kv" not in setting.counting.assumptions() or (c.n is not None and c.n <= n_kv):
         return ""
     return f" (beyond N_kv = {n_kv:,}: the causal counts hold for N <= N_kv only)"
 

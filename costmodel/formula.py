@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from attn_cost.costmodel import display
-from attn_cost.costmodel.conventions import CONVENTIONS, FULL, get_convention
+from attn_cost.costmodel.conventions import CONVENTIONS, FULL, op_convention
 from attn_cost.costmodel.counting import DEFAULT_COUNTING, Counting
 from attn_cost.costmodel.variants import derive, get_variant
 
@@ -28,7 +28,7 @@ def formula_data(
     from attn_cost.costmodel.published import compare_published
 
     derived = derive(name, scope, mode, counting.n_kv is not None, counting.bias)
-    conv = get_convention(convention)
+    conv = op_convention(convention)
     peak = derived.peak()
     step = peak.dominant_step()
     v = get_variant(name)

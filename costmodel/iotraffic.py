@@ -124,10 +124,12 @@ class Tiles:
         m = sram // e
         if self.order == "fa2":
             kernel = fa2_tiles(gpu, d, causal)
-            if kernel is None and (self.block_q is None or self.block_kv is None):
-                raise UserError(
-                    f"FlashAttention-2 has no kernel for head dim {d} (at most 256): give --block-q and --block-kv"
-                )
+            if kernel is None:
+                if self.block_q is None or self.block_kv is None:
+                    raise UserError(
+                        f"FlashAttention-2 has no kernel for head dim {d} (at most 256): give --block-q and --block-kv"
+                    )
+                kernel = (self.block_q, self.block_kv)
             bq, bkv = self.block_q or kernel[0], self.block_kv or kernel[1]
             source = "given" if self.block_q and self.block_kv else f"FlashAttention-2 forward kernel, {gpu.arch}"
         else:

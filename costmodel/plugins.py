@@ -245,7 +245,7 @@ def located(e: BaseException, files: list[Path], what: str | None = None, varian
     if not frames:
         return f"{what or (files[0] if files else 'variant file')}: {message}"
     last = frames[-1]
-    code = (last.line or linecache.getline(last.filename, last.lineno)).strip()
+    code = (last.line or linecache.getline(last.filename, last.lineno or 0)).strip()
     return f"{last.filename}:{last.lineno}: {message} (in `{code}`)"
 
 

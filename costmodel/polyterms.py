@@ -79,9 +79,10 @@ def in_n(p: Terms, values: dict[sp.Symbol, int]) -> tuple[Fraction, ...]:
         factor = c
         for i, e in enumerate(monom):
             if e and i != N_INDEX:
-                if sizes[i] is None:
+                size = sizes[i]
+                if size is None:
                     raise KeyError(GENS[i].name)
-                factor *= sizes[i] ** e
+                factor *= size**e
         by_degree[monom[N_INDEX]] += factor
     top = max(by_degree, default=0)
     return tuple(by_degree.get(k, Fraction(0)) for k in range(top, -1, -1))

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 import sympy as sp
 from attn_cost.costmodel import display
-from attn_cost.costmodel.conventions import HOSSEINI_EQ24, get_convention
+from attn_cost.costmodel.conventions import HOSSEINI_EQ24, op_convention
 from attn_cost.costmodel.derive import multihead
+from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.symbols import BY_NAME, b, h
 
 
@@ -93,14 +94,17 @@ def derived_counterpart(pub: Published) -> sp.Expr:
     scope = "layer" if pub.form == "layer" else "core"
     mode = "training" if pub.quantity == "flops:hosseini-eq24" else "inference"
     derived = derive(pub.variant, scope, mode)
+    value: sp.Expr | None
     if pub.quantity == "peak":
         value = derived.peak().dominant
     elif pub.quantity == "params":
         value = derived.params
     elif pub.quantity == "flops:hosseini-eq24":
-        value = derived.flops(get_convention("full"))
+        value = derived.flops(op_convention("full"))
     else:
-        value = derived.flops(get_convention(pub.quantity.split(":", 1)[1]))
+        value = derived.flops(op_convention(pub.quantity.split(":", 1)[1]))
+    if value is None:
+        raise UserError(f"{pub.variant}: no branch of the peak dominates for large N, so it has no single formula")
     value = sp.expand(value.xreplace({b: 1} if pub.form != "single" else {b: 1, h: 1}))
     return multihead(value) if pub.form == "heads" else value
 

@@ -56,3 +56,9 @@ DEFAULTS: dict[sp.Symbol, int] = {h_kv: 1, w: 256, k: 256, m: 256, c: 64}
 """Values the commands use when a size is not given: multi-query, Mistral-like window 256 (its
 paper: 4,096), Linformer's k = 256 and Performer's m = 256 (their papers' settings), Nyströmformer's
 64 landmarks (its paper's default)."""
+
+DEFAULT_DEPTH = 12
+"""The encoder depth D the analytic commands and the report use when none is given (ViT-Base, BERT-base)."""
+MEASURED_DEPTH = 2
+"""The depth of a measured encoder (`profilers.sizes.Sizes`): shallow, so a model-scope timing stays quick. It is
+part of every stored measurement's sizes (and so of its key), so changing it orphans the measurements on disk."""

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 from attn_cost.profilers import kernels
-from attn_cost.profilers.cases import DTYPES, Case, Sizes
+from attn_cost.profilers.cases import DTYPES, Case
 from attn_cost.profilers.kernels import (
     CALL,
     KERNELS,
@@ -32,6 +32,7 @@ from attn_cost.profilers.kernels import (
     runnable,
 )
 from attn_cost.profilers.opmodel import Point
+from attn_cost.profilers.sizes import Sizes
 from attn_cost.profilers.store import ResultStore, record_key
 from attn_cost.profilers.timing import OutOfMemoryError, time_cases
 from attn_cost.profilers.trend import spikes

@@ -434,8 +434,8 @@ def profile_step(camp: Campaign) -> None:
     """Measured N0 and N1 of every pair at every head dim and dtype, the most wanted first."""
     from attn_cost.costmodel.conventions import DEFAULT
     from attn_cost.costmodel.crossover import Setting
-    from attn_cost.profilers.cases import Sizes
     from attn_cost.profilers.profile import profile_pair
+    from attn_cost.profilers.sizes import Sizes
 
     plan = camp.plan
     measurers = {dt: camp.measurer(dt) for dt in plan.dtypes}
@@ -475,8 +475,8 @@ def validate_step(camp: Campaign, again: bool = False) -> None:
     `again`: after the calibration, to add the op model's predictions (every timing is then a lookup)."""
     from attn_cost.costmodel.conventions import DEFAULT
     from attn_cost.costmodel.crossover import Setting
-    from attn_cost.profilers.cases import Sizes
     from attn_cost.profilers.corrections import PROFILE_KIND
+    from attn_cost.profilers.sizes import Sizes
     from attn_cost.profilers.validate import validate
 
     plan = camp.plan

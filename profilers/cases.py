@@ -19,6 +19,7 @@ from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.symbols import L, h
 from attn_cost.costmodel.variants import get_variant
 from attn_cost.profilers.reference import REFERENCES, Reference, softmax, take
+from attn_cost.profilers.sizes import Sizes
 from torch import Tensor
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -40,79 +41,6 @@ def require_references(names: list[str]) -> None:
             f"no reference implementation to measure for {sources}: attn-cost measures the catalogue's variants; "
             "to measure your own code, trace it (`attn-cost trace PATH:NAME`)"
         )
-
-
-@dataclass(frozen=True)
-class Sizes:
-    """Concrete sizes; L defaults to d (latents per head), r and D to a small ViT-like encoder."""
-
-    N: int
-    d: int
-    h: int = 1
-    b: int = 1
-    L: int | None = None
-    r: int = 4
-    D: int = 2
-    h_kv: int | None = None
-    """Key/value heads of grouped-query attention; the sizes below default to `symbols.DEFAULTS`."""
-    w: int | None = None
-    k: int | None = None
-    m: int | None = None
-    c: int | None = None
-
-    @property
-    def latents(self) -> int:
-        return self.L or self.d
-
-    def _extra(self, name: str) -> int:
-        from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS
-
-        value = getattr(self, name)
-        return value if value is not None else DEFAULTS[BY_NAME[name]]
-
-    @property
-    def kv(self) -> int:
-        """Key/value heads (grouped-query attention)."""
-        return self._extra("h_kv")
-
-    @property
-    def window(self) -> int:
-        return self._extra("w")
-
-    @property
-    def proj(self) -> int:
-        """Linformer's projected length k."""
-        return self._extra("k")
-
-    @property
-    def features(self) -> int:
-        """Performer's random features m."""
-        return self._extra("m")
-
-    @property
-    def landmarks(self) -> int:
-        """Nyströmformer's landmarks c."""
-        return self._extra("c")
-
-    @property
-    def width(self) -> int:
-        return self.h * self.d
-
-    def symbols(self) -> dict:
-        """The same sizes keyed by the engine's sympy symbols."""
-        from attn_cost.costmodel.symbols import BY_NAME
-
-        extra = {n: self._extra(n) for n in EXTRA_SIZES}
-        return {BY_NAME[k]: v for k, v in {**self.as_dict(), **extra}.items()}
-
-    def as_dict(self) -> dict[str, int]:
-        """The sizes, with the variant-specific ones (kv heads, window, ...) only when they were given."""
-        base = {"N": self.N, "d": self.d, "h": self.h, "b": self.b, "L": self.latents, "r": self.r, "D": self.D}
-        return {**base, **{n: getattr(self, n) for n in EXTRA_SIZES if getattr(self, n) is not None}}
-
-
-EXTRA_SIZES = ("h_kv", "w", "k", "m", "c")
-"""Sizes only some variants have (grouped-query heads, window, projected length, features, landmarks)."""
 
 
 class Params:

@@ -26,13 +26,25 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from fractions import Fraction
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import sympy as sp
 from attn_cost.costmodel.conventions import MATMUL
-from attn_cost.costmodel.crossover import Poly, Setting, at_sizes, compare
+from attn_cost.costmodel.crossover import (
+    DeviceColumns,
+    Poly,
+    ProfileColumns,
+    Setting,
+    TransitionRow,
+    at_sizes,
+    compare,
+)
+from attn_cost.costmodel.derive import DTYPE_BYTES
 from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.scopes import MODES, SCOPES
 from attn_cost.costmodel.variants import derive
+from attn_cost.profilers.schema import Fingerprint, SchemaError, check, load_error, rule
 
 SCHEMA = 1
 SHIPPED = Path(__file__).parent / "data" / "devices"
@@ -57,11 +69,12 @@ def time_features(variant: str, scope: str, dtype: str) -> tuple[sp.Expr, sp.Exp
 class TimeFit:
     """Fitted time constants of one variant on one device."""
 
-    launch_s: float
-    seconds_per_flop: float
-    seconds_per_byte: float
-    points: int
-    fit_d: list[int]
+    launch_s: float = field(metadata=rule(minimum=0))
+    seconds_per_flop: float = field(metadata=rule(minimum=0))
+    seconds_per_byte: float = field(metadata=rule(minimum=0))
+    points: int = field(metadata=rule(minimum=0))
+    fit_d: list[int] = field(metadata=rule(minimum=1))
+    """The head dims the fit was made on."""
     r2: float
     median_rel_err: float
     max_rel_err: float
@@ -83,10 +96,12 @@ class TimeFit:
 
 @dataclass
 class MemoryFit:
+    """Fitted memory correction of one variant on one device: measured = scale · modelled + offset."""
+
     scale: float
     offset_bytes: float
     max_abs_residual_bytes: float
-    points: int
+    points: int = field(metadata=rule(minimum=0))
 
     def as_json(self) -> dict:
         return asdict(self)
@@ -111,7 +126,8 @@ def fit_time(samples: list[tuple[dict, float]], variant: str, scope: str = "core
     spread = float(np.sum((y - y.mean()) ** 2))
     r2 = 1 - float(np.sum((y - pred) ** 2)) / spread if spread > 0 else 1.0
     fit_d = sorted({int(s["d"]) for s, _ in samples})
-    return TimeFit(*(float(c) for c in coef), len(samples), fit_d, r2, float(np.median(rel)), float(rel.max()))
+    launch, per_flop, per_byte = (float(c) for c in coef)
+    return TimeFit(launch, per_flop, per_byte, len(samples), fit_d, r2, float(np.median(rel)), float(rel.max()))
 
 
 def fit_memory(samples: list[tuple[int, int]]) -> MemoryFit:
@@ -215,10 +231,10 @@ class DeviceProfile:
     def from_json(cls, data: object, where: str) -> DeviceProfile:
         """A profile from parsed JSON, checked field by field against the schema (one clear line if not)."""
         try:
-            check_profile(data)
-        except ValueError as e:
-            raise UserError(f"{where} is not an attn-cost device profile: {e}") from None
-        assert isinstance(data, dict)
+            check(data, ProfileFile)
+        except SchemaError as e:
+            raise load_error(where, "device profile", e) from None
+        assert isinstance(data, dict)  # as `check` found it
         time_fields, memory_fields = set(TimeFit.__dataclass_fields__), set(MemoryFit.__dataclass_fields__)
         return cls(
             device=data["device"],
@@ -265,87 +281,37 @@ def make_folder(root: Path) -> None:
 # -- the profile file's schema ---------------------------------------------------------------------
 
 
-def _expect(ok: bool, where: str, what: str, value: object) -> None:
-    if not ok:
-        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
-        raise ValueError(f"{where} must be {what}, got {shown}")
+@dataclass
+class MeasuredPoint:
+    """A transition point measured on the device (a profile's `measured` and `validation` rows)."""
+
+    a: str
+    b: str
+    d: int = field(metadata=rule(minimum=1))
+    heads: int = field(metadata=rule(minimum=1))
+    batch: int = field(metadata=rule(minimum=1))
+    measured_n0: float | None = None
+    n0_uncertainty: float | None = None
+    measured_n1: float | None = None
+    n1_uncertainty: float | None = None
 
 
-def _number(value: object, where: str, *, optional: bool = False, minimum: float | None = None) -> None:
-    if optional and value is None:
-        return
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    ok = ok and (minimum is None or value >= minimum)
-    bound = "" if minimum is None else f" >= {minimum:g}"
-    _expect(ok, where, f"a finite number{bound}" + (" or null" if optional else ""), value)
+@dataclass
+class ProfileFile:
+    """A device profile's JSON, as `DeviceProfile.from_json` checks it: every field the tool reads, so a hand-edited
+    or truncated file ends as one line (`time.linear.launch_s must be a finite number >= 0, got 'fast'`) instead of
+    a traceback later."""
 
-
-def _integer(value: object, where: str, minimum: int = 0) -> None:
-    ok = isinstance(value, int) and not isinstance(value, bool) and value >= minimum
-    _expect(ok, where, f"an integer >= {minimum}", value)
-
-
-def _text(value: object, where: str, choices: tuple[str, ...] | None = None) -> None:
-    ok = isinstance(value, str) and value.strip() != "" and (choices is None or value in choices)
-    _expect(ok, where, "one of " + ", ".join(choices) if choices else "a non-empty string", value)
-
-
-def _table(value: object, where: str) -> dict:
-    _expect(isinstance(value, dict), where, "an object", value)
-    assert isinstance(value, dict)
-    return value
-
-
-def check_profile(data: object) -> None:
-    """Raise ValueError naming the first field of a device profile that does not fit the schema.
-
-    Every field the tool reads is checked here, so a hand-edited or truncated file ends as one line
-    (`time.linear.launch_s must be a finite number >= 0, got 'fast'`) instead of a traceback later."""
-    from attn_cost.costmodel.derive import DTYPE_BYTES
-    from attn_cost.costmodel.scopes import MODES, SCOPES
-
-    top = _table(data, "the file")
-    _expect(top.get("schema") == SCHEMA, "schema", f"{SCHEMA}", top.get("schema"))
-    for key in ("device", "scope", "dtype", "time", "memory"):
-        _expect(key in top, key, "present", None)
-    device = _table(top["device"], "device")
-    _text(device.get("name"), "device.name")
-    _text(device.get("kind"), "device.kind")
-    _text(top["scope"], "scope", tuple(SCOPES))
-    _text(top["dtype"], "dtype", tuple(DTYPE_BYTES))
-    if "mode" in top:
-        _text(top["mode"], "mode", tuple(MODES))
-    _expect(isinstance(top.get("created", ""), str), "created", "a string", top.get("created"))
-    for name, fit in _table(top["time"], "time").items():
-        at = f"time.{name}"
-        fit = _table(fit, at)
-        for key in ("launch_s", "seconds_per_flop", "seconds_per_byte"):
-            _number(fit.get(key), f"{at}.{key}", minimum=0)
-        for key in ("r2", "median_rel_err", "max_rel_err"):
-            _number(fit.get(key), f"{at}.{key}")
-        _integer(fit.get("points"), f"{at}.points")
-        fit_d = fit.get("fit_d")
-        _expect(isinstance(fit_d, list), f"{at}.fit_d", "a list of head dims", fit_d)
-        for i, dv in enumerate(fit_d or []):
-            _integer(dv, f"{at}.fit_d[{i}]", 1)
-    for name, fit in _table(top["memory"], "memory").items():
-        at = f"memory.{name}"
-        fit = _table(fit, at)
-        for key in ("scale", "offset_bytes", "max_abs_residual_bytes"):
-            _number(fit.get(key), f"{at}.{key}")
-        _integer(fit.get("points"), f"{at}.points")
-    for key in ("measured", "validation"):
-        rows = top.get(key, [])
-        _expect(isinstance(rows, list), key, "a list of objects", rows)
-        for i, row in enumerate(rows):
-            at = f"{key}[{i}]"
-            row = _table(row, at)
-            _text(row.get("a"), f"{at}.a")
-            _text(row.get("b"), f"{at}.b")
-            for size in ("d", "heads", "batch"):
-                _integer(row.get(size), f"{at}.{size}", 1)
-            for value in ("measured_n0", "measured_n1", "n0_uncertainty", "n1_uncertainty"):
-                _number(row.get(value), f"{at}.{value}", optional=True)
+    schema: Literal[1]  # SCHEMA
+    device: Fingerprint
+    scope: str = field(metadata=rule(choices=tuple(SCOPES)))
+    dtype: str = field(metadata=rule(choices=tuple(DTYPE_BYTES)))
+    time: dict[str, TimeFit]
+    memory: dict[str, MemoryFit]
+    mode: str = field(default="inference", metadata=rule(choices=tuple(MODES)))
+    created: str = field(default="", metadata=rule(blank=True))
+    measured: list[MeasuredPoint] = field(default_factory=list)
+    validation: list[MeasuredPoint] = field(default_factory=list)
 
 
 def user_profiles_dir() -> Path:
@@ -408,12 +374,11 @@ def load_profile(name: str) -> DeviceProfile:
     return DeviceProfile.from_json(data, str(path))
 
 
-def add_device_columns(rows: list[dict], name: str, replicates: int | None = None) -> None:
-    """Add corrected_n0/n1 and measured_n0/n1 of a device profile to crossover table rows, and the op
-    model's predicted_n0 with its interval (from `replicates` bootstrap replicates; default: the op
-    model's own) where the device has an op calibration (`attn-cost calibrate`). A device with an op
-    calibration and no profile gets the op model's columns alone."""
-    from attn_cost.costmodel.symbols import BY_NAME
+def add_device_columns(rows: list[TransitionRow], name: str, replicates: int | None = None) -> None:
+    """Give crossover table rows a device's columns: corrected and measured N0/N1 of its profile, and the op
+    model's predicted_n0 with its interval (from `replicates` bootstrap replicates; default: the op model's own)
+    where the device has an op calibration (`attn-cost calibrate`). A device with an op calibration and no profile
+    gets the op model's columns alone."""
     from attn_cost.profilers.opmodel import BOOTSTRAP, known_opmodels
     from attn_cost.profilers.oppredict import add_predicted_columns
 
@@ -423,58 +388,62 @@ def add_device_columns(rows: list[dict], name: str, replicates: int | None = Non
         return
     profile = load_profile(name)
     for row in rows:
-        row["device"] = profile.slug
-        dims = {BY_NAME["d"]: row["d"], BY_NAME["h"]: row["heads"], BY_NAME["b"]: row["batch"]}
-        dims.update({BY_NAME[k]: row[k] for k in ("L", "r", "D") if k in row})
-        setting = Setting(row["convention"], row["dtype"], row["scope"], row["mode"])
-        row.update(corrected_points(profile, row["a"], row["b"], dims, setting))
-        row.update(measured_points(profile, row))
+        s = row.setting
+        setting = Setting(s.convention, s.dtype, s.scope, s.mode)  # the profile's fits: the default counting
+        n0, n1 = corrected_points(profile, row.a, row.b, row.dims(), setting)
+        columns = measured_points(profile, row)
+        columns.corrected_n0, columns.corrected_n1 = n0, n1
+        row.device = DeviceColumns(profile.slug, columns)
     add_predicted_columns(rows, profile.slug, required=False, replicates=replicates)
 
 
-def corrected_points(profile: DeviceProfile, a: str, b: str, dims: dict, setting: Setting) -> dict:
+def corrected_points(
+    profile: DeviceProfile, a: str, b: str, dims: dict, setting: Setting
+) -> tuple[int | None, int | None]:
     """Corrected N0 and N1 of one pair, None where the profile lacks a fit for either variant."""
-    out: dict[str, float | None] = {"corrected_n0": None, "corrected_n1": None}
+    n0 = n1 = None
     if not measured_here(profile, setting):
-        return out
+        return n0, n1
     if a in profile.time and b in profile.time:
-        out["corrected_n0"] = _ceil(
+        n0 = _ceil(
             corrected_n(
                 corrected_time_curve(profile.time[a], a, dims, setting),
                 corrected_time_curve(profile.time[b], b, dims, setting),
             )
         )
     if a in profile.memory and b in profile.memory:
-        out["corrected_n1"] = _ceil(
+        n1 = _ceil(
             corrected_n(
                 corrected_memory_curve(profile.memory[a], a, dims, setting),
                 corrected_memory_curve(profile.memory[b], b, dims, setting),
             )
         )
-    return out
+    return n0, n1
 
 
 def measured_here(profile: DeviceProfile, setting: Setting) -> bool:
     """Whether the profile's measurements were taken at this setting: same scope, element type and
     mode, keys as long as queries. A fit or a point from another setting would answer another question.
     (The FLOP convention and causal counting change how FLOPs are counted, not what was timed.)"""
-    n_kv = getattr(getattr(setting, "counting", None), "n_kv", None)
-    return (setting.scope, setting.dtype, setting.mode) == (profile.scope, profile.dtype, profile.mode) and n_kv is None
+    here = (setting.scope, setting.dtype, setting.mode)
+    return here == (profile.scope, profile.dtype, profile.mode) and setting.counting.n_kv is None
 
 
-def measured_points(profile: DeviceProfile, row: dict) -> dict:
-    """The measured N0/N1 of the row's pair at exactly the row's sizes and setting, else None."""
-    none = {"measured_n0": None, "measured_n1": None}
-    here = (row.get("scope", "core"), row.get("dtype", "fp32"), row.get("mode", "inference"))
-    counting = row.get("counting")
-    if here != (profile.scope, profile.dtype, profile.mode) or (isinstance(counting, dict) and counting.get("n_kv")):
-        return none
-    latents = row.get("L", row["d"])  # profiles measure Latte with L = d
-    key = ("a", "b", "d", "heads", "batch")
+def measured_points(profile: DeviceProfile, row: TransitionRow) -> ProfileColumns:
+    """The measured N0/N1 of the row's pair at exactly the row's sizes and setting (None where not measured)."""
+    if not measured_here(profile, row.setting):
+        return ProfileColumns()
+    latents = row.sizes.get("L", row.d)  # profiles measure Latte with L = d
+    here = (row.a, row.b, row.d, row.heads, row.batch)
     for m in profile.measured:
-        if tuple(m[k] for k in key) == tuple(row[k] for k in key) and m.get("L", m["d"]) == latents:
-            return {k: m.get(k) for k in ("measured_n0", "n0_uncertainty", "measured_n1", "n1_uncertainty")}
-    return none
+        if tuple(m[k] for k in ("a", "b", "d", "heads", "batch")) == here and m.get("L", m["d"]) == latents:
+            return ProfileColumns(
+                measured_n0=m.get("measured_n0"),
+                n0_uncertainty=m.get("n0_uncertainty"),
+                measured_n1=m.get("measured_n1"),
+                n1_uncertainty=m.get("n1_uncertainty"),
+            )
+    return ProfileColumns()
 
 
 def _ceil(x: float | None) -> int | None:

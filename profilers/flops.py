@@ -13,7 +13,8 @@ from itertools import product
 import torch
 from attn_cost.costmodel.conventions import MATMUL
 from attn_cost.costmodel.variants import all_variants, derive
-from attn_cost.profilers.cases import Case, Sizes, build_case
+from attn_cost.profilers.cases import Case, build_case
+from attn_cost.profilers.sizes import Sizes
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
 aten = torch.ops.aten
@@ -32,7 +33,7 @@ CPU_SDPA = {
     aten._scaled_dot_product_flash_attention_for_cpu_backward: _cpu_sdpa_backward,
 }
 
-GRID = [Sizes(N=n, d=dd, h=hh, b=bb, L=5, D=2) for n, dd, hh, bb in product((7, 16), (4, 8), (1, 3), (1, 2))]
+GRID = [Sizes(N=n, d=dd, h=hh, b=bb, L=5) for n, dd, hh, bb in product((7, 16), (4, 8), (1, 3), (1, 2))]
 """Sizes every variant is counted at: odd and even N, several d, heads and batches."""
 
 
@@ -41,7 +42,8 @@ def counted(case: Case, training: bool = False) -> int:
     inputs = case.make_inputs()
     if training:
         case.run([t.clone() for t in inputs])  # make the parameters, then make them trainable
-        for t in [*inputs, *case.params.cache.values()]:
+        made = case.params.cache.values() if case.params is not None else ()
+        for t in [*inputs, *made]:
             t.requires_grad_(True)
     with FlopCounterMode(display=False, custom_mapping=CPU_SDPA) as mode:
         if training:

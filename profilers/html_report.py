@@ -125,7 +125,8 @@ def _transition_table(data: dict) -> str:
     for r in rows:
         numbers = [_n(c) for c in [r["d"], r["n0"], r["n1"], r["n_traffic"]]]
         numbers += [_n(r.get("corrected_n0"))] if device else []
-        numbers += [html.escape(op_model_n0(r))] if op_model else []
+        predicted = (r.get(k) for k in ("predicted_n0", "predicted_n0_low", "predicted_n0_high"))
+        numbers += [html.escape(op_model_n0(*predicted))] if op_model else []
         numbers += [_n(r.get("measured_n0")), _n(r.get("measured_n1"))] if device else []
         cells.append([html.escape(r["a"]), html.escape(r["b"]), *numbers])
     out = [_table(head, cells, left=2)]

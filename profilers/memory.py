@@ -97,5 +97,7 @@ def cuda_peak(case: Case) -> dict[str, int]:
         peak_requested = torch.cuda.memory_stats().get("requested_bytes.all.peak")
         allocated = torch.cuda.max_memory_allocated() - base
         del out, inputs
-    exact = base_requested is not None and peak_requested is not None
-    return {"requested": peak_requested - base_requested if exact else allocated, "allocated": allocated}
+    requested = allocated
+    if base_requested is not None and peak_requested is not None:  # exact
+        requested = peak_requested - base_requested
+    return {"requested": requested, "allocated": allocated}

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
+from attn_cost.profilers.schema import rule
 from attn_cost.profilers.tunables import DEFAULT
 
 if TYPE_CHECKING:
@@ -24,12 +25,12 @@ class Point:
     kernel: str
     dims: dict[str, float]
     """bytes, and rows/cols or batch/m/k/n."""
-    seconds: float
-    se: float = 0.0
+    seconds: float = field(metadata=rule(above=0))
+    se: float = field(default=0.0, metadata=rule(minimum=0))
     """Standard error of the median (seconds)."""
-    line: str = ""
+    line: str = field(default="", metadata=rule(blank=True))
     """The line (`line_of`) of a variant's op this point was timed for, at length `n`; empty on the grid."""
-    n: float = 0.0
+    n: float = field(default=0.0, metadata=rule(minimum=0))
 
     def as_json(self) -> dict:
         out = {"kernel": self.kernel, "dims": self.dims, "seconds": self.seconds, "se": self.se}

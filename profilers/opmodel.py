@@ -45,6 +45,7 @@ import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from attn_cost.costmodel.errors import PricingWarning, UserError
@@ -59,6 +60,7 @@ from attn_cost.profilers.kernels import (  # noqa: F401
 )
 from attn_cost.profilers.opcalls import KernelCalls, kernel_calls, line_of, op_features, operand_layout  # noqa: F401
 from attn_cost.profilers.opfit import MAD_TO_SIGMA, Chain, Curve, Gemm, Line, Overheads, Point, Scaled, Streaming
+from attn_cost.profilers.schema import Fingerprint, SchemaError, check, load_error, rule
 
 SCHEMA = 1
 FIT_VERSION = 1
@@ -75,6 +77,18 @@ LINES = "exact shapes"
 """The `held_out` entry of the lines' leave-one-out error (`Line.leave_one_out`)."""
 COPY = "copy"
 """The kernel whose bandwidth curve serves matmul traffic and kernels never calibrated."""
+
+
+@dataclass
+class CalibrationFile:
+    """An op calibration's JSON, as `OpModel.from_json` checks it before reading it (its fitted parameters are
+    checked as they are loaded)."""
+
+    schema: Literal[1]  # SCHEMA
+    kind: str = field(metadata=rule(choices=(OPMODEL_KIND,)))
+    device: Fingerprint
+    dtype: str
+    points: list[Point]
 
 
 @dataclass
@@ -230,8 +244,8 @@ class OpModel:
             jitter = rng.standard_normal(len(keep)) * np.array(
                 [min(self.points[i].se / self.points[i].seconds, 0.5) for i in keep]
             )
-            if isinstance(self.kernels.get(name), Gemm):
-                gemm = self.kernels[name]
+            gemm = self.kernels.get(name)
+            if isinstance(gemm, Gemm):
                 kernels[name] = gemm.resampled(np.searchsorted(idx, keep), jitter)
                 continue
             pts = [self.points[i] for i in keep]
@@ -295,20 +309,21 @@ class OpModel:
         """A calibration as it was fitted: its stored parameters, loaded without refitting. One without them
         (another fit version) is refitted from its points only with `refit` (`attn-cost calibrate --refit`)."""
         try:
-            if data.get("schema") != SCHEMA or data.get("kind") != OPMODEL_KIND:
-                raise KeyError("schema")
+            check(data, CalibrationFile)
             points = [
-                Point(p["kernel"], dict(p["dims"]), float(p["seconds"]), float(p.get("se", 0)), str(p.get("line", "")),
+                Point(p["kernel"], dict(p["dims"]), float(p["seconds"]), float(p.get("se", 0)), p.get("line", ""),
                       float(p.get("n", 0)))
                 for p in data["points"]
             ]  # fmt: skip
-            if any(not p.seconds > 0 or not p.dims.get("bytes", 0) > 0 or (p.line and not p.n > 0) for p in points):
-                raise ValueError("a non-positive time, size or length")
-            device, dtype = data["device"], data["dtype"]
-            if not isinstance(device, dict) or not all(isinstance(device.get(k), str) for k in ("name", "kind")):
-                raise TypeError("device: not a device fingerprint with a name and a kind")
-            if not isinstance(dtype, str):
-                raise TypeError("dtype: not a dtype name")
+            for i, p in enumerate(points):
+                if not p.dims.get("bytes", 0) > 0:
+                    raise SchemaError(f"points[{i}].dims.bytes", "a number > 0", p.dims.get("bytes"))
+                if p.line and not p.n > 0:
+                    raise SchemaError(f"points[{i}].n", "a length > 0 (the point is timed on a line)", p.n)
+        except SchemaError as e:
+            raise load_error(where, "op calibration", e) from None
+        device, dtype = data["device"], data["dtype"]
+        try:
             stored = data.get("fitted") if data.get("fit_version") == FIT_VERSION else None
             kernels, overheads = (
                 _from_parameters(stored, data.get("overheads")) if isinstance(stored, dict) else (None, None)
@@ -417,6 +432,11 @@ def _fit_overheads(by_kernel: dict[str, list[Point]]) -> Overheads:
     )
 
 
+def _triple(values: list) -> tuple[float, float, float]:
+    a, b, c = (float(v) for v in values)
+    return a, b, c
+
+
 def _from_parameters(fitted: dict, overheads: dict | None) -> tuple[dict, Overheads]:
     """Kernel models and overheads from their stored parameters (products take their traffic from the stored copy
     kernel). Files written before the overheads were named fields keep them among the kernels."""
@@ -438,7 +458,7 @@ def _from_parameters(fitted: dict, overheads: dict | None) -> tuple[dict, Overhe
     out: dict = dict(streaming)
     for name, p in fitted.items():
         if p["form"] == "gemm":
-            out[name] = Gemm(float(p["launch"]), float(p["item"]), float(p["peak"]), tuple(map(float, p["half"])),
+            out[name] = Gemm(float(p["launch"]), float(p["item"]), float(p["peak"]), _triple(p["half"]),
                              np.array(p["coords"], dtype=float).reshape(-1, 4), np.array(p["residuals"], dtype=float),
                              copy)  # fmt: skip
         elif p["form"] != "streaming":

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from attn_cost.costmodel.crossover import DeviceColumns, TransitionRow
 from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers.opcalls import kernel_calls
 from attn_cost.profilers.opmodel import BOOTSTRAP, OpModel, load_opmodel, opmodel_for, pricing
@@ -72,6 +73,8 @@ def predict_n0(
     boots = [crossing(model.resample(rng, used, lines)) for _ in range(replicates)]
     vals = np.array([math.inf if x is None else x for x in boots])
     # Order statistics, not interpolation: interpolating between two infinite replicates gives NaN.
+    low: float | None
+    high: float | None
     if replicates:
         low = float(np.percentile(vals, 2.5, method="lower"))
         high = float(np.percentile(vals, 97.5, method="higher"))
@@ -95,38 +98,44 @@ def predicted_seconds(
     return float(model.time(kernel_calls(variant, scope, dtype, dims), np.array([float(sizes["N"])]))[0])
 
 
-def row_dims(row: dict) -> dict:
-    """The sizes of a crossover or validation row keyed by symbol (L, r, D and the variant-specific sizes
-    default as `Sizes` does)."""
-    from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS
+def row_dims(sizes: dict[str, int]) -> dict:
+    """Sizes keyed by name (a crossover row's, a validation row's: heads and batch spelt out or not) keyed by
+    symbol, the missing ones defaulting as `Sizes` does (L to d, r to 4, D to the measured depth)."""
+    from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS, MEASURED_DEPTH
 
-    values = {"h": row.get("heads", row.get("h", 1)), "b": row.get("batch", row.get("b", 1))}
-    values.update({k: v for k, v in row.items() if k in BY_NAME and k not in ("N", "h", "b") and isinstance(v, int)})
+    values: dict[str, int | None] = {
+        "h": sizes.get("heads", sizes.get("h", 1)),
+        "b": sizes.get("batch", sizes.get("b", 1)),
+    }
+    values.update({k: v for k, v in sizes.items() if k in BY_NAME and k not in ("N", "h", "b") and isinstance(v, int)})
     values.setdefault("L", values.get("d"))
     values.setdefault("r", 4)
-    values.setdefault("D", 2)
+    values.setdefault("D", MEASURED_DEPTH)
     out = {BY_NAME[k]: v for k, v in values.items() if v is not None}
     return {**DEFAULTS, **out}
 
 
 def add_predicted_columns(
-    rows: list[dict], name: str, *, required: bool = True, n_max: int = 65536, replicates: int = BOOTSTRAP
+    rows: list[TransitionRow], name: str, *, required: bool = True, n_max: int = 65536, replicates: int = BOOTSTRAP
 ) -> None:
-    """Add the op model's predicted_n0 and its bootstrap interval to crossover rows (None where the model
-    does not apply: training mode, another dtype, a size it is not given). `replicates=0`: the point
-    estimate alone, its interval collapsed onto it (a fraction of a second a row instead of seconds)."""
+    """Give crossover rows the op model's predicted_n0 and its bootstrap interval (None where the model does not
+    apply: training mode, another dtype, a size it is not given), beside a profile's columns where they have
+    them. `replicates=0`: the point estimate alone, its interval collapsed onto it (a fraction of a second a row
+    instead of seconds). Without a model (`required=False`) the rows keep their device and get None."""
     model = load_opmodel(name) if required else opmodel_for(name)
     for row in rows:
-        out = Prediction(None, None, None, 0).as_json()
+        prediction = Prediction(None, None, None, 0)
         if model is not None:
-            row["device"] = model.slug
-            if row.get("mode", "inference") == "inference" and row.get("dtype", model.dtype) == model.dtype:
+            s = row.setting
+            if s.mode == "inference" and s.dtype == model.dtype:
                 with contextlib.suppress(UserError):  # a size the model is not given: no prediction
-                    out = predict_n0(
-                        model, row["a"], row["b"], row_dims(row), row.get("scope", "core"), model.dtype,
-                        n_max=n_max, replicates=replicates,
-                    ).as_json()  # fmt: skip
-        row.update(out)
+                    prediction = predict_n0(
+                        model, row.a, row.b, row_dims(row.sizes), s.scope, model.dtype, n_max=n_max,
+                        replicates=replicates,
+                    )  # fmt: skip
+        device = model.slug if model is not None else row.device.device if row.device is not None else name
+        profile = row.device.profile if row.device is not None else None
+        row.device = DeviceColumns(device, profile, prediction.n0, prediction.low, prediction.high)
 
 
 def predicted_curve(

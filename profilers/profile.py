@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from attn_cost.costmodel.crossover import Setting, crossover
 from attn_cost.profilers import sdpa
-from attn_cost.profilers.cases import Sizes, build_case
+from attn_cost.profilers.cases import build_case
 from attn_cost.profilers.memory import cuda_peak, traced_peak
 from attn_cost.profilers.search import (
     Probe,
@@ -22,6 +22,7 @@ from attn_cost.profilers.search import (
     replicate_interval,
     trend_breaks,
 )
+from attn_cost.profilers.sizes import Sizes
 from attn_cost.profilers.store import ResultStore, record_key
 from attn_cost.profilers.timing import DisturbedError, OutOfMemoryError, Seen, TimeStats, cuda_clocks, time_cases
 

@@ -8,7 +8,12 @@ from attn_cost.costmodel.claims import claims
 from attn_cost.costmodel.crossover import COSTS, Setting, at_sizes, cost_branches, evaluate, transition_row
 from attn_cost.costmodel.formula import formula_data
 from attn_cost.costmodel.heads import heads as head_tradeoff
-from attn_cost.costmodel.symbols import D, L, b, d, h, r
+from attn_cost.costmodel.symbols import DEFAULT_DEPTH, D, L, b, d, h, r
+
+
+def report_dims(dv: int) -> dict:
+    """The report's sizes at head dim `dv`: one head, batch 1, Latte's L = d, an encoder of the default depth."""
+    return {d: dv, h: 1, b: 1, L: dv, r: 4, D: DEFAULT_DEPTH}
 
 
 def length_grid(top: int, points: int = 64) -> list[int]:
@@ -27,13 +32,13 @@ def gather(
 ) -> dict:
     """All the report's numbers, JSON-ready."""
     profile = _device_profile(device)
-    dims = {dv: {d: dv, h: 1, b: 1, L: dv, r: 4, D: 12} for dv in ds}
+    dims = {dv: report_dims(dv) for dv in ds}
     rows = [transition_row(a, bb, dims[dv], setting, (L,)) for a, bb in pairs for dv in ds]
-    if profile is not None:
+    if profile is not None and device is not None:
         from attn_cost.profilers.corrections import add_device_columns
 
         add_device_columns(rows, device)
-    top = max([4096] + [4 * (row[k] or 0) for row in rows for k in ("n0", "n1")])
+    top = max([4096] + [4 * (n or 0) for row in rows for n in (row.n0, row.n1)])
     grid = length_grid(min(top, 1 << 20))
     curves = {
         str(dv): {
@@ -73,7 +78,7 @@ def gather(
         "d": ds,
         "grid": grid,
         "curves": curves,
-        "transitions": rows,
+        "transitions": [row.as_json() for row in rows],
         "versus_d": versus_d,
         "heads": {"d_embed": embed, "n": n_heads, "results": head_rows},
         "formulas": {
@@ -101,17 +106,16 @@ def _device_profile(device: str | None):
 
 
 def _versus_d(a: str, bb: str, d_grid: list[int], setting: Setting, device: str | None) -> dict:
-    out: dict[str, list] = {"n0": [], "n1": []}
-    rows = [transition_row(a, bb, {d: dv, h: 1, b: 1, L: dv, r: 4, D: 12}, setting, (L,)) for dv in d_grid]
-    out["n0"] = [row["n0"] for row in rows]
-    out["n1"] = [row["n1"] for row in rows]
+    rows = [transition_row(a, bb, report_dims(dv), setting, (L,)) for dv in d_grid]
+    out: dict[str, list] = {"n0": [row.n0 for row in rows], "n1": [row.n1 for row in rows]}
     if device is not None:
         from attn_cost.profilers.corrections import add_device_columns
 
         add_device_columns(rows, device, replicates=0)  # a curve over d: point estimates, no intervals
-        out["corrected_n0"] = [row["corrected_n0"] for row in rows]
-        if any(row.get("predicted_n0") is not None for row in rows):
-            out["predicted_n0"] = [row.get("predicted_n0") for row in rows]
+        columns = [row.device for row in rows]
+        out["corrected_n0"] = [c.profile.corrected_n0 if c and c.profile else None for c in columns]
+        if any(c and c.predicted_n0 is not None for c in columns):
+            out["predicted_n0"] = [c.predicted_n0 if c else None for c in columns]
     return out
 
 
@@ -156,7 +160,7 @@ def _predicted_times(out: dict, profile, variants: list[str], ds: list[int], set
             slot = out[str(dv)][v]
             top = max([n for n, *_ in slot["time"]] + [4096])
             grid = sorted({max(2, round(2 ** (k / 8))) for k in range(8, 8 * (top.bit_length() + 1))})
-            sizes = {"d": dv, "h": 1, "b": 1, "L": dv, "r": 4, "D": 12}
+            sizes = {str(k): n for k, n in report_dims(dv).items()}
             try:
                 times = predicted_curve(model, v, sizes, grid, setting.scope, model.dtype)
             except UserError:  # a size the op model is not given
@@ -182,9 +186,8 @@ def _devices(device: str | None) -> list[dict]:
     ]
 
 
-def op_model_n0(row: dict) -> str:
+def op_model_n0(n0: int | None, low: int | None, high: int | None) -> str:
     """The op model's N0 with its bootstrap interval: 1,162 [681–1,448]."""
-    n0, low, high = (row.get(k) for k in ("predicted_n0", "predicted_n0_low", "predicted_n0_high"))
     if n0 is None:
         return "—"
     return f"{n0:,} [{_num(low)}–{_num(high)}]" if low is not None or high is not None else f"{n0:,}"

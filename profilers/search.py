@@ -125,7 +125,7 @@ def find_transition(
             if hi <= n_min:
                 return done("b-cheaper-throughout")
             n = max(n_min, hi - step if exact else hi // 2)
-        else:
+        elif lo is not None:  # one end of the bracket is always known
             if lo >= n_max:
                 return done("a-cheaper-throughout")
             n = min(n_max, lo + step if exact else lo * 2)

@@ -25,13 +25,15 @@ import tempfile
 import time
 import weakref
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Literal
 
 from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers.device import slug
 from attn_cost.profilers.files import head
+from attn_cost.profilers.schema import Fingerprint, SchemaError, check, rule
 
 SCHEMA = 1
 """Version of one record's JSON layout."""
@@ -86,8 +88,51 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 """Control characters (terminal escapes among them): never in a record's text, which is printed."""
 
 
-def _is_num(x: object) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x and abs(x) != float("inf")
+@dataclass
+class RecordFile:
+    """One record's JSON, as `Record.check` checks it (with `TimeValues` or `MemoryValues` where it is ok)."""
+
+    schema: Literal[1]  # SCHEMA
+    key: str
+    kind: str = field(metadata=rule(choices=KINDS))
+    variant: str
+    scope: str
+    dtype: str
+    status: str = field(metadata=rule(choices=STATUSES))
+    at: str
+    device: Fingerprint
+    sizes: dict[str, int] = field(metadata=rule(minimum=0, maximum=MAX_SIZE))
+
+
+@dataclass
+class TimeValues:
+    """A timing's statistics (seconds, and how many runs)."""
+
+    median: float = field(metadata=rule(minimum=0))
+    q1: float = field(metadata=rule(minimum=0))
+    q3: float = field(metadata=rule(minimum=0))
+    min: float = field(metadata=rule(minimum=0))
+    max: float = field(metadata=rule(minimum=0))
+    runs: float = field(metadata=rule(minimum=0))
+
+
+@dataclass
+class MemoryValues:
+    """A peak memory measurement."""
+
+    peak_bytes: float = field(metadata=rule(minimum=0))
+
+
+def _reason(e: SchemaError) -> str:
+    """What is wrong with a record in the few words the warnings group its lines by: the field, and the value only
+    where it is a kind or status that is not one of the known ones."""
+    if e.path == "schema":
+        return f"not an attn-cost record of schema {SCHEMA}"
+    if e.value is None:
+        return f"field {e.path!r} missing"
+    if e.what.startswith("one of "):
+        return f"{e.path} {e.shown} is not {e.what}"
+    return f"field {e.path!r} is not {e.what}"
 
 
 @dataclass(frozen=True)
@@ -114,32 +159,16 @@ class Record:
         """The record in `obj`, or ValueError saying in a few words what is wrong with it."""
         if not isinstance(obj, dict):
             raise ValueError("not a JSON object")
-        if obj.get("schema") != SCHEMA:
-            raise ValueError(f"not an attn-cost record of schema {SCHEMA}")
-        for field in ("key", "kind", "variant", "scope", "dtype", "status", "at"):
-            if not isinstance(obj.get(field), str) or not obj[field]:
-                raise ValueError(f"field {field!r} missing or not a string")
-        device = obj.get("device")
-        if not isinstance(device, dict) or not all(isinstance(device.get(k), str) for k in ("name", "kind")):
-            raise ValueError("field 'device' missing or without a name and kind")
+        try:
+            check(obj, RecordFile)
+            if obj["status"] == "ok":  # a measurement's numbers: the timing's statistics or the peak
+                check(obj.get(obj["kind"]), TimeValues if obj["kind"] == "time" else MemoryValues, path=obj["kind"])
+        except SchemaError as e:
+            raise ValueError(_reason(e)) from None
+        device, sizes, kind, status = obj["device"], obj["sizes"], obj["kind"], obj["status"]
         for where, text in [*obj.items(), *device.items()]:
             if isinstance(text, str) and _CONTROL.search(text):
                 raise ValueError(f"field {where!r} holds control characters")
-        sizes = obj.get("sizes")
-        if not isinstance(sizes, dict) or not all(
-            isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_SIZE for v in sizes.values()
-        ):
-            raise ValueError(f"field 'sizes' is not an object of integers from 0 to {MAX_SIZE:,}")
-        kind, status = obj["kind"], obj["status"]
-        if kind not in KINDS:
-            raise ValueError(f"kind {kind!r} is not one of {', '.join(KINDS)}")
-        if status not in STATUSES:
-            raise ValueError(f"status {status!r} is not one of {', '.join(STATUSES)}")
-        if status == "ok":
-            value = obj.get(kind)
-            need = ("median", "q1", "q3", "min", "max", "runs") if kind == "time" else ("peak_bytes",)
-            if not isinstance(value, dict) or not all(_is_num(value.get(k)) and value[k] >= 0 for k in need):
-                raise ValueError(f"field {kind!r} missing or without numbers {', '.join(need)}")
         try:
             device_slug = slug(device)
         except (KeyError, TypeError, AttributeError):
@@ -461,7 +490,7 @@ class Database:
     def migrated(self, source: str) -> bool:
         return self.con.execute("SELECT 1 FROM migrated WHERE file = ?", (source,)).fetchone() is not None
 
-    def _decode(self, rowid: int, text: object) -> dict | None:
+    def _decode(self, rowid: int, text: str) -> dict | None:
         """A stored row's record, checked; a row that is not an attn-cost record is reported once and skipped."""
         try:
             return Record.check(json.loads(text)).data
@@ -500,10 +529,10 @@ class Database:
 def _where(filters: dict) -> tuple[str, tuple, str | None]:
     """SQL for the filters on indexed columns, and the device filter (matched on slug or name)."""
     clauses, params = [], []
-    for field in ("variant", "kind", "status", "scope", "dtype", "d", "n"):
-        value = filters.get(field)
+    for name in ("variant", "kind", "status", "scope", "dtype", "d", "n"):
+        value = filters.get(name)
         if value is not None:
-            clauses.append(f"{field} = ?")
+            clauses.append(f"{name} = ?")
             params.append(value)
     return ("WHERE " + " AND ".join(clauses) if clauses else ""), tuple(params), filters.get("device")
 

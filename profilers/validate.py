@@ -11,12 +11,12 @@ from dataclasses import replace
 from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.variants import all_variants, derive
-from attn_cost.profilers.cases import Sizes
 from attn_cost.profilers.corrections import DeviceProfile, corrected_points, fit_memory, fit_time
 from attn_cost.profilers.opmodel import OpModel
 from attn_cost.profilers.oppredict import Prediction, predict_n0, predicted_seconds
 from attn_cost.profilers.profile import GRAIN, Measurer, profile_pair, snap
 from attn_cost.profilers.reference import REFERENCES
+from attn_cost.profilers.sizes import Sizes
 from attn_cost.profilers.trend import spikes
 
 SWEEP = [2 ** (k / 2) for k in range(-6, 4)]
@@ -126,7 +126,8 @@ def validate(
             measurer.notify(f"  op-model prediction of {a} vs {b} at d = {dv}")
         dims = replace(template, N=1, d=dv).symbols()
         fitted_on = profile.time[a].fit_d
-        row = {**p.as_json(), "held_out": dv not in fitted_on, **corrected_points(profile, a, b, dims, setting)}
+        row = {**p.as_json(), "held_out": dv not in fitted_on}
+        row["corrected_n0"], row["corrected_n1"] = corrected_points(profile, a, b, dims, setting)
         row["fit_n0"], row["fit_n1"] = row["corrected_n0"], row["corrected_n1"]
         row.update(_predicted(opmodel, a, b, dims, setting, n_max))
         for k in ("0", "1"):

@@ -15,7 +15,8 @@ import torch
 from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers import gpu_timing, sdpa
 from attn_cost.profilers.campaign import MAX_FILE_BYTES, Plan, check_outputs, write_atomic
-from attn_cost.profilers.cases import Sizes, build_case
+from attn_cost.profilers.cases import build_case
+from attn_cost.profilers.sizes import Sizes
 
 TS = "taylorshift-direct:taylorshift-efficient"
 TINY = ["--pair", "softmax:linear", "--dtype", "fp32", "--d", "4", "--no-calibrate", "--repeats", "2",

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from attn_cost.profilers import gpu_timing
-from attn_cost.profilers.cases import Sizes
+from attn_cost.profilers.sizes import Sizes
 from fakecuda import BYTES, LAUNCH_S, SimGPU, call_seconds, fake_case, install, model, sim_n0, sim_n1
 
 TS = ("taylorshift-direct", "taylorshift-efficient")

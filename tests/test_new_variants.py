@@ -14,9 +14,10 @@ from attn_cost.costmodel.iotraffic import Tiles, fused_op_traffic, io_traffic
 from attn_cost.costmodel.symbols import N, b, c, d, h, h_kv, k, m, w
 from attn_cost.costmodel.variants import derive
 from attn_cost.profilers import reference as ref
-from attn_cost.profilers.cases import Sizes, build_case
+from attn_cost.profilers.cases import build_case
 from attn_cost.profilers.flops import counted, derived
 from attn_cost.profilers.memory import LiveTensorTracer, traced_peak
+from attn_cost.profilers.sizes import Sizes
 from torch.utils.flop_counter import FlopCounterMode
 
 MATMUL = get_convention("matmul")

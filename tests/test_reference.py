@@ -6,7 +6,8 @@ import math
 
 import pytest
 import torch
-from attn_cost.profilers.cases import Sizes, build_case
+from attn_cost.profilers.cases import build_case
+from attn_cost.profilers.sizes import Sizes
 
 EQUIVALENT = [
     ("taylorshift-direct", "taylorshift-efficient"),

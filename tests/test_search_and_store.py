@@ -8,10 +8,10 @@ import random
 import pytest
 from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.errors import UserError
-from attn_cost.profilers.cases import Sizes
 from attn_cost.profilers.device import fingerprint
 from attn_cost.profilers.profile import Measurer, profile_pair
 from attn_cost.profilers.search import Probe, find_transition
+from attn_cost.profilers.sizes import Sizes
 from attn_cost.profilers.store import ResultStore, read_records
 
 # -- search ----------------------------------------------------------------------------------

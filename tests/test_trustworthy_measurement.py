@@ -15,8 +15,8 @@ import time
 import pytest
 from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.errors import UserError
-from attn_cost.profilers.cases import Sizes
 from attn_cost.profilers.search import Probe, crossing_of, replicate_interval, trend_breaks
+from attn_cost.profilers.sizes import Sizes
 from attn_cost.profilers.store import SHIPPED, ResultStore, open_database
 from attn_cost.profilers.timing import Clocks, Detector, DisturbedError, Seen, TimeStats, time_cases
 

@@ -1,0 +1,1 @@
+../../attn_cost/__init__.py
