@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 from attn_cost.cli.app import main
 
-SHIPPED = Path(__file__).parents[1] / "profilers" / "data" / "devices" / "cpu-amd-epyc-bed586.json"
+PROFILE = min((Path(__file__).parent / "data" / "devices").glob("*.json"))
+"""The tests' own device profile (tests/data/make_device.py), never the shipped measurements of one CPU."""
+DEVICE = PROFILE.stem
 ENTRY = [sys.executable, "-c", "from attn_cost.cli.entry import run; run()"]
 
 
@@ -100,6 +102,7 @@ def test_bad_arguments_get_one_line_and_exit_2(args: list[str], needle: str, cap
     assert needle in err
 
 
+@pytest.mark.integration  # a fresh interpreter
 def test_measuring_commands_answer_bad_arguments_before_importing_torch() -> None:
     script = (
         "import sys; from attn_cost.cli.app import main\n"
@@ -125,7 +128,7 @@ def test_gpu_without_cuda_is_one_line(capsys) -> None:
 
 
 def _profile(tmp_path: Path, change) -> str:
-    data = json.loads(SHIPPED.read_text())
+    data = json.loads(PROFILE.read_text())
     change(data)
     path = tmp_path / "edited.json"
     path.write_text(json.dumps(data, allow_nan=True))
@@ -204,20 +207,14 @@ def test_a_folder_named_like_a_profile_is_one_line(tmp_path, capsys) -> None:
 
 
 def _device_rows(capsys, *extra: str) -> list[dict]:
-    code, out, err = _run(["crossover", "--d", "16", "--device", "cpu-amd-epyc-bed586", "--json", *extra], capsys)
+    code, out, err = _run(["crossover", "--d", "16", "--device", DEVICE, "--json", *extra], capsys)
     assert code == 0, err
     return json.loads(out)["results"]
 
 
-def test_measured_points_show_at_their_own_setting(capsys) -> None:
-    shipped = json.loads(SHIPPED.read_text())
-    (point,) = [
-        m
-        for m in shipped["measured"]
-        if (m["a"], m["b"], m["d"]) == ("taylorshift-direct", "taylorshift-efficient", 16)
-    ]
+def test_measured_points_show_at_their_own_setting(fixture_device, capsys) -> None:
     (row,) = [r for r in _device_rows(capsys) if r["a"] == "taylorshift-direct"]
-    assert row["measured_n0"] == point["measured_n0"] and row["corrected_n0"] is not None
+    assert row["measured_n0"] == 4321.0 and row["corrected_n0"] is not None  # tests/data/make_device.py
 
 
 @pytest.mark.parametrize(
@@ -225,7 +222,7 @@ def test_measured_points_show_at_their_own_setting(capsys) -> None:
     [["--scope", "layer"], ["--dtype", "bf16"], ["--mode", "training"], ["--b", "2"], ["--h", "2"]],
     ids=["scope layer", "dtype bf16", "mode training", "batch 2", "heads 2"],
 )
-def test_no_measured_or_corrected_point_under_another_setting(extra: list[str], capsys) -> None:
+def test_no_measured_or_corrected_point_under_another_setting(extra: list[str], fixture_device, capsys) -> None:
     rows = _device_rows(capsys, *extra)
     for row in rows:
         assert row["measured_n0"] is None and row["measured_n1"] is None, row
@@ -233,27 +230,37 @@ def test_no_measured_or_corrected_point_under_another_setting(extra: list[str], 
             assert row["corrected_n0"] is None and row["corrected_n1"] is None, row
 
 
-def test_another_setting_is_marked_not_measured_in_the_table(capsys) -> None:
-    code, out, _ = _run(["crossover", "--d", "16", "--device", "cpu-amd-epyc-bed586", "--dtype", "bf16"], capsys)
+def test_another_setting_is_marked_not_measured_in_the_table(fixture_device, capsys) -> None:
+    code, out, _ = _run(["crossover", "--d", "16", "--device", DEVICE], capsys)
+    assert code == 0 and "4,321 ± 6" in out  # the measured point, at the setting it was measured at
+    code, out, _ = _run(["crossover", "--d", "16", "--device", DEVICE, "--dtype", "bf16"], capsys)
     assert code == 0
     assert "no value at this setting" in out
-    assert "432" not in out  # the fp32 point (432.2) is not shown under bf16
+    assert "4,321" not in out and "4321" not in out  # the fp32 point is not shown under bf16
 
 
-def test_shipped_measurements_of_a_same_named_cpu_are_offered_as_reference() -> None:
-    from attn_cost.profilers.corrections import shipped_elsewhere
+def test_shipped_measurements_of_a_same_named_cpu_are_offered_as_reference(tmp_path, monkeypatch) -> None:
+    """Shipped here: the tests' own profile and a second CPU of the same name, core count and model apart."""
+    from attn_cost.profilers import corrections
+    from attn_cost.profilers.device import slug
 
-    shipped = json.loads(SHIPPED.read_text())["device"]
-    assert shipped_elsewhere(shipped) is None  # the very device: its data is used, nothing to say
-    other = {**shipped, "model": "17", "cpus": 64}
-    note = shipped_elsewhere(other)
-    assert note is not None and "not reused" in note and "--device cpu-amd-epyc-bed586" in note  # the closest
+    mine = json.loads(PROFILE.read_text())["device"]
+    sibling = {**mine, "model": "17", "cpus": 8}
+    stranger = {**mine, "name": "Some Other CPU", "model": "17", "cpus": 64}
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    for device in (mine, sibling, stranger):
+        (shipped / f"{slug(device)}.json").write_text(json.dumps({**json.loads(PROFILE.read_text()), "device": device}))
+    monkeypatch.setattr(corrections, "SHIPPED", shipped)
+
+    assert corrections.shipped_elsewhere(mine) is None  # the very device: its data is used, nothing to say
+    other = {**mine, "model": "17", "cpus": 64}  # cpus apart from the sibling; model and cpus from mine
+    note = corrections.shipped_elsewhere(other)
+    assert note is not None and "not reused" in note and f"--device {slug(sibling)}" in note  # the closest
     assert "\n" not in note
-    same_name = [
-        p.stem for p in SHIPPED.parent.glob("*.json") if json.loads(p.read_text())["device"]["name"] == shipped["name"]
-    ]
-    assert all(stem in note for stem in same_name)  # every shipped device of that name is offered
-    assert shipped_elsewhere({**shipped, "name": "Some Other CPU"}) is None
+    assert slug(mine) in note and slug(sibling) in note  # every shipped device of that name is offered
+    assert slug(stranger) not in note
+    assert corrections.shipped_elsewhere({**mine, "name": "Yet Another CPU"}) is None
 
 
 # -- output paths ----------------------------------------------------------------------------------
@@ -329,6 +336,7 @@ def _proc(args: list[str], **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run([*ENTRY, *args], capture_output=True, text=True, timeout=60, env=env, **kwargs)
 
 
+@pytest.mark.integration  # the console script in a new process
 @pytest.mark.parametrize("args", [["variants"], ["crossover", "--d", "64", "--json"]], ids=["table", "json"])
 def test_output_to_a_full_disk_is_one_line(args: list[str]) -> None:
     if not Path("/dev/full").exists():
@@ -339,6 +347,7 @@ def test_output_to_a_full_disk_is_one_line(args: list[str]) -> None:
     assert "No space left on device" in proc.stderr
 
 
+@pytest.mark.integration  # the console script in a new process
 def test_output_into_a_closed_pipe_ends_quietly_as_sigpipe_would() -> None:
     """`attn-cost ... | head`: the reader chose to stop; no error line, exit status 128 + SIGPIPE."""
     read, write = os.pipe()
@@ -350,6 +359,7 @@ def test_output_into_a_closed_pipe_ends_quietly_as_sigpipe_would() -> None:
     assert proc.returncode == 128 + signal.SIGPIPE and proc.stderr == "", (proc.returncode, proc.stderr)
 
 
+@pytest.mark.integration  # a signal to a new process
 @pytest.mark.parametrize("delay", [0.1, 0.15, 0.2, 0.3, 0.5])
 def test_ctrl_c_early_is_one_line_without_traceback(delay: float) -> None:
     """Ctrl-C while the CLI imports typer and sympy (from about 0.05 s on; before that Python itself
@@ -391,6 +401,7 @@ def test_ctrl_c_message_says_saved_only_for_measuring_commands(monkeypatch, caps
     assert "the 2 measurements made so far are saved in /tmp/results.db" in err and "resume" in err
 
 
+@pytest.mark.integration  # a new process under a timeout
 @pytest.mark.parametrize(
     "args",
     [["crossover", "--d", "65536", "--json"], ["heads", "--d-embed", str((1 << 24) - 3), "--json"]],

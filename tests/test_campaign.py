@@ -24,6 +24,15 @@ TINY = ["--pair", "softmax:linear", "--dtype", "fp32", "--d", "4", "--no-calibra
 """One pair at one head dim (so no fit): the fast end-to-end run."""
 
 
+@pytest.fixture(autouse=True)
+def _budget_from_the_call(monkeypatch) -> None:
+    """The CLI runs in this process (`cli`): its budget counts from the call, as in a new process, not from when
+    this test process started (a new process's age is tested in test_gpu_fake.py)."""
+    from attn_cost.profilers import campaign
+
+    monkeypatch.setattr(campaign, "process_age", lambda: 0.0)
+
+
 # -- SDPA backends ---------------------------------------------------------------------------------
 
 
@@ -117,8 +126,8 @@ def test_every_softmax_fused_measurement_records_its_backend(tmp_path) -> None:
     assert "sdpa_backend" not in recs[("linear", None)]
 
 
-def test_measure_refuses_a_cuda_only_backend_on_the_cpu(attn_cost) -> None:
-    r = attn_cost("measure", "--variant", "softmax-fused", "--n", "16", "--d", "8", "--cpu", "--sdpa-backend", "cudnn")
+def test_measure_refuses_a_cuda_only_backend_on_the_cpu(cli) -> None:
+    r = cli("measure", "--variant", "softmax-fused", "--n", "16", "--d", "8", "--cpu", "--sdpa-backend", "cudnn")
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1 and "CUDA only" in r.err
 
 
@@ -187,25 +196,25 @@ def test_outputs_beyond_what_the_device_tool_brings_back_are_flagged(tmp_path) -
         (["--cpu", "--sdpa-backend", "efficient"], "CUDA only"),
     ],
 )
-def test_bad_input_is_one_line_and_writes_nothing(attn_cost, tmp_path, args, says) -> None:
+def test_bad_input_is_one_line_and_writes_nothing(cli, tmp_path, args, says) -> None:
     out = tmp_path / "campaign"
-    r = attn_cost("campaign", "--out", str(out), *args)
+    r = cli("campaign", "--out", str(out), *args)
     assert r.code == 2, r.err
     assert len(r.err.strip().splitlines()) == 1 and says in r.err
     assert not out.exists()
 
 
-def test_gpu_without_cuda_is_one_line_and_exit_code_2(attn_cost, tmp_path) -> None:
+def test_gpu_without_cuda_is_one_line_and_exit_code_2(cli, tmp_path) -> None:
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    r = attn_cost("campaign", "--gpu", "--out", str(tmp_path / "c"))
+    r = cli("campaign", "--gpu", "--out", str(tmp_path / "c"))
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1 and "needs CUDA" in r.err
     assert not (tmp_path / "c").exists()
 
 
-def test_out_must_be_a_writable_folder(attn_cost, tmp_path) -> None:
+def test_out_must_be_a_writable_folder(cli, tmp_path) -> None:
     (tmp_path / "file").write_text("")
-    r = attn_cost("campaign", "--cpu", "--out", str(tmp_path / "file"), *TINY)
+    r = cli("campaign", "--cpu", "--out", str(tmp_path / "file"), *TINY)
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1 and "is a file" in r.err
 
 
@@ -215,9 +224,9 @@ def _read(out: Path) -> tuple[dict, list[dict]]:
     return summary, records
 
 
-def test_a_tiny_campaign_writes_its_files_and_a_rerun_resumes_from_them(attn_cost, tmp_path) -> None:
+def test_a_tiny_campaign_writes_its_files_and_a_rerun_resumes_from_them(cli, tmp_path) -> None:
     out = tmp_path / "c"
-    r = attn_cost("campaign", "--cpu", "--quick", "--out", str(out), *TINY, "--json")
+    r = cli("campaign", "--cpu", "--quick", "--out", str(out), *TINY, "--json")
     assert r.code == 0, r.err
     summary, records = _read(out)
     assert r.json()["transitions"] == summary["transitions"]
@@ -230,28 +239,28 @@ def test_a_tiny_campaign_writes_its_files_and_a_rerun_resumes_from_them(attn_cos
     assert len(list(out.iterdir())) <= 8 and check_outputs(out) == []
     assert "[" in r.err and "profile softmax vs linear" in r.err  # progress on stderr
     # a rerun in another store starts from the export in --out
-    again = attn_cost("campaign", "--cpu", "--quick", "--out", str(out), *TINY, "--json",
-                      env={"ATTN_COST_HOME": str(tmp_path / "elsewhere")})  # fmt: skip
+    again = cli("campaign", "--cpu", "--quick", "--out", str(out), *TINY, "--json",
+                env={"ATTN_COST_HOME": str(tmp_path / "elsewhere")})  # fmt: skip
     assert again.code == 0, again.err
     assert f"resumed: {len(records)} measurements imported" in again.err
     assert len(_read(out)[1]) >= len(records)
 
 
-def test_a_spent_budget_stops_cleanly_and_says_how_to_continue(attn_cost, tmp_path) -> None:
+def test_a_spent_budget_stops_cleanly_and_says_how_to_continue(cli, tmp_path) -> None:
     out = tmp_path / "c"
-    r = attn_cost("campaign", "--cpu", "--quick", "--out", str(out), *TINY, "--minutes", "0.0001", "--json")
+    r = cli("campaign", "--cpu", "--quick", "--out", str(out), *TINY, "--minutes", "0.0001", "--json")
     assert r.code == 0, r.err
     summary, _ = _read(out)
     assert summary["transitions"] == [] and any("run the same command again" in s for s in summary["skipped"])
 
 
 @pytest.mark.slow
-def test_the_rehearsal_runs_every_step_at_small_sizes(attn_cost, tmp_path) -> None:
+def test_the_rehearsal_runs_every_step_at_small_sizes(cli, tmp_path) -> None:
     """`campaign --cpu --quick`: every pair at three head dims in fp32 and bf16, calibration, validation, files.
 
     A 4-minute budget bounds it on a busy machine: what does not fit is skipped, and said so."""
     out = tmp_path / "rehearsal"
-    r = attn_cost("campaign", "--cpu", "--quick", "--out", str(out), "--minutes", "4", timeout=900)
+    r = cli("campaign", "--cpu", "--quick", "--out", str(out), "--minutes", "4", timeout=900)
     assert r.code == 0, r.err
     summary, records = _read(out)
     files = sorted(p.name for p in out.iterdir())
@@ -285,18 +294,18 @@ def test_slurm_jobs_are_one_per_device_kind_or_per_pair(tmp_path) -> None:
 
 
 @pytest.mark.slow
-def test_submitit_local_executor_runs_the_jobs_and_prints_the_merge(attn_cost, tmp_path) -> None:
+def test_submitit_local_executor_runs_the_jobs_and_prints_the_merge(cli, tmp_path) -> None:
     pytest.importorskip("submitit")
     out = tmp_path / "cluster"
-    r = attn_cost("campaign", "--cpu", "--quick", "--out", str(out), *TINY, "--slurm", "--executor", "local",
-                  "--json", timeout=900)  # fmt: skip
+    r = cli("campaign", "--cpu", "--quick", "--out", str(out), *TINY, "--slurm", "--executor", "local",
+            "--json", timeout=900)  # fmt: skip
     assert r.code == 0, r.err
     (job,) = r.json()["jobs"]
     assert job["error"] is None and Path(job["out"]) == out / "local"
     assert (out / "local" / "measurements.jsonl").exists() and (out / "local" / "summary.json").exists()
     merge = r.json()["merge"]
     assert merge.startswith("attn-cost results import ")
-    imported = attn_cost(*merge.split()[1:], "--store", str(tmp_path / "merged"))
+    imported = cli(*merge.split()[1:], "--store", str(tmp_path / "merged"))
     assert imported.code == 0, imported.err
 
 

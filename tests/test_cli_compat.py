@@ -50,8 +50,8 @@ COMMANDS = ["crossover", "formula", "campaign", "measure", "profile", "calibrate
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_every_commands_help_shows_metavars_and_plain_brackets(attn_cost, command) -> None:
-    r = attn_cost(*command.split(), "--help")
+def test_every_commands_help_shows_metavars_and_plain_brackets(cli, command) -> None:
+    r = cli(*command.split(), "--help")
     assert r.code == 0, r.err
     assert r.out.startswith("Usage: attn-cost")
     assert "<list" not in r.out and "\\[" not in r.out  # typer's type spellings, rich's escapes
@@ -59,20 +59,20 @@ def test_every_commands_help_shows_metavars_and_plain_brackets(attn_cost, comman
         assert "--variants PATH [--variants ...]" in r.out  # the option every command gets, with its type
 
 
-def test_option_metavars_say_what_a_value_is(attn_cost) -> None:
-    out = attn_cost("crossover", "--help").out
+def test_option_metavars_say_what_a_value_is(cli) -> None:
+    out = cli("crossover", "--help").out
     assert "--d INT [--d ...]" in out and "--pair A:B [--pair ...]" in out and "--dtype fp32|bf16|fp16" in out
-    campaign = attn_cost("campaign", "--help").out
+    campaign = cli("campaign", "--help").out
     assert "--out PATH" in campaign and "--minutes FLOAT" in campaign and "--max-n INT" in campaign
 
 
-def test_arguments_show_their_help(attn_cost) -> None:
-    out = attn_cost("formula", "--help").out
+def test_arguments_show_their_help(cli) -> None:
+    out = cli("formula", "--help").out
     assert "NAME" in out and "Variant name (see `attn-cost variants`)." in " ".join(out.split())
 
 
-def test_no_arguments_is_the_help_and_exit_0(attn_cost) -> None:
-    r = attn_cost()
+def test_no_arguments_is_the_help_and_exit_0(cli) -> None:
+    r = cli()
     assert r.code == 0 and "Usage: attn-cost" in r.out and "crossover" in r.out
 
 
@@ -86,8 +86,8 @@ def test_no_arguments_is_the_help_and_exit_0(attn_cost) -> None:
         (["formula"], "NAME"),
     ],
 )
-def test_a_usage_error_is_one_line_and_exit_2(attn_cost, args, says) -> None:
-    r = attn_cost(*args)
+def test_a_usage_error_is_one_line_and_exit_2(cli, args, says) -> None:
+    r = cli(*args)
     assert r.code == 2, (r.code, r.err)
     lines = r.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("attn-cost: error: ") and says in lines[0], r.err
@@ -96,6 +96,7 @@ def test_a_usage_error_is_one_line_and_exit_2(attn_cost, args, says) -> None:
     assert "Traceback" not in r.err
 
 
+@pytest.mark.integration  # a fresh interpreter
 def test_an_analytic_command_runs_and_imports_no_torch(tmp_path) -> None:
     code = (
         "import sys; from attn_cost.cli.app import main; "

@@ -133,32 +133,32 @@ def _profile_file(tmp_path, device_name: str = "Synthetic CPU") -> str:
     return str(prof.save(tmp_path))
 
 
-def test_crossover_with_a_device_profile(attn_cost, tmp_path) -> None:
+def test_crossover_with_a_device_profile(cli, tmp_path) -> None:
     path = _profile_file(tmp_path)
-    r = attn_cost("crossover", "--d", "32", "--pair", "softmax:linear", "--device", path, "--json")
+    r = cli("crossover", "--d", "32", "--pair", "softmax:linear", "--device", path, "--json")
     assert r.code == 0, r.err
     (row,) = r.json()["results"]
     assert row["corrected_n0"] is not None and row["measured_n0"] == 123.0 and row["corrected_n1"] == row["n1"]
-    shown = attn_cost("crossover", "--d", "32", "--pair", "softmax:linear", "--device", path)
+    shown = cli("crossover", "--d", "32", "--pair", "softmax:linear", "--device", path)
     assert shown.code == 0 and "corrected" in shown.out and "N0 time" in shown.out
     n0_line = next(line for line in shown.out.splitlines() if "N0 time" in line)
     assert n0_line.endswith("123 ± 4")  # the profile's measured N0 and its spread, in the measured column
 
 
-def test_crossover_with_an_unknown_device_is_one_line(attn_cost) -> None:
-    r = attn_cost("crossover", "--d", "64", "--device", "no-such-gpu")
+def test_crossover_with_an_unknown_device_is_one_line(cli) -> None:
+    r = cli("crossover", "--d", "64", "--device", "no-such-gpu")
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1 and "unknown device" in r.err
 
 
-def test_validating_a_profile_of_another_device_is_refused(attn_cost, tmp_path) -> None:
+def test_validating_a_profile_of_another_device_is_refused(cli, tmp_path) -> None:
     path = _profile_file(tmp_path, "Some Other CPU")
-    r = attn_cost("validate", "--pair", "softmax:linear", "--profile", path, "--cpu")
+    r = cli("validate", "--pair", "softmax:linear", "--profile", path, "--cpu")
     assert r.code == 2 and "fitted on Some Other CPU" in r.err and len(r.err.strip().splitlines()) == 1
 
 
 @pytest.mark.slow  # a whole validation on the CPU: about 40 s
-def test_validate_fits_on_some_head_dims_and_checks_another(attn_cost) -> None:
-    r = attn_cost(
+def test_validate_fits_on_some_head_dims_and_checks_another(cli) -> None:
+    r = cli(
         "validate",
         "--pair",
         "softmax:linear",
@@ -182,12 +182,12 @@ def test_validate_fits_on_some_head_dims_and_checks_another(attn_cost) -> None:
         assert key in rows[12]
     assert rows[12]["measured_n1"] == rows[12]["analytic_n1"] == rows[12]["corrected_n1"]
     assert set(data["time"]) == {"softmax", "linear"} and data["saved_to"]
-    listed = attn_cost("devices", "--json")
+    listed = cli("devices", "--json")
     assert any(p["name"] == data["slug"] for p in listed.json())
 
 
-def test_validate_needs_two_fit_dims(attn_cost) -> None:
-    r = attn_cost("validate", "--fit-d", "16")
+def test_validate_needs_two_fit_dims(cli) -> None:
+    r = cli("validate", "--fit-d", "16")
     assert r.code == 2 and "at least two head dims" in r.err
 
 
@@ -210,6 +210,6 @@ def test_the_catalogue_pairs_cover_every_timed_variant_against_softmax_of_its_ca
     assert len(pairs) == len(set(pairs))
 
 
-def test_catalogue_and_pair_together_are_refused(attn_cost) -> None:
-    r = attn_cost("validate", "--catalogue", "--pair", "softmax:linear", "--cpu")
+def test_catalogue_and_pair_together_are_refused(cli) -> None:
+    r = cli("validate", "--catalogue", "--pair", "softmax:linear", "--cpu")
     assert r.code == 2 and "give one" in r.err and len(r.err.strip().splitlines()) == 1

@@ -119,16 +119,16 @@ def test_the_default_alignment_is_pytorchs_is_causal() -> None:
     assert Counting("triangle", n_kv=12).scores(5, 12) == len(kept_pairs(5, 12, "top-left")) == 15
 
 
-def test_tiles_refuse_a_key_length_the_tile_does_not_divide(attn_cost) -> None:
+def test_tiles_refuse_a_key_length_the_tile_does_not_divide(cli) -> None:
     with pytest.raises(UserError, match="divide"):
         Counting("tiles", tile=128, n_kv=4000)
-    r = attn_cost("formula", "softmax-fused-causal", "--causal-count", "tiles", "--n-kv", "100")
+    r = cli("formula", "softmax-fused-causal", "--causal-count", "tiles", "--n-kv", "100")
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
 
 
-def test_the_flash_bench_row_says_which_counting_it_uses(attn_cost) -> None:
+def test_the_flash_bench_row_says_which_counting_it_uses(cli) -> None:
     """The benchmark: 4·b·s²·h·d forward, halved when causal, fwd+bwd 3.5× forward: 7bhN²d in training."""
-    r = attn_cost("formula", "softmax-fused-causal", "--mode", "training", "--json")
+    r = cli("formula", "softmax-fused-causal", "--mode", "training", "--json")
     assert r.code == 0, r.err
     data = r.json()
     env = {"b": b, "h": h, "N": N, "d": d}
@@ -137,7 +137,7 @@ def test_the_flash_bench_row_says_which_counting_it_uses(attn_cost) -> None:
     own = data["flops_own_counting"]["flash-bench"]
     assert sp.sympify(own["flops"], locals=env) == sp.Rational(7, 2) * 4 * b * h * N**2 * d / 2
     assert own["counting"]["causal_count"] == "half" and own["counting"]["backward"] == "recompute"
-    r = attn_cost("formula", "softmax-fused-causal", "--mode", "training")
+    r = cli("formula", "softmax-fused-causal", "--mode", "training")
     (line,) = [x for x in r.out.splitlines() if "its own" in x]
     assert "7bhN²d" in line and "causal half" in line
 
@@ -183,19 +183,19 @@ def test_n_kv_refuses_variants_written_for_equal_lengths() -> None:
         derive("softmax", "layer", "inference", True)
 
 
-def test_commands_take_the_switches_and_record_them(attn_cost) -> None:
-    r = attn_cost(
+def test_commands_take_the_switches_and_record_them(cli) -> None:
+    r = cli(
         "crossover", "--d", "64", "--pair", "softmax-causal:linear-recurrent", "--causal-count", "triangle", "--json"
     )
     assert r.code == 0, r.err
     row = r.json()["results"][0]
     assert row["counting"]["causal_count"] == "triangle" and row["counting"]["causal_scores"] == "N**2/2 + N/2"
-    r = attn_cost("formula", "softmax-fused-causal", "--convention", "flash-bench", "--mode", "training", "--json")
+    r = cli("formula", "softmax-fused-causal", "--convention", "flash-bench", "--mode", "training", "--json")
     assert r.code == 0, r.err
     data = r.json()
     assert data["counting"]["causal_count"] == "half" and data["counting"]["backward"] == "recompute"
     assert sp.sympify(data["flops"]["flash-bench"], locals={"b": b, "h": h, "N": N, "d": d}) == 7 * b * h * N**2 * d
-    r = attn_cost("cheapest", "--variant", "softmax-causal", "--variant", "softmax-fused-causal", "--n-kv", "4096")
+    r = cli("cheapest", "--variant", "softmax-causal", "--variant", "softmax-fused-causal", "--n-kv", "4096")
     assert r.code == 0, r.err
     assert "N_kv=4,096 top-left" in r.out
 
@@ -209,8 +209,8 @@ def test_commands_take_the_switches_and_record_them(attn_cost) -> None:
         (["formula", "softmax", "--tile", "0", "--causal-count", "tiles"], "--tile must be a positive integer"),
     ],
 )
-def test_bad_counting_options_end_in_one_line(attn_cost, args: list[str], needle: str) -> None:
-    r = attn_cost(*args)
+def test_bad_counting_options_end_in_one_line(cli, args: list[str], needle: str) -> None:
+    r = cli(*args)
     assert r.code == 2 and needle in r.err and len(r.err.strip().splitlines()) == 1, r.err
 
 
@@ -265,17 +265,18 @@ def test_claims_derive_the_papers_table_2(records: list[dict]) -> None:
     assert rows["Table 1: standard attention memory"]["verdict"] == "does not hold"  # O(T²D) overstates O(T² + TD)
 
 
-def test_claims_json_and_terminal(attn_cost) -> None:
-    r = attn_cost("claims", "--json")
+def test_claims_json_and_terminal(cli) -> None:
+    r = cli("claims", "--json")
     assert r.code == 0, r.err
     data = r.json()
     assert list(data) == ["claims"] and len(data["claims"]) >= 40
-    r = attn_cost("claims", env={"COLUMNS": "80"})
+    r = cli("claims", env={"COLUMNS": "80"})
     assert r.code == 0, r.err
     assert max(len(line) for line in r.out.splitlines()) <= 80
     assert "Table 2: N0 for d = 8..128" in r.out and "claims:" in r.out.split("\n\n")[-1]
 
 
+@pytest.mark.integration  # a fresh interpreter
 def test_claims_import_neither_torch_nor_plotly() -> None:
     code = (
         "import sys; from attn_cost.cli.claims import blocks; from attn_cost.costmodel.claims import claims; "
@@ -284,8 +285,8 @@ def test_claims_import_neither_torch_nor_plotly() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
 
 
-def test_docs_claims_md_is_the_commands_output(attn_cost) -> None:
-    r = attn_cost("claims", "--markdown")
+def test_docs_claims_md_is_the_commands_output(cli) -> None:
+    r = cli("claims", "--markdown")
     assert r.code == 0, r.err
     doc = (Path(__file__).parents[1] / "docs" / "claims.md").read_text(encoding="utf-8")
     assert doc == r.out, "regenerate it: attn-cost claims --markdown > docs/claims.md"

@@ -22,11 +22,14 @@ def test_the_readme_shows_its_main_command() -> None:
     assert "$ attn-cost crossover --d 64" in commands
 
 
+@pytest.mark.integration  # each example runs the console script
 @pytest.mark.parametrize(
     ("path", "command", "shown"),
-    EXAMPLES,
-    ids=[f"{p.relative_to(ROOT)}: {c}" for p, c, _ in EXAMPLES],
-)
+    [
+        pytest.param(p, c, s, id=f"{p.relative_to(ROOT)}: {c}", marks=[pytest.mark.slow] if "--device" in c else [])
+        for p, c, s in EXAMPLES
+    ],
+)  # an example with --device predicts with a shipped op calibration, bootstrap intervals and all: 30 s or more
 def test_an_example_is_the_current_output(path: Path, command: str, shown: str, tmp_path: Path) -> None:
     output = regenerate.run(command, tmp_path / "home")
     assert shown == regenerate.expected(shown, output), f"run `python docs/regenerate.py` ({path.name})"

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 
-def test_doctor_runs_without_a_gpu_and_says_what_is_missing(attn_cost) -> None:
+def test_doctor_runs_without_a_gpu_and_says_what_is_missing(cli) -> None:
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    r = attn_cost("doctor", "--no-profile", "--json")
+    r = cli("doctor", "--no-profile", "--json")
     assert r.code == 0, r.err
     report = r.json()
     assert report["versions"]["torch"] == torch.__version__ and report["versions"]["typer"]
@@ -22,16 +22,16 @@ def test_doctor_runs_without_a_gpu_and_says_what_is_missing(attn_cost) -> None:
     assert runs["math"]["fp32"] == report["sdpa"]["head_dims_tried"] and runs["cudnn"]["bf16"] == []
 
 
-def test_doctor_prints_a_readable_report_with_a_mini_profile(attn_cost) -> None:
-    r = attn_cost("doctor", env={"COLUMNS": "80"})
+def test_doctor_prints_a_readable_report_with_a_mini_profile(cli) -> None:
+    r = cli("doctor", env={"COLUMNS": "80"})
     assert r.code == 0, r.err
     for words in ("Versions", "SDPA backends", "Timer (v", "Peak memory", "Mini profile: softmax vs linear"):
         assert words in r.out
     assert max(len(line) for line in r.out.splitlines()) <= 80
 
 
-def test_doctor_gpu_without_cuda_is_one_line_and_exit_2(attn_cost) -> None:
+def test_doctor_gpu_without_cuda_is_one_line_and_exit_2(cli) -> None:
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    r = attn_cost("doctor", "--gpu")
+    r = cli("doctor", "--gpu")
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1 and "needs CUDA" in r.err

@@ -285,6 +285,7 @@ def test_byte_sizes_of_the_simulation_are_the_dtypes() -> None:
     assert {"fp32": torch.finfo(torch.float32).bits // 8, "bf16": torch.finfo(torch.bfloat16).bits // 8} == BYTES
 
 
+@pytest.mark.integration  # a new process's age
 def test_the_budget_starts_with_the_process() -> None:
     """The CLI hands the process's age to the plan: Python's start-up and imports count against --minutes."""
     import subprocess

@@ -101,6 +101,7 @@ def test_a_negative_loop_count_is_refused(tmp_path, capsys) -> None:
     assert "-32*N + 16*d is negative at N = 1, d = 1" in line  # 16 - 32 < 0
 
 
+@pytest.mark.integration  # the console script in a new process
 @pytest.mark.parametrize("code", ["0", "3", "'bye'"])
 def test_sys_exit_in_a_variant_file_is_an_error_of_the_file(tmp_path, code) -> None:
     path = _variant_file(tmp_path, f"import sys\nsys.exit({code})\n")
@@ -109,6 +110,7 @@ def test_sys_exit_in_a_variant_file_is_an_error_of_the_file(tmp_path, code) -> N
     assert f"{path}:" in line
 
 
+@pytest.mark.integration  # the console script in a new process
 def test_a_print_in_a_variant_file_never_lands_in_json(tmp_path) -> None:
     path = _variant_file(
         tmp_path,
@@ -133,6 +135,7 @@ def test_a_variant_file_that_defines_nothing_is_said(tmp_path, capsys) -> None:
     _one_line(main(["variants", "--variants", str(path)]), capsys.readouterr().err, "defines no variant")
 
 
+@pytest.mark.integration  # the console script in a new process
 def test_an_entry_point_whose_package_is_missing_is_one_line(tmp_path) -> None:
     site = tmp_path / "site"
     info = site / "ghost_plugin-1.0.dist-info"
@@ -203,12 +206,14 @@ def test_a_calibration_without_a_device_is_one_line(tmp_path, capsys) -> None:
 def test_another_devices_calibration_under_this_devices_name_is_refused(tmp_path, monkeypatch) -> None:
     from attn_cost.costmodel.errors import UserError
     from attn_cost.profilers import opmodel
+    from test_opmodel import synthetic_model
 
-    shipped = sorted(opmodel.SHIPPED.glob("*.json"))[0]
+    theirs = synthetic_model()  # a calibration of the tests' made-up CPU
+    saved = theirs.save(tmp_path / "theirs")
     folder = tmp_path / "home" / "opmodels"
     folder.mkdir(parents=True)
-    (folder / "cpu-someone-else-123456.json").write_bytes(shipped.read_bytes())
-    with pytest.raises(UserError, match=f"is the op calibration of {shipped.stem}"):
+    (folder / "cpu-someone-else-123456.json").write_bytes(saved.read_bytes())
+    with pytest.raises(UserError, match=f"is the op calibration of {theirs.slug}"):
         opmodel.load_opmodel("cpu-someone-else-123456")
 
 
@@ -219,10 +224,12 @@ def _with_closed(redirect: str, args: list[str], tmp_path: Path) -> subprocess.C
     return subprocess.run(["bash", "-c", shell, "_", *ENTRY, *args], capture_output=True, text=True, env=env)
 
 
+@pytest.mark.integration  # the console script in a new process
 def test_closed_stdout_is_one_line(tmp_path) -> None:
     _one_line(_with_closed(">&-", ["crossover", "--d", "64"], tmp_path), says="standard output is closed")
 
 
+@pytest.mark.integration  # the console script in a new process
 def test_closed_stderr_only_loses_the_messages(tmp_path) -> None:
     good = _with_closed("2>&-", ["crossover", "--d", "64", "--json"], tmp_path)
     assert good.returncode == 0 and json.loads(good.stdout)
@@ -230,6 +237,7 @@ def test_closed_stderr_only_loses_the_messages(tmp_path) -> None:
     assert bad.returncode == 2 and bad.stdout == ""
 
 
+@pytest.mark.integration  # the console script in a new process
 @pytest.mark.parametrize("args", [["crossover", "--d", "64"], ["formula", "taylorshift-efficient"], ["variants"]])
 def test_an_ascii_only_terminal_gets_ascii_spellings(tmp_path, args) -> None:
     proc = _cli(args, tmp_path, env={"PYTHONIOENCODING": "ascii", "COLUMNS": "100"})

@@ -75,16 +75,13 @@ def test_layout_twins_and_stand_ins() -> None:
 
 
 def test_a_kernel_the_calibration_never_timed_is_a_named_warning() -> None:
-    """The shipped calibration predates the row-sum kernel: Performer's sum is priced, and said to be priced,
-    as a copy; a pair without it gives no warning."""
-    from attn_cost.profilers.opmodel import known_opmodels, load_opmodel
+    """A calibration that predates the row-sum kernel (the synthetic one of test_opmodel.py times none):
+    Performer's sum is priced, and said to be priced, as a copy; a pair without it gives no warning."""
     from attn_cost.profilers.oppredict import predict_n0, row_dims
+    from test_opmodel import synthetic_model
 
-    if not known_opmodels():
-        pytest.skip("no shipped op calibration")
-    model = load_opmodel(sorted(known_opmodels())[0])
-    if "sum" in model.kernels:
-        pytest.skip("this calibration times the row sum")
+    model = synthetic_model()
+    assert "sum" not in model.kernels and "copy" in model.kernels
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         predict_n0(model, "taylorshift-direct", "taylorshift-efficient", row_dims({"d": 16}), replicates=0)
@@ -94,13 +91,14 @@ def test_a_kernel_the_calibration_never_timed_is_a_named_warning() -> None:
     assert any("the sum kernel: priced as copy" in m for m in messages), messages
 
 
-def test_the_cli_prints_a_pricing_warning_once_after_its_output(capsys) -> None:
+def test_the_cli_prints_a_pricing_warning_once_after_its_output(tmp_path, monkeypatch, capsys) -> None:
     from attn_cost.cli.app import main
-    from attn_cost.profilers.opmodel import known_opmodels, load_opmodel
+    from test_opmodel import lean_synthetic_model
 
-    if not known_opmodels() or "sum" in load_opmodel(sorted(known_opmodels())[0]).kernels:
-        pytest.skip("needs a calibration without the row-sum kernel")
-    device = sorted(known_opmodels())[0]
+    model = lean_synthetic_model()  # no row-sum kernel either
+    model.save(tmp_path / "home" / "opmodels")
+    monkeypatch.setenv("ATTN_COST_HOME", str(tmp_path / "home"))
+    device = model.slug
     assert main(["crossover", "--device", device, "--pair", "softmax:performer", "--d", "16"]) == 0
     err = capsys.readouterr().err.strip().splitlines()
     assert [line for line in err if "sum kernel" in line] == [
@@ -160,8 +158,8 @@ def test_traced_code_and_the_catalogue_price_the_same_product_alike(tmp_path, re
     from attn_cost.costmodel.symbols import N
     from attn_cost.costmodel.variants import derive
     from attn_cost.profilers.opcalls import op_features
-    from attn_cost.profilers.opmodel import known_opmodels, load_opmodel
     from attn_cost.profilers.trace import register
+    from test_opmodel import synthetic_model
 
     code = tmp_path / "plain.py"
     code.write_text(
@@ -178,7 +176,6 @@ def test_traced_code_and_the_catalogue_price_the_same_product_alike(tmp_path, re
     sizes = {**{sym: 7 for sym in free}, N: 1000}
     at = {k: float(sp.sympify(v).subs(sizes)) for k, v in tf.items()}
     assert at == {k: float(sp.sympify(v).subs(sizes)) for k, v in cf.items()}
-    if known_opmodels():
-        model = load_opmodel(sorted(known_opmodels())[0])
-        f = {k: np.array([v]) for k, v in at.items()}
-        assert model.op_seconds(kernel_of(t_op), f) == pytest.approx(model.op_seconds(kernel_of(c_op), f))
+    model = synthetic_model()
+    f = {k: np.array([v]) for k, v in at.items()}
+    assert model.op_seconds(kernel_of(t_op), f) == pytest.approx(model.op_seconds(kernel_of(c_op), f))

@@ -364,10 +364,10 @@ def test_tiled_traffic_is_theta_n2_d2_over_m() -> None:
     assert quad[0] == 4 * 3 * 64 / sp.Integer(elements // (4 * 64)) + 4 * 4 / sp.Integer(elements // (4 * 64))
 
 
-def test_io_command_finds_where_the_fused_kernel_moves_more_than_linear(attn_cost) -> None:
+def test_io_command_finds_where_the_fused_kernel_moves_more_than_linear(cli) -> None:
     """FlashAttention-2 at d = 64 tiles 128 × 128 (flash_fwd_launch_template.h): per head, bf16, it moves
     2·(2·N·64 + 2·N²·64/128) + 4·N bytes; linear attention's unfused bytes grow as N."""
-    r = attn_cost("io", "--d", "64", "--variant", "softmax-fused", "--against", "linear", "--json")
+    r = cli("io", "--d", "64", "--variant", "softmax-fused", "--against", "linear", "--json")
     assert r.code == 0, r.err
     (row,) = r.json()["results"]
     assert (row["tiles"]["block_q"], row["tiles"]["block_kv"]) == (128, 128)
@@ -418,8 +418,8 @@ def test_fa2_tiles_are_the_kernels(gpu: str, dd: int, causal: bool, tile: tuple[
     assert (t.block_q, t.block_kv) == tile
 
 
-def test_tiled_traffic_never_falls_below_reading_q_k_v_once(attn_cost) -> None:
-    r = attn_cost(
+def test_tiled_traffic_never_falls_below_reading_q_k_v_once(cli) -> None:
+    r = cli(
         "io",
         "--d",
         "64",
@@ -456,13 +456,13 @@ def test_tiled_traffic_never_falls_below_reading_q_k_v_once(attn_cost) -> None:
         ("crossover", "--pair", "softmax:nystromformer", "--n-kv", "100"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(attn_cost, args: tuple[str, ...]) -> None:
-    r = attn_cost(*args)
+def test_bad_input_is_one_line_and_exit_2(cli, args: tuple[str, ...]) -> None:
+    r = cli(*args)
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
 
 
-def test_crossover_records_the_new_sizes(attn_cost) -> None:
-    r = attn_cost("crossover", "--pair", "softmax:sliding-window", "--d", "64", "--window", "128", "--json")
+def test_crossover_records_the_new_sizes(cli) -> None:
+    r = cli("crossover", "--pair", "softmax:sliding-window", "--d", "64", "--window", "128", "--json")
     assert r.code == 0, r.err
     (row,) = r.json()["results"]
     assert row["w"] == 128 and row["n0"] == 128  # 4N²d + … against 4Nwd + …: equal FLOPs from N = w
@@ -503,17 +503,17 @@ def test_layer_parameters_equal_the_public_packages(variant: str, package: str, 
         assert ours == theirs, (n, hh, dd, kk)
 
 
-def test_bias_switch_adds_or_removes_the_projection_biases(attn_cost) -> None:
+def test_bias_switch_adds_or_removes_the_projection_biases(cli) -> None:
     """Llama-style GQA has no biases; --bias all adds one per output feature of W_Q, W_K, W_V, W_O."""
     none = derive("gqa", "layer").params
     assert sp.expand(none - (2 * (h * d) ** 2 + 2 * h * d * h_kv * d)) == 0
     everything = derive("gqa", "layer", bias="all").params
     assert sp.expand(everything - none - (2 * h * d + 2 * h_kv * d)) == 0
     assert sp.expand(derive("softmax", "layer").params - 4 * ((h * d) ** 2 + h * d)) == 0  # Vaswani: all
-    r = attn_cost("formula", "softmax", "--scope", "layer", "--bias", "none", "--json")
+    r = cli("formula", "softmax", "--scope", "layer", "--bias", "none", "--json")
     assert r.code == 0, r.err
     assert sp.sympify(r.json()["params"], locals={"h": h, "d": d}) == 4 * (h * d) ** 2
-    r = attn_cost("formula", "softmax", "--scope", "layer", "--bias", "some")
+    r = cli("formula", "softmax", "--scope", "layer", "--bias", "some")
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
 
 
@@ -525,11 +525,11 @@ LOCAL = Path(__file__).resolve().parents[1] / "docs" / "examples" / "local_atten
 @pytest.mark.parametrize(
     ("bb", "hh", "n", "dd", "window"), [(2, 2, 512, 64, 64), (1, 4, 1024, 32, 128), (3, 1, 256, 16, 32)]
 )
-def test_local_attention_package_peak_and_flops_equal_the_description(attn_cost, bb, hh, n, dd, window) -> None:
+def test_local_attention_package_peak_and_flops_equal_the_description(cli, bb, hh, n, dd, window) -> None:
     """The installed package under the live-tensor tracer and FlopCounterMode against what attn-cost derives
     from docs/examples/local_attention.py (b·h > 1: einsum copies the look-around windows)."""
     pkg = pytest.importorskip("local_attention")
-    r = attn_cost("formula", "sliding-window-local", "--variants", str(LOCAL), "--convention", "matmul", "--json")
+    r = cli("formula", "sliding-window-local", "--variants", str(LOCAL), "--convention", "matmul", "--json")
     assert r.code == 0, r.err
     data = r.json()
     env = {"b": b, "h": h, "N": N, "d": d, "w": w}

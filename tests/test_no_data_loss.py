@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 from attn_cost.cli.app import main
 from attn_cost.costmodel.errors import UserError
-from attn_cost.profilers.store import SHIPPED, Database, ResultStore, read_jsonl
+from attn_cost.profilers.store import Database, ResultStore, read_jsonl
 
-SHIPPED_RESULTS = sorted(SHIPPED.glob("*.jsonl"))[0]
+RESULTS = Path(__file__).parent / "data" / "results.jsonl"
+"""Records of the tests' own made-up CPU (tests/data/make_device.py), not the shipped measurements of one CPU."""
 DEVICE = {"kind": "cpu", "name": "Test CPU", "threads": 1, "torch": "2.13.0"}
 
 
@@ -56,7 +57,7 @@ STORE_COMMANDS = [
     ["results", "ls"],
     ["results", "export"],
     ["results", "rm", "--all"],
-    ["results", "import", str(SHIPPED_RESULTS)],
+    ["results", "import", str(RESULTS)],
 ]
 
 
@@ -98,7 +99,7 @@ def test_a_newer_attn_cost_database_is_refused_untouched(tmp_path, capsys) -> No
     con.commit()
     con.close()
     before = db.read_bytes()
-    code, _, err = _run(["results", "import", str(SHIPPED_RESULTS), "--store", str(db)], capsys)
+    code, _, err = _run(["results", "import", str(RESULTS), "--store", str(db)], capsys)
     _refused(code, err, "newer attn-cost")
     assert db.read_bytes() == before
 
@@ -114,19 +115,19 @@ def test_listing_or_exporting_creates_nothing(tmp_path, capsys) -> None:
 
 def test_export_never_writes_over_the_database_it_reads(tmp_path, capsys) -> None:
     db = tmp_path / "results.db"
-    assert _run(["results", "import", str(SHIPPED_RESULTS), "--store", str(db)], capsys)[0] == 0
+    assert _run(["results", "import", str(RESULTS), "--store", str(db)], capsys)[0] == 0
     before = db.read_bytes()
     for target in (db, Path(f"{db}-wal"), Path(f"{db}-shm"), tmp_path / "." / "results.db"):
         code, _, err = _run(["results", "export", "--store", str(db), "-o", str(target)], capsys)
         _refused(code, err, "being read")
     assert db.read_bytes() == before
     code, out, err = _run(["results", "ls", "--store", str(db), "--json"], capsys)
-    assert code == 0 and json.loads(out)["count"] == len(read_jsonl(SHIPPED_RESULTS)[0])
+    assert code == 0 and json.loads(out)["count"] == len(read_jsonl(RESULTS)[0])
 
 
 def test_export_writes_over_its_own_exports_only(tmp_path, capsys) -> None:
     db = tmp_path / "results.db"
-    _run(["results", "import", str(SHIPPED_RESULTS), "--store", str(db)], capsys)
+    _run(["results", "import", str(RESULTS), "--store", str(db)], capsys)
     mine = tmp_path / "mine.jsonl"
     mine.write_text('{"my": "data"}\n')
     code, _, err = _run(["results", "export", "--store", str(db), "-o", str(mine)], capsys)
@@ -152,8 +153,8 @@ def test_a_report_never_writes_over_a_page_it_did_not_make(tmp_path, capsys) -> 
 
 def test_rows_that_are_not_records_are_skipped_with_a_warning(tmp_path, capsys) -> None:
     db = tmp_path / "results.db"
-    _run(["results", "import", str(SHIPPED_RESULTS), "--store", str(db)], capsys)
-    total = len(read_jsonl(SHIPPED_RESULTS)[0])
+    _run(["results", "import", str(RESULTS), "--store", str(db)], capsys)
+    total = len(read_jsonl(RESULTS)[0])
     con = sqlite3.connect(db)
     con.execute("UPDATE records SET record = 'not json' WHERE id = 1")
     con.execute("UPDATE records SET record = ? WHERE id = 2", (json.dumps({"schema": 1, "key": "k"}),))
@@ -276,7 +277,7 @@ def test_an_empty_store_file_reads_as_empty_and_a_bad_import_leaves_it_untouched
     assert code == 0 and "No stored measurements" in out and "Traceback" not in err
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"schema": 1}\n')
-    code, _, err = _run(["results", "import", str(SHIPPED_RESULTS), str(bad), "--store", str(store)], capsys)
+    code, _, err = _run(["results", "import", str(RESULTS), str(bad), "--store", str(store)], capsys)
     _refused(code, err, "not an attn-cost results file")
     assert store.read_bytes() == b""  # every file is read before the store is opened: nothing half-imported
 

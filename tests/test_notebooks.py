@@ -53,6 +53,7 @@ def test_every_notebook_is_listed() -> None:
     assert {"tour.ipynb", "taylorshift_reproduction.ipynb", "bring_your_own.ipynb"} <= set(NAMES)
 
 
+@pytest.mark.integration  # a Jupyter kernel
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_executes(name: str, tmp_path: Path) -> None:
@@ -76,6 +77,7 @@ def _run_cells(tmp_path: Path, *sources: str) -> Any:
     return _runner().execute(nb, tmp_path / "home", timeout=120)
 
 
+@pytest.mark.integration  # a Jupyter kernel
 def test_a_failing_shell_cell_fails_the_notebook(tmp_path: Path) -> None:
     """A `!command` that exits non-zero stops execution with an error, as a Python exception does; the cells
     after it never run. The status is the CLI's usage error (2), not the shell's "not found" (127): `!attn-cost`
@@ -89,6 +91,7 @@ def test_a_failing_shell_cell_fails_the_notebook(tmp_path: Path) -> None:
     assert "'attn-cost no-such-command' returned non-zero exit status 2" in str(failed.value)
 
 
+@pytest.mark.integration  # a Jupyter kernel
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "source",

@@ -449,6 +449,15 @@ def synthetic_model(noise: float = 0.0, seed: int = 1) -> OpModel:
     return fit_points(DEVICE, "fp32", points)
 
 
+def lean_synthetic_model() -> OpModel:
+    """synthetic_model with its products timed on a coarser grid (1, 16, 64, 256, 4096 for m, k and n): the same
+    kernels and constants from a third of the points, so that the 100 bootstrap refits behind each predicted interval
+    take half the time (for tests of what is done with a prediction, not of the prediction itself)."""
+    full, grid = synthetic_model(), (1, 16, 64, 256, 4096)
+    kept = [p for p in full.points if not p.kernel.startswith("matmul") or all(p.dims[k] in grid for k in "mkn")]
+    return OpModel(full.device, "fp32", kept)
+
+
 def test_predicted_crossover_lies_in_its_bootstrap_interval() -> None:
     model = synthetic_model(noise=0.03)
     pred = predict_n0(model, "taylorshift-direct", "taylorshift-efficient", dims_of(32), replicates=30)
@@ -485,37 +494,37 @@ def _write_model(path, device: dict, points: list[Point]) -> str:
     return str(path)
 
 
-def test_validate_refuses_a_calibration_of_another_device(attn_cost, tmp_path) -> None:
+def test_validate_refuses_a_calibration_of_another_device(cli, tmp_path) -> None:
     other = {**DEVICE, "name": "Some Other CPU"}
     path = _write_model(tmp_path / "other.json", other, streaming_points(COPY))
-    r = attn_cost("validate", "--pair", "softmax:linear", "--cpu", "--calibration", path)
+    r = cli("validate", "--pair", "softmax:linear", "--cpu", "--calibration", path)
     assert r.code == 2 and "was made on Some Other CPU" in r.err
     assert r.err.strip().splitlines()[-1].startswith("attn-cost: error:")
 
 
-def test_validate_with_no_calibration_by_that_name(attn_cost) -> None:
-    r = attn_cost("validate", "--pair", "softmax:linear", "--cpu", "--calibration", "cpu-nothing-000000")
+def test_validate_with_no_calibration_by_that_name(cli) -> None:
+    r = cli("validate", "--pair", "softmax:linear", "--cpu", "--calibration", "cpu-nothing-000000")
     assert r.code == 2 and "no op calibration for device 'cpu-nothing-000000'" in r.err
 
 
-def test_a_calibration_with_too_few_points_is_refused(attn_cost, tmp_path) -> None:
+def test_a_calibration_with_too_few_points_is_refused(cli, tmp_path) -> None:
     path = tmp_path / "few.json"
     data = OpModel(DEVICE, "fp32", streaming_points(COPY)).as_json()
     data["points"] = data["points"][:2]
     path.write_text(json.dumps(data))
-    r = attn_cost("validate", "--pair", "softmax:linear", "--cpu", "--calibration", str(path))
+    r = cli("validate", "--pair", "softmax:linear", "--cpu", "--calibration", str(path))
     assert r.code == 2 and "needs at least 3" in r.err and "Traceback" not in r.err
 
 
-def test_crossover_device_without_profile_or_calibration(attn_cost) -> None:
-    r = attn_cost("crossover", "--pair", "softmax:linear", "--d", "16", "--device", "cpu-nothing-000000")
+def test_crossover_device_without_profile_or_calibration(cli) -> None:
+    r = cli("crossover", "--pair", "softmax:linear", "--d", "16", "--device", "cpu-nothing-000000")
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1
 
 
-def test_crossover_device_uses_the_op_model_without_torch(attn_cost, tmp_path) -> None:
-    model = synthetic_model()
+def test_crossover_device_uses_the_op_model_without_torch(cli, tmp_path) -> None:
+    model = lean_synthetic_model()
     model.save(tmp_path / "home" / "opmodels")
-    r = attn_cost(
+    r = cli(
         "crossover", "--pair", "taylorshift-direct:taylorshift-efficient", "--d", "32", "--device", model.slug, "--json"
     )
     assert r.code == 0, r.err
@@ -528,14 +537,14 @@ def test_crossover_device_uses_the_op_model_without_torch(attn_cost, tmp_path) -
     ("args", "message"),
     [(["--variant", "softmaxx"], "softmaxx"), (["--d", "0"], "--d must be a positive integer")],
 )
-def test_calibrate_rejects_bad_exact_shape_options(attn_cost, args, message) -> None:
-    r = attn_cost("calibrate", "--cpu", *args)
+def test_calibrate_rejects_bad_exact_shape_options(cli, args, message) -> None:
+    r = cli("calibrate", "--cpu", *args)
     assert r.code == 2 and message in r.err and len(r.err.strip().splitlines()) == 1
 
 
-def test_calibrate_rejects_an_output_that_is_a_file(attn_cost, tmp_path) -> None:
+def test_calibrate_rejects_an_output_that_is_a_file(cli, tmp_path) -> None:
     (tmp_path / "afile").write_text("x")
-    r = attn_cost("calibrate", "--cpu", "--out", str(tmp_path / "afile"))
+    r = cli("calibrate", "--cpu", "--out", str(tmp_path / "afile"))
     assert r.code == 2 and "is not a directory" in r.err
 
 
@@ -603,27 +612,24 @@ def test_every_exact_shape_is_timed_twice_and_the_faster_timing_kept(monkeypatch
 
 
 @pytest.mark.slow
-def test_quick_calibration_of_this_cpu(attn_cost, tmp_path) -> None:
-    r = attn_cost("calibrate", "--cpu", "--quick", "--threads", "1", "--json")
+def test_quick_calibration_of_this_cpu(cli, tmp_path) -> None:
+    r = cli("calibrate", "--cpu", "--quick", "--threads", "1", "--json")
     assert r.code == 0, r.err
     data = r.json()
     assert data["grid_shapes"] > 100 and data["measured"] >= data["grid_shapes"]
     assert {"copy", "matmul-NT", "softmax", "l2normalize"} <= set(data["kernels"])
 
 
-def test_report_draws_predicted_time_beside_measured(attn_cost, tmp_path) -> None:
+def test_report_draws_predicted_time_beside_measured(cli, fixture_device, tmp_path) -> None:
     import re
 
-    from attn_cost.profilers.corrections import SHIPPED, load_profile
+    from attn_cost.profilers.corrections import load_profile
 
-    shipped = sorted(SHIPPED.glob("*.json"))
-    if not shipped:
-        pytest.skip("no shipped device profile")
-    profile = load_profile(str(shipped[0]))
-    model = synthetic_model()
+    profile = load_profile(fixture_device)
+    model = lean_synthetic_model()
     OpModel(profile.device, "fp32", model.points).save(tmp_path / "home" / "opmodels")
     out = tmp_path / "r.html"
-    r = attn_cost("report", "--html", str(out), "--pair", "softmax:linear", "--d", "16", "--device", profile.slug)
+    r = cli("report", "--html", str(out), "--pair", "softmax:linear", "--d", "16", "--device", profile.slug)
     assert r.code == 0, r.err
     text = out.read_text(encoding="utf-8")
     payload = re.search(r"<script type='application/json' id='attn-cost-data'>(.*?)</script>", text, re.S).group(1)
@@ -729,6 +735,7 @@ def test_reproducibility_scores_each_run_by_the_others(tmp_path) -> None:
     assert median == pytest.approx(abs(115 / 104 - 1))
 
 
+@pytest.mark.integration  # runs the benchmark script
 def test_calibration_spread_compares_each_shape_across_calibrations(tmp_path) -> None:
     import gzip
     import json
@@ -862,7 +869,7 @@ def test_a_calibration_loads_its_fitted_parameters_without_refitting(tmp_path, m
     """A change to the fitting code cannot change what a saved calibration predicts: loading never fits."""
     from attn_cost.profilers import opmodel as om
 
-    model = om.load_opmodel(sorted(om.known_opmodels())[0])
+    model = om.load_opmodel(str(synthetic_model().save(tmp_path / "fitted")))
     calls = om.kernel_calls("taylorshift-efficient", "core", "fp32", row_dims({"d": 16}))
     n = np.geomspace(8, 8192, 20)
     before = model.time(calls, n)
@@ -876,20 +883,20 @@ def test_a_calibration_loads_its_fitted_parameters_without_refitting(tmp_path, m
     assert om.load_opmodel(str(path)).time(calls, n) == pytest.approx(before, rel=0, abs=0)
 
 
-def test_a_calibration_of_another_fit_version_is_refitted_only_when_asked(tmp_path, attn_cost) -> None:
+def test_a_calibration_of_another_fit_version_is_refitted_only_when_asked(tmp_path, cli) -> None:
     import json
     from pathlib import Path
 
     from attn_cost.profilers import opmodel as om
 
-    data = json.loads(sorted(om.known_opmodels().values())[0].read_text())
+    data = json.loads(synthetic_model().save(tmp_path / "fitted").read_text())
     data.pop("fitted")
     data["fit_version"] = 0
     old = tmp_path / "old.json"
     old.write_text(json.dumps(data))
-    refused = attn_cost("validate", "--calibration", str(old), "--cpu")
+    refused = cli("validate", "--calibration", str(old), "--cpu")
     assert refused.code == 2 and "calibrate --refit" in refused.err and len(refused.err.splitlines()) == 1
-    refitted = attn_cost("calibrate", "--refit", str(old), "--out", str(tmp_path / "new"), "--json")
+    refitted = cli("calibrate", "--refit", str(old), "--out", str(tmp_path / "new"), "--json")
     assert refitted.code == 0, refitted.err
     saved = json.loads(Path(refitted.json()["saved_to"]).read_text())
     assert saved["fit_version"] == om.FIT_VERSION and set(saved["fitted"]) >= {"copy", "matmul-NT"}

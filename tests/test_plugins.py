@@ -30,35 +30,36 @@ def user_file(tmp_path: Path) -> Path:
     return p
 
 
-def test_a_variant_file_is_visible_to_every_analytic_command(attn_cost, user_file: Path, tmp_path: Path) -> None:
+def test_a_variant_file_is_visible_to_every_analytic_command(cli, user_file: Path, tmp_path: Path) -> None:
     flag = ["--variants", str(user_file)]
-    r = attn_cost("variants", "--json", *flag)
+    r = cli("variants", "--json", *flag)
     assert r.code == 0, r.err
     listed = {v["name"]: v for v in r.json()}
     assert {"cosine", "cosine-inplace"} <= set(listed) and "softmax" in listed
     assert listed["cosine"]["scopes"] == ["core", "layer", "block", "model", "decode"]
 
-    r = attn_cost("formula", "cosine", "--convention", "matmul", "--json", *flag)
+    r = cli("formula", "cosine", "--convention", "matmul", "--json", *flag)
     assert r.code == 0, r.err
     # QKᵀ and PV: 2·N·d·N each, per head and sample (independent arithmetic)
     assert r.json()["flops"]["matmul"] == "4*N**2*b*d*h"
 
-    r = attn_cost("crossover", "--pair", "cosine:cosine-inplace", "--d", "64", "--json", *flag)
+    r = cli("crossover", "--pair", "cosine:cosine-inplace", "--d", "64", "--json", *flag)
     assert r.code == 0, r.err
     (row,) = r.json()["results"]
     # same products; the in-place softmax saves one N×N matrix: cheaper in memory from the first N
     assert row["flops"]["verdict"] == "equal" and row["memory"]["verdict"] == "always"
 
-    r = attn_cost("heads", "--d-embed", "64", "--variant", "cosine", "--json", *flag)
+    r = cli("heads", "--d-embed", "64", "--variant", "cosine", "--json", *flag)
     assert r.code == 0, r.err
     assert {x["variant"] for x in r.json()["results"]} == {"cosine"}
 
     html = tmp_path / "report.html"
-    r = attn_cost("report", "--html", str(html), "--pair", "softmax:cosine", "--d", "16", "--json", *flag)
+    r = cli("report", "--html", str(html), "--pair", "softmax:cosine", "--d", "16", "--json", *flag)
     assert r.code == 0, r.err
     assert "cosine" in r.json()["variants"] and html.stat().st_size > 0
 
 
+@pytest.mark.integration  # ATTN_COST_VARIANTS is read once, when a process starts
 def test_environment_variable_loads_files(attn_cost, user_file: Path, tmp_path: Path) -> None:
     other = _write(
         tmp_path,
@@ -76,6 +77,7 @@ def test_environment_variable_loads_files(attn_cost, user_file: Path, tmp_path: 
     assert {"cosine", "scores-only"} <= {v["name"] for v in r.json()}
 
 
+@pytest.mark.integration  # a package on PYTHONPATH: entry points are read when a process starts
 def test_entry_point_plugin(attn_cost, tmp_path: Path) -> None:
     site = tmp_path / "site"
     (site / "my_plugin").mkdir(parents=True)
@@ -141,9 +143,9 @@ def test_entry_point_plugin(attn_cost, tmp_path: Path) -> None:
         ),
     ],
 )
-def test_a_broken_file_fails_with_file_and_line(attn_cost, tmp_path: Path, body: str, line: int, words) -> None:
+def test_a_broken_file_fails_with_file_and_line(cli, tmp_path: Path, body: str, line: int, words) -> None:
     p = _write(tmp_path, "broken.py", body)
-    r = attn_cost("crossover", "--d", "8", "--variants", str(p))
+    r = cli("crossover", "--d", "8", "--variants", str(p))
     assert r.code == 2
     assert r.out == "" and len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
     assert f"broken.py:{line}:" in r.err
@@ -151,11 +153,12 @@ def test_a_broken_file_fails_with_file_and_line(attn_cost, tmp_path: Path, body:
         assert w in r.err
 
 
-def test_missing_file(attn_cost, tmp_path: Path) -> None:
-    r = attn_cost("variants", "--variants", str(tmp_path / "nope.py"))
+def test_missing_file(cli, tmp_path: Path) -> None:
+    r = cli("variants", "--variants", str(tmp_path / "nope.py"))
     assert r.code == 2 and "nope.py: no such file" in r.err
 
 
+@pytest.mark.integration  # a fresh interpreter
 def test_loading_a_variant_file_does_not_import_torch(user_file: Path) -> None:
     code = (
         "import sys; from attn_cost.cli.app import main; "

@@ -1,4 +1,5 @@
-"""The measurements and device profile that ship with attn-cost are consistent with each other and the engine."""
+"""The measurements, device profiles and op calibrations that ship with attn-cost load and are consistent with each
+other and the engine, for every shipped device (no test here depends on one device's numbers)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from attn_cost.costmodel.crossover import Setting, crossover
 from attn_cost.costmodel.symbols import L, b, d, h
 from attn_cost.profilers.corrections import SHIPPED as PROFILES
 from attn_cost.profilers.corrections import corrected_points, load_profile
+from attn_cost.profilers.opmodel import SHIPPED as OPMODELS
 from attn_cost.profilers.store import SHIPPED as RESULTS
 from attn_cost.profilers.store import ResultStore
 
@@ -30,7 +32,7 @@ def test_refitting_the_shipped_measurements_gives_the_shipped_constants(shipped,
     from attn_cost.profilers.validate import fit_profile
 
     store = ResultStore(shipped.device, tmp_path)  # reads the shipped results for this device
-    fit_d = shipped.time["softmax"].fit_d
+    fit_d = next(iter(shipped.time.values())).fit_d
     refit = fit_profile(Measurer("cpu", store), sorted(shipped.time), fit_d, Sizes(N=1, d=1))
     for name, fit in shipped.time.items():
         assert refit.time[name].coefficients() == pytest.approx(fit.coefficients(), rel=1e-9, abs=1e-18)
@@ -49,11 +51,17 @@ def test_shipped_validation_rows_match_a_fresh_computation(shipped) -> None:
         assert corrected_points(shipped, row["a"], row["b"], dims, setting)[0] == row["corrected_n0"]
 
 
-def test_crossover_with_the_shipped_device(attn_cost, shipped) -> None:
-    r = attn_cost("crossover", "--d", "32", "--pair", "softmax:linear", "--device", shipped.slug, "--json")
+def test_crossover_with_the_shipped_device(cli, shipped, monkeypatch) -> None:
+    """`crossover --device` prints the profile's own validated points for one of its pairs (whichever it has). The op
+    model's bootstrap intervals (tested on the tests' own calibration) are left out: 15 s a device."""
+    from attn_cost.profilers import opmodel
+
+    monkeypatch.setattr(opmodel, "BOOTSTRAP", 0)
+    expected = shipped.validation[0]
+    pair = f"{expected['a']}:{expected['b']}"
+    r = cli("crossover", "--d", str(expected["d"]), "--pair", pair, "--device", shipped.slug, "--json")
     assert r.code == 0, r.err
-    (row,) = r.json()["results"]
-    (expected,) = [v for v in shipped.validation if (v["a"], v["b"], v["d"]) == ("softmax", "linear", 32)]
+    (row,) = [x for x in r.json()["results"] if (x["heads"], x["batch"]) == (expected["heads"], expected["batch"])]
     assert row["corrected_n0"] == expected["corrected_n0"] and row["measured_n0"] == expected["measured_n0"]
 
 
@@ -62,3 +70,21 @@ def test_results_file_lines_are_all_valid_records() -> None:
         for line in path.read_text().splitlines():
             rec = json.loads(line)
             assert rec["schema"] == 1 and rec["status"] in ("ok", "oom")
+
+
+@pytest.mark.parametrize("path", sorted(OPMODELS.glob("*.json")), ids=lambda p: p.stem)
+def test_every_shipped_op_calibration_loads_its_fitted_parameters_and_predicts(path, monkeypatch) -> None:
+    import numpy as np
+    from attn_cost.profilers import opmodel as om
+    from attn_cost.profilers.oppredict import row_dims
+
+    def no_fitting(*args, **kwargs):
+        raise AssertionError("a shipped calibration was refitted on loading")
+
+    monkeypatch.setattr(om.Gemm, "fit", no_fitting)
+    monkeypatch.setattr(om.Streaming, "fit", no_fitting)
+    model = om.load_opmodel(str(path))
+    assert model.slug == path.stem
+    calls = om.kernel_calls("taylorshift-efficient", "core", "fp32", row_dims({"d": 16}))
+    seconds = model.time(calls, np.array([64.0, 4096.0]))
+    assert np.all(np.isfinite(seconds)) and 0 < seconds[0] < seconds[1]  # longer sequences take longer

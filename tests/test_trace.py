@@ -92,9 +92,9 @@ def test_naive_taylorshift_matches_flopcounter_and_tracer() -> None:
             assert _at(dv.flops(MATMUL), n, dd) == flops, (form, n, dd)
 
 
-def test_naive_taylorshift_crossovers_are_the_authors_code_not_the_papers(attn_cost) -> None:
+def test_naive_taylorshift_crossovers_are_the_authors_code_not_the_papers(cli) -> None:
     """Issue 13: the authors' code has N1 = 50/185/710 for d = 8/16/32, the paper 47/159/574."""
-    r = attn_cost(
+    r = cli(
         "crossover",
         *("--trace", f"{NAIVE}:direct", "--trace", f"{NAIVE}:efficient"),
         *("--pair", "direct:efficient", "--pair", "taylorshift-direct:taylorshift-efficient"),
@@ -106,15 +106,15 @@ def test_naive_taylorshift_crossovers_are_the_authors_code_not_the_papers(attn_c
     assert [n1["taylorshift-direct", dv] for dv in (8, 16, 32)] == [47, 159, 574]
 
 
-def test_trace_json_has_the_shape_of_formula_json(attn_cost, tmp_path: Path) -> None:
+def test_trace_json_has_the_shape_of_formula_json(cli, tmp_path: Path) -> None:
     (tmp_path / "my_attn.py").write_text(
         "import torch\n\n\ndef my_attn(q, k, v):\n"
         "    return torch.softmax(q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5, dim=-1) @ v\n"
     )
-    r = attn_cost("trace", "my_attn.py:my_attn", "--json")
+    r = cli("trace", "my_attn.py:my_attn", "--json")
     assert r.code == 0, r.err
     data = r.json()
-    reference = attn_cost("formula", "softmax", "--json").json()
+    reference = cli("formula", "softmax", "--json").json()
     assert set(data) == set(reference) | {"traced"}
     assert set(data["flops"]) == set(reference["flops"]) and "matmul" in data["flops"]
     for key in ("peak_bytes", "traffic_bytes", "params", *(f"flops.{c}" for c in data["flops"])):
@@ -123,7 +123,7 @@ def test_trace_json_has_the_shape_of_formula_json(attn_cost, tmp_path: Path) -> 
     assert data["flops"]["matmul"] == "4*N**2*b*d*h"
     assert [op["kind"] for op in data["ops"]] == ["matmul", "scale", "softmax", "matmul"]
 
-    r = attn_cost("crossover", "--trace", "my_attn.py:my_attn", "--pair", "softmax:my_attn", "--d", "64", "--json")
+    r = cli("crossover", "--trace", "my_attn.py:my_attn", "--pair", "softmax:my_attn", "--d", "64", "--json")
     assert r.code == 0, r.err
     (row,) = r.json()["results"]
     assert row["b"] == "my_attn" and row["flops"]["verdict"] == "equal"
@@ -159,17 +159,17 @@ def test_a_layer_module_traces_with_its_projections(tmp_path: Path) -> None:
     assert dv.params == 16 * 48 + 48 + 16 * 16 + 16
 
 
-def test_a_python_loop_over_n_is_reported(attn_cost) -> None:
-    r = attn_cost("trace", f"{CODE}:ref_linear_recurrent")
+def test_a_python_loop_over_n_is_reported(cli) -> None:
+    r = cli("trace", f"{CODE}:ref_linear_recurrent")
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1
     assert "N cannot stay symbolic" in r.err and "Python loop" in r.err
 
 
-def test_an_op_it_cannot_map_is_named_with_its_line(attn_cost, tmp_path: Path) -> None:
+def test_an_op_it_cannot_map_is_named_with_its_line(cli, tmp_path: Path) -> None:
     (tmp_path / "odd.py").write_text(
         "import torch\n\n\ndef odd(q, k, v):\n    s = q @ k.transpose(-1, -2)\n    return torch.special.erfcx(s) @ v\n"
     )
-    r = attn_cost("trace", "odd.py:odd")
+    r = cli("trace", "odd.py:odd")
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1
     assert "odd.py:6" in r.err and "aten.special_erfcx" in r.err
 
@@ -178,8 +178,8 @@ def test_an_op_it_cannot_map_is_named_with_its_line(attn_cost, tmp_path: Path) -
     ("spec", "words"),
     [("nothing.py:f", "no such file"), ("odd", "PATH:NAME"), ("{code}:missing", "has no 'missing'")],
 )
-def test_bad_trace_specs(attn_cost, spec: str, words: str) -> None:
-    r = attn_cost("trace", spec.format(code=CODE))
+def test_bad_trace_specs(cli, spec: str, words: str) -> None:
+    r = cli("trace", spec.format(code=CODE))
     assert r.code == 2 and words in r.err and "Traceback" not in r.err
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration  # real packages (transformers, timm, local-attention), imported and traced
 torch = pytest.importorskip("torch")
 
 from attn_cost.costmodel.conventions import MATMUL  # noqa: E402

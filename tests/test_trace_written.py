@@ -205,11 +205,11 @@ def test_a_list_given_to_cat_is_read_by_it(code) -> None:
     assert sp.expand(dv.peak("fp32").expr - 4 * 6 * b * h * N * d) == 0
 
 
-def test_matmul_copies_and_held_names_are_in_the_peak_not_in_the_ideal(attn_cost, code) -> None:
+def test_matmul_copies_and_held_names_are_in_the_peak_not_in_the_ideal(cli, code) -> None:
     """At b ≥ 2 eager matmul copies q and kᵀ split by view + permute, and the names q, k, v, attn live on:
     the code's peak is above the exported graph's, and both are reported."""
     path, _ = code
-    r = attn_cost("trace", f"{path}:Dropped", "--json")
+    r = cli("trace", f"{path}:Dropped", "--json")
     assert r.code == 0, r.err
     traced = r.json()["traced"]
     written = sp.sympify(traced["peak_bytes_as_written"], locals=dict(BY_NAME))
@@ -247,41 +247,41 @@ USER_ERRORS = {
 
 
 @pytest.mark.parametrize("case", sorted(USER_ERRORS))
-def test_code_that_cannot_be_traced_is_one_line_and_exit_2(attn_cost, tmp_path: Path, case: str) -> None:
+def test_code_that_cannot_be_traced_is_one_line_and_exit_2(cli, tmp_path: Path, case: str) -> None:
     text, name, words = USER_ERRORS[case]
     (tmp_path / case).write_text(text)
-    r = attn_cost("trace", f"{case}:{name}", "--json")
+    r = cli("trace", f"{case}:{name}", "--json")
     assert r.code == 2, (r.code, r.err)
     assert len(r.err.strip().splitlines()) == 1, r.err
     assert words in r.err and "Traceback" not in r.err and r.out == ""
 
 
-def test_prints_in_traced_code_stay_off_json_stdout_and_example_sizes_are_chosen(attn_cost, tmp_path: Path) -> None:
+def test_prints_in_traced_code_stay_off_json_stdout_and_example_sizes_are_chosen(cli, tmp_path: Path) -> None:
     (tmp_path / "chatty.py").write_text(
         "import torch\nprint('hello from import')\n\ndef f(q, k, v):\n    print('hello from forward')\n"
         "    assert q.shape[-2] % 4 == 0, 'N must be a multiple of 4'\n"
         "    return torch.softmax(q @ k.transpose(-1, -2), -1) @ v\n"
     )
-    r = attn_cost("trace", "chatty.py:f", "--json", "--example", "N=24,d=16")
+    r = cli("trace", "chatty.py:f", "--json", "--example", "N=24,d=16")
     assert r.code == 0, r.err
     data = r.json()
     assert data["traced"]["example"]["N"] == 24 and data["traced"]["example"]["d"] == 16
     assert "N % 4 == 0" in data["traced"]["holds_for"]
     assert "hello from forward" in r.err
-    bad = attn_cost("trace", "chatty.py:f", "--example", "N=13")
+    bad = cli("trace", "chatty.py:f", "--example", "N=13")
     (error,) = [line for line in bad.err.splitlines() if not line.startswith("hello from")]  # the code's own prints
     assert bad.code == 2 and "--example" in error and "multiple of 4" in error
 
 
-def test_a_traced_variant_is_not_measured_as_a_reference(attn_cost, code) -> None:
+def test_a_traced_variant_is_not_measured_as_a_reference(cli, code) -> None:
     path, _ = code
-    r = attn_cost("measure", "--trace", f"{path}:cat_inputs", "--variant", "cat_inputs", "--n", "16")
+    r = cli("measure", "--trace", f"{path}:cat_inputs", "--variant", "cat_inputs", "--n", "16")
     assert r.code == 2 and "attn-cost trace" in r.err and "Traceback" not in r.err
 
 
-def test_crossover_compares_a_traced_layer_at_its_own_width(attn_cost, code) -> None:
+def test_crossover_compares_a_traced_layer_at_its_own_width(cli, code) -> None:
     path, _ = code
-    r = attn_cost("crossover", "--trace", f"{path}:Dropped", "--pair", "Dropped:softmax", "--d", "64", "--json")
+    r = cli("crossover", "--trace", f"{path}:Dropped", "--pair", "Dropped:softmax", "--d", "64", "--json")
     assert r.code == 0, r.err
     (row,) = r.json()["results"]
     assert row["d"] == 16 and "d_embed = 32 = 2 heads" in r.err

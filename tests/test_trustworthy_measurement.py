@@ -11,13 +11,14 @@ import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers.search import Probe, crossing_of, replicate_interval, trend_breaks
 from attn_cost.profilers.sizes import Sizes
-from attn_cost.profilers.store import SHIPPED, ResultStore, open_database
+from attn_cost.profilers.store import ResultStore, open_database
 from attn_cost.profilers.timing import Clocks, Detector, DisturbedError, Seen, TimeStats, time_cases
 
 # -- the detector, fed samples -------------------------------------------------------------------
@@ -271,6 +272,7 @@ def _only_the_database(root) -> None:
     con.close()
 
 
+@pytest.mark.integration  # real writer processes
 def test_concurrent_writer_processes_lose_nothing(tmp_path) -> None:
     _writers(tmp_path, processes=4, records=50)
     assert open_database(tmp_path).count() == 200
@@ -307,6 +309,7 @@ def test_switching_to_wal_is_retried_while_another_opener_holds_the_lock(tmp_pat
     db.close()
 
 
+@pytest.mark.integration  # real writer processes
 @pytest.mark.slow
 def test_eight_writers_of_500_records_leave_4000(tmp_path) -> None:
     _writers(tmp_path, processes=8, records=500)
@@ -335,6 +338,7 @@ def kill_loop(root, kills: int, seed: int = 0) -> dict:
     return {"kills": kills, "committed": len(committed), "lost": len(committed - keys), "stored": len(keys)}
 
 
+@pytest.mark.integration  # real writer processes, killed
 def test_killed_writers_leave_a_valid_database_and_no_debris(tmp_path) -> None:
     result = kill_loop(tmp_path, kills=10)
     assert result["committed"] > 0 and result["lost"] == 0
@@ -348,17 +352,17 @@ def test_a_lookup_is_an_index_probe(tmp_path) -> None:
     db.close()
 
 
-def test_export_then_import_round_trips_every_record(tmp_path, attn_cost) -> None:
+def test_export_then_import_round_trips_every_record(tmp_path, cli) -> None:
     store = ResultStore(_device(), tmp_path / "a")
     for i in range(5):
         store.add({**json.loads(WRITER_RECORD), "key": f"r{i}", "sizes": {"N": i + 1, "d": 8}})
     store.close()
-    out = attn_cost("results", "export", "--store", str(tmp_path / "a"))
+    out = cli("results", "export", "--store", str(tmp_path / "a"))
     assert out.code == 0, out.err
     (tmp_path / "x.jsonl").write_text(out.out)
-    imported = attn_cost("results", "import", str(tmp_path / "x.jsonl"), "--store", str(tmp_path / "b"))
+    imported = cli("results", "import", str(tmp_path / "x.jsonl"), "--store", str(tmp_path / "b"))
     assert imported.code == 0, imported.err
-    again = attn_cost("results", "export", "--store", str(tmp_path / "b"))
+    again = cli("results", "export", "--store", str(tmp_path / "b"))
     assert sorted(again.out.splitlines()) == sorted(out.out.splitlines()) and len(out.out.splitlines()) == 5
 
 
@@ -383,28 +387,28 @@ def _one_error(r) -> str:
     return errors[0]
 
 
-def test_odd_store_paths_are_one_line_each(attn_cost, tmp_path) -> None:
-    shipped = str(sorted(SHIPPED.glob("*.jsonl"))[0])
+def test_odd_store_paths_are_one_line_each(cli, tmp_path) -> None:
+    shipped = str(Path(__file__).parent / "data" / "results.jsonl")  # any valid results file: the tests' own
     assert "cannot create the results directory /proc/x" in _one_error(
-        attn_cost("results", "import", shipped, "--store", "/proc/x")
+        cli("results", "import", shipped, "--store", "/proc/x")
     )
-    listed = attn_cost("results", "ls", "--store", "/proc/x")  # reading creates nothing: an absent store is empty
+    listed = cli("results", "ls", "--store", "/proc/x")  # reading creates nothing: an absent store is empty
     assert listed.code == 0 and "No stored measurements" in listed.out
     home = tmp_path / "home-file"
     home.write_text("")
     assert "cannot create the results directory" in _one_error(
-        attn_cost("results", "import", shipped, env={"ATTN_COST_HOME": str(home)})
+        cli("results", "import", shipped, env={"ATTN_COST_HOME": str(home)})
     )
     (tmp_path / "s" / "results.db").mkdir(parents=True)
-    assert "is a directory" in _one_error(attn_cost("results", "ls", "--store", str(tmp_path / "s")))
-    assert "is a directory" in _one_error(attn_cost("results", "import", str(tmp_path / "s")))
-    assert "cannot read" in _one_error(attn_cost("results", "import", str(tmp_path / "missing.jsonl")))
-    assert "--kind takes" in _one_error(attn_cost("results", "ls", "--kind", "speed"))
-    assert "needs a filter" in _one_error(attn_cost("results", "rm"))
-    assert "results import" in _one_error(attn_cost("results", "ls", "--store", str(tmp_path / "old.jsonl")))
+    assert "is a directory" in _one_error(cli("results", "ls", "--store", str(tmp_path / "s")))
+    assert "is a directory" in _one_error(cli("results", "import", str(tmp_path / "s")))
+    assert "cannot read" in _one_error(cli("results", "import", str(tmp_path / "missing.jsonl")))
+    assert "--kind takes" in _one_error(cli("results", "ls", "--kind", "speed"))
+    assert "needs a filter" in _one_error(cli("results", "rm"))
+    assert "results import" in _one_error(cli("results", "ls", "--store", str(tmp_path / "old.jsonl")))
 
 
-def test_ls_and_rm_with_filters(attn_cost, tmp_path) -> None:
+def test_ls_and_rm_with_filters(cli, tmp_path) -> None:
     store = ResultStore(_device(), tmp_path / "a")
     other = ResultStore({**_device(), "name": "Other CPU"}, tmp_path / "a")
     base = json.loads(WRITER_RECORD)
@@ -415,16 +419,16 @@ def test_ls_and_rm_with_filters(attn_cost, tmp_path) -> None:
     other.add({**base, "key": "o", "sizes": {"N": 16, "d": 8}})
     store.close(), other.close()
     where = ("--store", str(tmp_path / "a"))
-    listed = attn_cost("results", "ls", *where, "--json")
+    listed = cli("results", "ls", *where, "--json")
     assert listed.code == 0 and listed.json()["count"] == 5 and len(listed.json()["results"]) == 5
-    assert attn_cost("results", "ls", *where, "--variant", "softmax", "--json").json()["count"] == 3  # 2 + other
-    assert attn_cost("results", "ls", *where, "--device", "other", "--json").json()["count"] == 1
-    assert attn_cost("results", "ls", *where, "--d", "16", "--json").json()["results"][0]["key"] == "s1"
-    table = attn_cost("results", "ls", *where, env={"COLUMNS": "80"})
+    assert cli("results", "ls", *where, "--variant", "softmax", "--json").json()["count"] == 3  # 2 + other
+    assert cli("results", "ls", *where, "--device", "other", "--json").json()["count"] == 1
+    assert cli("results", "ls", *where, "--d", "16", "--json").json()["results"][0]["key"] == "s1"
+    table = cli("results", "ls", *where, env={"COLUMNS": "80"})
     assert table.code == 0 and "Test CPU" in table.out and "Other CPU" in table.out and "5 records" in table.out
-    removed = attn_cost("results", "rm", *where, "--device", "Test CPU", "--variant", "linear", "--json")
+    removed = cli("results", "rm", *where, "--device", "Test CPU", "--variant", "linear", "--json")
     assert removed.code == 0 and removed.json()["removed"] == 2
-    left = attn_cost("results", "ls", *where, "--json").json()["results"]
+    left = cli("results", "ls", *where, "--json").json()["results"]
     assert sorted(r["key"] for r in left) == ["o", "s1", "s3"]
 
 

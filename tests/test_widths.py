@@ -16,7 +16,8 @@ from attn_cost.costmodel.variants import all_variants
 from rich.cells import cell_len
 
 WIDTHS = (80, 120)
-SHIPPED = Path(__file__).parents[1] / "profilers" / "data" / "devices" / "cpu-amd-epyc-bed586.json"
+PROFILE = min((Path(__file__).parent / "data" / "devices").glob("*.json"))
+"""The tests' own device profile (tests/data/make_device.py), never the shipped measurements of one CPU."""
 NAMES = {v.name for v in all_variants()}
 NUMBER = re.compile(r"^\d{1,3}(,\d{3})*(\.\d+)?$")
 EDGE = "()[]{}:;,.'\"`|"
@@ -25,7 +26,7 @@ ANALYTIC = [
     ["crossover", "--d", "64"],
     ["crossover"],
     ["crossover", "--all", "--d", "64"],
-    ["crossover", "--d", "16", "--device", "cpu-amd-epyc-bed586"],
+    ["crossover", "--d", "16", "--device", PROFILE.stem],
     ["cheapest"],
     ["decode"],
     ["formula", "taylorshift-efficient"],
@@ -95,8 +96,8 @@ def _output(args: list[str], width: int, capsys, monkeypatch) -> str:
 
 
 @pytest.fixture(autouse=True)
-def _isolated_home(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("ATTN_COST_HOME", str(tmp_path / "home"))
+def _isolated_home(fixture_device) -> None:
+    """ATTN_COST_HOME in tmp_path, holding the tests' own device profile."""
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -140,15 +141,15 @@ def test_formula_totals_are_never_wrapped(width: int, capsys, monkeypatch) -> No
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_measured_tables_from_the_shipped_profile(width: int, capsys, monkeypatch) -> None:
-    """`validate` and `profile` tables rendered from the shipped CPU profile's real rows."""
+def test_measured_tables_from_a_device_profile(width: int, capsys, monkeypatch) -> None:
+    """`validate` and `profile` tables rendered from the rows of a device profile (the tests' own)."""
     from types import SimpleNamespace
 
     from attn_cost.cli.measure import _profile_table, _validation_tables
     from attn_cost.profilers.corrections import load_profile
 
     monkeypatch.setenv("COLUMNS", str(width))
-    profile = load_profile(str(SHIPPED))
+    profile = load_profile(str(PROFILE))
     capsys.readouterr()
     _validation_tables(profile, profile.validation, [8, 16, 64], None)
     measurer = SimpleNamespace(store=SimpleNamespace(device=profile.device, path=Path("x")), measured=0)
