@@ -386,14 +386,21 @@ class Database:
 
     def _create_file(self) -> None:
         """Create an absent database whole: built under a temporary name, then linked into place, so the
-        path never holds a half-made file (a kill between the two leaves only the temporary one, removed)."""
+        path never holds a half-made file. The temporary name carries the creating process's id: what a process
+        killed while creating left behind is removed by the next one that opens the database for writing."""
+        prefix = f".{self.path.name}."
+        with contextlib.suppress(OSError):
+            for stale in self.path.parent.glob(f"{prefix}*.tmp*"):
+                pid = stale.name[len(prefix) :].split(".", 1)[0]
+                if pid.isdigit() and not _alive(int(pid)):
+                    stale.unlink(missing_ok=True)
         if self.path.exists():
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise UserError(f"cannot create the results directory {self.path.parent}: {e.strerror or e}") from None
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f"{prefix}{os.getpid()}.", suffix=".tmp")
         os.close(fd)
         umask = os.umask(0)
         os.umask(umask)
@@ -562,6 +569,17 @@ def migrate_legacy(db: Database, root: Path) -> list[str]:
         if count:
             warnings.append(f"imported {count} records from {path} into {db.path} (once; the file is left as it was)")
     return warnings
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process with this id exists (one of another user counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def open_database(root: Path | None = None, writable: bool = True) -> Database:

@@ -495,3 +495,17 @@ def test_the_cpu_timer_is_part_of_the_device_name_where_recorded() -> None:
     shipped = Path(__file__).parent.parent / "profilers" / "data" / "devices"
     for path in shipped.glob("*.json"):
         assert slug(json.loads(path.read_text(encoding="utf-8"))["device"]) == path.stem
+
+
+def test_what_a_killed_creator_left_is_removed_and_nothing_else(tmp_path) -> None:
+    """A process killed while creating the database leaves its temporary files (named with its process id); the
+    next writer removes them, and leaves alone a live process's and any file not named so."""
+    import os
+
+    dead = [tmp_path / f".results.db.999999999.k3x.tmp{s}" for s in ("", "-journal")]  # beyond any pid_max
+    alive = tmp_path / f".results.db.{os.getpid()}.a1b.tmp"
+    mine = tmp_path / ".results.db.notes.tmp"
+    for f in (*dead, alive, mine):
+        f.write_text("x")
+    open_database(tmp_path).close()
+    assert not any(f.exists() for f in dead) and alive.exists() and mine.read_text() == "x"
