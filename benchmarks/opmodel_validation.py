@@ -100,11 +100,8 @@ def row_verdicts(data: dict) -> list[dict]:
             met = truth == guess or (error is not None and abs(error) <= TARGET_N0) or (
                 apart is not None and apart <= TARGET_GAP
             )
-        low, high = r.get("predicted_n0_low"), r.get("predicted_n0_high")
-        found = isinstance(truth, (int, float))
-        covered = found and low is not None and low <= truth and (high is None or truth <= high)
         out.append({"a": r["a"], "b": r["b"], "d": r["d"], "measured": truth, "predicted": guess, "error": error,
-                    "gap": apart, "met": met, "covered": covered, "verdict": r.get("n0_verdict", "found")})  # fmt: skip
+                    "gap": apart, "met": met, "verdict": r.get("n0_verdict", "found")})  # fmt: skip
     return out
 
 
@@ -115,15 +112,13 @@ def markdown(data: dict) -> str:
     _, f = summarize(data)
     ds = sorted({r["d"] for r in rows})
     judged = [r for r in rows if r["met"] is not None]
-    errors = [abs(r["error"]) for r in judged if r["error"] is not None]
-    crossings = [r for r in judged if isinstance(r["measured"], (int, float))]
     out = [
         f"{sum(r['met'] for r in judged)} of {len(judged)} rows meet the target (the same verdict, N0 within "
         f"{TARGET_N0:.0%}, or the two variants' measured times at most {TARGET_GAP:.0%} apart between the predicted "
         f"and the measured crossing); {_unjudged(rows)}. "
-        f"Median |N0 error| {_pct(statistics.median(errors) if errors else None)} over the {len(errors)} rows where "
-        f"both cross below {LIMIT:,}; the 95 % interval covers the measured N0 in "
-        f"{sum(r['covered'] for r in crossings)} of {len(crossings)}. Timed points: median |time error| "
+        f"Median |N0 error| {_pct(f['median_abs_n0_error'])} over the {f['judged_rows']} rows where both cross "
+        f"below {LIMIT:,}; the 95 % interval covers the measured N0 in {f['covered_rows']} of them. "
+        f"Timed points: median |time error| "
         f"{_pct(f['median_abs_time_error'])}, worst {_pct(f['worst_abs_time_error'])} ({f['timed_points']:,} points).",
         "",
         "| pair | " + " | ".join(f"d = {d}" for d in ds) + " |",
@@ -219,6 +214,7 @@ def summarize(data: dict) -> tuple[list[str], dict]:
         "median_abs_n0_error": statistics.median(errors) if errors else None,
         "worst_abs_n0_error": max(errors) if errors else None,
         "interval_coverage": covered / judged if judged else None,
+        "covered_rows": covered,
         "misses_within_5_percent_in_time": small_gaps,
         "timed_points": len(every),
         "median_abs_time_error": statistics.median(every) if every else None,

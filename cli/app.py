@@ -60,7 +60,6 @@ class Status(IntEnum):
     SIGPIPE (128 + 13), as the shell tools in the same pipe end."""
 
 
-INTERRUPTED = Status.INTERRUPTED
 _state: dict = {"stores": [], "notes": []}
 
 
@@ -241,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         return _error(f"{e}{kept()}")
     except (typer.Abort, KeyboardInterrupt):
-        result = INTERRUPTED
+        result = Status.INTERRUPTED
     except RecursionError:
         return _error("the input is too large to handle (recursion limit reached); try smaller sizes")
     except MemoryError:
@@ -251,11 +250,11 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit:
         if sys.stdout is not stdout:  # click answers a broken pipe by wrapping stdout and sys.exit(1)
             _silence_stdout()
-            return PIPE_CLOSED
+            return Status.PIPE_CLOSED
         raise
     finally:
         warnings.showwarning = shown
-    if result == INTERRUPTED:  # typer turns Ctrl-C into exit code 130 itself
+    if result == Status.INTERRUPTED:  # typer turns Ctrl-C into exit code 130 itself
         return interrupted()
     code = result if isinstance(result, int) else 0
     if code == 0:
@@ -320,11 +319,8 @@ def finish(code: int) -> int:
         sys.stdout.flush()
     except OSError as e:
         _silence_stdout()
-        return PIPE_CLOSED if isinstance(e, BrokenPipeError) else _error(describe_os_error(e))
+        return Status.PIPE_CLOSED if isinstance(e, BrokenPipeError) else _error(describe_os_error(e))
     return code
-
-
-PIPE_CLOSED = Status.PIPE_CLOSED
 
 
 def _silence_stdout() -> None:

@@ -110,8 +110,8 @@ def run() -> None:
         except KeyboardInterrupt:
             code = 130
     except BrokenPipeError:
-        from attn_cost.cli.app import PIPE_CLOSED, _silence_stdout
+        from attn_cost.cli.app import Status, _silence_stdout
 
         _silence_stdout()
-        code = PIPE_CLOSED
+        code = Status.PIPE_CLOSED
     sys.exit(code)

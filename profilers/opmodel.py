@@ -422,14 +422,23 @@ def _parameters(model: Streaming | Gemm) -> dict:
 def _fit_overheads(by_kernel: dict[str, list[Point]]) -> Overheads:
     """The call and loop-step costs (their timings' model at one byte, as an op is priced) and the chain cost
     (fitted against the fastest call)."""
-    unit = {"bytes": np.ones(1), "rows": np.ones(1)}
     fitted = {name: Streaming.fit(by_kernel[name]) for name in (CALL, LOOP_STEP)
               if len(by_kernel.get(name, ())) >= MIN_POINTS}  # fmt: skip
-    call, step = fitted.get(CALL), fitted.get(LOOP_STEP)
+    call = fitted.get(CALL)
     chain = Chain.fit(by_kernel[SEQUENCE], call.launch) if by_kernel.get(SEQUENCE) and call is not None else None
-    return Overheads(
-        float(call.predict(unit)[0]) if call else 0.0, float(step.predict(unit)[0]) if step else 0.0, chain
-    )
+    return Overheads(_moving_nothing(call), _moving_nothing(fitted.get(LOOP_STEP)), chain)
+
+
+def _moving_nothing(model: Streaming | None) -> float:
+    """Seconds of a call that moves no data (one byte, one row, as `KernelCalls` prices an overhead); 0 if the
+    calibration has no model of it."""
+    return float(model.predict({"bytes": np.ones(1), "rows": np.ones(1)})[0]) if model is not None else 0.0
+
+
+def _streaming(p: dict) -> Streaming:
+    """A streaming kernel model from its stored parameters."""
+    curves = [Curve(np.array(c["bytes"], dtype=float), np.array(c["seconds"], dtype=float)) for c in p["curves"]]
+    return Streaming(float(p["launch"]), np.array(p["widths"], dtype=float), curves)
 
 
 def _triple(values: list) -> tuple[float, float, float]:
@@ -443,17 +452,9 @@ def _from_parameters(fitted: dict, overheads: dict | None) -> tuple[dict, Overhe
     if overheads is None:
         fitted = dict(fitted)
         old = {name: fitted.pop(name) for name in OVERHEADS if name in fitted}
-        unit = {"bytes": np.ones(1), "rows": np.ones(1)}
-        costs = {name: float(_from_parameters({name: old[name]}, {})[0][name].predict(unit)[0])
-                 for name in (CALL, LOOP_STEP) if name in old}  # fmt: skip
-        chain = old.get(SEQUENCE)
-        overheads = {"call_s": costs.get(CALL, 0.0), "loop_step_s": costs.get(LOOP_STEP, 0.0), "chain": chain}
-    streaming = {
-        name: Streaming(float(p["launch"]), np.array(p["widths"], dtype=float),
-                        [Curve(np.array(c["bytes"], dtype=float), np.array(c["seconds"], dtype=float))
-                         for c in p["curves"]])
-        for name, p in fitted.items() if p["form"] == "streaming"
-    }  # fmt: skip
+        call, step = (_streaming(old[n]) if n in old else None for n in (CALL, LOOP_STEP))
+        overheads = {"call_s": _moving_nothing(call), "loop_step_s": _moving_nothing(step), "chain": old.get(SEQUENCE)}
+    streaming = {name: _streaming(p) for name, p in fitted.items() if p["form"] == "streaming"}
     copy = streaming.get(COPY)
     out: dict = dict(streaming)
     for name, p in fitted.items():

@@ -90,12 +90,10 @@ def predict_n0(
 def predicted_seconds(
     model: OpModel, variant: str, sizes: dict[str, int], scope: str = "core", dtype: str = "fp32"
 ) -> float:
-    """Predicted seconds of one call of a variant at concrete sizes (keyed by name: N, d, h, b, L, ...); a
-    variant-specific size not given (GQA's h_kv, a window w) takes its default, as the measurement did."""
-    from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS
-
-    dims = {**DEFAULTS, **{BY_NAME[k]: v for k, v in sizes.items() if k in BY_NAME and k != "N"}}
-    return float(model.time(kernel_calls(variant, scope, dtype, dims), np.array([float(sizes["N"])]))[0])
+    """Predicted seconds of one call of a variant at concrete sizes (keyed by name: N, d, h, b, L, ...); a size
+    not given (GQA's h_kv, a window w) takes its default (`row_dims`), as the measurement did."""
+    calls = kernel_calls(variant, scope, dtype, row_dims(sizes))
+    return float(model.time(calls, np.array([float(sizes["N"])]))[0])
 
 
 def row_dims(sizes: dict[str, int]) -> dict:
