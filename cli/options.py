@@ -88,9 +88,12 @@ WINDOW = typer.Option(None, "--window", help="Sliding-window width w, keys per q
 PROJ_LEN = typer.Option(None, "--proj-len", help="Linformer's projected length k (default 256).")
 FEATURES = typer.Option(None, "--features", help="Performer's random features m (default 256).")
 LANDMARKS = typer.Option(None, "--landmarks", help="Nyströmformer's landmarks c (default 64).")
-SIZE_OPTIONS = {"h_kv": KV_HEADS, "w": WINDOW, "k": PROJ_LEN, "m": FEATURES, "c": LANDMARKS}
+CHUNK = typer.Option(None, "--chunk", help="Chunk length C of linear-chunked, tokens per chunk (default 64).")
+SIZE_OPTIONS = {"h_kv": KV_HEADS, "w": WINDOW, "k": PROJ_LEN, "m": FEATURES, "c": LANDMARKS, "C": CHUNK}
 """Sizes only some variants have, by symbol name; `with_sizes` adds them to a command, `sizes` reads them."""
-SIZE_FLAGS = {"h_kv": "--kv-heads", "w": "--window", "k": "--proj-len", "m": "--features", "c": "--landmarks"}
+SIZE_FLAGS = {
+    "h_kv": "--kv-heads", "w": "--window", "k": "--proj-len", "m": "--features", "c": "--landmarks", "C": "--chunk",
+}  # fmt: skip
 _SIZES: ContextVar[dict | None] = ContextVar("sizes", default=None)
 COUNTING_OPTIONS = {
     "causal_count": CAUSAL_COUNT,
@@ -163,7 +166,7 @@ def sizes(dv: int, heads: int, batch: int, latents: int | None, ratio: int, dept
 
 
 def extra_sizes(heads: int | None, given_only: bool = False) -> dict[sp.Symbol, int]:
-    """--kv-heads, --window, --proj-len, --features, --landmarks as chosen (checked), else their defaults;
+    """--kv-heads, --window, --proj-len, --features, --landmarks, --chunk as chosen (checked), else their defaults;
     heads: the --h that --kv-heads must divide (None when h varies, as in `heads`)."""
     chosen = {name: v for name, v in (_SIZES.get() or {}).items() if v is not None}
     for name, value in chosen.items():
@@ -195,7 +198,8 @@ def given_sizes(heads: int) -> dict[str, int]:
 
 
 def with_sizes(command: Callable) -> Callable:
-    """Give a command the variant-specific sizes (--kv-heads, --window, --proj-len, --features, --landmarks).
+    """Give a command the variant-specific sizes (--kv-heads, --window, --proj-len, --features, --landmarks,
+    --chunk).
 
     Put it under `@app.command()`; `sizes` (and `extra_sizes`) then return what the user chose."""
     extra = [

@@ -33,8 +33,10 @@ m = sp.Symbol("m", positive=True, integer=True)
 """Performer's random features (FAVOR+)."""
 c = sp.Symbol("c", positive=True, integer=True)
 """Nyströmformer's landmarks (the paper's m)."""
+C = sp.Symbol("C", positive=True, integer=True)
+"""Chunk length of chunked linear attention (tokens per chunk; the formulas hold where C divides N)."""
 
-BY_NAME: dict[str, sp.Symbol] = {s.name: s for s in (N, d, h, b, d_embed, L, D, r, h_kv, w, k, m, c)}
+BY_NAME: dict[str, sp.Symbol] = {s.name: s for s in (N, d, h, b, d_embed, L, D, r, h_kv, w, k, m, c, C)}
 
 DESCRIPTIONS: dict[str, str] = {
     "N": "sequence length",
@@ -50,12 +52,13 @@ DESCRIPTIONS: dict[str, str] = {
     "k": "Linformer projected length",
     "m": "Performer random features",
     "c": "Nyströmformer landmarks",
+    "C": "chunk length of chunked linear attention",
 }
 
-DEFAULTS: dict[sp.Symbol, int] = {h_kv: 1, w: 256, k: 256, m: 256, c: 64}
+DEFAULTS: dict[sp.Symbol, int] = {h_kv: 1, w: 256, k: 256, m: 256, c: 64, C: 64}
 """Values the commands use when a size is not given: multi-query, Mistral-like window 256 (its
 paper: 4,096), Linformer's k = 256 and Performer's m = 256 (their papers' settings), Nyströmformer's
-64 landmarks (its paper's default)."""
+64 landmarks (its paper's default), chunks of 64 tokens (flash-linear-attention's chunk size)."""
 
 DEFAULT_DEPTH = 12
 """The encoder depth D the analytic commands and the report use when none is given (ViT-Base, BERT-base)."""

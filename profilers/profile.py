@@ -252,6 +252,8 @@ def profile_pair(
     def at(n: int) -> Sizes:
         return replace(sizes, N=n)
 
+    grain = length_grain(measurer.device, [a, b], sizes)
+
     def speed(n: int, fresh: bool = False) -> Probe:
         ta, tb = measurer.time([a, b], at(n), fresh=fresh)
         probe = _time_probe(n, ta, tb)
@@ -266,7 +268,9 @@ def profile_pair(
 
     speed_t = memory_t = None
     if "time" in costs:
-        speed_t = _speed_transition(speed, measurer, a, b, at, n0 or 256, n_max, max_lengths, rel_tol, replicates)
+        speed_t = _speed_transition(
+            speed, measurer, a, b, at, n0 or 256, n_max, max_lengths, rel_tol, replicates, grain
+        )
     if "memory" in costs:
         memory_t = find_transition(
             memory, n1 or 256, n_min=2, n_max=n_max, max_probes=4 * max_lengths, rel_tol=0, exact=True
@@ -292,6 +296,7 @@ def _speed_transition(
     max_lengths: int,
     rel_tol: float,
     replicates: int,
+    grain: int,
 ) -> Transition:
     """Search, check the trend, re-time the bracket in alternation; never a crossover from disturbed timings.
 
@@ -304,7 +309,7 @@ def _speed_transition(
     through its relative differences); the crossing reported is their median with a prediction interval
     for one more run, which covers the drift between runs, not only the noise within one.
     A device that stays disturbed ends the search with verdict `disturbed` and what was seen."""
-    grain, trend_tol = GRAIN.get(measurer.device, 1), TREND_TOL.get(measurer.device, 0.02)
+    trend_tol = TREND_TOL.get(measurer.device, 0.02)
     try:
         suspects: list[int] = []
         for _ in range(3):
@@ -345,6 +350,19 @@ the softmax kernels are chosen for (a length off it can be slower than a longer 
 TREND_TOL = {"cuda": 0.05}
 """How much faster a longer length may time before the trend check calls it a bad timing: on a GPU the
 kernel chosen changes with the shape, so time is not monotonic in N to within a few per cent."""
+
+
+def length_grain(device: str, variants: list[str], sizes: Sizes) -> int:
+    """The multiple every probed length is: the device's grain and each variant's `n_multiple_of` (a chunked
+    variant is timed at whole chunks, where its formulas are exact)."""
+    from attn_cost.costmodel.variants import get_variant
+
+    grain = GRAIN.get(device, 1)
+    for name in variants:
+        size = get_variant(name).n_multiple_of
+        if size is not None:
+            grain = math.lcm(grain, sizes.symbols()[size])
+    return grain
 
 
 def snap(n: int, grain: int) -> int:

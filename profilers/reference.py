@@ -557,6 +557,43 @@ def linear_causal_fused(inputs: list[Tensor]) -> Tensor:
     return y.div_(den.view(b, h, n, 1))
 
 
+def linear_chunked(inputs: list[Tensor], chunk: int, upper: Tensor) -> Tensor:
+    """Chunkwise causal linear attention with every chunk's entering state materialised (flash-linear-attention's
+    chunk form, in plain PyTorch); `upper`: the C×C mask above the diagonal. A last chunk shorter than C is padded
+    with zero rows (its queries are dropped from the output; no earlier query sees its keys)."""
+    q, k, v = take(inputs)
+    b, h, n, d = q.shape
+    pad = -n % chunk
+    if pad:
+        q, k, v = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v))
+    shape = (b, h, (n + pad) // chunk, chunk, d)
+    fq = elu1(q).view(shape)
+    del q
+    fk = elu1(k).view(shape)
+    del k
+    vc = v.view(shape)
+    del v
+    u = fk.transpose(-1, -2) @ vc
+    uz = fk.sum(-2, keepdim=True)
+    s = u.cumsum(2).sub_(u)
+    del u
+    z = uz.cumsum(2).sub_(uz)
+    del uz
+    num = fq @ s
+    del s
+    den = fq @ z.transpose(-1, -2)
+    del z
+    a = fq @ fk.transpose(-1, -2)
+    del fq, fk
+    a.masked_fill_(upper, 0)
+    flat = num.view(-1, chunk, d)
+    torch.baddbmm(flat, a.view(-1, chunk, chunk), vc.reshape(flat.shape), out=flat)
+    del vc
+    den.add_(a.sum(-1, keepdim=True))
+    del a
+    return num.div_(den).view(b, h, n + pad, d)[:, :, :n]
+
+
 # -- the registry: which function implements which variant ---------------------------------------
 
 
@@ -603,11 +640,17 @@ REFERENCES: dict[str, Reference] = {
     "performer": Reference(performer, constants=lambda s, p: {"omega_t": _omega(s, p)}),
     "nystromformer": Reference(nystromformer, constants=lambda s, p: _nystrom(s, p)),
     "linear-causal-fused": Reference(linear_causal_fused, decode=linear_decode),
+    "linear-chunked": Reference(linear_chunked, decode=linear_decode, constants=lambda s, p: _chunks(s, p)),
 }
 
 
 def _window(s, p) -> dict:
     return {"w": s.window, "mask": window_mask(s.N, s.window, p.device)}
+
+
+def _chunks(s, p) -> dict:
+    upper = torch.ones(s.chunk, s.chunk, dtype=torch.bool, device=p.device).triu_(1)
+    return {"chunk": s.chunk, "upper": upper}
 
 
 def _omega(s, p) -> Tensor:

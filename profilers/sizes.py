@@ -26,6 +26,7 @@ class Sizes:
     k: int | None = None
     m: int | None = None
     c: int | None = None
+    C: int | None = None
 
     @property
     def latents(self) -> int:
@@ -60,6 +61,11 @@ class Sizes:
         return self._extra("c")
 
     @property
+    def chunk(self) -> int:
+        """Chunked linear attention's chunk length C."""
+        return self._extra("C")
+
+    @property
     def width(self) -> int:
         return self.h * self.d
 
@@ -74,5 +80,5 @@ class Sizes:
         return {**base, **{n: getattr(self, n) for n in EXTRA_SIZES if getattr(self, n) is not None}}
 
 
-EXTRA_SIZES = ("h_kv", "w", "k", "m", "c")
-"""Sizes only some variants have (grouped-query heads, window, projected length, features, landmarks)."""
+EXTRA_SIZES = ("h_kv", "w", "k", "m", "c", "C")
+"""Sizes only some variants have (grouped-query heads, window, projected length, features, landmarks, chunk)."""

@@ -14,7 +14,7 @@ from attn_cost.costmodel.variants import all_variants, derive
 from attn_cost.profilers.corrections import DeviceProfile, corrected_points, fit_memory, fit_time
 from attn_cost.profilers.opmodel import OpModel
 from attn_cost.profilers.oppredict import Prediction, predict_n0, predicted_seconds
-from attn_cost.profilers.profile import GRAIN, Measurer, profile_pair, snap
+from attn_cost.profilers.profile import Measurer, length_grain, profile_pair, snap
 from attn_cost.profilers.reference import REFERENCES
 from attn_cost.profilers.sizes import Sizes
 from attn_cost.profilers.trend import spikes
@@ -108,7 +108,7 @@ def validate(
         for dv in fit_d if existing is None else []:
             p = measured[(a, b, dv)]
             center = (p.speed.measured if p.speed else None) or p.analytic_n0 or 256
-            grain = GRAIN.get(measurer.device, 1)  # on CUDA the lengths the search probes: multiples of 8
+            grain = length_grain(measurer.device, [a, b], template)  # the lengths the search probes
             for n in sorted({snap(n, grain) for n in sweep_lengths(center, n_max)}):
                 measurer.time([a, b], replace(template, N=n, d=dv))
             for n in sweep_lengths(p.analytic_n1 or 256, n_max)[::3]:

@@ -12,7 +12,7 @@ from attn_cost.costmodel.derive import Derived, nonneg_for_dims_at_least_one, pr
 from attn_cost.costmodel.display import text
 from attn_cost.costmodel.errors import ModelError
 from attn_cost.costmodel.graph import Graph
-from attn_cost.costmodel.symbols import N, d
+from attn_cost.costmodel.symbols import C, N, d
 
 
 def _chain() -> Derived:
@@ -90,10 +90,22 @@ def test_traffic_reads_inputs_and_writes_outputs_once() -> None:
 
 @pytest.mark.parametrize(
     ("expr", "nonneg"),
-    [(N**2 - N, True), (N * d - d, True), (N - d, False), (N**2 - 2 * N, False), (sp.Integer(3), True)],
-)
+    [
+        (N**2 - N, True), (N * d - d, True), (N - d, False), (N**2 - 2 * N, False), (sp.Integer(3), True),
+        # a size in a denominator (chunked linear attention's N/C chunks): 1/C lies in (0, 1]
+        (N * d - N * d / C, True), (N * d / C - N * d, False), (N / C - 1, False), (N / C + N / C**2, True),
+        (N * d**2 / C + N * d - N * d**2 / C**2, True),
+    ],
+)  # fmt: skip
 def test_nonnegativity_for_sizes_at_least_one(expr: sp.Expr, nonneg: bool) -> None:
     assert nonneg_for_dims_at_least_one(expr) is nonneg
+
+
+def test_a_size_in_a_denominator_is_a_fraction_once_it_is_fixed() -> None:
+    from attn_cost.costmodel.polyterms import in_n, terms
+
+    assert in_n(terms(N**2 / C + 3 * N * d / C**2), {C: 4, d: 8}) == (Fraction(1, 4), Fraction(3 * 8, 16), 0)
+    assert prune_dominated([N * d, N * d / C]) == [N * d]
 
 
 def test_prune_keeps_only_branches_that_can_be_the_maximum() -> None:

@@ -1,5 +1,5 @@
-"""Grouped-query, sliding-window, Linformer, Performer, Nyströmformer, fused causal linear attention, and the
-IO-aware traffic of tiled kernels: against the papers' counts, independent arithmetic and PyTorch."""
+"""Grouped-query, sliding-window, Linformer, Performer, Nyströmformer, fused and chunked causal linear attention,
+and the IO-aware traffic of tiled kernels: against the papers' counts, independent arithmetic and PyTorch."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sympy as sp
 import torch
 from attn_cost.costmodel.conventions import get_convention
 from attn_cost.costmodel.iotraffic import Tiles, fused_op_traffic, io_traffic
-from attn_cost.costmodel.symbols import N, b, c, d, h, h_kv, k, m, w
+from attn_cost.costmodel.symbols import C, N, b, c, d, h, h_kv, k, m, w
 from attn_cost.costmodel.variants import derive
 from attn_cost.profilers import reference as ref
 from attn_cost.profilers.cases import build_case
@@ -151,6 +151,51 @@ def test_linear_causal_fused_holds_a_state_not_an_n_d_d_tensor() -> None:
     assert round(int(derive("linear-causal").peak("fp32").at(at)[0]) / 1e6, 1) == 17.2
     # per token: the rank-1 state update s += φ(k)vᵀ (2d², a GEMM in the kernel), φ(q)ᵀs (2d²), φ(q)·Σφ(k) (2d)
     assert sp.expand(derive("linear-causal-fused").flops(MATMUL) - b * h * N * (4 * d**2 + 2 * d)) == 0
+
+
+def test_linear_chunked_products_are_quadratic_in_a_chunk_and_d_squared_between_chunks() -> None:
+    """GLA's chunkwise form (Yang et al. 2024, Sec. 3): per chunk of C tokens, φ(K)ᵀV (2Cd²), φ(Q)S (2Cd²),
+    φ(Q)z (2Cd), φ(Q)φ(K)ᵀ (2C²d) and its product with V (2C²d): N/C chunks."""
+    per_chunk = 2 * C * d**2 + 2 * C * d**2 + 2 * C * d + 2 * C**2 * d + 2 * C**2 * d
+    assert sp.expand(derive("linear-chunked").flops(MATMUL) - b * h * per_chunk * N / C) == 0
+
+
+def test_linear_chunked_holds_a_state_per_chunk_and_a_c_by_c_block_per_chunk() -> None:
+    """N = 4,096, d = 64, C = 64, fp32: 64 chunk states of d² (two alive while the entering state is formed) and
+    the C×C blocks of all chunks (N·C) are what chunking adds to the N·d tensors; the N·d² prefix sums of
+    linear-causal are gone."""
+    at = {N: 4096, d: 64, b: 1, h: 1, C: 64}
+    chunked = int(derive("linear-chunked").peak("fp32").at(at)[0])
+    causal = int(derive("linear-causal").peak("fp32").at(at)[0])
+    assert 4 * 4096 * 64 < chunked < 4 * (6 * 4096 * 64 + 2 * 64 * 64**2 + 4096 * 64)
+    assert causal > 4096 * 64**2 * 4 > 10 * chunked
+
+
+@pytest.mark.parametrize("n", [7, 64, 100])
+def test_linear_chunked_equals_linear_causal(n: int) -> None:
+    """Whole chunks, a ragged last chunk (padded) and a sequence shorter than one chunk compute the same function."""
+    sizes = Sizes(N=n, d=4, h=2, b=2, C=16)
+    assert rel_err(run("linear-chunked", sizes)[0], run("linear-causal", sizes)[0]) < 1e-5
+
+
+def test_chunked_lengths_are_whole_chunks() -> None:
+    """A measured search probes whole chunks (where the formulas are exact), on CUDA multiples of 8 as well."""
+    from attn_cost.profilers.profile import length_grain
+
+    assert length_grain("cpu", ["softmax-fused-causal", "linear-chunked"], Sizes(N=1, d=8, C=48)) == 48
+    assert length_grain("cuda", ["softmax-causal", "linear-chunked"], Sizes(N=1, d=8, C=12)) == 24
+    assert length_grain("cuda", ["softmax", "linear"], Sizes(N=1, d=8, C=12)) == 8
+
+
+def test_chunk_moves_the_crossover_and_must_be_positive(cli) -> None:
+    r32, r128 = (
+        cli("crossover", "--pair", "softmax-fused-causal:linear-chunked", "--d", "64", "--chunk", str(cc), "--json")
+        for cc in (32, 128)
+    )
+    assert r32.code == 0 and r128.code == 0, r32.err + r128.err
+    assert r32.json()["results"][0]["n0"] < r128.json()["results"][0]["n0"]  # larger chunks: more work per token
+    r = cli("crossover", "--pair", "softmax:linear-chunked", "--chunk", "0")
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
 
 
 # -- PyTorch agrees: live-tensor tracer and FlopCounterMode ---------------------------------------------

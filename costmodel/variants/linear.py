@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sympy as sp
 from attn_cost.costmodel.graph import Graph, Tensor
-from attn_cost.costmodel.symbols import N, b, d, h
+from attn_cost.costmodel.symbols import C, N, b, d, h
 from attn_cost.costmodel.variants import decode_step, variant
 
 PAPER = "Katharopoulos et al., Transformers are RNNs, ICML 2020 (Eqs. 6, 9-12, 16-20)"
@@ -112,7 +112,46 @@ def linear_causal_fused(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
     return g.binary("div", "Y", Y, den.view(b, h, N, 1), inplace=True, label="Y ← Y / den")
 
 
-@decode_step("linear-causal", "linear-recurrent", "linear-causal-fused")
+CHUNKED = (
+    "Yang et al., Gated Linear Attention Transformers with Hardware-Efficient Training, ICML 2024 (Sec. 3: the "
+    "chunkwise parallel form); flash-linear-attention's chunk kernels"
+)
+
+
+@variant(
+    "linear-chunked",
+    "causal linear attention in chunks of C tokens, as GPU kernels run it: quadratic inside a chunk, a d×d_v "
+    "state carried between chunks",
+    source=PAPER + "; " + CHUNKED,
+    family="linear",
+    causal=True,
+    n_multiple_of=C,
+)
+def linear_chunked(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
+    """The chunkwise form with every chunk's state materialised (flash-linear-attention's `chunk` mode, which
+    stores the state entering each chunk): N/C chunks; the formulas hold where C divides N (the reference pads
+    the last chunk with zero rows, which later queries never see)."""
+    n = N / C
+    fQ = g.map("elu1", "φ(Q)", Q).view(b, h, n, C, d)
+    fK = g.map("elu1", "φ(K)", K).view(b, h, n, C, d)
+    Vc = V.view(b, h, n, C, d, name="V chunks")
+    U = g.matmul("U", fK.T, Vc, label="U_c ← φ(K_c)ᵀV_c (each chunk's state)")
+    u = g.reduce("sum", "u", fK, axis=-2, label="u_c ← Σ_{j∈c} φ(Kⱼ)")
+    S = g.map("cumsum", "S", U, label="S_c ← Σ_{c'≤c} U_c'")
+    S = g.binary("sub", "S", S, U, inplace=True, label="S_c ← S_c − U_c (the state entering chunk c)")
+    z = g.map("cumsum", "z", u, label="z_c ← Σ_{c'≤c} u_c'")
+    z = g.binary("sub", "z", z, u, inplace=True, label="z_c ← z_c − u_c")
+    num = g.matmul("num", fQ, S, label="num ← φ(Q_c)S_c (earlier chunks)")
+    den = g.matmul("den", fQ, z.T, label="den ← φ(Q_c)z_c")
+    A = g.matmul("A", fQ, fK.T, label="A_c ← φ(Q_c)φ(K_c)ᵀ (C×C per chunk)")
+    A = g.map("mask", "A", A, inplace=True, label="A_c ← 0 above the diagonal")
+    num = g.matmul("num", A, Vc, into=num, label="num ← num + A_cV_c (inside the chunk)")
+    den = g.binary("add", "den", den, g.reduce("sum", "Σ A", A, axis=-1), inplace=True, label="den ← den + Σⱼ A_c")
+    Y = g.binary("div", "Y", num, den, inplace=True, label="Y ← num / den")
+    return Y.view(b, h, N, d)
+
+
+@decode_step("linear-causal", "linear-recurrent", "linear-causal-fused", "linear-chunked")
 def linear_decode(g: Graph) -> None:
     q, k, v = (g.input(n, b, h, d) for n in ("q", "k", "v"))
     S = g.input("s", b, h, d, d)
