@@ -1,10 +1,13 @@
 """One command that a GPU session only has to start: profile, calibrate, validate, export, report.
 
-A campaign measures, on one device and in one process, the TaylorShift pair and softmax against
-linear attention, Latte and efficient TaylorShift at d = 16, 32, 64 (core scope, batch 32 like the
-TaylorShift authors' timing code, so that the GPU is busy), in fp32 and bf16; then it calibrates
-the op-level device model (`attn-cost calibrate`, in the first dtype), fits the per-device
-corrections on d = 16 and 64 and checks them on d = 32 (`validate`), and writes:
+A campaign measures, on one device and in one process, plain and fused softmax against the variants that
+are meant to overtake them on a GPU (linear attention, Latte, efficient TaylorShift; chunked linear
+attention against causal softmax) and the TaylorShift pair, at core scope and batch 32 (the TaylorShift
+authors' timing code; it keeps the GPU busy, so that each pair's crossover falls inside the lengths tried).
+It goes in the order a short allocation needs: bf16, then fp32, at the plan's first two head dims (64 and
+128 by default), every pair in turn; then the other head dims (32). Then it fits the per-device
+corrections on the first two head dims and checks them on the others (`validate`), calibrates the
+op-level device model (`attn-cost calibrate`, in the first dtype), and writes:
 
     DIR/campaign.log            every progress line, with the seconds since the start
     DIR/measurements.jsonl      every measurement of this device (JSON lines: `attn-cost results import`)
@@ -23,8 +26,10 @@ temporary file, then os.replace) after every pair and head dim and every CHECKPO
 inside longer steps, so a run cut off at any moment leaves what it measured in DIR. A rerun with
 the same DIR first imports DIR/measurements.jsonl into the store and measures only what is
 missing. A time budget (`minutes`, 9 by default, counted from the process's start) keeps one call inside a
-limit: no profiling unit starts after 60 % of it, no validation after 75 %, the calibration stops at 94 %,
-and at 97 % the run stops by itself, each with a line in the log; the next call continues. A CUDA error
+limit: no profiling unit at the fitted head dims starts after 55 % of it, no validation after 80 %, no unit
+at the other head dims after 88 %, the calibration stops at 94 %, and at 97 % the run stops by itself, each
+with a line in the log; the next call continues. A unit that has had `Plan.unit_s` seconds stops, its
+timings kept, and the next unit starts. A CUDA error
 other than out-of-memory ends its unit (status `error`, the message kept in the summary), not the run,
 unless the device is unusable after it (an illegal address): then the run stops and a rerun continues.
 """
@@ -42,19 +47,31 @@ from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers.files import claim, is_html_report, is_json_of, write_atomic
 
 PAIRS = (
-    ("taylorshift-direct", "taylorshift-efficient"),
+    ("softmax-fused-causal", "linear-chunked"),
+    ("softmax-fused", "linear"),
+    ("softmax-fused", "latte"),
     ("softmax", "linear"),
     ("softmax", "latte"),
+    ("softmax-causal", "linear-chunked"),
+    ("taylorshift-direct", "taylorshift-efficient"),
     ("softmax", "taylorshift-efficient"),
+    ("softmax-fused", "taylorshift-efficient"),
 )
-D_VALUES = (16, 32, 64)
-DTYPES = ("fp32", "bf16")
+"""The default pairs, the most asked first: the GPU kernels users choose between (fused softmax, chunked
+linear attention), what the papers compare (plain softmax), then TaylorShift, whose efficient form crosses
+far out on a GPU (long calls: last, so that a cut call loses the least)."""
+D_VALUES = (64, 128, 32)
+"""Head dims in the order measured: the first two (the corrections are fitted on them) in every dtype first."""
+FIT_DS = 2
+"""How many of the plan's head dims, from the first, the corrections are fitted on; the rest check them."""
+DTYPES = ("bf16", "fp32")
 MAX_FILES = 8
 MAX_FILE_BYTES = 16 << 20
 """What the device tool brings back from its output folder."""
-PROFILE_SHARE, VALIDATE_SHARE, CALIBRATE_SHARE, STOP_SHARE = 0.6, 0.75, 0.94, 0.97
-"""Fractions of the time budget after which no new profiling unit starts, no validation starts, the
-calibration stops, and the run stops (its measurements saved: a rerun continues)."""
+PROFILE_SHARE, VALIDATE_SHARE, LATER_SHARE, CALIBRATE_SHARE, STOP_SHARE = 0.55, 0.8, 0.88, 0.94, 0.97
+"""Fractions of the time budget after which no profiling unit at the fitted head dims starts, no validation
+starts, no unit at the other head dims starts, the calibration stops, and the run stops (its measurements
+saved: a rerun continues)."""
 CALL_MINUTES = 9.0
 """The default budget of one call: a run stops by itself within it, and the next call continues (a 30-minute
 allocation holds three such calls and their start-ups; a cluster job of any length holds one)."""
@@ -78,6 +95,13 @@ class Plan:
     heads: int = 1
     batch: int = 32
     repeats: int = 5
+    replicates: int = 2
+    unit_s: float = 40.0
+    """The most one unit (a pair at one head dim and dtype) may take in a call: a search of a crossover far out
+    (TaylorShift at d = 128 in fp32: calls of a tenth of a second) stops there, its timings stored, and the next
+    call continues it; the other units are not held up."""
+    """Re-timings of a found crossover's bracket (each a crossing; their spread is the interval): two on a GPU,
+    whose event timer is steady, against `profile`'s four on a CPU."""
     max_lengths: int = 12
     n_max: int | None = None
     """Longest sequence tried (None: 65536 on CUDA, 16384 on the CPU)."""
@@ -100,14 +124,21 @@ class Plan:
 
     @property
     def fit_d(self) -> list[int]:
-        """Head dims the corrections are fitted on: the smallest and the largest."""
-        ds = sorted(set(self.ds))
-        return [ds[0], ds[-1]] if len(ds) >= 2 else []
+        """Head dims the corrections are fitted on: the plan's first two (measured first)."""
+        ds = list(dict.fromkeys(self.ds))
+        return sorted(ds[:FIT_DS]) if len(ds) >= FIT_DS else []
 
     @property
     def check_d(self) -> list[int]:
         """Head dims held out of the fit (checked on it)."""
         return [d for d in sorted(set(self.ds)) if d not in self.fit_d]
+
+    def units(self, tier: int | None = None) -> list[tuple[str, int, tuple[str, str]]]:
+        """(dtype, d, pair) in the order measured: the fitted head dims in every dtype (tier 0), then the others
+        (tier 1); None: both."""
+        ds = list(dict.fromkeys(self.ds))
+        tiers = [ds[:FIT_DS], ds[FIT_DS:]] if tier is None else [[ds[:FIT_DS], ds[FIT_DS:]][tier]]
+        return [(dt, dv, pair) for dims in tiers for dt in self.dtypes for dv in dims for pair in self.pairs]
 
     def as_json(self) -> dict:
         return {**asdict(self), "pairs": [list(p) for p in self.pairs], "fit_d": self.fit_d, "check_d": self.check_d}
@@ -158,8 +189,22 @@ class _OutOfTimeError(Exception):
     """Raised from a progress callback when a step's share of the time budget, or all of it, is spent."""
 
 
+class _UnitOutOfTimeError(Exception):
+    """Raised from a progress callback when a profiling unit has had its `Plan.unit_s`."""
+
+
 class _BrokenDeviceError(Exception):
     """A CUDA error after which the process cannot use the device: the run stops, a rerun continues."""
+
+
+def settle_garbage() -> None:
+    """Collect garbage, then freeze what is alive (imports, sympy's caches, earlier units' results) out of the
+    collector's reach: the measuring code collects before every timing, and in a long campaign that walk over
+    every object took a tenth of a second a call. Garbage made after the freeze is still collected."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
 
 
 def process_age() -> float:
@@ -202,6 +247,8 @@ class Campaign:
     """Devices whose records DIR/measurements.jsonl holds: kept in every rewrite of it, not only this one's."""
     opmodel: object = None
     """The op model calibrated in this run (validation adds its zero-shot N0)."""
+    unit_ends: float | None = None
+    """When the profiling unit under way has had its time (seconds since the start), None between units."""
 
     @property
     def out(self) -> Path:
@@ -235,6 +282,8 @@ class Campaign:
         """Progress from inside a step: logged; the export rewritten every CHECKPOINT_S seconds; past
         STOP_SHARE of the budget the run stops (cleanly, before a lease's hard limit kills it)."""
         self.check_time()
+        if self.unit_ends is not None and self.log.elapsed > self.unit_ends:
+            raise _UnitOutOfTimeError(f"over its {self.plan.unit_s:g} s")
         self.log(message)
         if self.log.elapsed - self.saved_at > CHECKPOINT_S:
             self.checkpoint()
@@ -266,7 +315,7 @@ class Campaign:
 
     def usable(self) -> dict:
         """What the run has that a user can use: transition points found, profiles, an op calibration."""
-        planned = len(self.plan.pairs) * len(self.plan.ds) * len(self.plan.dtypes)
+        planned = len(self.plan.units())
         return {
             "units_planned": planned,
             "n0_measured": sum(u.get("measured_n0") is not None for u in self.units),
@@ -358,10 +407,12 @@ def run_campaign(plan: Plan, sink: Callable[[str], None] = print) -> dict:
             f"N up to {camp.n_max:,}, budget {plan.minutes:g} min"
         )
         try:
-            profile_step(camp)
+            profile_step(camp, 0, PROFILE_SHARE)
             validate_step(camp)
+            if profile_step(camp, 1, LATER_SHARE):
+                validate_step(camp, again=True)  # the held-out head dims checked (their timings are lookups)
             calibrate_step(camp)
-            if camp.opmodel is not None and not camp.over(VALIDATE_SHARE):
+            if camp.opmodel is not None:
                 validate_step(camp, again=True)  # the op model's zero-shot N0 beside the fit (lookups only)
         except _OutOfTimeError as e:
             camp.skip(f"the rest ({e}): run the same command again to continue where this one stopped")
@@ -430,8 +481,9 @@ def calibrate_step(camp: Campaign) -> None:
     camp.checkpoint()
 
 
-def profile_step(camp: Campaign) -> None:
-    """Measured N0 and N1 of every pair at every head dim and dtype, the most wanted first."""
+def profile_step(camp: Campaign, tier: int, share: float) -> int:
+    """Measured N0 and N1 of every pair at the head dims of `tier` (`Plan.units`) in every dtype, the most wanted
+    first; no unit starts after `share` of the time budget. Returns how many units were profiled."""
     from attn_cost.costmodel.conventions import DEFAULT
     from attn_cost.costmodel.crossover import Setting
     from attn_cost.profilers.profile import profile_pair
@@ -439,40 +491,50 @@ def profile_step(camp: Campaign) -> None:
 
     plan = camp.plan
     measurers = {dt: camp.measurer(dt) for dt in plan.dtypes}
-    for a, b in plan.pairs:
-        for dtype in plan.dtypes:
-            for dv in plan.ds:
-                what = f"{a} vs {b}, d = {dv}, {dtype}"
-                camp.check_time()
-                if camp.over(PROFILE_SHARE):
-                    camp.skip(f"profile {what} (over {PROFILE_SHARE:.0%} of the time budget)")
-                    continue
-                camp.log(f"profile {what}")
-                sizes = Sizes(N=1, d=dv, h=plan.heads, b=plan.batch)
-                setting = Setting(DEFAULT, dtype, "core", "inference")
-                try:
-                    p = profile_pair(
-                        a, b, sizes, measurers[dtype], setting, max_lengths=plan.max_lengths, n_max=camp.n_max
-                    )
-                except UserError as e:  # a disturbed machine, a backend that cannot run: record, go on
-                    camp.skip(f"profile {what}: {e}")
-                    continue
-                except RuntimeError as e:  # a CUDA, cuBLAS or cuDNN error other than out-of-memory
-                    camp.error("profile", what, e)
-                    continue
-                row = {k: v for k, v in p.as_json().items() if k not in ("speed", "memory")}
-                camp.units.append({"dtype": dtype, **row})
-                camp.log(
-                    f"  N0 analytic {row['analytic_n0']}, measured {row['measured_n0']} ({row['n0_verdict']}); "
-                    f"N1 analytic {row['analytic_n1']}, measured {row['measured_n1']} ({row['n1_verdict']})"
-                )
-                camp.checkpoint()
-    camp.steps["profile"] = f"{len(camp.units)} of {len(plan.pairs) * len(plan.ds) * len(plan.dtypes)} units"
+    planned = plan.units(tier)
+    before = len(camp.units)
+    for dtype, dv, (a, b) in planned:
+        what = f"{a} vs {b}, d = {dv}, {dtype}"
+        camp.check_time()
+        if camp.over(share):
+            camp.skip(f"profile {what} (over {share:.0%} of the time budget)")
+            continue
+        camp.log(f"profile {what}")
+        sizes = Sizes(N=1, d=dv, h=plan.heads, b=plan.batch)
+        setting = Setting(DEFAULT, dtype, "core", "inference")
+        settle_garbage()
+        camp.unit_ends = camp.log.elapsed + plan.unit_s
+        try:
+            p = profile_pair(
+                a, b, sizes, measurers[dtype], setting, max_lengths=plan.max_lengths, n_max=camp.n_max,
+                replicates=plan.replicates,
+            )  # fmt: skip
+        except _UnitOutOfTimeError as e:
+            camp.skip(f"profile {what} ({e}; its timings are kept: the next call continues it)")
+            continue
+        except UserError as e:  # a disturbed machine, a backend that cannot run: record, go on
+            camp.skip(f"profile {what}: {e}")
+            continue
+        except RuntimeError as e:  # a CUDA, cuBLAS or cuDNN error other than out-of-memory
+            camp.error("profile", what, e)
+            continue
+        finally:
+            camp.unit_ends = None
+        row = {k: v for k, v in p.as_json().items() if k not in ("speed", "memory")}
+        camp.units.append({"dtype": dtype, **row})
+        camp.log(
+            f"  N0 analytic {row['analytic_n0']}, measured {row['measured_n0']} ({row['n0_verdict']}); "
+            f"N1 analytic {row['analytic_n1']}, measured {row['measured_n1']} ({row['n1_verdict']})"
+        )
+        camp.checkpoint()
+    camp.steps["profile"] = f"{len(camp.units)} of {len(plan.units())} units"
+    return len(camp.units) - before
 
 
 def validate_step(camp: Campaign, again: bool = False) -> None:
-    """Fit the corrections on the smallest and largest d, check them on the others, save the profiles.
-    `again`: after the calibration, to add the op model's predictions (every timing is then a lookup)."""
+    """Fit the corrections on the plan's first two head dims, check them on the others, save the profiles.
+    `again`: after the other head dims were profiled (to check the fit on them) or the calibration (to add the op
+    model's predictions); every timing is then a lookup, apart from a re-timed spike."""
     from attn_cost.costmodel.conventions import DEFAULT
     from attn_cost.costmodel.crossover import Setting
     from attn_cost.profilers.corrections import PROFILE_KIND
@@ -487,23 +549,23 @@ def validate_step(camp: Campaign, again: bool = False) -> None:
     done = []
     for dtype in plan.dtypes:
         camp.check_time()
-        if camp.over(VALIDATE_SHARE):
+        settle_garbage()
+        if camp.over(CALIBRATE_SHARE if again else VALIDATE_SHARE):  # again: lookups, apart from a re-timed spike
             if not again:
                 camp.skip(f"validation in {dtype} (over {VALIDATE_SHARE:.0%} of the time budget)")
             continue
-        pairs = [
-            (a, b)
-            for a, b in plan.pairs
-            if any(u["a"] == a and u["b"] == b and u["dtype"] == dtype for u in camp.units)
-        ]
+        # what was profiled: a pair is fitted where both fitted head dims were, checked on the dims all such were
+        profiled = {(u["a"], u["b"], u["d"]) for u in camp.units if u["dtype"] == dtype}
+        pairs = [(a, b) for a, b in plan.pairs if all((a, b, dv) in profiled for dv in plan.fit_d)]
         if not pairs:
-            camp.skip(f"validation in {dtype} (no pair was profiled)")
+            camp.skip(f"validation in {dtype} (no pair was profiled at both d = {plan.fit_d})")
             continue
-        camp.log(f"validate {dtype}: fit on d = {plan.fit_d}, check on d = {plan.check_d or 'none'}")
+        check = [dv for dv in plan.check_d if all((a, b, dv) in profiled for a, b in pairs)]
+        camp.log(f"validate {dtype}: fit on d = {plan.fit_d}, check on d = {check or 'none'}")
         template = Sizes(N=1, d=1, h=plan.heads, b=plan.batch)
         setting = Setting(DEFAULT, dtype, "core", "inference")
-        args = (pairs, plan.check_d, plan.fit_d, template, camp.measurer(dtype), setting)
-        kwargs = {"n_max": camp.n_max, "max_lengths": plan.max_lengths}
+        args = (pairs, check, plan.fit_d, template, camp.measurer(dtype), setting)
+        kwargs = {"n_max": camp.n_max, "max_lengths": plan.max_lengths, "replicates": plan.replicates}
         try:
             try:
                 profile, rows = validate(*args, **kwargs, opmodel=camp.opmodel)
@@ -550,7 +612,11 @@ def report_step(camp: Campaign) -> None:
     for dtype, profile in camp.profiles.items():
         variants = list(dict.fromkeys(v for pair in camp.plan.pairs for v in pair))
         setting = Setting(DEFAULT, dtype, "core", "inference")
-        data = gather(variants, list(camp.plan.pairs), sorted(set(camp.plan.ds)), 256, 1024, profile, setting)
+        try:
+            data = gather(variants, list(camp.plan.pairs), sorted(set(camp.plan.ds)), 256, 1024, profile, setting)
+        except UserError as e:  # the measurements and profiles are written already: a report must not cost them
+            camp.log(f"report: skipped in {dtype}: {e}")
+            continue
         path = camp.write(f"report-{dtype}.html", render(data), is_html_report, "an HTML report")
         written.append(path.name)
         camp.log(f"report: wrote {path.name} ({path.stat().st_size / 2**20:.1f} MiB)")

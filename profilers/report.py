@@ -8,12 +8,13 @@ from attn_cost.costmodel.claims import claims
 from attn_cost.costmodel.crossover import COSTS, Setting, at_sizes, cost_branches, evaluate, transition_row
 from attn_cost.costmodel.formula import formula_data
 from attn_cost.costmodel.heads import heads as head_tradeoff
-from attn_cost.costmodel.symbols import DEFAULT_DEPTH, D, L, b, d, h, r
+from attn_cost.costmodel.symbols import DEFAULT_DEPTH, DEFAULTS, D, L, b, d, h, r
 
 
 def report_dims(dv: int) -> dict:
-    """The report's sizes at head dim `dv`: one head, batch 1, Latte's L = d, an encoder of the default depth."""
-    return {d: dv, h: 1, b: 1, L: dv, r: 4, D: DEFAULT_DEPTH}
+    """The report's sizes at head dim `dv`: one head, batch 1, Latte's L = d, an encoder of the default depth, the
+    variant-specific sizes (window, chunk, ...) at their defaults."""
+    return {**DEFAULTS, d: dv, h: 1, b: 1, L: dv, r: 4, D: DEFAULT_DEPTH}
 
 
 def length_grid(top: int, points: int = 64) -> list[int]:
@@ -67,7 +68,8 @@ def gather(
         for c in ("flops", "memory")
         for res in [
             head_tradeoff(
-                v, c, embed, n=n_heads, convention=setting.convention, dtype=setting.dtype, counting=setting.counting
+                v, c, embed, n=n_heads, convention=setting.convention, dtype=setting.dtype, counting=setting.counting,
+                extra=dict(DEFAULTS),
             )
         ]
     ]

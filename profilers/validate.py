@@ -89,10 +89,12 @@ def validate(
     max_lengths: int = 15,
     existing: DeviceProfile | None = None,
     opmodel: OpModel | None = None,
+    replicates: int = 4,
 ) -> tuple[DeviceProfile, list[dict]]:
     """Measure (reusing the store), fit on `fit_d` (or use an `existing` profile of this same
     device, to check it without refitting), and compare on every head dim. With an `opmodel` (fitted
-    on op timings only, never on these variants: zero-shot), add its N0 with a bootstrap interval."""
+    on op timings only, never on these variants: zero-shot), add its N0 with a bootstrap interval.
+    `replicates`: re-timings of each found crossover's bracket (`profile_pair`)."""
     if existing is not None and existing.slug != measurer.store.slug:
         raise UserError(
             f"device profile {existing.slug} was fitted on {existing.device.get('name')} "
@@ -103,7 +105,9 @@ def validate(
     for a, b in pairs:
         for dv in sorted(set(fit_d) | set(check_d)):
             sizes = replace(template, N=1, d=dv)
-            measured[(a, b, dv)] = profile_pair(a, b, sizes, measurer, setting, max_lengths=max_lengths, n_max=n_max)
+            measured[(a, b, dv)] = profile_pair(
+                a, b, sizes, measurer, setting, max_lengths=max_lengths, n_max=n_max, replicates=replicates
+            )
     for a, b in pairs:
         for dv in fit_d if existing is None else []:
             p = measured[(a, b, dv)]

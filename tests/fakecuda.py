@@ -29,6 +29,8 @@ BANDWIDTH = 2.8e12
 FLOPS = {"fp32": 50e12, "bf16": 600e12}
 BYTES = {"fp32": 4, "bf16": 2}
 H100_L2 = 50 << 20
+CHUNK = 64
+"""linear-chunked's chunk length (the default `--chunk`)."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,15 @@ def model(variant: str, N: int, d: int, b: int, h: int, dtype: str) -> Model:
     if variant == "taylorshift-efficient":  # the d² feature expansion: K⊗K and (K⊗K)ᵀV, linear in N
         return Model(21, bh * (4 * N * d * d * d + 10 * N * d * d), io + 6 * bh * N * d * d * e,
                      io + bh * (N * d * d + d * d * d + 2 * N * d) * e)  # fmt: skip
+    if variant in ("softmax-fused", "softmax-fused-causal"):  # one kernel, no N×N matrix; causal skips half
+        share = 2 if variant.endswith("causal") else 4
+        return Model(1, bh * share * N * N * d, io, io)
+    if variant == "softmax-causal":  # softmax's kernels and a mask fill over the N×N scores
+        return Model(5, bh * (4 * N * N * d + 6 * N * N), io + 6 * bh * N * N * e, io + 2 * bh * N * N * e)
+    if variant == "linear-chunked":  # chunks of CHUNK: per-chunk d×d states, C×C blocks inside each chunk
+        states, blocks = bh * (N // CHUNK + 1) * d * d, bh * N * CHUNK
+        return Model(16, bh * (4 * N * d * d + 4 * N * CHUNK * d + 8 * N * d), io + (4 * states + 3 * blocks) * e,
+                     io + (2 * states + blocks + 3 * bh * N * d) * e)  # fmt: skip
     raise KeyError(variant)
 
 
@@ -189,7 +200,7 @@ class Event:
 
 def install(monkeypatch, sim: SimGPU) -> None:
     """Point torch.cuda, the campaign's clock and the case builder at `sim` (undone by monkeypatch)."""
-    from attn_cost.profilers import campaign, gpu_timing, profile
+    from attn_cost.profilers import campaign, gpu_timing, profile, sdpa
 
     props = types.SimpleNamespace(
         name=sim.name, major=9, minor=0, total_memory=sim.cap,
@@ -211,6 +222,8 @@ def install(monkeypatch, sim: SimGPU) -> None:
         monkeypatch.setattr(cuda, name, value)
     monkeypatch.setattr(torch.version, "cuda", "12.8")
     monkeypatch.setattr(profile, "build_case", fake_case(sim))
+    fused = lambda name, device, dtype, head_dim, causal=False: name or ("flash" if dtype != "fp32" else "efficient")  # noqa: E731
+    monkeypatch.setattr(sdpa, "probe_backend", fused)  # what PyTorch picks on an H100
     monkeypatch.setattr(gpu_timing, "l2_flush", lambda: lambda: sim.launch(1, 2 * H100_L2 / BANDWIDTH))
     monkeypatch.setattr(campaign, "time", types.SimpleNamespace(monotonic=lambda: sim.host))
     clock = types.SimpleNamespace(perf_counter=lambda: sim.host, strftime=time.strftime, gmtime=time.gmtime)

@@ -14,7 +14,7 @@ import pytest
 import torch
 from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers import gpu_timing, sdpa
-from attn_cost.profilers.campaign import MAX_FILE_BYTES, Plan, check_outputs, write_atomic
+from attn_cost.profilers.campaign import MAX_FILE_BYTES, PAIRS, Plan, check_outputs, write_atomic
 from attn_cost.profilers.cases import build_case
 from attn_cost.profilers.sizes import Sizes
 
@@ -163,11 +163,21 @@ def test_the_timer_says_what_a_time_means() -> None:
 
 
 def test_the_default_plan_is_the_issues_campaign() -> None:
+    """Issue 37: bf16 and fp32 at d = 64 and 128 first, plain and fused softmax against TaylorShift, Latte, linear
+    and chunked linear attention (chunked is causal: against causal softmax), the TaylorShift pair; then other d."""
     plan = Plan(out="x")
     assert ("taylorshift-direct", "taylorshift-efficient") in plan.pairs
-    assert {b for a, b in plan.pairs if a == "softmax"} == {"linear", "latte", "taylorshift-efficient"}
-    assert plan.ds == [16, 32, 64] and plan.dtypes == ["fp32", "bf16"] and plan.batch * plan.heads == 32
-    assert plan.fit_d == [16, 64] and plan.check_d == [32]
+    for a in ("softmax", "softmax-fused"):
+        assert {b for x, b in plan.pairs if x == a} == {"linear", "latte", "taylorshift-efficient"}
+        assert (f"{a}-causal", "linear-chunked") in plan.pairs
+    assert plan.pairs[0] == ("softmax-fused-causal", "linear-chunked")  # the comparison users ask about first
+    assert plan.ds == [64, 128, 32] and plan.dtypes == ["bf16", "fp32"] and plan.batch * plan.heads == 32
+    assert plan.fit_d == [64, 128] and plan.check_d == [32]
+    units = plan.units()
+    first = units[: 4 * len(plan.pairs)]
+    assert {(dt, dv) for dt, dv, _ in first} == {(dt, dv) for dt in ("bf16", "fp32") for dv in (64, 128)}
+    assert [dt for dt, _, _ in first] == sorted([dt for dt, _, _ in first])  # every bf16 unit before fp32's
+    assert {dv for _, dv, _ in units[len(first) :]} == {32} and len(units) == 6 * len(plan.pairs)
     assert plan.minutes == 9  # one call of at most 9 minutes; the next call continues
     assert Plan.from_json(json.loads(json.dumps(plan.as_json()))) == plan
 
@@ -256,18 +266,18 @@ def test_a_spent_budget_stops_cleanly_and_says_how_to_continue(cli, tmp_path) ->
 
 @pytest.mark.slow
 def test_the_rehearsal_runs_every_step_at_small_sizes(cli, tmp_path) -> None:
-    """`campaign --cpu --quick`: every pair at three head dims in fp32 and bf16, calibration, validation, files.
+    """`campaign --cpu --quick`: every pair at three head dims in bf16 and fp32, calibration, validation, files.
 
     A 4-minute budget bounds it on a busy machine: what does not fit is skipped, and said so."""
     out = tmp_path / "rehearsal"
     r = cli("campaign", "--cpu", "--quick", "--out", str(out), "--minutes", "4", timeout=900)
-    assert r.code == 0, r.err
+    assert r.code == 0, r.err[-2000:]
     summary, records = _read(out)
     files = sorted(p.name for p in out.iterdir())
     assert len(files) <= 8 and check_outputs(out) == [], files
     units = {(u["a"], u["b"], u["d"], u["dtype"]) for u in summary["transitions"]}
     skipped = summary["skipped"]
-    assert len(units) + sum(s.startswith("profile ") for s in skipped) == 4 * 3 * 2
+    assert len(units) + sum(s.startswith("profile ") for s in skipped) == len(PAIRS) * 3 * 2
     stopped = any(s.startswith("the rest (") for s in skipped)
     for dtype in ("fp32", "bf16"):
         assert dtype in summary["profiles"] or stopped or any(f"validation in {dtype}" in s for s in skipped)
