@@ -17,12 +17,13 @@ import sys
 import tempfile
 import time
 import types
+from itertools import pairwise
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-import pytest  # noqa: E402  (MonkeyPatch: the simulation is installed the way the tests install it)
-from fakecuda import SimGPU, install  # noqa: E402
+import pytest  # MonkeyPatch: the simulation is installed the way the tests install it
+from fakecuda import SimGPU, install
 
 
 def rehearse(minutes: float) -> dict:
@@ -47,7 +48,7 @@ def rehearse(minutes: float) -> dict:
     patch.undo()
     starts = [i for i, (what, _, _) in enumerate(marks) if what.startswith(("profile ", "validate ", "skipped: the"))]
     parts = []
-    for i, j in zip(starts, starts[1:], strict=False):
+    for i, j in pairwise(starts):
         (what, dev0, host0), (_, dev1, host1) = marks[i], marks[j]
         parts.append({"part": what, "device_s": round(dev1 - dev0, 1), "host_s": round(host1 - host0, 1)})
     return {"plan": summary["plan"], "parts": parts, "skipped": summary["skipped"], "usable": summary["usable"],
@@ -78,7 +79,8 @@ def main() -> None:
     for p in result["parts"]:
         print(f"{p['part'][:60]:60} {p['device_s']:9.1f} {p['host_s']:7.1f}")
     print(f"{'total':60} {total_dev:9.1f} {total_host:7.1f}")
-    print(f"skipped: {len(result['skipped'])}: " + "; ".join(result["skipped"][:3]) + (" ..." if result["skipped"] else ""))
+    skipped = result["skipped"]
+    print(f"skipped: {len(skipped)}: " + "; ".join(skipped[:3]) + (" ..." if skipped else ""))
     print(f"usable: {result['usable']}")
     cal = result["calibration"]
     print(f"calibration: {cal['grid_and_held_out_shapes']} shapes, at least {cal['at_least_s']} s (3 runs of 20 ms)")

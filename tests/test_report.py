@@ -178,15 +178,17 @@ def test_report_renders_in_headless_chromium(report: Path) -> None:
 
 
 def test_variants_with_their_own_sizes_are_reported_at_their_defaults() -> None:
-    """Window, projected length, features, landmarks, kv heads and chunk take their defaults in the report, as in
-    `crossover` (a report of such a variant once stopped with `depends on w: give a value for it`)."""
+    """Window, projected length, features, landmarks, kv heads and chunk take their defaults in the report, as
+    in `crossover` (a report of such a variant once stopped with `depends on w: give a value for it`)."""
     from attn_cost.costmodel.conventions import DEFAULT
     from attn_cost.costmodel.crossover import Setting, transition_row
     from attn_cost.costmodel.symbols import DEFAULTS, L
     from attn_cost.profilers.report import gather, report_dims
 
-    pairs = [("softmax-causal", "sliding-window"), ("softmax", "nystromformer"), ("softmax", "gqa"),
-             ("softmax", "linformer"), ("softmax", "performer"), ("softmax-fused-causal", "linear-chunked")]  # fmt: skip
+    pairs = [
+        ("softmax-causal", "sliding-window"), ("softmax", "nystromformer"), ("softmax", "gqa"),
+        ("softmax", "linformer"), ("softmax", "performer"), ("softmax-fused-causal", "linear-chunked"),
+    ]  # fmt: skip
     setting = Setting(DEFAULT, "fp32", "core", "inference")
     data = gather(sorted({v for p in pairs for v in p}), pairs, [16], 64, 256, None, setting)
     expected = [transition_row(a, b, {**report_dims(16), **DEFAULTS}, setting, (L,)).n0 for a, b in pairs]
