@@ -377,7 +377,7 @@ def formula(
     fmt = display.latex if latex else display.text
     render.prose(f"[bold]{v.name}[/] ({st.scope}, {mode}) — {escape(v.summary)}\n  source: {escape(v.source)}")
     cells = []
-    for step in derived.steps:
+    for step, live in zip(derived.steps, derived.peak().per_step(), strict=True):
         op = step.op
         lost = conv.left_out(op)
         cells.append(
@@ -389,7 +389,7 @@ def formula(
                 "" if op.repeat == 1 else fmt(op.repeat),
                 fmt(conv.op_flops(op)),
                 "" if lost == 0 else fmt(lost),
-                fmt(step.elements()),
+                fmt(live),
             ]
         )
     render.table(

@@ -191,8 +191,12 @@ def check_sizes(g) -> None:
         sizes.append((f"{where}: workspace", op.workspace))
     sizes += [(f"input {t.name}", dim) for t in g.inputs for dim in t.shape]
     sizes += [(f"parameter {t.name}", dim) for t, _ in g.params for dim in t.shape]
+    seen: set = set()
     for where, size in sizes:
         size = sp.sympify(size)
+        if size in seen:  # a graph of many ops repeats few sizes: each is checked once (linear in the ops)
+            continue
+        seen.add(size)
         unknown = size.free_symbols - known
         if unknown:
             raise UserError(
