@@ -140,6 +140,11 @@ def _registering(run, files: list[Path], what: str | None = None) -> list[str]:
         _forget(before)
         raise
     changed = [v for name, v in REGISTRY.items() if before.get(name) is not v]
+    altered = [name for name, v in before.items() if _altered(v, REGISTRY.get(name))]
+    if altered:
+        _forget(before)
+        raise UserError(f"{source}: changes the registered variant {altered[0]!r} (source: {before[altered[0]].source})"
+                        ": a file adds variants, and decoding steps to variants without one")  # fmt: skip
     if not changed:
         raise UserError(f"{source}: defines no variant (write one with @variant, @layer_variant or @decode_step)")
     for v in changed:
@@ -160,6 +165,13 @@ def _registering(run, files: list[Path], what: str | None = None) -> list[str]:
     return [v.name for v in changed]
 
 
+def _altered(was, now) -> bool:
+    """A registered variant removed or changed, other than given the decoding step it lacked."""
+    from dataclasses import replace
+
+    return now is None or (now is not was and (was.decode is not None or replace(now, decode=None) != was))
+
+
 @contextlib.contextmanager
 def foreign(files: list[Path], what: str | None = None, variant: str | None = None) -> Iterator[None]:
     """Run code of the user's files: its prints go to stderr (stdout carries tables and --json), torch's switches
@@ -169,10 +181,14 @@ def foreign(files: list[Path], what: str | None = None, variant: str | None = No
     try:
         with contextlib.redirect_stdout(sys.stderr), state_kept():
             yield
-    except (KeyboardInterrupt, UserError):
+    except (KeyboardInterrupt, _LocatedError):
         raise
     except BaseException as e:
-        raise UserError(located(e, files, what, variant)) from None
+        raise _LocatedError(located(e, files, what, variant)) from None
+
+
+class _LocatedError(UserError):
+    """An error of the user's code, already located by `foreign` (code it runs may run more of it)."""
 
 
 @contextlib.contextmanager
