@@ -258,8 +258,10 @@ def main(argv: list[str] | None = None) -> int:
         return interrupted()
     code = result if isinstance(result, int) else 0
     if code == 0:
+        from attn_cost.cli.render import one_line
+
         for text in _state["notes"]:
-            sys.stderr.write(f"{text}\n")
+            sys.stderr.write(f"{one_line(text)}\n")
     return code
 
 

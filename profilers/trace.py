@@ -45,7 +45,7 @@ from typing import Any
 
 import sympy as sp
 import torch
-from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.errors import UserError, printable
 from attn_cost.costmodel.graph import Graph, Storage, Tensor
 from attn_cost.costmodel.symbols import N, b, d, h
 from torch.multiprocessing.reductions import StorageWeakRef
@@ -1819,7 +1819,8 @@ def register(spec: str, init: list[str] | None = None, config: Path | None = Non
     fixed = {k: v for k, v in t.recording.fixed.items()}
     if fixed:  # the formulas hold at these sizes only: say so once, on stderr (stdout may be JSON)
         sizes = ", ".join(f"{k} = {v}" for k, v in fixed.items())
-        sys.stderr.write(f"attn-cost: note: {path}:{name} fixes {sizes}; its formulas hold at these sizes only\n")
+        sys.stderr.write(printable(f"attn-cost: note: {path}:{name} fixes {sizes}; its formulas hold at these sizes "
+                                   "only", keep="") + "\n")
         source += f"; fixed: {sizes}"
     if t.kind == "core":
         core = lambda g, q, k, v: replay_eager(t, g, [q, k, v])  # noqa: E731
