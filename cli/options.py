@@ -123,9 +123,20 @@ LIMITS = {
     "--repeats": 10_000,
     "--max-lengths": 1_000,
     "--threads": 4096,
+    "--kv-heads": 1 << 16,
+    "--window": 1 << 32,
+    "--proj-len": 1 << 32,
+    "--features": 1 << 24,
+    "--landmarks": 1 << 32,
+    "--chunk": 1 << 32,
+    "--sram": 1 << 30,
+    "--block-q": 1 << 16,
+    "--block-kv": 1 << 16,
+    "--timeout-min": 43_200,
 }
 """The largest value each size option takes: beyond these no attention layer exists, and exact
-answers would only cost time (a head dim of 10^8, a context of 10^12 tokens)."""
+answers would only cost time (a head dim of 10^8, a context of 10^12 tokens, a window of 10^30). Every option
+named here is checked as it is read, in every command that takes it (`bound_sizes`)."""
 
 
 @overload
@@ -140,6 +151,28 @@ def positive(value: int | None, flag: str) -> int | None:
     if value is not None and top is not None and value > top:
         fail(f"{flag} {value:,} is beyond what attn-cost models (at most {top:,})")
     return value
+
+
+def bound_sizes(command) -> None:
+    """Check every option named in LIMITS, in every command below `command`, as click reads it: a positive integer
+    no larger than its limit (each value of a repeated one), so that no command can take a size unchecked."""
+    from attn_cost.cli.app import _commands
+
+    for sub in _commands(command):
+        for param in getattr(sub, "params", []):
+            flag = max(param.opts, key=len) if param.param_type_name == "option" and param.opts else None
+            if flag in LIMITS:
+                param.callback = _checking(flag, param.callback)
+
+
+def _checking(flag: str, then: Callable | None) -> Callable:
+    def callback(ctx, param, value):
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(v, int):
+                positive(v, flag)
+        return then(ctx, param, value) if then is not None else value
+
+    return callback
 
 
 def head_dims(d_values: list[int] | None, embed: int | None, heads: int, default: list[int]) -> list[int]:
