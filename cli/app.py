@@ -220,7 +220,7 @@ def fail(message: str) -> NoReturn:
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit code."""
     from attn_cost.cli import commands  # noqa: F401  (registers the commands)
-    from attn_cost.cli.options import bound_sizes
+    from attn_cost.cli.options import bound_sizes, once_each
     from attn_cost.cli.trace import add_user_options
 
     _state["stores"], _state["notes"] = [], []
@@ -233,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         add_user_options(command)  # --variants PATH and --trace PATH:NAME on every command
         polish_help(command)
         bound_sizes(command)
+        once_each(command)
         result = command.main(args=argv, prog_name="attn-cost", standalone_mode=False)
     except click_errors.ClickException as e:  # click's usage and parameter errors (typer's own copy or click)
         if isinstance(e, getattr(click_errors, "NoArgsIsHelpError", ())):  # `attn-cost` alone: help, exit 0

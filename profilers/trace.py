@@ -191,6 +191,8 @@ def parse_init(items: list[str] | None) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key.strip().isidentifier():
             raise UserError(f"--init takes key=value (a constructor argument), got {item!r}")
+        if key.strip() in out:
+            raise UserError(f"--init gives {key.strip()} twice, with different values: give each argument once")
         try:
             out[key.strip()] = ast.literal_eval(value.strip())
         except (ValueError, SyntaxError):
