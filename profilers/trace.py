@@ -191,12 +191,13 @@ def parse_init(items: list[str] | None) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key.strip().isidentifier():
             raise UserError(f"--init takes key=value (a constructor argument), got {item!r}")
-        if key.strip() in out:
-            raise UserError(f"--init gives {key.strip()} twice, with different values: give each argument once")
         try:
-            out[key.strip()] = ast.literal_eval(value.strip())
+            parsed = ast.literal_eval(value.strip())
         except (ValueError, SyntaxError):
-            out[key.strip()] = value.strip()
+            parsed = value.strip()
+        if key.strip() in out and out[key.strip()] != parsed:
+            raise UserError(f"--init gives {key.strip()} twice, with different values: give each argument once")
+        out[key.strip()] = parsed
     return out
 
 
