@@ -106,7 +106,9 @@ class PeakMemory:
         thousands of storages costs a few terms per step, not its whole live set."""
         dtype = None if self.unit == "elements" else self.unit
         width = 1 if dtype is None else dtype_bytes(dtype)
-        out, running, before = [], sp.Integer(0), {}
+        out: list[sp.Expr] = []
+        running: sp.Expr = sp.Integer(0)
+        before: dict[int, sp.Expr] = {}
         for step in self.steps:
             now = {s.id: s for s in step.live}
             gone = [before.pop(i) for i in [i for i in before if i not in now]]
