@@ -232,7 +232,7 @@ def sizes(
     to `symbols.DEFAULTS` unless the command took them (`with_sizes`)."""
     for value, flag in ((batch, "--b"), (latents, "--L"), (ratio, "--r"), (depth, "--depth")):
         positive(value, flag)
-    own = {L: latents or dv, r: ratio or 4, D: depth or DEFAULT_DEPTH}
+    own = {L: latents or dv, r: 4 if ratio is None else ratio, D: DEFAULT_DEPTH if depth is None else depth}
     return {d: dv, h: heads, b: batch, **own, **extra_sizes(heads)}
 
 
@@ -346,7 +346,7 @@ def counting(convention: str, scope: str) -> Counting:
         fail(f"--n-kv applies to the attention core (--scope core), not to the {scope} scope")
     return Counting(
         causal=chosen.get("causal_count") or implied.get("causal", "dense"),
-        tile=chosen.get("tile") or 128,
+        tile=128 if chosen.get("tile") is None else chosen["tile"],
         backward=chosen.get("backward") or implied.get("backward", "autograd"),
         n_kv=n_kv,
         align=chosen.get("align") or "top-left",
@@ -407,8 +407,9 @@ def applies(names: list[str], st: Setting, given: dict) -> None:
         fail(f"--causal-count counts the scores of a causal mask, and none of {shown} masks a score matrix here "
              f"({st.scope} scope): it applies to causal forms such as softmax-causal (--causal)")  # fmt: skip
     if "backward" in chosen and F_bwd not in factors:
+        why = "it applies with --mode training" if st.mode != "training" else "none materialises a score matrix"
         fail(f"--backward counts the backward pass of the score products, and none of {shown} has one in "
-             f"{st.mode}: it applies with --mode training")  # fmt: skip
+             f"{st.mode}: {why}")  # fmt: skip
     if "bias" in chosen and all(_projections(name, st) == 0 for name in names):
         fail(f"--bias chooses the biases of the projections, and none of {shown} has projections at the {st.scope} "
              "scope: give --scope layer, block or model")  # fmt: skip

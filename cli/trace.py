@@ -102,7 +102,7 @@ def trace(
 
     name = tr.register(spec, init, config, example)
     t = tr.traced(name)
-    checks = [tr.check(t, check)] if check is not None else []
+    checks = [tr.checked(t, check)] if check is not None else []
     args = [name, "--convention", convention, "--dtype", dtype, "--mode", mode]
     args += ["--scope", scope] if scope else []
     args += ["--latex"] if latex else []

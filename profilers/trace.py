@@ -1904,7 +1904,7 @@ CHECK_FLOPS = 10**12
 """The most FLOPs (matmul convention) one run of `--check` may cost: the real code runs three times, on a CPU."""
 
 
-def check(t: Traced, text: str) -> dict[str, Any]:
+def checked(t: Traced, text: str) -> dict[str, Any]:
     """--check N=..,b=..: the formulas and the real code (FlopCounterMode, the live-tensor tracer) at those sizes,
     refused before anything runs where the formulas say the code would need more than half this machine's memory
     or more than CHECK_FLOPS."""
