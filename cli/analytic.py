@@ -75,8 +75,8 @@ def crossover(
     batch: int = o.BATCH,
     embed: Optional[int] = o.EMBED,
     latents: Optional[int] = o.LATENTS,
-    ratio: int = o.RATIO,
-    depth: int = o.DEPTH,
+    ratio: Optional[int] = o.RATIO,
+    depth: Optional[int] = o.DEPTH,
     convention: str = o.CONVENTION,
     dtype: str = o.DTYPE,
     scope: Optional[str] = o.SCOPE,
@@ -94,7 +94,7 @@ def crossover(
     from attn_cost.cli.trace import own_widths
 
     ds, heads = own_widths(names, ds, heads)  # a traced module is compared at its own width and heads
-    st = o.setting(convention, dtype, scope, mode, names)
+    st = o.setting(convention, dtype, scope, mode, names, {"--L": latents, "--r": ratio, "--depth": depth})
     tied = () if latents else (L,)  # L defaults to d, so closed forms follow d with it
     rows = [
         transition_row(a, bb, o.sizes(dv, heads, batch, latents, ratio, depth), st, tied)
@@ -236,8 +236,8 @@ def cheapest(
     batch: int = o.BATCH,
     embed: Optional[int] = o.EMBED,
     latents: Optional[int] = o.LATENTS,
-    ratio: int = o.RATIO,
-    depth: int = o.DEPTH,
+    ratio: Optional[int] = o.RATIO,
+    depth: Optional[int] = o.DEPTH,
     convention: str = o.CONVENTION,
     dtype: str = o.DTYPE,
     scope: Optional[str] = o.SCOPE,
@@ -254,7 +254,7 @@ def cheapest(
         if c not in COSTS:
             fail(f"unknown cost {c!r} (known: {', '.join(COSTS)})")
     ds = o.head_dims(d_values, embed, heads, default=o.D_DEFAULT["cheapest"])
-    st = o.setting(convention, dtype, scope, mode, names)
+    st = o.setting(convention, dtype, scope, mode, names, {"--L": latents, "--r": ratio, "--depth": depth})
     results: list[dict[str, Any]] = []
     for dv in ds:
         dims = o.sizes(dv, heads, batch, latents, ratio, depth)
@@ -310,7 +310,7 @@ def decode(
     names = [get_variant(x).name for x in (variant or DECODE_DEFAULT)]
     contexts = [o.positive(x, "--n") for x in (n or [1024, 4096, 16384, 65536])]
     ds = o.head_dims(d_values, embed, heads, default=o.D_DEFAULT["decode"])
-    st = o.setting(convention, dtype, "decode", "inference", names)
+    st = o.setting(convention, dtype, "decode", "inference", names, {"--L": latents})
     rows: list[dict[str, Any]] = []
     for dv in ds:
         dims = o.sizes(dv, heads, batch, latents, 4, 1)
@@ -377,7 +377,7 @@ def formula(
     fmt = display.latex if latex else display.text
     render.prose(f"[bold]{v.name}[/] ({st.scope}, {mode}) — {escape(v.summary)}\n  source: {escape(v.source)}")
     cells = []
-    for step in derived.steps:
+    for step, live in zip(derived.steps, derived.peak().per_step(), strict=True):
         op = step.op
         lost = conv.left_out(op)
         cells.append(
@@ -389,7 +389,7 @@ def formula(
                 "" if op.repeat == 1 else fmt(op.repeat),
                 fmt(conv.op_flops(op)),
                 "" if lost == 0 else fmt(lost),
-                fmt(step.elements()),
+                fmt(live),
             ]
         )
     render.table(
@@ -483,7 +483,6 @@ def heads(
     o.positive(embed, "--d-embed"), o.positive(n, "--n"), o.positive(batch, "--b")
     names = [get_variant(x).name for x in (variant or ["taylorshift-direct", "taylorshift-efficient"])]
     st = o.setting(convention, dtype, "core", "inference", names)
-    o.sizes_apply(names, st)
     results = [
         head_tradeoff(
             x,

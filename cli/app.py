@@ -220,6 +220,7 @@ def fail(message: str) -> NoReturn:
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit code."""
     from attn_cost.cli import commands  # noqa: F401  (registers the commands)
+    from attn_cost.cli.options import bound_sizes, once_each
     from attn_cost.cli.trace import add_user_options
 
     _state["stores"], _state["notes"] = [], []
@@ -231,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         command = typer.main.get_command(app)
         add_user_options(command)  # --variants PATH and --trace PATH:NAME on every command
         polish_help(command)
+        bound_sizes(command)
+        once_each(command)
         result = command.main(args=argv, prog_name="attn-cost", standalone_mode=False)
     except click_errors.ClickException as e:  # click's usage and parameter errors (typer's own copy or click)
         if isinstance(e, getattr(click_errors, "NoArgsIsHelpError", ())):  # `attn-cost` alone: help, exit 0
@@ -258,8 +261,10 @@ def main(argv: list[str] | None = None) -> int:
         return interrupted()
     code = result if isinstance(result, int) else 0
     if code == 0:
+        from attn_cost.cli.render import one_line
+
         for text in _state["notes"]:
-            sys.stderr.write(f"{text}\n")
+            sys.stderr.write(f"{one_line(text)}\n")
     return code
 
 

@@ -7,14 +7,17 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+import sympy as sp
 import typer
 from attn_cost.cli import options as o
 from attn_cost.cli import render
 from attn_cost.cli.app import app, fail
 from attn_cost.cli.render import Col, emit, right
 from attn_cost.costmodel import display
+from attn_cost.costmodel.conventions import MATMUL
 from attn_cost.costmodel.crossover import at_sizes, compare, cost_branches, evaluate
 from attn_cost.costmodel.iotraffic import DEFAULT_GPU, GPUS, ORDERS, Tiles, fused_causal, has_fused, io_branches
+from attn_cost.costmodel.symbols import N
 from attn_cost.costmodel.variants import derive
 
 FUSED_DEFAULT = ["softmax-fused", "softmax-fused-causal"]
@@ -60,7 +63,10 @@ def io(
         if not has_fused(derive(name)):
             fail(f"{name} has no fused attention kernel to tile (fused variants: softmax-fused, gqa, ...)")
     for name in others:
-        derive(name)
+        growth = sp.degree(sp.expand(derive(name).flops(MATMUL)), N)
+        if growth > 1:
+            fail(f"--against {name}: its FLOPs grow as N^{growth}, and io compares fused attention with linear-time "
+                 "variants (linear, performer, linformer, ...): give one of those")  # fmt: skip
     ds = o.head_dims(d_values, None, heads, default=o.D_DEFAULT["io"])
     st = o.setting("matmul", dtype, "core", "inference", [*fused, *others])
     tiles = Tiles(sram, block_q, block_kv, order, gpu)

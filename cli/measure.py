@@ -147,7 +147,7 @@ def profile(
     """Measure where B overtakes A in time (N0) and peak memory (N1), starting from the analytic prediction."""
     pairs = o.pairs(pair, [("taylorshift-direct", "taylorshift-efficient")])
     ds = o.head_dims(d_values, None, heads, default=o.D_DEFAULT["profile"])
-    st = o.setting(convention, dtype, scope, "inference", sorted({n for p in pairs for n in p}))
+    st = o.setting(convention, dtype, scope, "inference", sorted({n for p in pairs for n in p}), {"--L": latents})
     if st.scope == "model":
         fail("profile measures core, layer, block or decode scopes (a whole model is many blocks: use --scope block)")
     costs = {"both": ("time", "memory"), "time": ("time",), "memory": ("memory",)}.get(cost)
@@ -265,7 +265,7 @@ def measure(
     names = o.variant_names(variant, False)
     ds = o.head_dims(d_values, None, heads, default=o.D_DEFAULT["measure"])
     lengths = [o.positive(x, "--n") for x in n]
-    st = o.setting("full", dtype, scope, "inference", names)
+    st = o.setting("full", dtype, scope, "inference", names, {"--L": latents})
     o.positive(batch, "--b"), o.positive(latents, "--L")
     measuring_args(gpu, cpu, threads, repeats)
     measurable(names, st)
@@ -449,7 +449,7 @@ def validate(
     fit = o.head_dims(fit_d, None, heads, default=[8, 16, 64])
     if len(set(fit)) < 2:
         fail("--fit-d needs at least two head dims: the constants must hold across d to predict another one")
-    st = o.setting(convention, dtype, scope, "inference", sorted({n for p in pairs for n in p}))
+    st = o.setting(convention, dtype, scope, "inference", sorted({n for p in pairs for n in p}), {"--L": latents})
     if st.scope == "model":
         fail("validate measures core, layer, block or decode scopes (a whole model is many blocks: use --scope block)")
     o.positive(batch, "--b"), o.positive(latents, "--L")

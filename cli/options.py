@@ -10,14 +10,14 @@ from typing import Any, Optional, overload
 
 import sympy as sp
 import typer
-from attn_cost.cli.app import fail
-from attn_cost.costmodel.conventions import DEFAULT, get_convention
-from attn_cost.costmodel.counting import Counting
+from attn_cost.cli.app import fail, note
+from attn_cost.costmodel.conventions import DEFAULT, FULL, get_convention
+from attn_cost.costmodel.counting import Counting, F_bwd, F_causal
 from attn_cost.costmodel.crossover import Setting, cost_branches
 from attn_cost.costmodel.derive import dtype_bytes
 from attn_cost.costmodel.scopes import MODES, SCOPES
 from attn_cost.costmodel.symbols import BY_NAME, DEFAULT_DEPTH, DEFAULTS, D, L, b, d, h, h_kv, r
-from attn_cost.costmodel.variants import get_variant
+from attn_cost.costmodel.variants import derive, get_variant
 
 D_VALUES = typer.Option(None, "--d", help="Head dimension; repeat for several.")
 D_DEFAULT = {
@@ -41,8 +41,8 @@ HEADS = typer.Option(1, "--h", help="Heads.")
 BATCH = typer.Option(1, "--b", help="Batch size.")
 EMBED = typer.Option(None, "--d-embed", help="Embedding width; sets d = d_embed / h.")
 LATENTS = typer.Option(None, "--L", help="Latte latent states per head (default: L = d).")
-RATIO = typer.Option(4, "--r", help="MLP ratio (block and model scopes).")
-DEPTH = typer.Option(DEFAULT_DEPTH, "--depth", help="Encoder depth D (model scope).")
+RATIO = typer.Option(None, "--r", help="MLP ratio (block and model scopes).", show_default="4")
+DEPTH = typer.Option(None, "--depth", help="Encoder depth D (model scope).", show_default=str(DEFAULT_DEPTH))
 CONVENTION = typer.Option(DEFAULT, "--convention", help="FLOP convention (see `attn-cost conventions`).")
 DTYPE = typer.Option("fp32", "--dtype", help="fp32, bf16 or fp16: bytes per element for memory and traffic.")
 SCOPE = typer.Option(
@@ -61,7 +61,9 @@ CAUSAL_COUNT = typer.Option(
     help="Scores a causal kernel is charged for: dense (default; FlopCounterMode), triangle (exact), "
     "tiles (the blocks a tiled kernel computes, --tile), half (FlashAttention's benchmark).",
 )
-TILE = typer.Option(128, "--tile", help="Tile size T for --causal-count tiles (exact when T divides N).")
+TILE = typer.Option(
+    None, "--tile", help="Tile size T for --causal-count tiles (exact when T divides N).", show_default="128"
+)
 BACKWARD = typer.Option(
     None,
     "--backward",
@@ -72,7 +74,7 @@ N_KV = typer.Option(
     None, "--n-kv", help="Key/value length when it differs from the query length N (core scope; N <= N_kv)."
 )
 ALIGN = typer.Option(
-    "top-left",
+    None,
     "--align",
     help="Causal mask alignment when N differs from N_kv: top-left (default: PyTorch's is_causal, as the causal "
     "variants run it) or bottom-right (FlashAttention >= 2.1: decode, chunked prefill).",
@@ -123,9 +125,20 @@ LIMITS = {
     "--repeats": 10_000,
     "--max-lengths": 1_000,
     "--threads": 4096,
+    "--kv-heads": 1 << 16,
+    "--window": 1 << 32,
+    "--proj-len": 1 << 32,
+    "--features": 1 << 24,
+    "--landmarks": 1 << 32,
+    "--chunk": 1 << 32,
+    "--sram": 1 << 30,
+    "--block-q": 1 << 16,
+    "--block-kv": 1 << 16,
+    "--timeout-min": 43_200,
 }
 """The largest value each size option takes: beyond these no attention layer exists, and exact
-answers would only cost time (a head dim of 10^8, a context of 10^12 tokens)."""
+answers would only cost time (a head dim of 10^8, a context of 10^12 tokens, a window of 10^30). Every option
+named here is checked as it is read, in every command that takes it (`bound_sizes`)."""
 
 
 @overload
@@ -140,6 +153,61 @@ def positive(value: int | None, flag: str) -> int | None:
     if value is not None and top is not None and value > top:
         fail(f"{flag} {value:,} is beyond what attn-cost models (at most {top:,})")
     return value
+
+
+def bound_sizes(command) -> None:
+    """Check every option named in LIMITS, in every command below `command`, as click reads it: a positive integer
+    no larger than its limit (each value of a repeated one), so that no command can take a size unchecked."""
+    from attn_cost.cli.app import _commands
+
+    for sub in _commands(command):
+        for param in getattr(sub, "params", []):
+            flag = max(param.opts, key=len) if param.param_type_name == "option" and param.opts else None
+            if flag in LIMITS:
+                param.callback = _checking(flag, param.callback)
+
+
+def once_each(command) -> None:
+    """Every repeatable option of every command below `command` keeps each value once, in the order given, and
+    says so (a note after the output): `--n 1024 --n 1024` is one length, not two columns of one key."""
+    from attn_cost.cli.app import _commands
+
+    for sub in _commands(command):
+        for param in getattr(sub, "params", []):
+            if param.param_type_name == "option" and param.opts and getattr(param, "multiple", False):
+                param.callback = _deduplicating(max(param.opts, key=len), param.callback)
+
+
+def _deduplicating(flag: str, then: Callable | None) -> Callable:
+    def callback(ctx, param, value):
+        if value:
+            kept = once(list(value), lambda v: f"{flag} {v}")
+            value = type(value)(kept) if isinstance(value, tuple) else kept
+        return then(ctx, param, value) if then is not None else value
+
+    return callback
+
+
+def once(values: list, said: Callable[[Any], str], why: str = "") -> list:
+    """`values` with each kept once, in order; a note for each one repeated (`said(value)` names it, `why` says
+    why two spellings are one)."""
+    counts: dict = {}
+    for v in values:
+        counts[v] = counts.get(v, 0) + 1
+    for v, k in counts.items():
+        if k > 1:
+            note(f"attn-cost: note: {said(v)} is given {'twice' if k == 2 else f'{k} times'}{why}: used once")
+    return list(counts)
+
+
+def _checking(flag: str, then: Callable | None) -> Callable:
+    def callback(ctx, param, value):
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(v, int):
+                positive(v, flag)
+        return then(ctx, param, value) if then is not None else value
+
+    return callback
 
 
 def head_dims(d_values: list[int] | None, embed: int | None, heads: int, default: list[int]) -> list[int]:
@@ -157,12 +225,15 @@ def head_dims(d_values: list[int] | None, embed: int | None, heads: int, default
     return list(d_values or default)
 
 
-def sizes(dv: int, heads: int, batch: int, latents: int | None, ratio: int, depth: int) -> dict[sp.Symbol, int]:
-    """Every dimension except N; L defaults to d, the variant-specific sizes to `symbols.DEFAULTS`
-    unless the command took them (`with_sizes`)."""
+def sizes(
+    dv: int, heads: int, batch: int, latents: int | None, ratio: int | None = None, depth: int | None = None
+) -> dict[sp.Symbol, int]:
+    """Every dimension except N; L defaults to d, r to 4, D to `symbols.DEFAULT_DEPTH`, the variant-specific sizes
+    to `symbols.DEFAULTS` unless the command took them (`with_sizes`)."""
     for value, flag in ((batch, "--b"), (latents, "--L"), (ratio, "--r"), (depth, "--depth")):
         positive(value, flag)
-    return {d: dv, h: heads, b: batch, L: latents or dv, r: ratio, D: depth, **extra_sizes(heads)}
+    own = {L: latents or dv, r: 4 if ratio is None else ratio, D: DEFAULT_DEPTH if depth is None else depth}
+    return {d: dv, h: heads, b: batch, **own, **extra_sizes(heads)}
 
 
 def extra_sizes(heads: int | None, given_only: bool = False) -> dict[sp.Symbol, int]:
@@ -177,19 +248,6 @@ def extra_sizes(heads: int | None, given_only: bool = False) -> dict[sp.Symbol, 
     if given_only:
         return {BY_NAME[name]: v for name, v in chosen.items()}
     return {**DEFAULTS, **{BY_NAME[name]: v for name, v in chosen.items()}}
-
-
-def sizes_apply(names: list[str], st: Setting) -> None:
-    """Refuse a variant-specific size (--window, --kv-heads ...) that none of the variants has: it would be
-    accepted and change nothing, under a heading that reads as if it had."""
-    given = {str(k): k for k in extra_sizes(None, given_only=True)}
-    used = set()
-    for name in names:
-        for cost in ("flops", "memory"):
-            used |= {s for e in cost_branches(name, cost, st) for s in e.free_symbols}
-    for name, symbol in given.items():
-        if symbol not in used:
-            fail(f"{SIZE_FLAGS[name]} sizes none of {', '.join(names)}: it applies to variants written with it")
 
 
 def given_sizes(heads: int) -> dict[str, int]:
@@ -222,17 +280,20 @@ def with_sizes(command: Callable) -> Callable:
     return run
 
 
-def variant_names(names: list[str], causal: bool) -> list[str]:
-    """Check names against the catalogue; with --causal, swap each for its causal form."""
-    out = []
-    for name in names:
-        v = get_variant(name)
-        if causal and not v.causal:
-            if v.causal_form is None:
-                fail(f"{name} has no causal form in its paper")
-            name = v.causal_form
-        out.append(name)
-    return out
+def variant_names(names: list[str], causal: bool, flag: str = "--variant") -> list[str]:
+    """Check names against the catalogue; with --causal, swap each for its causal form (each kept once: softmax and
+    softmax-causal are one variant then)."""
+    out = [_causal_name(name, causal) for name in names]
+    return once(out, lambda v: f"{flag} {v}", " (with --causal)") if causal else out
+
+
+def _causal_name(name: str, causal: bool) -> str:
+    v = get_variant(name)
+    if causal and not v.causal:
+        if v.causal_form is None:
+            fail(f"{name} has no causal form in its paper")
+        return v.causal_form
+    return name
 
 
 def pairs(texts: list[str] | None, default: list[tuple[str, str]], causal: bool = False) -> list[tuple[str, str]]:
@@ -242,9 +303,9 @@ def pairs(texts: list[str] | None, default: list[tuple[str, str]], causal: bool 
         parts = text.split(":")
         if len(parts) != 2 or not all(parts):
             fail(f"--pair takes A:B (two variant names), got {text!r}")
-        first, second = variant_names(parts, causal)
+        first, second = (_causal_name(x, causal) for x in parts)
         out.append((first, second))
-    return out
+    return once(out, lambda p: f"--pair {':'.join(p)}", " (with --causal)") if causal else out
 
 
 def with_counting(command: Callable) -> Callable:
@@ -256,7 +317,7 @@ def with_counting(command: Callable) -> Callable:
         inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=kind)
         for (name, opt), kind in zip(
             COUNTING_OPTIONS.items(),
-            (Optional[str], int, Optional[str], Optional[int], str, Optional[str]),
+            (Optional[str], Optional[int], Optional[str], Optional[int], Optional[str], Optional[str]),
             strict=True,
         )
     ]
@@ -285,16 +346,20 @@ def counting(convention: str, scope: str) -> Counting:
         fail(f"--n-kv applies to the attention core (--scope core), not to the {scope} scope")
     return Counting(
         causal=chosen.get("causal_count") or implied.get("causal", "dense"),
-        tile=chosen.get("tile", 128),
+        tile=128 if chosen.get("tile") is None else chosen["tile"],
         backward=chosen.get("backward") or implied.get("backward", "autograd"),
         n_kv=n_kv,
-        align=chosen.get("align", "top-left"),
+        align=chosen.get("align") or "top-left",
         bias=chosen.get("bias"),
     )
 
 
-def setting(convention: str, dtype: str, scope: str | None, mode: str, names: list[str]) -> Setting:
-    """Validate the counting options; the scope defaults to the smallest one every variant has."""
+def setting(
+    convention: str, dtype: str, scope: str | None, mode: str, names: list[str], given: dict | None = None
+) -> Setting:
+    """Validate the counting options; the scope defaults to the smallest one every variant has. given: the command's
+    own size options by flag (--L, --r, --depth: None where not given), refused with the counting switches and the
+    variant-specific sizes where they cannot apply (`applies`)."""
     get_convention(convention)
     dtype_bytes(dtype)
     if mode not in MODES:
@@ -306,4 +371,55 @@ def setting(convention: str, dtype: str, scope: str | None, mode: str, names: li
     for n in names:
         if scope not in get_variant(n).scopes:
             fail(f"{n} has no {scope} scope (it has: {', '.join(get_variant(n).scopes)})")
-    return Setting(convention, dtype, scope, mode, counting(convention, scope))
+    st = Setting(convention, dtype, scope, mode, counting(convention, scope))
+    applies(names, st, given or {})
+    return st
+
+
+OWN_SIZES = {"--L": L, "--r": r, "--depth": D}
+"""Size options some commands declare themselves, by the symbol each sets."""
+
+
+def applies(names: list[str], st: Setting, given: dict) -> None:
+    """Refuse an option the user gave that changes nothing here, instead of showing it under the table as if it
+    had: --causal-count where no variant masks a score matrix, --backward without a backward pass of score products
+    (inference), --tile without --causal-count tiles, --align without --n-kv, --bias where no variant has
+    projections (the core scope), a size (--window, --kv-heads, --L, --r, --depth ...) that none of the variants
+    is written with. The same rule in every command that takes these options."""
+    chosen = {k: v for k, v in (_COUNTING.get() or {}).items() if v is not None and k != "n_kv"}
+    flags = {SIZE_FLAGS[str(k)]: k for k in extra_sizes(None, given_only=True)}
+    flags.update({flag: OWN_SIZES[flag] for flag, value in given.items() if value is not None})
+    if not chosen and not flags:
+        return
+    shown = ", ".join(names)
+    if "tile" in chosen and st.counting.causal != "tiles":
+        fail("--tile sizes the tiles of --causal-count tiles: give both, or neither")
+    if "align" in chosen and st.counting.n_kv is None:
+        fail("--align places the causal mask when keys have their own length: give it with --n-kv")
+    kv = st.counting.n_kv is not None
+    factors: set = set()
+    used: set = set()
+    for name in names:
+        factors |= derive(name, st.scope, st.mode, kv, st.counting.bias).flops(FULL, None).free_symbols
+        for cost in ("flops", "memory"):
+            used |= {x for e in cost_branches(name, cost, st) for x in e.free_symbols}
+    if "causal_count" in chosen and F_causal not in factors:
+        fail(f"--causal-count counts the scores of a causal mask, and none of {shown} masks a score matrix here "
+             f"({st.scope} scope): it applies to causal forms such as softmax-causal (--causal)")  # fmt: skip
+    if "backward" in chosen and F_bwd not in factors:
+        why = "it applies with --mode training" if st.mode != "training" else "none materialises a score matrix"
+        fail(f"--backward counts the backward pass of the score products, and none of {shown} has one in "
+             f"{st.mode}: {why}")  # fmt: skip
+    if "bias" in chosen and all(_projections(name, st) == 0 for name in names):
+        fail(f"--bias chooses the biases of the projections, and none of {shown} has projections at the {st.scope} "
+             "scope: give --scope layer, block or model")  # fmt: skip
+    for flag, symbol in flags.items():
+        if symbol not in used:
+            fail(f"{flag} sizes none of {shown}: it applies to variants written with it ({st.scope} scope)")
+
+
+def _projections(name: str, st: Setting) -> sp.Expr:
+    """The parameters a variant's projection biases add at this scope (0 where it has no projections)."""
+    kv = st.counting.n_kv is not None
+    every, none = (derive(name, st.scope, st.mode, kv, bias).params for bias in ("all", "none"))
+    return sp.expand(every - none)

@@ -7,7 +7,9 @@ does not, its value columns are stacked into several narrower tables that repeat
 of `header: value` pairs. Cells that are names or numbers never wrap; only columns marked `prose`
 (sentences) wrap, and only between words. A line wider than the width is folded at a space outside
 brackets where it can be (between the terms of a formula, never inside a name or a term), its
-continuation indented. Trailing spaces are removed from every line.
+continuation indented. Trailing spaces are removed from every line. Whatever it prints passes `safe` first: text
+from a variant file or a path the user typed (a summary, a label, a name) can never send the terminal a control
+sequence.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import sys
 import textwrap
 from dataclasses import dataclass
 
+from attn_cost.costmodel.errors import printable
 from rich import box
 from rich.console import Console, JustifyMethod
 from rich.table import Table
@@ -68,11 +71,21 @@ def _emit(con: Console, *items, soft_wrap: bool = False) -> None:
     sys.stdout.write(text)
 
 
+def safe(text: str, keep: str = "\n") -> str:
+    """Text for the terminal: control and format characters escaped (`errors.printable`), newlines kept."""
+    return printable(text, keep)
+
+
+def _text(text: str, markup: bool = True) -> Text:
+    """A rich Text of `text` made `safe`, its markup read unless markup is False."""
+    return Text.from_markup(safe(text)) if markup else Text(safe(text))
+
+
 def line(text: str = "", *, markup: bool = True) -> None:
     """Print one line, folded at the width between words (at the shallowest bracket depth: a formula breaks
     between its terms, never inside a name or a term)."""
     con = console()
-    rich = Text.from_markup(text) if markup else Text(text)
+    rich = _text(text, markup)
     _emit(con, *fold(rich, con.width), soft_wrap=True)
 
 
@@ -115,8 +128,7 @@ def with_spread(value: float, spread: float | None) -> str:
 def one_line(text: str) -> str:
     """Text as one printable line: whitespace runs become one space, control characters (a terminal escape in a
     path or a name the user typed) are shown escaped, never sent to the terminal."""
-    flat = " ".join(text.split())
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in flat)
+    return printable(" ".join(text.split()), keep="")
 
 
 def warn(text: str) -> None:
@@ -130,6 +142,7 @@ def formula(label: str, value: str, indent: int = 2) -> None:
     """Print `label = value`; when that is wider than the width, the value goes whole on the next line."""
     con = console()
     pad = " " * indent
+    label, value = safe(label), safe(value)
     one = f"{pad}{label} = {value}"
     if Text(one).cell_len <= con.width:
         _emit(con, Text(one), soft_wrap=True)
@@ -151,7 +164,7 @@ def sentence(text: str, indent: int = 2) -> None:
     con = console()
     pad = " " * indent
     lines = textwrap.wrap(
-        text,
+        safe(text, keep="\n" + GLUE),
         width=max(con.width, 40),
         initial_indent=pad,
         subsequent_indent=pad + "  ",
@@ -165,7 +178,7 @@ def sentence(text: str, indent: int = 2) -> None:
 def prose(text: str, *, markup: bool = True) -> None:
     """Print a sentence, wrapped between words at the width (for text without formulas)."""
     con = console()
-    _emit(con, Text.from_markup(text) if markup else Text(text))
+    _emit(con, _text(text, markup))
 
 
 def _cell_width(cell: str) -> int:
@@ -200,6 +213,9 @@ def table(
     show_header: bool = True,
 ) -> None:
     """Print a table that fits the width (see the module docstring); cells are rich markup."""
+    title, caption = (safe(x) if x is not None else None for x in (title, caption))
+    columns = [Col(safe(c.header), c.justify, c.prose) for c in columns]
+    rows = [[safe(cell) for cell in row] for row in rows]
     con = console()
     width = con.width
     needs = [_needs(c, [r[i] for r in rows]) for i, c in enumerate(columns)]

@@ -102,7 +102,7 @@ def trace(
 
     name = tr.register(spec, init, config, example)
     t = tr.traced(name)
-    checks = _checks(t, check) if check else []
+    checks = [tr.checked(t, check)] if check is not None else []
     args = [name, "--convention", convention, "--dtype", dtype, "--mode", mode]
     args += ["--scope", scope] if scope else []
     args += ["--latex"] if latex else []
@@ -132,26 +132,6 @@ def trace(
     formula = typer.main.get_command(app).commands["formula"]
     formula.main(args=args, prog_name="attn-cost trace", standalone_mode=False)
     _report(t, ideal, why, dtype, checks)
-
-
-def _checks(t, text: str) -> list[dict]:
-    """--check N=..,b=..: the real code's FLOPs and live-tensor peak at those sizes, beside the formulas."""
-    from attn_cost.costmodel.conventions import MATMUL
-    from attn_cost.costmodel.symbols import BY_NAME
-    from attn_cost.costmodel.variants import derive
-    from attn_cost.profilers import trace as tr
-
-    sizes = {**t.example, **tr.parse_example(text)}
-    dv = derive(t.name, t.kind)
-    at = {BY_NAME[k]: v for k, v in sizes.items()}
-    real = tr.measure(t, sizes)
-    return [{
-        "sizes": {k: v for k, v in sizes.items() if t.kind == "core" or k in ("b", "N")},
-        "flops_formula": int(dv.flops(MATMUL).xreplace(at)),
-        "flops_flopcountermode": real["flops"],
-        "peak_bytes_formula": int(dv.peak("fp32").expr.xreplace(at)),
-        "peak_bytes_live_tracer": real["peak_bytes"],
-    }]  # fmt: skip
 
 
 def _report(t, ideal, why: str, dtype: str, checks: list[dict]) -> None:

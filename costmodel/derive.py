@@ -46,13 +46,16 @@ class Step:
     """Storages saved for backward inside a loop exist once per iteration (counted in full from the
     step that makes them: the walk stands for the last iteration)."""
 
+    def share(self, s: Storage, dtype: str | None = None) -> sp.Expr:
+        """What one live storage counts at this step: its elements (dtype None) or bytes, times its copies."""
+        size = s.numel if dtype is None else _nbytes(s.numel, s.dtype, dtype)
+        return size * self.copies.get(s.id, 1)
+
     def elements(self) -> sp.Expr:
-        total = sum((s.numel * self.copies.get(s.id, 1) for s in self.live), sp.Integer(0))
-        return sp.expand(total + self.op.workspace)
+        return sp.expand(sp.Add(*(self.share(s) for s in self.live)) + self.op.workspace)
 
     def nbytes(self, dtype: str) -> sp.Expr:
-        live = sum((_nbytes(s.numel, s.dtype, dtype) * self.copies.get(s.id, 1) for s in self.live), sp.Integer(0))
-        return sp.expand(live + self.op.workspace * dtype_bytes(dtype))
+        return sp.expand(sp.Add(*(self.share(s, dtype) for s in self.live)) + self.op.workspace * dtype_bytes(dtype))
 
 
 def nonneg_for_dims_at_least_one(expr: sp.Expr) -> bool:
@@ -61,17 +64,19 @@ def nonneg_for_dims_at_least_one(expr: sp.Expr) -> bool:
 
 
 def prune_dominated(branches: list[sp.Expr]) -> list[sp.Expr]:
-    """Drop branches that another branch bounds from above for every size >= 1."""
-    unique: list[tuple[sp.Expr, dict]] = []
+    """Drop branches that another branch bounds from above for every size >= 1, in their order.
+
+    One pass keeps the branches no other bounds so far (bounding is transitive): the work grows with the
+    branches times the few that survive, not with the square of the branches (a graph of thousands of ops
+    whose live set grows has thousands of distinct totals, each bounding the one before)."""
+    front: list[tuple[sp.Expr, dict]] = []
     for e in branches:
         t = terms(e)
-        if all(t != u for _, u in unique):
-            unique.append((e, t))
-    return [
-        e
-        for i, (e, t) in enumerate(unique)
-        if not any(j != i and nonneg_when_at_least_one(subtract(u, t)) for j, (_, u) in enumerate(unique))
-    ]
+        if any(t == u or nonneg_when_at_least_one(subtract(u, t)) for _, u in reversed(front)):
+            continue
+        front = [(f, u) for f, u in front if not nonneg_when_at_least_one(subtract(t, u))]
+        front.append((e, t))
+    return [e for e, _ in front]
 
 
 def dominant_for_large(branches: list[sp.Expr]) -> sp.Expr | None:
@@ -91,9 +96,28 @@ class PeakMemory:
     unit: str  # "elements" or a dtype name
 
     def per_step(self) -> list[sp.Expr]:
-        if self.unit == "elements":
-            return [s.elements() for s in self.steps]
-        return [s.nbytes(self.unit) for s in self.steps]
+        """What is alive at each step (elements, or bytes of the unit's dtype), workspace included."""
+        return list(self._totals)
+
+    @cached_property
+    def _totals(self) -> tuple[sp.Expr, ...]:
+        """The per-step totals as a running sum: each step adds the storages that start and takes away the ones
+        that ended (as `Step.elements` and `Step.nbytes` sum them), so that a graph whose live set grows to
+        thousands of storages costs a few terms per step, not its whole live set."""
+        dtype = None if self.unit == "elements" else self.unit
+        width = 1 if dtype is None else dtype_bytes(dtype)
+        out: list[sp.Expr] = []
+        running: sp.Expr = sp.Integer(0)
+        before: dict[int, sp.Expr] = {}
+        for step in self.steps:
+            now = {s.id: s for s in step.live}
+            gone = [before.pop(i) for i in [i for i in before if i not in now]]
+            new = {i: s for i, s in now.items() if i not in before}
+            for i, s in new.items():
+                before[i] = step.share(s, dtype)
+            running = sp.expand(running + sp.Add(*(before[i] for i in new)) - sp.Add(*gone))
+            out.append(sp.expand(running + step.op.workspace * width))
+        return tuple(out)
 
     @cached_property
     def branches(self) -> list[sp.Expr]:
@@ -157,12 +181,12 @@ class Derived:
 
     def flops(self, convention: Convention, counting: Counting | None = DEFAULT_COUNTING) -> sp.Expr:
         """Total FLOPs under a convention and counting rules (None: the named factors stay symbols)."""
-        total = sum((self.op_flops(op, convention, None) for op in self.ops), sp.Integer(0))
+        total = sp.Add(*(self.op_flops(op, convention, None) for op in self.ops))
         return counting.apply(total) if counting is not None else sp.expand(total)
 
     def left_out(self, convention: Convention, counting: Counting | None = DEFAULT_COUNTING) -> sp.Expr:
         """FLOPs that `full` counts and this convention does not."""
-        total = sum((convention.left_out(op) * self._counted(op) for op in self.ops), sp.Integer(0))
+        total = sp.Add(*(convention.left_out(op) * self._counted(op) for op in self.ops))
         return counting.apply(total) if counting is not None else sp.expand(total)
 
     def peak(self, unit: str = "elements") -> PeakMemory:
@@ -173,7 +197,7 @@ class Derived:
 
     def traffic(self, dtype: str = "fp32", counting: Counting = DEFAULT_COUNTING) -> sp.Expr:
         """Bytes read plus bytes written when every op runs as its own kernel (backward passes as `counting` says)."""
-        return counting.apply(sum((self.op_traffic(op, dtype) * self._passes(op) for op in self.ops), sp.Integer(0)))
+        return counting.apply(sp.Add(*(self.op_traffic(op, dtype) * self._passes(op) for op in self.ops)))
 
     def op_traffic(self, op: Op, dtype: str) -> sp.Expr:
         """Bytes one run of an op reads and writes."""
@@ -223,14 +247,24 @@ class Derived:
                     copies[t.storage.id] = g.ops[t.storage.producer].repeat
         for sid in g.kept | saved:
             last_use[sid] = end
+        # a storage is live from its producer (an input: from the first op) to its last use; one sweep over the
+        # ops, adding and dropping storages as they start and end, keeps this linear in the ops
+        order = {sid: i for i, sid in enumerate(storages)}
+        starts: dict[int, list[int]] = {}
+        ends: dict[int, list[int]] = {}
+        for sid, s in storages.items():
+            if last_use[sid] >= max(s.producer, 0):
+                starts.setdefault(max(s.producer, 0), []).append(sid)
+                ends.setdefault(last_use[sid], []).append(sid)
+        active: dict[int, Storage] = {}
         steps = []
         for op in g.ops:
-            live = tuple(
-                s
-                for sid, s in storages.items()
-                if s.producer <= op.index <= last_use[sid] and not (s.producer == -1 and last_use[sid] < 0)
-            )
+            for sid in starts.get(op.index, ()):
+                active[sid] = storages[sid]
+            live = tuple(sorted(active.values(), key=lambda s: order[s.id]))
             steps.append(Step(op, live, {s.id: copies[s.id] for s in live if s.id in copies}))
+            for sid in ends.get(op.index, ()):
+                del active[sid]
         return steps
 
     def _loop_spans(self) -> dict[int, tuple[int, int]]:

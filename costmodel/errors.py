@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping
 
 
@@ -26,3 +27,16 @@ def unknown(what: str, name: str, known: Mapping[str, object] | list[str]) -> st
     close = difflib.get_close_matches(name, names, n=2, cutoff=0.5) or [k for k in names if name and name in k][:2]
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     return f"unknown {what} {name!r}{hint} (known: {', '.join(names)})"
+
+
+UNSAFE = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+"""Unicode categories a terminal acts on instead of showing: control characters (ESC starts a sequence that recolours,
+clears or retitles the terminal; CR and BS overwrite what was printed), format characters (bidi overrides that
+reorder a line, zero-width spaces), lone surrogates and the line and paragraph separators."""
+
+
+def printable(text: str, keep: str = "\n") -> str:
+    """`text` as a terminal may receive it: every character of an UNSAFE category but those in `keep` written as its
+    Python escape (`\\x1b`, `\\u202e`), so that a variant file's summary, a label or a path shows what it holds
+    and never acts on the terminal."""
+    return "".join(c if c in keep or unicodedata.category(c) not in UNSAFE else repr(c)[1:-1] for c in text)

@@ -74,10 +74,10 @@ def formula_data(
                 "shape": [display.plain(x) for x in s.op.output.shape],
                 "flops": display.plain(conv.op_flops(s.op)),
                 "left_out": display.plain(conv.left_out(s.op)),
-                "live_elements": display.plain(s.elements()),
+                "live_elements": display.plain(live),
                 "workspace": display.plain(s.op.workspace),
             }
-            for s in derived.steps
+            for s, live in zip(derived.steps, peak.per_step(), strict=True)
         ],
         "published": compare_published(name) if (scope, mode) == ("core", "inference") or v.layer else [],
     }

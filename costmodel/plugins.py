@@ -18,7 +18,8 @@ import os
 import re
 import sys
 import traceback
-from importlib.metadata import EntryPoint, entry_points
+from collections.abc import Callable, Iterator
+from importlib.metadata import EntryPoint, distributions
 from pathlib import Path
 
 import sympy as sp
@@ -61,15 +62,28 @@ def load_entry_point(ep: EntryPoint) -> list[str]:
     if ep.value in _loaded:
         return []
     _loaded[ep.value] = []
+    what = describe(ep)
     try:
-        spec = importlib.util.find_spec(ep.module)
+        module = ep.module
+    except AttributeError:  # importlib.metadata's parse of a value that is no `module` or `module:attr`
+        raise UserError(f"{what}: {ep.value!r} is not a module name (write `package.module`)") from None
+    try:
+        spec = importlib.util.find_spec(module)
     except (ImportError, ValueError) as e:
-        raise UserError(f"entry point {ep.name} ({ep.value}) of group {GROUP}: cannot import it ({e})") from None
+        raise UserError(f"{what}: cannot import it ({e})") from None
     if spec is None:
-        raise UserError(f"entry point {ep.name} ({ep.value}) of group {GROUP}: no module {ep.module!r} is installed")
+        raise UserError(f"{what}: no module {module!r} is installed")
     files = [Path(spec.origin)] if spec.origin else []
-    _loaded[ep.value] = _registering(ep.load, files, f"entry point {ep.name} ({ep.value})")
+    _loaded[ep.value] = _registering(ep.load, files, what)
     return _loaded[ep.value]
+
+
+def describe(ep: EntryPoint) -> str:
+    """An entry point as the user can find it: its name and value, its group, and the distribution that declares it
+    (the one to fix or uninstall)."""
+    dist = getattr(ep, "dist", None)
+    by = f", declared by the distribution {dist.name} {dist.version}" if dist is not None else ""
+    return f"entry point {ep.name} = {ep.value!r} (group {GROUP}{by})"
 
 
 def load_configured() -> None:
@@ -81,8 +95,32 @@ def load_configured() -> None:
     for part in os.environ.get(ENV, "").split(os.pathsep):
         if part.strip():
             load_file(part.strip())
-    for ep in entry_points(group=GROUP):
+    for ep in declared():
         load_entry_point(ep)
+
+
+def declared() -> list[EntryPoint]:
+    """The installed `attn_cost.variants` entry points, as `importlib.metadata.entry_points` finds them (the first
+    distribution of a name on the path wins); a distribution whose entry points cannot be read is named."""
+    seen: set[str] = set()
+    found: list[EntryPoint] = []
+    for dist in distributions():
+        name = None
+        try:
+            name = dist.metadata["Name"]
+            key = re.sub(r"[-_.]+", "-", name or "").lower()
+            if key in seen:
+                continue
+            seen.add(key)
+            eps = dist.entry_points
+        except Exception as e:  # a malformed or undecodable entry_points.txt: no module can say what it declares
+            raise UserError(
+                f"the distribution {name or 'without a name'} has an entry_points.txt that cannot be read "
+                f"({type(e).__name__}: {e}): attn-cost cannot tell whether it declares {GROUP}; reinstall or "
+                "uninstall it"
+            ) from None
+        found += [ep for ep in eps if ep.group == GROUP]
+    return found
 
 
 def _registering(run, files: list[Path], what: str | None = None) -> list[str]:
@@ -96,15 +134,17 @@ def _registering(run, files: list[Path], what: str | None = None) -> list[str]:
     before = dict(REGISTRY)
     source = what or (str(files[0]) if files else "variant file")
     try:
-        with contextlib.redirect_stdout(sys.stderr):
+        with foreign(files, what):
             run()
-    except SystemExit as e:
+    except UserError:
         _forget(before)
-        raise UserError(located(e, files, what)) from None
-    except Exception as e:
-        _forget(before)
-        raise UserError(located(e, files, what)) from None
+        raise
     changed = [v for name, v in REGISTRY.items() if before.get(name) is not v]
+    altered = [name for name, v in before.items() if _altered(v, REGISTRY.get(name))]
+    if altered:
+        _forget(before)
+        raise UserError(f"{source}: changes the registered variant {altered[0]!r} (source: {before[altered[0]].source})"
+                        ": a file adds variants, and decoding steps to variants without one")  # fmt: skip
     if not changed:
         raise UserError(f"{source}: defines no variant (write one with @variant, @layer_variant or @decode_step)")
     for v in changed:
@@ -113,13 +153,126 @@ def _registering(run, files: list[Path], what: str | None = None) -> list[str]:
         except UserError as e:
             _forget(before)
             raise UserError(f"{source}: {e}") from None
-        REGISTRY[v.name] = v = _quiet(v)
+        REGISTRY[v.name] = v = _guarded(v, files, what)
         try:
             check(v)
-        except (Exception, SystemExit) as e:
+        except UserError:
+            _forget(before)
+            raise
+        except Exception as e:  # the engine's own check of what the functions wrote (a shape that does not fit)
             _forget(before)
             raise UserError(located(e, files, what, v.name)) from None
     return [v.name for v in changed]
+
+
+def _altered(was, now) -> bool:
+    """A registered variant removed or changed, other than given the decoding step it lacked."""
+    from dataclasses import replace
+
+    return now is None or (now is not was and (was.decode is not None or replace(now, decode=None) != was))
+
+
+@contextlib.contextmanager
+def foreign(files: list[Path], what: str | None = None, variant: str | None = None) -> Iterator[None]:
+    """Run code of the user's files: its prints go to stderr (stdout carries tables and --json), torch's switches
+    and the working folder are kept (`state_kept`), and whatever it raises (an exception, `sys.exit()`, a
+    BaseException of its own, GeneratorExit) is one line naming the file and line, not the end of attn-cost;
+    Ctrl-C stays Ctrl-C."""
+    try:
+        with contextlib.redirect_stdout(sys.stderr), state_kept():
+            yield
+    except (KeyboardInterrupt, _LocatedError):
+        raise
+    except BaseException as e:
+        raise _LocatedError(located(e, files, what, variant)) from None
+
+
+class _LocatedError(UserError):
+    """An error of the user's code, already located by `foreign` (code it runs may run more of it)."""
+
+
+@contextlib.contextmanager
+def state_kept() -> Iterator[None]:
+    """Run the user's code without letting it change the process state that attn-cost's answers depend on:
+    torch's global switches (`torch_switches`) and the working folder are set back when it ends. A module that
+    sets `torch.set_default_dtype(torch.float64)` at import would otherwise turn every later fp32 tensor into an
+    fp64 one (twice the bytes, reported as fp32). Where the code imported torch itself, its switches are set
+    back to a fresh torch's."""
+    folder = os.getcwd()
+    torch = sys.modules.get("torch")
+    before = {name: get() for name, (get, _, _) in torch_switches(torch).items()} if torch is not None else None
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            if os.getcwd() != folder:
+                os.chdir(folder)
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            _set_back(torch, before)
+
+
+def torch_switches(torch) -> dict[str, tuple[Callable, Callable, object]]:
+    """torch's process-wide switches that change what a kernel computes, with what costs or how fast: name ->
+    (get, set, a fresh torch's value; None where it depends on the machine)."""
+    bk = torch.backends
+
+    def attr(obj, name: str, fresh: object) -> tuple[Callable, Callable, object]:
+        return (lambda: getattr(obj, name)), (lambda v: setattr(obj, name, v)), fresh
+
+    def device(v) -> None:
+        torch.set_default_device(None if torch.device(v).type == "cpu" else v)  # cpu: no device context at all
+
+    def deterministic(v) -> None:
+        torch.use_deterministic_algorithms(v[0], warn_only=v[1])
+
+    switches = {
+        "default dtype": (torch.get_default_dtype, torch.set_default_dtype, torch.float32),
+        "grad mode": (torch.is_grad_enabled, torch.set_grad_enabled, True),
+        "default device": (torch.get_default_device, device, torch.device("cpu")),
+        "deterministic algorithms": (
+            lambda: (
+                torch.are_deterministic_algorithms_enabled(),
+                torch.is_deterministic_algorithms_warn_only_enabled(),
+            ),
+            deterministic,
+            (False, False),
+        ),
+        "anomaly detection": (
+            lambda: (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()),
+            lambda v: torch.set_anomaly_enabled(*v),
+            (False, True),
+        ),
+        "threads": (torch.get_num_threads, torch.set_num_threads, None),
+        "float32 matmul precision": (torch.get_float32_matmul_precision, torch.set_float32_matmul_precision, "highest"),
+        "random state": (torch.get_rng_state, torch.set_rng_state, None),
+        "cudnn": attr(bk.cudnn, "enabled", True),
+        "cudnn benchmark": attr(bk.cudnn, "benchmark", False),
+        "cudnn deterministic": attr(bk.cudnn, "deterministic", False),
+        "cudnn tf32": attr(bk.cudnn, "allow_tf32", True),
+        "cuBLAS tf32": attr(bk.cuda.matmul, "allow_tf32", False),
+        "cuBLAS fp16 reduction": attr(bk.cuda.matmul, "allow_fp16_reduced_precision_reduction", True),
+        "cuBLAS bf16 reduction": attr(bk.cuda.matmul, "allow_bf16_reduced_precision_reduction", True),
+        "mkldnn": attr(bk.mkldnn, "enabled", True),
+        "einsum path": attr(bk.opt_einsum, "enabled", bk.opt_einsum.is_available()),
+    }
+    for kernel in ("flash", "mem_efficient", "math", "cudnn"):
+        get, put = getattr(bk.cuda, f"{kernel}_sdp_enabled", None), getattr(bk.cuda, f"enable_{kernel}_sdp", None)
+        if get is not None and put is not None:
+            switches[f"{kernel} SDPA"] = (get, put, True)
+    return switches
+
+
+def _set_back(torch, before: dict | None) -> None:
+    """Each switch the user's code changed, back to its value before (or a fresh torch's)."""
+    for name, (get, put, fresh) in torch_switches(torch).items():
+        was = fresh if before is None else before[name]
+        if was is None:
+            continue
+        now = get()
+        same = torch.equal(now, was) if isinstance(now, torch.Tensor) else now == was
+        if not same:
+            put(was)
 
 
 def _forget(before: dict) -> None:
@@ -130,22 +283,23 @@ def _forget(before: dict) -> None:
     REGISTRY.update(before)
 
 
-def _quiet(v):
-    """The variant with its functions run with stdout sent to stderr (a print in them never lands in --json)."""
+def _guarded(v, files: list[Path], what: str | None):
+    """The variant with its functions run as `foreign` code: a print in them never lands in --json, and an error
+    they raise only at another scope or mode (training) is one line naming the file and line."""
     from dataclasses import replace
 
-    def quiet(fn):
+    def guard(fn):
         if fn is None:
             return None
 
         @functools.wraps(fn)
         def run(*args):
-            with contextlib.redirect_stdout(sys.stderr):
+            with foreign(files, what, v.name):
                 return fn(*args)
 
         return run
 
-    return replace(v, core=quiet(v.core), layer=quiet(v.layer), decode=quiet(v.decode))
+    return replace(v, core=guard(v.core), layer=guard(v.layer), decode=guard(v.decode))
 
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
@@ -191,8 +345,12 @@ def check_sizes(g) -> None:
         sizes.append((f"{where}: workspace", op.workspace))
     sizes += [(f"input {t.name}", dim) for t in g.inputs for dim in t.shape]
     sizes += [(f"parameter {t.name}", dim) for t, _ in g.params for dim in t.shape]
+    seen: set = set()
     for where, size in sizes:
         size = sp.sympify(size)
+        if size in seen:  # a graph of many ops repeats few sizes: each is checked once (linear in the ops)
+            continue
+        seen.add(size)
         unknown = size.free_symbols - known
         if unknown:
             raise UserError(

@@ -45,7 +45,7 @@ from typing import Any
 
 import sympy as sp
 import torch
-from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.errors import UserError, printable
 from attn_cost.costmodel.graph import Graph, Storage, Tensor
 from attn_cost.costmodel.symbols import N, b, d, h
 from torch.multiprocessing.reductions import StorageWeakRef
@@ -72,9 +72,13 @@ _PLUMBING = ("/typer/", "/click/", "runpy.py", "<frozen", "/_pytest/", "/pluggy/
 @contextmanager
 def user_code(what: str) -> Iterator[None]:
     """Run the user's code: its prints go to stderr (stdout may be JSON), torch's warnings and logs are
-    silenced, and `sys.exit()` or a missing package become one line (exit 2). nn.MultiheadAttention runs its
-    slow path: the fused fast path (eval, no grad) computes the same products inside one kernel that neither
-    FlopCounterMode nor a live-tensor tracer can see into."""
+    silenced, torch's global switches are set back after it (`plugins.state_kept`: a default dtype of float64
+    set at import changes no later answer), and `sys.exit()`, a BaseException that is not an Exception or a
+    missing package become one line (exit 2). nn.MultiheadAttention runs its slow path: the fused fast path
+    (eval, no grad) computes the same products inside one kernel that neither FlopCounterMode nor a
+    live-tensor tracer can see into."""
+    from attn_cost.costmodel.plugins import state_kept
+
     stdout = sys.stdout
     sys.stdout = sys.stderr
     loggers = [logging.getLogger(name) for name in ("torch", "transformers")]
@@ -84,13 +88,18 @@ def user_code(what: str) -> Iterator[None]:
     fastpath = torch.backends.mha.get_fastpath_enabled()
     torch.backends.mha.set_fastpath_enabled(False)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), state_kept():
             warnings.simplefilter("ignore")
             yield
     except SystemExit as e:
         raise UserError(f"{what} called sys.exit({e.code if e.code is not None else ''})") from None
     except ModuleNotFoundError as e:
         raise UserError(f"{what} needs the package {e.name!r}, which is not installed (pip install {e.name})") from None
+    except (Exception, KeyboardInterrupt):  # the caller says what an error means where it ran; Ctrl-C stays Ctrl-C
+        raise
+    except BaseException as e:  # GeneratorExit, a class of its own: no caller expects one
+        said = f": {_first_line(e)}" if _first_line(e) else ""
+        raise UserError(f"{_user_line(e) or what + ': '}raised {type(e).__name__}{said}") from None
     finally:
         sys.stdout = stdout
         for x, level in zip(loggers, levels, strict=True):
@@ -183,21 +192,62 @@ def parse_init(items: list[str] | None) -> dict[str, Any]:
         if not sep or not key.strip().isidentifier():
             raise UserError(f"--init takes key=value (a constructor argument), got {item!r}")
         try:
-            out[key.strip()] = ast.literal_eval(value.strip())
+            parsed = ast.literal_eval(value.strip())
         except (ValueError, SyntaxError):
-            out[key.strip()] = value.strip()
+            parsed = value.strip()
+        if key.strip() in out and out[key.strip()] != parsed:
+            raise UserError(f"--init gives {key.strip()} twice, with different values: give each argument once")
+        out[key.strip()] = parsed
     return out
 
 
-def parse_example(text: str | None) -> dict[str, int]:
-    """--example N=16,d=32 -> {'N': 16, 'd': 32} (the sizes of the example inputs)."""
+def parse_example(text: str | None, flag: str = "--example") -> dict[str, int]:
+    """--example N=16,d=32 -> {'N': 16, 'd': 32} (the sizes of the example inputs; --check's the same way).
+    Each size once: `N=16,N=32` would leave one of them unused without a word."""
+    if text is None:
+        return {}
+    form = f"{flag} takes sizes like N=16,d=32 (b, h, N, d, each at least 2)"
     out: dict[str, int] = {}
-    for item in filter(None, (x.strip() for x in (text or "").split(","))):
-        key, sep, value = item.partition("=")
-        if not sep or key.strip() not in EXAMPLE or not value.strip().isdigit() or int(value) < 2:
-            raise UserError(f"--example takes sizes like N=16,d=32 (b, h, N, d, each at least 2), got {item!r}")
-        out[key.strip()] = int(value)
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        key, sep, value = (x.strip() for x in item.partition("="))
+        if not sep or key not in EXAMPLE or not value.isdecimal() or int(value) < 2:
+            raise UserError(f"{form}, got {item!r}")
+        if key in out:
+            raise UserError(f"{flag} gives {key} twice ({key}={out[key]} and {item}): give each size once")
+        out[key] = int(value)
+    if not out:
+        raise UserError(f"{form}, got {text!r}: give at least one size, or leave {flag} out")
     return out
+
+
+EXAMPLE_ELEMENTS = 1 << 24
+"""The most elements an example input may have: torch.export runs the code on real inputs of the example sizes,
+and the formulas, in symbols, are the same at any size the code accepts."""
+
+
+def sizes_for(kind: str, given: dict[str, int], base: dict[str, int], width: int | None, flag: str,
+              fixed: dict[str, int] | None = None) -> dict[str, int]:  # fmt: skip
+    """The sizes `--example` or `--check` gave, over `base`, checked against what the code is: a module's widths
+    are its own (b and N only), a size the code fixes cannot change, and the inputs must fit EXAMPLE_ELEMENTS (an
+    example) or memory (a check, bounded by `check_bounds`)."""
+    dims = CORE_DIMS if kind == "core" else LAYER_DIMS
+    for key in given:
+        if key not in dims:
+            raise UserError(f"{flag} {key}=...: the module's widths are its own (d_embed = {width}): give b and N")
+        if fixed and key in fixed and given[key] != fixed[key]:
+            raise UserError(f"{flag} {key}={given[key]}: the code fixes {key} = {fixed[key]} (its formulas hold at "
+                            "that size only)")  # fmt: skip
+    sizes = {**base, **given}
+    elements = math.prod(sizes[k] for k in CORE_DIMS) if kind == "core" else sizes["b"] * sizes["N"] * (width or 1)
+    if flag == "--example" and elements > EXAMPLE_ELEMENTS:
+        raise UserError(f"--example {_shown(sizes, kind)}: each example input would hold {elements:,} elements, "
+                        f"at most {EXAMPLE_ELEMENTS:,}: the example only shows the code its shapes (the formulas are "
+                        "in symbols), choose smaller sizes")  # fmt: skip
+    return sizes
+
+
+def _shown(sizes: dict[str, int], kind: str) -> str:
+    return ",".join(f"{k}={v}" for k, v in sizes.items() if kind == "core" or k in LAYER_DIMS)
 
 
 def load_config(path: Path | None) -> Any:
@@ -1676,6 +1726,7 @@ def trace(spec: str, init: list[str] | None = None, config: Path | None = None, 
     module = _by_arguments(build(obj, path, name, kwargs, cfg))
     kind = "core" if isinstance(module, _Core) else "layer"
     width = None if kind == "core" else embed_width(module, path, name)
+    sizes_for(kind, chosen, EXAMPLE, width, "--example")
     where_ = f"{path}:{name}"
     recording, sizes = _record_at_some_size(module, kind, chosen, width, where_)
     if "N" in recording.fixed:
@@ -1771,7 +1822,8 @@ def register(spec: str, init: list[str] | None = None, config: Path | None = Non
     fixed = {k: v for k, v in t.recording.fixed.items()}
     if fixed:  # the formulas hold at these sizes only: say so once, on stderr (stdout may be JSON)
         sizes = ", ".join(f"{k} = {v}" for k, v in fixed.items())
-        sys.stderr.write(f"attn-cost: note: {path}:{name} fixes {sizes}; its formulas hold at these sizes only\n")
+        sys.stderr.write(printable(f"attn-cost: note: {path}:{name} fixes {sizes}; its formulas hold at these sizes "
+                                   "only", keep="") + "\n")
         source += f"; fixed: {sizes}"
     if t.kind == "core":
         core = lambda g, q, k, v: replay_eager(t, g, [q, k, v])  # noqa: E731
@@ -1848,6 +1900,47 @@ def _exported_peak(t: Traced, program: Any, dtype: str) -> tuple[sp.Expr | None,
 # -- checking against the real code --------------------------------------------------------------------
 
 
+CHECK_FLOPS = 10**12
+"""The most FLOPs (matmul convention) one run of `--check` may cost: the real code runs three times, on a CPU."""
+
+
+def checked(t: Traced, text: str) -> dict[str, Any]:
+    """--check N=..,b=..: the formulas and the real code (FlopCounterMode, the live-tensor tracer) at those sizes,
+    refused before anything runs where the formulas say the code would need more than half this machine's memory
+    or more than CHECK_FLOPS."""
+    from attn_cost.costmodel.conventions import MATMUL
+    from attn_cost.costmodel.symbols import BY_NAME
+    from attn_cost.costmodel.variants import derive
+
+    sizes = sizes_for(t.kind, parse_example(text, "--check"), t.example, t.width, "--check", t.recording.fixed)
+    dv = derive(t.name, t.kind)
+    at = {BY_NAME[k]: v for k, v in sizes.items()}
+    flops, peak = int(dv.flops(MATMUL).xreplace(at)), int(dv.peak("fp32").expr.xreplace(at))
+    memory = _memory_bytes() // 2
+    if peak > memory or flops > CHECK_FLOPS:
+        raise UserError(
+            f"--check {_shown(sizes, t.kind)}: by its formulas the code would hold {peak:,} bytes and run {flops:,} "
+            f"FLOPs, and --check runs it for real (at most half this machine's memory, {memory:,} bytes, and "
+            f"{CHECK_FLOPS:,} FLOPs): choose smaller sizes"
+        )
+    real = measure(t, sizes)
+    return {
+        "sizes": {k: v for k, v in sizes.items() if t.kind == "core" or k in LAYER_DIMS},
+        "flops_formula": flops,
+        "flops_flopcountermode": real["flops"],
+        "peak_bytes_formula": peak,
+        "peak_bytes_live_tracer": real["peak_bytes"],
+    }
+
+
+def _memory_bytes() -> int:
+    """This machine's physical memory (4 GiB where the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 4 << 30
+
+
 def measure(t: Traced, sizes: dict[str, int]) -> dict[str, int]:
     """Run the real module at concrete sizes: FlopCounterMode's FLOPs (the CPU SDPA kernel mapped to
     PyTorch's own sdpa_flop_count) and the live-tensor tracer's peak, the caller holding the inputs."""
@@ -1863,15 +1956,23 @@ def measure(t: Traced, sizes: dict[str, int]) -> dict[str, int]:
         inputs = [torch.randn(*shape, generator=gen) for _ in range(3)]
     else:
         inputs = [torch.randn(sizes["b"], sizes["N"], t.width, generator=gen)]
-    with user_code(f"{t.path}:{t.name}"), torch.no_grad():
-        t.module(*[x.clone() for x in inputs])
-        gc.collect()
-        tracer = LiveTensorTracer()
-        for x in inputs:
-            tracer.track(x)
-        with tracer:
-            out = t.module(*inputs)
-        del out
-        with FlopCounterMode(display=False, custom_mapping=CPU_SDPA) as mode:
-            t.module(*inputs)
+    try:
+        with user_code(f"{t.path}:{t.name}"), torch.no_grad():
+            t.module(*[x.clone() for x in inputs])
+            gc.collect()
+            tracer = LiveTensorTracer()
+            for x in inputs:
+                tracer.track(x)
+            with tracer:
+                out = t.module(*inputs)
+            del out
+            with FlopCounterMode(display=False, custom_mapping=CPU_SDPA) as mode:
+                t.module(*inputs)
+    except UserError:
+        raise
+    except Exception as e:
+        shown = ", ".join(f"{k}={v}" for k, v in sizes.items())
+        holds = f" (its formulas hold for: {'; '.join(t.conditions)})" if t.conditions else ""
+        raise UserError(f"{_user_line(e) or f'{t.path}:{t.name}: '}raised an error when run at the --check sizes "
+                        f"{shown}{holds}: {type(e).__name__}: {_first_line(e)}") from None
     return {"flops": int(mode.get_total_flops()), "peak_bytes": int(tracer.peak)}

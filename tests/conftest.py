@@ -138,6 +138,14 @@ def registry_restored():
 
 
 @pytest.fixture(scope="module", autouse=True)
+def _registrations_kept_in_their_module():
+    """What a test module registers (traced code, variant files) is taken back when it ends: a later module in the
+    same worker (the catalogue's tests, the README's table) sees the catalogue, whatever order xdist chose."""
+    with _registrations_taken_back():
+        yield
+
+
+@pytest.fixture(scope="module", autouse=True)
 def _older_objects_frozen():
     """At each module's start, garbage is collected and what is still alive (imports, sympy's caches, earlier modules'
     fixtures) is frozen out of the collector's reach (gc.freeze). The measuring code runs gc.collect() before every

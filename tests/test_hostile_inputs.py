@@ -253,3 +253,443 @@ def test_terminal_escapes_in_what_the_user_typed_are_never_echoed_raw(tmp_path, 
     code = main(["results", "import", str(path), "--store", str(tmp_path / "r.db")])
     line = _one_line(code, capsys.readouterr().err, "cannot read")
     assert "\x1b" not in line and "\\x1b[2J" in line
+
+
+# -- issue 33 (user code, variants, options, wrong or silent answers) and issue 32 item 5 ---------------------
+
+
+BOOM = """
+class Boom(BaseException):
+    \"\"\"Neither an Exception nor SystemExit nor KeyboardInterrupt.\"\"\"
+"""
+
+
+@pytest.mark.parametrize(
+    ("body", "args"),
+    [
+        (BOOM + "raise Boom('at import')\n", ["variants"]),
+        ("raise GeneratorExit\n", ["variants"]),
+        (
+            BOOM + CORE.format(name="'late'", extra="if g.training:\n        raise Boom('in training')"),
+            ["formula", "late", "--mode", "training"],
+        ),
+        (
+            CORE.format(name="'late'", extra="if g.training:\n        raise ValueError('in training')"),
+            ["formula", "late", "--mode", "training"],
+        ),
+    ],
+    ids=["BaseException at import", "GeneratorExit at import", "BaseException in training", "error in training"],
+)
+def test_whatever_a_variant_file_raises_is_one_line_with_its_line(tmp_path, capsys, body, args) -> None:
+    path = _variant_file(tmp_path, body)
+    capsys.readouterr()
+    line = _one_line(main([*args, "--variants", str(path)]), capsys.readouterr().err)
+    assert f"{path}:" in line
+
+
+TRACED_BOOM = """
+import torch
+
+class Boom(BaseException):
+    pass
+
+def at_run(q, k, v):
+    raise Boom("when run")
+
+def closing(q, k, v):
+    raise GeneratorExit
+"""
+
+
+@pytest.mark.parametrize(
+    ("body", "name", "says"),
+    [
+        ("class Boom(BaseException):\n    pass\n\nraise Boom('at import')\n", "f", "raised Boom: at import"),
+        (TRACED_BOOM, "at_run", "raised Boom: when run"),
+        (TRACED_BOOM, "closing", "raised GeneratorExit"),
+    ],
+    ids=["at import", "when run", "GeneratorExit"],
+)
+def test_a_base_exception_in_traced_code_is_one_line(tmp_path, capsys, body, name, says) -> None:
+    pytest.importorskip("torch")
+    path = tmp_path / "boom.py"
+    path.write_text(body)
+    capsys.readouterr()
+    line = _one_line(main(["trace", f"{path}:{name}"]), capsys.readouterr().err, says)
+    assert f"{path}:" in line
+
+
+SOFTMAX = """
+import torch
+
+def attn(q, k, v):
+    return (q @ k.transpose(-2, -1)).softmax(-1) @ v
+"""
+
+
+def test_traced_code_cannot_change_torchs_global_state(tmp_path, capsys) -> None:
+    """A module that switches torch to float64, no grad, deterministic algorithms and one thread at import: what
+    attn-cost reports as fp32 is what the same code without those lines gives, and torch is as it was after."""
+    torch = pytest.importorskip("torch")
+    (tmp_path / "plain.py").write_text(SOFTMAX)
+    (tmp_path / "switched.py").write_text(
+        "import torch\ntorch.set_default_dtype(torch.float64)\ntorch.set_grad_enabled(False)\n"
+        "torch.use_deterministic_algorithms(True)\ntorch.set_num_threads(1)\n"
+        "torch.set_float32_matmul_precision('medium')\n" + SOFTMAX.replace("def attn", "def switched")
+    )
+    before = (torch.get_default_dtype(), torch.is_grad_enabled(), torch.are_deterministic_algorithms_enabled(),
+              torch.get_num_threads(), torch.get_float32_matmul_precision())  # fmt: skip
+    out = {}
+    for name, function in (("plain", "attn"), ("switched", "switched")):
+        capsys.readouterr()
+        assert main(["trace", f"{tmp_path / name}.py:{function}", "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        out[name] = (data["traffic_bytes"], data["peak_bytes"])
+    assert out["switched"] == out["plain"]
+    after = (torch.get_default_dtype(), torch.is_grad_enabled(), torch.are_deterministic_algorithms_enabled(),
+             torch.get_num_threads(), torch.get_float32_matmul_precision())  # fmt: skip
+    assert after == before
+
+
+def test_a_variant_file_cannot_change_torchs_global_state(tmp_path, capsys) -> None:
+    torch = pytest.importorskip("torch")
+    path = _variant_file(
+        tmp_path,
+        "import torch\ntorch.set_default_dtype(torch.float64)\n" + CORE.format(name="'mine'", extra=""),
+    )
+    capsys.readouterr()
+    assert main(["variants", "--variants", str(path)]) == 0
+    assert torch.get_default_dtype() == torch.float32
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("not a module spec!", "is not a module name"),
+        ("", "is not a module name"),
+        ("json:no_such_attribute", "AttributeError"),
+    ],
+    ids=["spaces", "empty", "missing attribute"],
+)
+def test_an_entry_point_that_is_no_module_is_named_with_its_distribution(tmp_path, capsys, monkeypatch, value, says):
+    from attn_cost.costmodel import plugins
+
+    info = tmp_path / "site" / "odd_plugin-2.5.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: odd-plugin\nVersion: 2.5\n")
+    (info / "entry_points.txt").write_text(f"[attn_cost.variants]\nodd = {value}\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setattr(plugins, "_configured", False)
+    capsys.readouterr()
+    line = _one_line(main(["variants"]), capsys.readouterr().err, says)
+    assert "entry point odd" in line and "odd-plugin 2.5" in line
+
+
+def test_an_unreadable_entry_points_file_is_named(tmp_path, capsys, monkeypatch) -> None:
+    from attn_cost.costmodel import plugins
+
+    info = tmp_path / "site" / "odd_plugin-2.5.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: odd-plugin\nVersion: 2.5\n")
+    (info / "entry_points.txt").write_text("[attn_cost.variants]\nodd\n")  # no '='
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setattr(plugins, "_configured", False)
+    capsys.readouterr()
+    _one_line(main(["variants"]), capsys.readouterr().err, "the distribution odd-plugin has an entry_points.txt")
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "says"),
+    [
+        ("--example", "N=10000000", "at most 16,777,216"),  # 2·3·10⁷·8 = 4.8·10⁸ elements per input
+        ("--example", "N=16,N=32", "--example gives N twice"),
+        ("--example", "", "--example takes sizes"),
+        ("--example", ",", "--example takes sizes"),
+        ("--check", "N=x", "--check takes sizes"),
+        ("--check", "N=16,N=32", "--check gives N twice"),
+        ("--check", "", "--check takes sizes"),
+    ],
+)
+def test_example_and_check_sizes_are_checked(tmp_path, capsys, option, value, says) -> None:
+    pytest.importorskip("torch")
+    (tmp_path / "plain.py").write_text(SOFTMAX)
+    capsys.readouterr()
+    _one_line(main(["trace", f"{tmp_path / 'plain.py'}:attn", option, value]), capsys.readouterr().err, says)
+
+
+def test_check_sizes_beyond_memory_are_refused_before_running(tmp_path, capsys) -> None:
+    """N = 10⁷: the N² scores alone are 2·3·10¹⁴·4 bytes, far beyond any machine's memory."""
+    pytest.importorskip("torch")
+    (tmp_path / "plain.py").write_text(SOFTMAX)
+    capsys.readouterr()
+    code = main(["trace", f"{tmp_path / 'plain.py'}:attn", "--check", "N=10000000"])
+    _one_line(code, capsys.readouterr().err, "--check runs it for real")
+
+
+def test_a_second_decode_step_for_a_variant_is_refused(tmp_path, capsys) -> None:
+    path = _variant_file(
+        tmp_path,
+        """
+        from attn_cost.costmodel.variants import decode_step
+
+        @decode_step("softmax-causal")
+        def cheap(g):
+            q = g.input("q", b, h, 1, d)
+            g.output(g.map("exp", "y", q))
+        """,
+    )
+    capsys.readouterr()
+    assert main(["decode", "--variant", "softmax-causal", "--n", "1024", "--json"]) == 0
+    built_in = json.loads(capsys.readouterr().out)
+    line = _one_line(main(["decode", "--variants", str(path)]), capsys.readouterr().err, "already has a decoding step")
+    assert f"{path}:" in line
+    assert main(["decode", "--variant", "softmax-causal", "--n", "1024", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == built_in
+
+
+def test_a_variant_file_that_changes_a_registered_variant_is_refused(tmp_path, capsys) -> None:
+    path = _variant_file(
+        tmp_path,
+        """
+        from dataclasses import replace
+        from attn_cost.costmodel.variants import REGISTRY
+
+        REGISTRY["softmax"] = replace(REGISTRY["softmax"], summary="replaced")
+        """,
+    )
+    capsys.readouterr()
+    _one_line(main(["variants", "--variants", str(path)]), capsys.readouterr().err, "changes the registered variant")
+
+
+ESCAPES = "\x1b[31m\x1b]0;title\x07\r\u202e"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["variants"],
+        ["formula", "shouty"],
+        ["crossover", "--pair", "softmax:shouty", "--d", "64"],
+        ["cheapest", "--variant", "softmax", "--variant", "shouty"],
+    ],
+    ids=lambda a: a[0],
+)
+def test_terminal_control_sequences_in_a_variant_file_are_shown_escaped(tmp_path, capsys, args) -> None:
+    path = tmp_path / "shouty.py"
+    path.write_text(
+        HEADER
+        + f"""
+@variant("shouty", {ESCAPES + "summary"!r}, source={ESCAPES + "source"!r}, family={ESCAPES!r})
+def core(g, Q, K, V):
+    S = g.matmul("S" + {ESCAPES!r}, Q, K.T, label={ESCAPES + "label"!r})
+    return g.matmul("Y", S, V)
+"""
+    )
+    capsys.readouterr()
+    assert main([*args, "--variants", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert not any(c in out for c in "\x1b\x07\r\u202e"), repr(out)
+    if args[0] in ("variants", "formula"):  # the commands that print a summary
+        assert "\\x1b[31m" in out
+
+
+def _options() -> list[tuple[list[str], str, str]]:
+    """(command path, flag, metavar) of every option of every command, as `main` builds them (metavars by
+    `polish_help`: INT for an integer option)."""
+    import typer
+    from attn_cost.cli import commands  # noqa: F401  (registers the commands)
+    from attn_cost.cli.app import app, polish_help
+
+    root = typer.main.get_command(app)
+    polish_help(root)
+    out = []
+
+    def walk(command, path: list[str]) -> None:
+        for param in command.params:
+            if param.param_type_name == "option" and param.opts:
+                out.append((path, max(param.opts, key=len), str(param.metavar or "")))
+        for name, sub in getattr(command, "commands", {}).items():
+            walk(sub, [*path, name])
+
+    walk(root, [])
+    return out
+
+
+def test_every_integer_option_has_a_limit() -> None:
+    """Every integer option is a size or a count with a stated limit (cli.options.LIMITS), checked as it is read;
+    `results ls --limit` (rows shown, 0 for all) is the one that is not a size."""
+    from attn_cost.cli.options import LIMITS
+
+    unbounded = [f"{' '.join(path)} {flag}" for path, flag, metavar in _options()
+                 if metavar.startswith("INT") and flag not in LIMITS and flag != "--limit"]  # fmt: skip
+    assert not unbounded
+
+
+def _bounded() -> list[tuple[list[str], str]]:
+    from attn_cost.cli.options import LIMITS
+
+    return [(path, flag) for path, flag, _ in _options() if flag in LIMITS]
+
+
+BOUNDED = _bounded()
+
+
+@pytest.mark.parametrize(("path", "flag"), BOUNDED, ids=[f"{' '.join(p)} {f}" for p, f in BOUNDED])
+def test_every_size_option_is_bounded_in_every_command(tmp_path, capsys, path, flag) -> None:
+    from attn_cost.cli.options import LIMITS
+
+    capsys.readouterr()
+    _one_line(main([*path, flag, str(LIMITS[flag] + 1)]), capsys.readouterr().err, "beyond what attn-cost models")
+    _one_line(main([*path, flag, "0"]), capsys.readouterr().err, "must be a positive integer")
+    assert not (tmp_path / "home").exists()
+
+
+def test_a_window_of_ten_to_the_thirty_is_refused(capsys) -> None:
+    capsys.readouterr()
+    code = main(["crossover", "--pair", "softmax:sliding-window", "--window", str(10**30)])
+    _one_line(code, capsys.readouterr().err, "--window")
+
+
+def test_io_against_a_quadratic_variant_is_refused(capsys) -> None:
+    capsys.readouterr()
+    _one_line(main(["io", "--against", "softmax"]), capsys.readouterr().err, "grow as N^2")
+    assert main(["io", "--against", "sliding-window", "--json"]) == 0
+    listed = {a["variant"] for r in json.loads(capsys.readouterr().out)["results"] for a in r["against"]}
+    assert listed == {"sliding-window"}
+
+
+NOT_APPLYING = [
+    (["crossover", "--pair", "softmax:linear", "--causal-count", "tiles"], "--causal-count"),
+    (["crossover", "--pair", "softmax:linear", "--causal", "--backward", "recompute"], "--backward"),
+    (["crossover", "--pair", "softmax:linear", "--causal", "--causal-count", "triangle", "--tile", "64"], "--tile"),
+    (["crossover", "--pair", "softmax:linear", "--align", "bottom-right"], "--align"),
+    (["crossover", "--pair", "softmax:linear", "--bias", "none"], "--bias"),
+    (["crossover", "--pair", "softmax:linear", "--window", "8"], "--window"),
+    (["crossover", "--pair", "softmax:linear", "--L", "8"], "--L"),
+    (["crossover", "--pair", "softmax:linear", "--r", "8"], "--r"),
+    (["crossover", "--pair", "softmax:linear", "--scope", "block", "--depth", "8"], "--depth"),
+    (["cheapest", "--variant", "softmax", "--variant", "linear", "--kv-heads", "1"], "--kv-heads"),
+    (["decode", "--variant", "softmax-causal", "--causal-count", "half"], "--causal-count"),
+    (["decode", "--variant", "softmax-causal", "--landmarks", "8"], "--landmarks"),
+    (["formula", "softmax", "--backward", "recompute"], "--backward"),
+    (["heads", "--d-embed", "64", "--window", "8"], "--window"),
+    (["io", "--proj-len", "8"], "--proj-len"),
+    (["report", "--pair", "softmax:linear", "--backward", "recompute"], "--backward"),
+    (["measure", "--variant", "softmax", "--n", "64", "--d", "8", "--features", "8"], "--features"),
+    (["profile", "--pair", "softmax:linear", "--causal-count", "half"], "--causal-count"),
+    (["validate", "--pair", "softmax:linear", "--backward", "recompute"], "--backward"),
+]
+
+
+@pytest.mark.parametrize(("args", "flag"), NOT_APPLYING, ids=[" ".join(a) for a, _ in NOT_APPLYING])
+def test_an_option_that_cannot_apply_is_refused_in_every_command(tmp_path, capsys, args, flag) -> None:
+    written = {"measure": "--store", "profile": "--store", "validate": "--store", "report": "--html"}
+    where = [written[args[0]], str(tmp_path / "out")] if args[0] in written else []
+    capsys.readouterr()
+    line = _one_line(main([*args, *where]), capsys.readouterr().err)
+    assert line.startswith(f"attn-cost: error: {flag} ")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["crossover", "--pair", "softmax:linear", "--causal", "--causal-count", "tiles", "--tile", "64"],
+        ["crossover", "--pair", "softmax:linear", "--causal", "--mode", "training", "--backward", "recompute"],
+        ["crossover", "--pair", "softmax:sliding-window", "--window", "8"],
+        ["crossover", "--pair", "softmax:latte", "--L", "8"],
+        ["crossover", "--pair", "softmax:linear", "--scope", "model", "--depth", "8", "--r", "2"],
+        ["crossover", "--pair", "softmax:linear", "--scope", "layer", "--bias", "none"],
+        ["crossover", "--pair", "softmax:softmax-fused", "--causal", "--n-kv", "64", "--align", "bottom-right"],
+    ],
+    ids=lambda a: " ".join(a[3:]),
+)
+def test_an_option_that_applies_is_taken_and_said(capsys, args) -> None:
+    capsys.readouterr()
+    assert main([*args, "--d", "64"]) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "once"),
+    [
+        (["decode", "--n", "1024", "--n", "1024", "--n", "4096"], ["decode", "--n", "1024", "--n", "4096"]),
+        (
+            ["crossover", "--pair", "softmax:linear", "--pair", "softmax:linear", "--d", "64", "--d", "64"],
+            ["crossover", "--pair", "softmax:linear", "--d", "64"],
+        ),
+        (
+            ["crossover", "--causal", "--pair", "softmax:linear", "--pair", "softmax-causal:linear-causal"],
+            ["crossover", "--causal", "--pair", "softmax:linear"],
+        ),
+        (
+            [
+                "cheapest",
+                "--variant",
+                "softmax",
+                "--variant",
+                "linear",
+                "--variant",
+                "linear",
+                "--cost",
+                "flops",
+                "--cost",
+                "flops",
+            ],
+            ["cheapest", "--variant", "softmax", "--variant", "linear", "--cost", "flops"],
+        ),
+        (
+            [
+                "io",
+                "--against",
+                "linear",
+                "--against",
+                "linear",
+                "--variant",
+                "softmax-fused",
+                "--variant",
+                "softmax-fused",
+            ],
+            ["io", "--against", "linear", "--variant", "softmax-fused"],
+        ),
+        (
+            ["heads", "--d-embed", "64", "--variant", "softmax", "--variant", "softmax"],
+            ["heads", "--d-embed", "64", "--variant", "softmax"],
+        ),
+    ],
+    ids=lambda a: " ".join(a[:3]),
+)
+def test_a_repeated_value_is_used_once_with_a_note(capsys, args, once) -> None:
+    """The answer to an option given twice is the answer to it given once; a note says so."""
+    capsys.readouterr()
+    assert main([*once, "--json"]) == 0
+    expected = json.loads(capsys.readouterr().out)
+    assert main([*args, "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == expected
+    assert "is given twice" in err and "used once" in err
+
+
+def test_every_repeatable_option_keeps_each_value_once() -> None:
+    """The rule holds for every repeatable option of every command, as `main` builds them (`once_each`)."""
+    import typer
+    from attn_cost.cli import commands  # noqa: F401
+    from attn_cost.cli.app import _commands, app
+    from attn_cost.cli.options import once_each
+
+    root = typer.main.get_command(app)
+    once_each(root)
+    repeatable = [(sub.name, p) for sub in _commands(root) for p in sub.params if getattr(p, "multiple", False)]
+    assert len(repeatable) > 20
+    for name, param in repeatable:
+        assert getattr(param.callback, "__qualname__", "").startswith("_deduplicating"), (name, param.opts)
+
+
+def test_init_with_one_key_twice_is_refused() -> None:
+    from attn_cost.costmodel.errors import UserError
+
+    pytest.importorskip("torch")
+    from attn_cost.profilers.trace import parse_init
+
+    assert parse_init(["dim=8", "dim=8"]) == {"dim": 8}
+    with pytest.raises(UserError, match="--init gives dim twice"):
+        parse_init(["dim=8", "dim=16"])

@@ -168,3 +168,61 @@ def test_loading_a_variant_file_does_not_import_torch(user_file: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["variant"] == "cosine"
+
+
+def _growing(ops: int):
+    """X(N×d) → S = X Xᵀ → E₁ = exp(S) → ... → E_ops, every E kept to the end (a traced model's saved tensors):
+    the live set grows by one N×N matrix a step, so every step's total is new."""
+    from attn_cost.costmodel.graph import Graph
+    from attn_cost.costmodel.symbols import N, d
+
+    g = Graph("growing")
+    x = g.input("X", N, d)
+    t = g.matmul("S", x, x.T)
+    kept = []
+    for i in range(ops):
+        t = g.map("exp", f"E{i}", t)
+        kept.append(t)
+    g.keep(*kept)
+    g.output(g.matmul("Y", t, x))
+    return g
+
+
+def test_loading_and_deriving_a_graph_is_linear_in_its_ops(monkeypatch) -> None:
+    """Twice the ops, at most about twice the work: the size checks see each distinct size once, the per-step totals
+    add what starts and take what ends, and the peak's branches are pruned in one pass (each bounds the one before).
+    The work is counted (sympy polynomial tests, per-storage terms), not timed. The totals are the ones the live sets
+    sum to, step by step."""
+    import sympy as sp
+    from attn_cost.costmodel import derive as engine
+    from attn_cost.costmodel import plugins
+    from attn_cost.costmodel.derive import Derived, Step
+    from attn_cost.costmodel.symbols import N, d
+
+    calls = {"size": 0, "bound": 0, "share": 0}
+
+    def counted(name, fn):
+        def run(*args, **kwargs):
+            calls[name] += 1
+            return fn(*args, **kwargs)
+
+        return run
+
+    monkeypatch.setattr(plugins, "_negative_at", counted("size", plugins._negative_at))
+    monkeypatch.setattr(engine, "nonneg_when_at_least_one", counted("bound", engine.nonneg_when_at_least_one))
+    monkeypatch.setattr(Step, "share", counted("share", Step.share))
+    work = {}
+    for ops in (20, 40):
+        for key in calls:
+            calls[key] = 0
+        g = _growing(ops)
+        plugins.check_sizes(g)
+        peak = Derived(g).peak()
+        assert peak.expr == sp.expand(ops * N**2 + 2 * N * d)  # while Y is made: X, every E (S is gone) and Y
+        work[ops] = dict(calls)
+    assert work[40]["size"] == work[20]["size"]  # the same few sizes
+    assert work[40]["bound"] <= 2 * work[20]["bound"] + 2
+    assert work[40]["share"] <= 2 * work[20]["share"] + 4
+    steps = Derived(_growing(12)).steps
+    monkeypatch.undo()
+    assert Derived(_growing(12)).peak().per_step() == [s.elements() for s in steps]

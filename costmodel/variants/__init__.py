@@ -81,12 +81,17 @@ def layer_variant(name: str, summary: str, *, source: str, family: str, **option
 
 
 def decode_step(*names: str) -> Callable[[DecodeFn], DecodeFn]:
-    """Attach a one-token decoding step to registered variants."""
+    """Attach a one-token decoding step to registered variants that have none (a second step for a variant would
+    silently replace its first, as a second @variant of a name would: both are refused)."""
 
     def register(fn: DecodeFn) -> DecodeFn:
         for name in names:
             if name not in REGISTRY:
                 raise UserError(unknown("variant", name, REGISTRY) + ": @decode_step needs a registered variant")
+            if REGISTRY[name].decode is not None:
+                raise UserError(f"variant {name!r} already has a decoding step (source: {REGISTRY[name].source}): "
+                                "write a new variant with its own @decode_step instead")  # fmt: skip
+        for name in names:
             REGISTRY[name] = replace(REGISTRY[name], decode=fn)
         return fn
 
