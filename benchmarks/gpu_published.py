@@ -258,6 +258,34 @@ def _at(row: Row, n: int) -> Row:
     return replace(row, n=n, sizes=sizes)
 
 
+QUOTED = (
+    ("a100-sxm4-80gb", 1400), ("h100-sxm5-80gb", 2300),
+)
+"""Causal FlashAttention-2 against chunked linear attention, forward and backward, bf16, d = 128, h = 8, b = 4: where
+the chunked kernel gets faster (flash-linear-attention's benchmarks, as issue 35 quotes them; about)."""
+
+
+def quoted_record(eff, sigma: float) -> list[str]:
+    """The quoted crossovers of FlashAttention-2 and flash-linear-attention's chunked kernel, against the model's
+    crossover of softmax-fused-causal and linear-chunked (its eager PyTorch reference, 16 kernels a call)."""
+    from attn_cost.costmodel.symbols import C
+    from attn_cost.profilers.datasheet import get_datasheet
+    from attn_cost.profilers.gpumodel import GpuModel, predict_n0
+    from attn_cost.profilers.oppredict import row_dims
+
+    lines = ["", "Quoted crossovers (flash-linear-attention's benchmarks, as issue 35 quotes them: causal, bf16, "
+             "training, d = 128, h = 8, b = 4) against softmax-fused-causal → linear-chunked (C = 64):", "",
+             "| GPU | quoted N | predicted N [95 %] | error |", "|---|---|---|---|"]  # fmt: skip
+    dims = row_dims({"d": 128, "h": 8, "b": 4})
+    assert dims[C] == 64
+    for gpu, quoted in QUOTED:
+        model = GpuModel(get_datasheet(gpu), eff, sigma)
+        p = predict_n0(model, "softmax-fused-causal", "linear-chunked", dims, "core", "bf16", "training")
+        error = None if p.n0 is None else p.n0 / quoted - 1
+        lines.append(f"| {gpu} | ~{quoted:,} | {_n(p.n0)} [{_n(p.low)}, {_n(p.high)}] | {_pct(error)} |")
+    return lines
+
+
 def held_out_record(eff, sigma: float) -> list[dict]:
     """Every shipped profile of a measured GPU that has a datasheet: its measured N0 beside the datasheet model's
     (never fitted on it), per pair, head dim and dtype."""
@@ -294,7 +322,7 @@ def write_fit(eff, scored: list[tuple[Row, float, float]], path: Path) -> None:
     median = statistics.median(abs(math.expm1(x)) for x in judged)
     data = {
         "kind": "attn-cost datasheet model fit",
-        "efficiency": {k: round(v, 6) if v < 1e-3 else round(v, 4) for k, v in _as_dict(eff).items()},
+        "efficiency": {k: float(f"{v:.6g}") for k, v in _as_dict(eff).items()},
         "sigma": round(sigma, 4),
         "median_abs_error": round(median, 4),
         "fitted_on": [DESCRIPTIONS[s] for s in FIT_SOURCES],
@@ -331,6 +359,10 @@ def _n(x: float | None) -> str:
     return "—" if x is None else f"{x:,.0f}"
 
 
+def _crossing(x: float | None) -> str:
+    return "B faster throughout" if x is None else _n(x)
+
+
 def _pct(x: float | None) -> str:
     return "—" if x is None else f"{x:+.0%}"
 
@@ -358,8 +390,18 @@ def record(rows: list[Row], eff, sigma: float) -> str:
     lines += ["| crossover (published tables) | quantity | published N | predicted N | error |",
               "|---|---|---|---|---|"]  # fmt: skip
     for c in crossover_record(eff):
-        lines.append(f"| {c['b']} vs {c['a']} ({c['source']}) | {c['quantity']} | {_n(c['published'])} | "
-                     f"{_n(c['predicted'])} | {_pct(c['error'])} |")  # fmt: skip
+        lines.append(f"| {c['b']} vs {c['a']} ({c['source']}) | {c['quantity']} | {_crossing(c['published'])} | "
+                     f"{_crossing(c['predicted'])} | {_pct(c['error'])} |")  # fmt: skip
+    lines += quoted_record(eff, sigma)
+    memory = [t for t in scored if t[0].quantity == "memory"]
+    lines += ["", "Peak memory (forward and backward, the published table) against the engine's training peak (the "
+              "forward pass with what autograd keeps for backward; the backward pass's own gradients and a fused "
+              "kernel's workspace are not in the op list):", "",
+              "| table | method | rows | median error | range |", "|---|---|---|---|---|"]  # fmt: skip
+    for g in sorted(table_record(memory), key=lambda g: g["method"]):
+        es = [e for r, _, e in memory if r.method == g["method"]]
+        lines.append(f"| {g['source']} | {g['method']} | {g['rows']} | {statistics.median(es):+.0%} | "
+                     f"{min(es):+.0%} … {max(es):+.0%} |")  # fmt: skip
     held = held_out_record(eff, sigma)
     if held:
         lines += ["", "Measured GPUs (held out: never fitted on), measured N0 against the datasheet model's:", "",
