@@ -243,3 +243,14 @@ def test_published_crossovers_are_within_a_fifth_and_held_out_times_within_the_t
     scored = bench.errors([r for r in bench.all_rows() if r.source.startswith("fa2") and r.method != "PyTorch"], eff)
     judged = [abs(e) for r, _, e in scored if r.source not in bench.FIT_SOURCES and r.kernel == "fa2"]
     assert sorted(judged)[len(judged) // 2] <= 0.15 and math.isfinite(max(judged))
+
+
+def test_a_report_on_a_datasheet_gpu_carries_its_predictions_and_says_so() -> None:
+    from attn_cost.costmodel.crossover import Setting
+    from attn_cost.profilers.report import gather
+
+    data = gather(["softmax-fused", "linear"], [("softmax-fused", "linear")], [64], 64, 256, "l4", Setting(dtype="bf16"))
+    (row,) = data["transitions"]
+    assert row["predicted_by"] == "datasheet" and row["predicted_n0"] is not None
+    assert data["versus_d"][0]["predicted_by"] == "datasheet" and data["datasheet"]["name"] == "l4"
+    assert "not measured" in data["datasheet"]["about"] and data["devices"] == [] and data["measured"] == {}
