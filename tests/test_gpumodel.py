@@ -249,7 +249,8 @@ def test_a_report_on_a_datasheet_gpu_carries_its_predictions_and_says_so() -> No
     from attn_cost.costmodel.crossover import Setting
     from attn_cost.profilers.report import gather
 
-    data = gather(["softmax-fused", "linear"], [("softmax-fused", "linear")], [64], 64, 256, "l4", Setting(dtype="bf16"))
+    pair = ("softmax-fused", "linear")
+    data = gather(list(pair), [pair], [64], 64, 256, "l4", Setting(dtype="bf16"))
     (row,) = data["transitions"]
     assert row["predicted_by"] == "datasheet" and row["predicted_n0"] is not None
     assert data["versus_d"][0]["predicted_by"] == "datasheet" and data["datasheet"]["name"] == "l4"
