@@ -72,7 +72,8 @@ def rows() -> list[dict]:
             "corrected_n0": fit.get("corrected_n0"), "corrected_n1": fit.get("corrected_n1"),
             "op_model_n0": fit.get("predicted_n0"),
             "datasheet_n0": datasheet.n0 if datasheet else None,
-            "datasheet_low": datasheet.low if datasheet else None, "datasheet_high": datasheet.high if datasheet else None,
+            "datasheet_low": datasheet.low if datasheet else None,
+            "datasheet_high": datasheet.high if datasheet else None,
             "measured_n0": measured["measured_n0"], "n0_uncertainty": measured["n0_uncertainty"],
             "n0_verdict": measured["n0_verdict"],
             "measured_n1": u["measured_n1"], "n1_verdict": u["n1_verdict"],
@@ -106,9 +107,10 @@ def transition_table(items: list[dict]) -> list[str]:
     lines = ["| A → B | dtype | d | N0 analytic | N0 corrected | N0 op model | N0 datasheet [95 %] | N0 measured | "
              "N1 analytic | N1 measured |", "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in items:
+        n0 = _measured(r["measured_n0"], r["n0_uncertainty"], r["n0_verdict"])
         lines.append(
             f"| {r['a']} → {r['b']} | {r['dtype']} | {r['d']} | {_n(r['analytic_n0'])} | {_n(r['corrected_n0'])} | "
-            f"{_n(r['op_model_n0'])} | {_datasheet(r)} | {_measured(r['measured_n0'], r['n0_uncertainty'], r['n0_verdict'])} | "
+            f"{_n(r['op_model_n0'])} | {_datasheet(r)} | {n0} | "
             f"{_n(r['analytic_n1'])} | {_measured(r['measured_n1'], None, r['n1_verdict'])} |"
         )
     return lines
@@ -131,7 +133,8 @@ def markdown(items: list[dict], short: bool) -> str:
     first = items[0]
     chosen = [r for r in items if (r["a"], r["b"]) in README_PAIRS and r["dtype"] == "bf16"] if short else items
     head = (f"Measured on an {first['gpu']} (b = {first['batch']}, h = {first['heads']}, core scope; "
-            "`python benchmarks/gpu_table.py` makes this table from the kept campaign and the shipped profiles).")  # fmt: skip
+            "`python benchmarks/gpu_table.py` makes this table from the kept campaign and the shipped "
+            "profiles).")  # fmt: skip
     out = [head, "", *transition_table(chosen), "", "TaylorShift, direct → efficient:", "", *taylorshift_table(items)]
     return "\n".join(out) + "\n"
 
