@@ -83,7 +83,10 @@ def crossover(
     mode: str = o.MODE,
     causal: bool = o.CAUSAL,
     device: Optional[str] = typer.Option(
-        None, "--device", help="Add corrected (and measured) points from a device profile (`attn-cost devices`)."
+        None,
+        "--device",
+        help="Add a device's points (`attn-cost devices`): a measured profile's corrected and measured N0/N1, or a"
+        " datasheet GPU's predicted N0 (h100-sxm5-80gb, a100-sxm4-80gb, ...).",
     ),
     as_json: bool = o.JSON,
 ) -> None:
@@ -110,6 +113,9 @@ def crossover(
             add_device_columns(rows, device)
     if as_json:
         emit({"results": [row.as_json() for row in rows]})
+        return
+    if device is not None and rows and rows[0].device is not None and rows[0].device.predicted_by == "datasheet":
+        _datasheet_table(rows, heads, batch, device)
         return
     if device is not None:
         _device_table(rows, heads, batch, device)
@@ -180,6 +186,28 @@ def _device_table(rows: list[TransitionRow], heads: int, batch: int, device: str
         + describe(first.counting.as_json())
     )
     _closed_forms(rows)
+
+
+def _datasheet_table(rows: list[TransitionRow], heads: int, batch: int, device: str) -> None:
+    """N0 per pair and head dim: FLOPs beside the datasheet model's prediction for a GPU one does not own."""
+    from attn_cost.profilers.gpumodel import record_line
+
+    first = rows[0].setting
+    columns = [Col("A"), Col("B"), right("d"), right("N0 FLOPs"), right("N0 datasheet [95 %]"), right("N1")]
+    cells = [
+        [row.a, row.b, str(row.d), _cell(row.costs["flops"]),
+         op_model_n0(row.device.predicted_n0, row.device.predicted_n0_low, row.device.predicted_n0_high)
+         if row.device else "—", _cell(row.costs["memory"])]
+        for row in rows
+    ]  # fmt: skip
+    render.table(
+        f"B is faster than A from N = …  on {device}, predicted "
+        f"({first.scope}, {first.mode}, {first.dtype}, h={heads}, b={batch})",
+        columns,
+        cells,
+        keys=3,
+        caption="N0 FLOPs: where B needs no more FLOPs. N1: no more peak memory. " + record_line(),
+    )
 
 
 def _measured(value: float | None, spread: float | None) -> str:

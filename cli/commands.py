@@ -8,6 +8,7 @@ from attn_cost.cli import (  # noqa: F401
     doctor,
     iotraffic,
     measure,
+    predict,
     report,
     results,
     trace,

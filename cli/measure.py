@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Optional
 
@@ -584,26 +585,30 @@ def _with_err(value, err) -> str:
 
 @app.command()
 def devices(as_json: bool = o.JSON) -> None:
-    """List the device profiles: shipped with attn-cost and fitted here by `attn-cost validate`."""
+    """List the devices: measured profiles (shipped, or fitted here by `attn-cost validate`) and datasheet GPUs
+    (predicted from their datasheets: `predict`, `crossover --device`)."""
     from attn_cost.profilers.corrections import known_profiles, load_profile
+    from attn_cost.profilers.datasheet import datasheets
 
     found = [(name, path, load_profile(str(path))) for name, path in known_profiles().items()]
+    sheets = datasheets()
     if as_json:
-        emit(
-            [
-                {
-                    "name": n,
-                    "path": str(p),
-                    "device": prof.device,
-                    "variants": sorted(prof.time),
-                    "created": prof.created,
-                }
-                for n, p, prof in found
-            ]
-        )
+        measured = [
+            {"name": n, "kind": "measured", "path": str(p), "device": prof.device, "variants": sorted(prof.time),
+             "created": prof.created}
+            for n, p, prof in found
+        ]  # fmt: skip
+        predicted = [
+            {"name": s.name, "kind": "datasheet", "title": s.title, "arch": s.arch,
+             "peak_tflops": asdict(s.peak_tflops), "bandwidth_gbs": s.bandwidth_gbs, "memory_gb": s.memory_gb,
+             "sms": s.sms, "source": s.source}
+            for s in sheets.values()
+        ]  # fmt: skip
+        emit(measured + predicted)
         return
     if not found:
-        render.prose("No device profiles yet: `attn-cost validate` measures this device and writes one.")
+        render.prose("No measured device profiles yet: `attn-cost validate` measures this device and writes one.")
+        _datasheet_table(sheets)
         return
     from attn_cost.profilers.opmodel import known_opmodels
 
@@ -619,11 +624,26 @@ def devices(as_json: bool = o.JSON) -> None:
         for n, _, prof in found
     ]
     columns = [Col("name"), Col("device", prose=True), right("threads"), Col("fitted"), Col("op model")]
-    render.table("Device profiles", columns, cells)
+    render.table("Measured device profiles", columns, cells)
     render.sentence(
         "Use one with `attn-cost crossover --device NAME` or `report --device NAME`; `devices --json` lists each "
         "profile's variants, torch version and file.",
         indent=0,
+    )
+    _datasheet_table(sheets)
+
+
+def _datasheet_table(sheets: dict) -> None:
+    cells = [
+        [s.name, f"{s.peak_tflops.bf16:g}", f"{s.peak_tflops.fp32:g}", f"{s.bandwidth_gbs:,.0f}", f"{s.memory_gb:g}"]
+        for s in sheets.values()
+    ]
+    render.table(
+        "Datasheet GPUs (predicted from their datasheets, not measured)",
+        [Col("name"), right("bf16 TFLOP/s"), right("fp32"), right("GB/s"), right("GB")],
+        cells,
+        caption="Use one with `attn-cost predict --device NAME` or `crossover --device NAME`; add yours with a "
+        "file like profilers/data/gpus.json in $ATTN_COST_HOME/gpus/ (docs/gpumodel.md).",
     )
 
 

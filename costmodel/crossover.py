@@ -406,6 +406,8 @@ class DeviceColumns:
     predicted_n0: int | None = None
     predicted_n0_low: int | None = None
     predicted_n0_high: int | None = None
+    predicted_by: str = "op model"
+    """What predicted N0: a measured device's op calibration (`op model`), or a GPU's datasheet (`datasheet`)."""
 
     def as_json(self) -> dict:
         return {
@@ -414,6 +416,7 @@ class DeviceColumns:
             "predicted_n0": self.predicted_n0,
             "predicted_n0_low": self.predicted_n0_low,
             "predicted_n0_high": self.predicted_n0_high,
+            **({"predicted_by": self.predicted_by} if self.predicted_by != "op model" else {}),
         }
 
 

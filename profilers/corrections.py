@@ -378,10 +378,16 @@ def add_device_columns(rows: list[TransitionRow], name: str, replicates: int | N
     """Give crossover table rows a device's columns: corrected and measured N0/N1 of its profile, and the op
     model's predicted_n0 with its interval (from `replicates` bootstrap replicates; default: the op model's own)
     where the device has an op calibration (`attn-cost calibrate`). A device with an op calibration and no profile
-    gets the op model's columns alone."""
+    gets the op model's columns alone; a datasheet GPU (`profilers.datasheet`) the datasheet model's N0."""
+    from attn_cost.profilers.datasheet import is_datasheet
     from attn_cost.profilers.opmodel import BOOTSTRAP, known_opmodels
     from attn_cost.profilers.oppredict import add_predicted_columns
 
+    if is_datasheet(name) and name not in known_profiles():
+        from attn_cost.profilers.gpumodel import add_datasheet_columns
+
+        add_datasheet_columns(rows, name)
+        return
     replicates = BOOTSTRAP if replicates is None else replicates
     if name in known_opmodels() and name not in known_profiles():
         add_predicted_columns(rows, name, replicates=replicates)

@@ -42,7 +42,9 @@ def render(data: dict) -> str:
         f"<h1>attn-cost report</h1><p class='note'>FLOPs counted with the <code>{st['convention']}</code> "
         f"convention; bytes for <code>{st['dtype']}</code>; scope <code>{st['scope']}</code>, {st['mode']}; "
         "one head, batch 1 unless stated. A transition point N is the smallest sequence length from which B costs "
-        "no more than A. " + (html.escape(describe(st["counting"])) if "counting" in st else "") + "</p>",
+        "no more than A. " + (html.escape(describe(st["counting"])) if "counting" in st else "") + "</p>"
+        + (f"<p class='note'>Device: {html.escape(data['datasheet']['title'])}, not measured: "
+           f"{html.escape(data['datasheet']['about'])}</p>" if data.get("datasheet") else ""),
         _section("Transition points", _transition_table(data)),
         _section("Cost against sequence length", _curves(data, colors)),
         _section("Transition points against head dimension", _versus_d(data)),
@@ -117,9 +119,10 @@ def _transition_table(data: dict) -> str:
     rows = data["transitions"]
     device = any("corrected_n0" in r for r in rows)
     op_model = any(r.get("predicted_n0") is not None for r in rows)
+    by = next((r.get("predicted_by", "op model") for r in rows if r.get("predicted_n0") is not None), "op model")
     head = ["A", "B", "d", "N0 (FLOPs)", "N1 (memory)", "N traffic"]
     head += ["N0 corrected"] if device else []
-    head += ["N0 op model [95 %]"] if op_model else []
+    head += [f"N0 {by} [95 %]"] if op_model else []
     head += ["N0 measured", "N1 measured"] if device else []
     cells = []
     for r in rows:
@@ -257,7 +260,8 @@ def _versus_d(data: dict) -> str:
             _trace(fig, 1, item["d"], item["corrected_n0"], f"{label}, corrected", label + "c", True, **dotted)
         if "predicted_n0" in item:
             dashed = {"mode": "lines", "line": {"color": color, "dash": "dash"}}
-            _trace(fig, 1, item["d"], item["predicted_n0"], f"{label}, op model", label + "p", True, **dashed)
+            by = item.get("predicted_by", "op model")
+            _trace(fig, 1, item["d"], item["predicted_n0"], f"{label}, {by}", label + "p", True, **dashed)
         measured = [m for m in transitions if (m["a"], m["b"]) == (item["a"], item["b"])]
         for col, key in ((1, "measured_n0"), (2, "measured_n1")):
             pts = [(m["d"], m[key]) for m in measured if m.get(key)]

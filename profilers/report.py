@@ -32,10 +32,11 @@ def gather(
     setting: Setting,
 ) -> dict:
     """All the report's numbers, JSON-ready."""
-    profile = _device_profile(device)
+    sheet = _datasheet(device)
+    profile = None if sheet else _device_profile(device)
     dims = {dv: report_dims(dv) for dv in ds}
     rows = [transition_row(a, bb, dims[dv], setting, (L,)) for a, bb in pairs for dv in ds]
-    if profile is not None and device is not None:
+    if (profile is not None or sheet) and device is not None:
         from attn_cost.profilers.corrections import add_device_columns
 
         add_device_columns(rows, device)
@@ -53,7 +54,7 @@ def gather(
     }
     d_grid = [4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]
     versus_d = [
-        {"a": a, "b": bb, "d": d_grid, **_versus_d(a, bb, d_grid, setting, device if profile else None)}
+        {"a": a, "b": bb, "d": d_grid, **_versus_d(a, bb, d_grid, setting, device if profile or sheet else None)}
         for a, bb in pairs
     ]
     head_rows = [
@@ -88,7 +89,8 @@ def gather(
             for v in variants
         },
         "measured": _measured(profile, variants, ds, setting) if profile else {},
-        "devices": _devices(device),
+        "devices": [] if sheet else _devices(device),
+        "datasheet": sheet,
         "claims": claims(),
     }
 
@@ -97,6 +99,18 @@ def _scopes(variant: str) -> list[str]:
     from attn_cost.costmodel.variants import get_variant
 
     return get_variant(variant).scopes
+
+
+def _datasheet(device: str | None) -> dict | None:
+    """A datasheet GPU chosen as the report's device: its name and what its predictions are (None otherwise)."""
+    from attn_cost.profilers.corrections import known_profiles
+    from attn_cost.profilers.datasheet import get_datasheet, is_datasheet
+
+    if device is None or not is_datasheet(device) or device in known_profiles():
+        return None
+    from attn_cost.profilers.gpumodel import record_line
+
+    return {"name": device, "title": get_datasheet(device).title, "about": record_line()}
 
 
 def _device_profile(device: str | None):
@@ -118,6 +132,7 @@ def _versus_d(a: str, bb: str, d_grid: list[int], setting: Setting, device: str 
         out["corrected_n0"] = [c.profile.corrected_n0 if c and c.profile else None for c in columns]
         if any(c and c.predicted_n0 is not None for c in columns):
             out["predicted_n0"] = [c.predicted_n0 if c else None for c in columns]
+            out["predicted_by"] = next(c.predicted_by for c in columns if c)
     return out
 
 

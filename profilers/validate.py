@@ -134,9 +134,11 @@ def validate(
         row["corrected_n0"], row["corrected_n1"] = corrected_points(profile, a, b, dims, setting)
         row["fit_n0"], row["fit_n1"] = row["corrected_n0"], row["corrected_n1"]
         row.update(_predicted(opmodel, a, b, dims, setting, n_max))
+        row.update(_datasheet(measurer.store.device, a, b, dims, setting, n_max))
         for k in ("0", "1"):
             truth = row[f"measured_n{k}"]
-            for kind in ("analytic", "corrected", "fit", "predicted") if k == "0" else ("analytic", "corrected", "fit"):
+            kinds = ["analytic", "corrected", "fit"] + (["predicted", "datasheet"] if k == "0" else [])
+            for kind in (kind for kind in kinds if f"{kind}_n{k}" in row):
                 guess = row[f"{kind}_n{k}"]
                 row[f"{kind}_n{k}_error"] = None if truth in (None, 0) or guess is None else (guess - truth) / truth
         rows.append({k: v for k, v in row.items() if k not in ("speed", "memory")})
@@ -155,6 +157,20 @@ def _predicted(opmodel: OpModel | None, a: str, b: str, dims: dict, setting: Set
     if opmodel is None or setting.dtype != opmodel.dtype:
         return Prediction(None, None, None, 0).as_json()
     return predict_n0(opmodel, a, b, dims, setting.scope, setting.dtype, n_max=n_max).as_json()
+
+
+def _datasheet(device: dict, a: str, b: str, dims: dict, setting: Setting, n_max: int) -> dict:
+    """The datasheet model's N0 for this GPU, where it has a datasheet (`profilers.datasheet`): predicted from the
+    datasheet and published measurements, never fitted on this device's, beside what was measured."""
+    from attn_cost.profilers.datasheet import for_device
+    from attn_cost.profilers.gpumodel import GpuModel, fitted, predict_n0
+
+    sheet = for_device(device.get("name", "")) if device.get("kind") == "cuda" else None
+    if sheet is None:
+        return {}
+    eff, sigma, _ = fitted()
+    p = predict_n0(GpuModel(sheet, eff, sigma), a, b, dims, setting.scope, setting.dtype, setting.mode, n_max)
+    return {"datasheet": sheet.name, "datasheet_n0": p.n0, "datasheet_n0_low": p.low, "datasheet_n0_high": p.high}
 
 
 def _timings(measurer: Measurer, variants: list[str], ds: list[int], template: Sizes) -> Iterator[dict]:

@@ -1,0 +1,96 @@
+"""`attn-cost predict`: a variant's time and peak memory on a GPU one does not own, from its datasheet.
+
+No torch: the datasheet model prices the engine's op list with numpy (`profilers.gpumodel`).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+from attn_cost.cli import options as o
+from attn_cost.cli import render
+from attn_cost.cli.app import app, fail
+from attn_cost.cli.render import Col, emit, right
+
+
+@app.command()
+@o.with_sizes
+def predict(
+    device: str = typer.Option(..., "--device", help="A datasheet GPU (`attn-cost devices`): h100-sxm5-80gb, ..."),
+    variant: list[str] = typer.Option(..., "--variant", help="Repeatable."),
+    n: list[int] = typer.Option(..., "--n", help="Sequence length; repeatable."),
+    d: int = typer.Option(64, "--d", help="Head dimension."),
+    heads: int = o.HEADS,
+    batch: int = o.BATCH,
+    latents: Optional[int] = o.LATENTS,
+    dtype: str = typer.Option("bf16", "--dtype", help="fp32, bf16 or fp16."),
+    scope: Optional[str] = o.SCOPE,
+    mode: str = o.MODE,
+    causal: bool = o.CAUSAL,
+    launch_us: Optional[float] = typer.Option(
+        None, "--launch-us", help="Your host's cost of one kernel launch from eager PyTorch, µs (default: fitted)."
+    ),
+    as_json: bool = o.JSON,
+) -> None:
+    """Predicted seconds (with a 95 % interval) and peak bytes of variants on a datasheet GPU, per variant and N."""
+    import numpy as np
+    from attn_cost.profilers.datasheet import get_datasheet
+    from attn_cost.profilers.gpumodel import GpuModel, fitted, peak_bytes, record_line
+
+    names = o.variant_names(list(dict.fromkeys(variant)), causal)
+    lengths = sorted(set(n))
+    for value in lengths:
+        o.positive(value, "--n")
+    o.positive(d, "--d")
+    st = o.setting(o.DEFAULT, dtype, scope, mode, names)
+    o.sizes_apply(names, st)
+    sizes = o.sizes(d, heads, batch, latents, 4, o.DEFAULT_DEPTH)
+    sheet = get_datasheet(device)
+    eff, sigma, _ = fitted()
+    if launch_us is not None:
+        if not 0 < launch_us < 1e6:
+            fail(f"--launch-us must be a positive number of microseconds, got {launch_us}")
+        from dataclasses import replace
+
+        eff = replace(eff, launch_s=launch_us * 1e-6)
+    model = GpuModel(sheet, eff, sigma)
+    results = []
+    for name in names:
+        seconds = model.time(name, sizes, np.array(lengths, dtype=float), st.scope, dtype, mode)
+        low, high = model.interval(seconds)
+        for i, length in enumerate(lengths):
+            results.append({
+                "variant": name, "n": length, "seconds": float(seconds[i]), "seconds_low": float(low[i]),
+                "seconds_high": float(high[i]), "peak_bytes": peak_bytes(name, sizes, length, st.scope, dtype, mode),
+            })  # fmt: skip
+    if as_json:
+        emit({"device": sheet.name, "predicted_by": "datasheet", "setting": st.as_json(),
+              "d": d, "heads": heads, "batch": batch, "results": results})  # fmt: skip
+        return
+    render.table(
+        f"Predicted on {sheet.title} ({st.scope}, {mode}, {dtype}, d={d}, h={heads}, b={batch})",
+        [Col("variant"), right("N"), right("time"), right("95 % interval"), right("peak memory")],
+        [[r["variant"], f"{r['n']:,}", _time(r["seconds"]), _span(r["seconds_low"], r["seconds_high"]),
+          _bytes(r["peak_bytes"])] for r in results],
+        keys=1,
+        caption=record_line().replace("N0 datasheet: predicted", "Times predicted"),
+    )
+
+
+def _span(low: float, high: float) -> str:
+    return f"{_time(low)}–{_time(high)}"
+
+
+def _time(seconds: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-6:.2g} µs"
+
+
+def _bytes(n: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} B"
