@@ -38,14 +38,13 @@ def predict(
     from attn_cost.profilers.datasheet import get_datasheet
     from attn_cost.profilers.gpumodel import GpuModel, fitted, peak_bytes, record_line
 
-    names = o.variant_names(list(dict.fromkeys(variant)), causal)
-    lengths = sorted(set(n))
+    names = o.variant_names(variant, causal)
+    lengths = sorted(n)
     for value in lengths:
         o.positive(value, "--n")
     o.positive(d, "--d")
-    st = o.setting(o.DEFAULT, dtype, scope, mode, names)
-    o.sizes_apply(names, st)
-    sizes = o.sizes(d, heads, batch, latents, 4, o.DEFAULT_DEPTH)
+    st = o.setting(o.DEFAULT, dtype, scope, mode, names, {"--L": latents})
+    sizes = o.sizes(d, heads, batch, latents)
     sheet = get_datasheet(device)
     eff, sigma, _ = fitted()
     if launch_us is not None:
