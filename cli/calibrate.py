@@ -155,7 +155,7 @@ def calibrate(
 
 def _refit(path: Path, out: Path | None, as_json: bool) -> None:
     """Refit a calibration file from its points (no timing) and save it where attn-cost looks, or to --out."""
-    from attn_cost.profilers.files import check_input
+    from attn_cost.costmodel.paths import check_input
     from attn_cost.profilers.opmodel import FIT_VERSION, load_opmodel, user_dir
 
     model = load_opmodel(str(check_input(path, "an op calibration")), refit=True)

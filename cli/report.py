@@ -14,7 +14,8 @@ from attn_cost.cli import options as o
 from attn_cost.cli.app import app, fail
 from attn_cost.cli.render import emit, line
 from attn_cost.costmodel.crossover import DEFAULT_PAIRS
-from attn_cost.profilers.files import claim, is_html_report, real, write_atomic
+from attn_cost.costmodel.paths import real
+from attn_cost.profilers.files import claim, is_html_report, write_atomic
 from attn_cost.profilers.report import gather
 
 

@@ -46,14 +46,14 @@ JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
 def _filters(device, variant, kind, status, scope, dtype, d, n) -> dict:
     """The filters given, each checked: a value no record can have is refused, not matched against nothing, and an
     empty one (which would match every device name) is refused before anything is removed."""
-    from attn_cost.profilers.store import DTYPES, KINDS, MAX_SIZE, SCOPES_STORED, STATUSES
+    from attn_cost.profilers.store import KINDS, MAX_SIZE, STATUSES, stored_names
 
     for value, flag in ((device, "--device"), (variant, "--variant")):
         if value is not None and not value.strip():
             fail(f"{flag} needs a value (an empty one would match every record), got {value!r}")
     for value, flag, known in (
-        (kind, "--kind", KINDS), (status, "--status", STATUSES), (scope, "--scope", SCOPES_STORED),
-        (dtype, "--dtype", DTYPES),
+        (kind, "--kind", KINDS), (status, "--status", STATUSES), (scope, "--scope", stored_names()["scope"]),
+        (dtype, "--dtype", stored_names()["dtype"]),
     ):  # fmt: skip
         if value is not None and value not in known:
             fail(f"{flag} takes {', '.join(known[:-1])} or {known[-1]}, got {value!r}")

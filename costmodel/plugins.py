@@ -24,6 +24,7 @@ from pathlib import Path
 
 import sympy as sp
 from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.paths import check_input, real
 
 ENV = "ATTN_COST_VARIANTS"
 """Variant files to load in every command, separated by os.pathsep (':' on Linux and macOS)."""
@@ -38,7 +39,6 @@ _configured = False
 def load_file(path: str | Path) -> list[str]:
     """Run one variant file and register its variants; returns their names (none if already loaded)."""
     from attn_cost.costmodel.variants import all_variants
-    from attn_cost.profilers.files import check_input, real  # the one place that says why a file cannot be read
 
     all_variants()  # the catalogue first: a clash with it is the user file's error
     p = check_input(Path(path).expanduser(), "a variant file")
@@ -388,7 +388,6 @@ def _negative_at(size) -> dict[str, int] | None:
 
 def located(e: BaseException, files: list[Path], what: str | None = None, variant: str | None = None) -> str:
     """One line: file:line, the source line that failed, and the error."""
-    real = lambda f: os.path.realpath(f)  # noqa: E731 (never raises on a link loop, unlike Path.resolve)
     where = [real(f) for f in files]
     message = str(e) or type(e).__name__
     if isinstance(e, SystemExit):

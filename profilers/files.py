@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.paths import kind_of, not_regular, os_reason, real
 
 HEAD_BYTES = 4096
 """How much of a file the recognisers read: enough for every marker they look for."""
@@ -33,22 +34,6 @@ MAX_INPUT_BYTES = 1 << 30
 """The largest file attn-cost reads (1 GiB: two million records); larger is refused, not read."""
 STDOUT = "-"
 """An output path that means standard output (`results export -o -`, `report --html -`)."""
-
-
-def _what_it_is(mode: int) -> str:
-    """A non-regular file's kind, in words."""
-    kinds = [(stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a device"),
-             (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket")]  # fmt: skip
-    return next((name for test, name in kinds if test(mode)), "not a regular file")
-
-
-def os_reason(e: OSError) -> str:
-    """Why an OS call on a file failed, in a few words."""
-    if e.errno == errno.ELOOP:
-        return "a loop of symbolic links"
-    if e.errno == errno.ENOENT:
-        return "no such file"
-    return e.strerror or str(e)
 
 
 def is_regular(path: Path) -> bool:
@@ -67,22 +52,24 @@ def regular_files(folder: Path, pattern: str) -> list[Path]:
         return []
 
 
-def read_input(path: Path, what: str, limit: int = MAX_INPUT_BYTES) -> bytes:
-    """The bytes of a file attn-cost reads, or one line (UserError) saying why it cannot be read as `what`:
-    it is missing, a directory, a FIFO, a device or a socket (opened without blocking and refused unread), a link
-    loop, unreadable, or larger than `limit`."""
-    path = Path(path)
+def _open_regular(path: Path, what: str) -> int:
+    """A descriptor of a regular file, opened without blocking (a FIFO would wait for a writer), else one line."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
-        if e.errno == errno.EISDIR:
-            raise UserError(f"{path} is a directory, not {what}") from None
         raise UserError(f"cannot read {what} {path}: {os_reason(e)}") from None
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
-        raise UserError(f"{path} is {_what_it_is(mode)}, not {what}: attn-cost reads regular files only")
-    with os.fdopen(fd, "rb") as f:
+        raise not_regular(path, mode, what)
+    return fd
+
+
+def read_input(path: Path, what: str, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of a file attn-cost reads, or one line (UserError) saying why it cannot be read as `what`:
+    it is missing, a directory, a FIFO, a device or a socket (refused unread), a link loop, unreadable, or larger
+    than `limit`."""
+    with os.fdopen(_open_regular(Path(path), what), "rb") as f:
         try:
             data = f.read(limit + 1)
         except OSError as e:
@@ -92,37 +79,17 @@ def read_input(path: Path, what: str, limit: int = MAX_INPUT_BYTES) -> bytes:
     return data
 
 
-def check_input(path: Path, what: str) -> Path:
-    """`path` if it is a regular file (for files another library opens: Python source, SQLite), else one line."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError as e:
-        raise UserError(f"cannot read {what} {path}: {os_reason(e)}") from None
-    if not stat.S_ISREG(mode):
-        raise UserError(f"{path} is {_what_it_is(mode)}, not {what}: attn-cost reads regular files only")
-    return Path(path)
-
-
 def head(path: Path, size: int = HEAD_BYTES) -> bytes:
     """The first `size` bytes of a regular file (b"" when it is not one or cannot be read; a FIFO never blocks)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return b""
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
+        fd = _open_regular(Path(path), "a file")
+    except UserError:
         return b""
     with os.fdopen(fd, "rb") as f:
         try:
             return f.read(size)
         except OSError:
             return b""
-
-
-def real(path: Path) -> Path:
-    """The file a path names, through symbolic links (a loop or a dangling link: as far as it resolves); never
-    raises, unlike Path.resolve on a loop."""
-    return Path(os.path.realpath(path))
 
 
 def same_file(a: Path, b: Path) -> bool:
@@ -155,7 +122,7 @@ def claim(path: Path, recognise: Callable[[Path], bool], what: str, reading: tup
     if stat.S_ISDIR(found.st_mode):
         raise UserError(f"{path} is a directory: give a file path")
     if not stat.S_ISREG(found.st_mode):
-        raise UserError(f"{path} is {_what_it_is(found.st_mode)}: attn-cost writes only to regular files of its own")
+        raise UserError(f"{path} is {kind_of(found.st_mode)}: attn-cost writes only to regular files of its own")
     if found.st_size == 0 or recognise(path):
         return
     raise UserError(

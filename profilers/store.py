@@ -30,20 +30,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
-from attn_cost.costmodel.derive import DTYPE_BYTES
 from attn_cost.costmodel.errors import UserError
-from attn_cost.costmodel.scopes import SCOPES
+from attn_cost.costmodel.paths import check_input, os_reason, real
 from attn_cost.profilers.device import slug
-from attn_cost.profilers.files import (
-    check_input,
-    head,
-    is_regular,
-    new_file_mode,
-    os_reason,
-    read_input,
-    real,
-    regular_files,
-)
+from attn_cost.profilers.files import head, is_regular, new_file_mode, read_input, regular_files
 from attn_cost.profilers.schema import Fingerprint, SchemaError, check, rule
 
 SCHEMA = 1
@@ -56,13 +46,19 @@ SHIPPED = Path(__file__).parent / "data" / "results"
 BUSY_TIMEOUT_S = 60.0
 KINDS = ("time", "memory")
 STATUSES = ("ok", "oom")
-DTYPES = tuple(DTYPE_BYTES)
-SCOPES_STORED = (*SCOPES, "op")
-"""The scopes a record may have: the model's, and `op` (one op of the calibration grid)."""
 MAX_SIZE = 2**53
 """The largest size a record may carry: every size must fit SQLite's 64-bit integers and a JSON number."""
 FILTERS = ("device", "variant", "kind", "status", "scope", "dtype", "d", "n")
 """Fields `ResultStore.select` filters on (device: slug or a part of the device name)."""
+
+
+def stored_names() -> dict[str, tuple[str, ...]]:
+    """The dtypes and scopes a record may have (the model's scopes, and `op`: one op of the calibration grid), read
+    from the cost model when first needed: opening the store does not import sympy."""
+    from attn_cost.costmodel.derive import DTYPE_BYTES
+    from attn_cost.costmodel.scopes import SCOPES
+
+    return {"dtype": tuple(DTYPE_BYTES), "scope": (*SCOPES, "op")}
 
 
 def default_root() -> Path:
@@ -109,8 +105,8 @@ class RecordFile:
     key: str
     kind: str = field(metadata=rule(choices=KINDS))
     variant: str
-    scope: str = field(metadata=rule(choices=SCOPES_STORED))
-    dtype: str = field(metadata=rule(choices=DTYPES))
+    scope: str
+    dtype: str
     status: str = field(metadata=rule(choices=STATUSES))
     at: str
     device: Fingerprint
@@ -198,9 +194,14 @@ class Record:
             sizes.get("d"), sizes.get("N"), obj["at"], obj,
         )  # fmt: skip
 
-    def agreeing(self) -> Record:
-        """The record if its key is the one its own fields make (`record_key`, then any suffix such as a
-        replicate's), else ValueError: a record read from a file must be found under the sizes it holds."""
+    def consistent(self) -> Record:
+        """The record if it agrees with itself, else ValueError: a dtype and a scope attn-cost knows, and the key its
+        own fields make (`record_key`, then any suffix such as a replicate's), so that it is found under the sizes it
+        holds. Records read from files pass it; the store's own are made so."""
+        for field_name, known in stored_names().items():
+            value = getattr(self, field_name)
+            if value not in known:
+                raise ValueError(f"{field_name} {value!r} is not one of {', '.join(known)}")
         try:
             key = record_key(self.kind, self.variant, self.scope, self.dtype, self.data["sizes"], self.data["device"])
         except (KeyError, TypeError):
@@ -249,7 +250,7 @@ def read_jsonl(path: Path) -> tuple[list[Record], Problems]:
         if not line.strip():
             continue
         try:
-            records.append(replace(Record.check(json.loads(line)).agreeing(), line=number))
+            records.append(replace(Record.check(json.loads(line)).consistent(), line=number))
         except RecursionError:
             problems.lines.setdefault("nested too deeply", []).append(number)
         except json.JSONDecodeError as e:
@@ -354,10 +355,11 @@ def _read_only(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
 
 
-def damaged(path: Path, e: sqlite3.Error) -> UserError:
-    """The one line for an SQLite error while using the results database, with what the user can do."""
-    if isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
-        return UserError(f"the results database {path} stayed locked by another process ({e}): try again later")
+def damaged(path: Path, e: sqlite3.Error, doing: str = "use") -> UserError:
+    """The one line for an SQLite error on the results database: a damaged file (SQLite's "malformed", "not a
+    database") with what the user can do, else the error itself (a disk error, a lock held past the busy timeout)."""
+    if isinstance(e, sqlite3.OperationalError) or not isinstance(e, sqlite3.DatabaseError):
+        return UserError(f"cannot {doing} the results database {path}: {e}")
     return UserError(
         f"the results database {path} is damaged ({e}): move it aside (attn-cost then starts a new one) and copy "
         f"what is readable with `sqlite3 {path} .recover | sqlite3 recovered.db`"
@@ -403,7 +405,7 @@ def check_own_database(path: Path) -> None:
             raise UserError(f"{refuse} (its records table has other columns): {hint}")
         versions = [r[0] for r in con.execute("SELECT DISTINCT version FROM schema_version")]
     except sqlite3.DatabaseError as e:
-        raise damaged(path, e) from None
+        raise damaged(path, e, "read") from None
     finally:
         con.close()
     for version in versions or [None]:
@@ -446,7 +448,7 @@ class Database:
             if writable:
                 self._probe_write()
         except sqlite3.DatabaseError as e:
-            raise damaged(path, e) from None
+            raise damaged(path, e, "open") from None
         except OSError as e:
             raise UserError(f"cannot open the results database {path}: {os_reason(e)}") from None
 

@@ -47,8 +47,9 @@ import sympy as sp
 import torch
 from attn_cost.costmodel.errors import UserError, printable
 from attn_cost.costmodel.graph import Graph, Storage, Tensor
+from attn_cost.costmodel.paths import check_input, real
 from attn_cost.costmodel.symbols import N, b, d, h
-from attn_cost.profilers.files import check_input, read_input, real
+from attn_cost.profilers.files import read_input
 from torch.multiprocessing.reductions import StorageWeakRef
 
 aten = torch.ops.aten
