@@ -155,13 +155,10 @@ def calibrate(
 
 def _refit(path: Path, out: Path | None, as_json: bool) -> None:
     """Refit a calibration file from its points (no timing) and save it where attn-cost looks, or to --out."""
+    from attn_cost.costmodel.paths import check_input
     from attn_cost.profilers.opmodel import FIT_VERSION, load_opmodel, user_dir
 
-    if not path.is_file():
-        from attn_cost.cli.app import fail
-
-        fail(f"--refit {path}: no such calibration file")
-    model = load_opmodel(str(path), refit=True)
+    model = load_opmodel(str(check_input(path, "an op calibration")), refit=True)
     target = out or user_dir()
     _check_dir(target)
     saved = model.save(target)
@@ -174,7 +171,9 @@ def _refit(path: Path, out: Path | None, as_json: bool) -> None:
 
 def _check_dir(path: Path) -> None:
     from attn_cost.cli.app import fail
+    from attn_cost.profilers.files import not_stdout
 
+    not_stdout(path, "--out")
     if path.exists() and not path.is_dir():
         fail(f"--out {path} is not a directory")
     try:

@@ -87,7 +87,9 @@ def campaign(
 
 def _plan(out, gpu, cpu, quick, d_values, dtypes, pair, heads, batch, repeats, max_lengths, max_n, minutes):
     from attn_cost.profilers.campaign import DTYPES, PAIRS, Plan
+    from attn_cost.profilers.files import not_stdout
 
+    not_stdout(out, "--out")
     if gpu and cpu:
         fail("give --gpu or --cpu, not both")
     pairs = o.pairs(pair, list(PAIRS))

@@ -14,6 +14,7 @@ from attn_cost.cli import options as o
 from attn_cost.cli.app import app, fail
 from attn_cost.cli.render import emit, line
 from attn_cost.costmodel.crossover import DEFAULT_PAIRS
+from attn_cost.costmodel.paths import real
 from attn_cost.profilers.files import claim, is_html_report, write_atomic
 from attn_cost.profilers.report import gather
 
@@ -76,7 +77,7 @@ def writable_report(html: Path) -> None:
         fail(f"--html wants a file name ending in .html, got {html}")
     if html.is_dir():
         fail(f"--html {html} is a folder: give a file name such as {html / 'report.html'}")
-    folder = html.parent
+    folder = real(html).parent  # where a link at --html points: the file written is there
     if not folder.is_dir():
         fail(f"the folder {folder} does not exist" if not folder.exists() else f"{folder} is not a folder")
     if html.exists() and not os.access(html, os.W_OK):

@@ -35,8 +35,8 @@ DEVICE = typer.Option(None, "--device", help="Device slug (cpu-amd-epyc-bed586) 
 VARIANT = typer.Option(None, "--variant", help="Only this variant.")
 KIND = typer.Option(None, "--kind", help="time or memory.")
 STATUS = typer.Option(None, "--status", help="ok or oom.")
-SCOPE = typer.Option(None, "--scope", help="Only this scope.")
-DTYPE = typer.Option(None, "--dtype", help="Only this dtype.")
+SCOPE = typer.Option(None, "--scope", help="Only this scope (core, layer, block, model, decode, op).")
+DTYPE = typer.Option(None, "--dtype", help="Only this dtype (fp32, bf16, fp16).")
 D = typer.Option(None, "--d", help="Only this head dimension.")
 N = typer.Option(None, "--n", help="Only this sequence length.")
 SHIPPED = typer.Option(False, "--shipped", help="Also the measurements shipped with attn-cost (read-only).")
@@ -44,15 +44,23 @@ JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
 
 
 def _filters(device, variant, kind, status, scope, dtype, d, n) -> dict:
-    from attn_cost.profilers.store import KINDS, STATUSES
+    """The filters given, each checked: a value no record can have is refused, not matched against nothing, and an
+    empty one (which would match every device name) is refused before anything is removed."""
+    from attn_cost.profilers.store import KINDS, MAX_SIZE, STATUSES, stored_names
 
-    if kind is not None and kind not in KINDS:
-        fail(f"--kind takes {' or '.join(KINDS)}, got {kind!r}")
-    if status is not None and status not in STATUSES:
-        fail(f"--status takes {' or '.join(STATUSES)}, got {status!r}")
+    for value, flag in ((device, "--device"), (variant, "--variant")):
+        if value is not None and not value.strip():
+            fail(f"{flag} needs a value (an empty one would match every record), got {value!r}")
+    for value, flag, known in (
+        (kind, "--kind", KINDS), (status, "--status", STATUSES), (scope, "--scope", stored_names()["scope"]),
+        (dtype, "--dtype", stored_names()["dtype"]),
+    ):  # fmt: skip
+        if value is not None and value not in known:
+            fail(f"{flag} takes {', '.join(known[:-1])} or {known[-1]}, got {value!r}")
     for value, flag in ((d, "--d"), (n, "--n")):
-        if value is not None and value < 1:
-            fail(f"{flag} must be a positive integer, got {value}")
+        if value is not None and not 1 <= value <= MAX_SIZE:
+            fail(f"{flag} must be a positive integer of at most {MAX_SIZE:,} (2^53, the largest stored size), "
+                 f"got {value}")  # fmt: skip
     found = dict(device=device, variant=variant, kind=kind, status=status, scope=scope, dtype=dtype, d=d, n=n)
     return {k: v for k, v in found.items() if v is not None}
 
@@ -76,6 +84,7 @@ def _matching(
     store: Path | None, filters: dict, shipped: bool, writable: bool = False
 ) -> tuple[object, list[tuple[int | None, dict]]]:
     """(database, [(row id or None for a shipped record, record)]) of every record matching the filters."""
+    from attn_cost.profilers.files import regular_files
     from attn_cost.profilers.store import SHIPPED as SHIPPED_DIR
     from attn_cost.profilers.store import read_jsonl, select
 
@@ -83,7 +92,7 @@ def _matching(
     rows: list[tuple[int | None, dict]] = list(select(db, filters))
     _warn(db)
     if shipped:
-        for path in sorted(SHIPPED_DIR.glob("*.jsonl")):
+        for path in regular_files(SHIPPED_DIR, "*.jsonl"):
             records, _ = read_jsonl(path)
             rows += [(None, r.data) for r in records if _match(r, filters)]
     return db, rows
@@ -117,6 +126,8 @@ def ls(
     """List stored measurements, newest last, filtered by device, variant, kind, status, scope, dtype, d, N."""
     from attn_cost.profilers.device import slug
 
+    if limit < 0:
+        fail(f"--limit must be 0 or more, got {limit}")
     db, rows = _matching(store, _filters(device, variant, kind, status, scope, dtype, d, n), shipped)
     if as_json:
         emit({"store": str(db.path), "count": len(rows), "results": [rec for _, rec in rows]})
@@ -124,8 +135,6 @@ def ls(
     if not rows:
         render.line(f"No stored measurements match in {escape(str(db.path))}.")
         return
-    if limit < 0:
-        fail(f"--limit must be 0 or more, got {limit}")
     shown = rows if limit == 0 else rows[-limit:]
     by_device: dict[str, list[dict]] = {}
     for _, rec in shown:
@@ -192,13 +201,17 @@ def export(
     d: Optional[int] = D,
     n: Optional[int] = N,
     shipped: bool = SHIPPED,
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write to this file (default: stdout)."),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="Write to this file (default, and with -o -: stdout)."
+    ),
     store: Optional[Path] = STORE,
 ) -> None:
     """Write the matching records as JSON lines: the format to share measurements and to ship them."""
-    from attn_cost.profilers.files import claim, write_atomic
+    from attn_cost.profilers.files import STDOUT, claim, write_atomic
     from attn_cost.profilers.store import database_path, is_results_file, write_jsonl
 
+    if output is not None and str(output) == STDOUT:
+        output = None
     if output is not None:
         db_path = database_path(store)
         sqlite_files = (db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm"))

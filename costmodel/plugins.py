@@ -24,6 +24,7 @@ from pathlib import Path
 
 import sympy as sp
 from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.paths import check_input, real
 
 ENV = "ATTN_COST_VARIANTS"
 """Variant files to load in every command, separated by os.pathsep (':' on Linux and macOS)."""
@@ -40,10 +41,8 @@ def load_file(path: str | Path) -> list[str]:
     from attn_cost.costmodel.variants import all_variants
 
     all_variants()  # the catalogue first: a clash with it is the user file's error
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise UserError(f"variant file {path}: no such file")
-    key = str(p.resolve())
+    p = check_input(Path(path).expanduser(), "a variant file")
+    key = str(real(p))
     if key in _loaded:
         return []
     _loaded[key] = []
@@ -389,7 +388,7 @@ def _negative_at(size) -> dict[str, int] | None:
 
 def located(e: BaseException, files: list[Path], what: str | None = None, variant: str | None = None) -> str:
     """One line: file:line, the source line that failed, and the error."""
-    where = [str(f.resolve()) for f in files]
+    where = [real(f) for f in files]
     message = str(e) or type(e).__name__
     if isinstance(e, SystemExit):
         message = f"calls sys.exit({e.code!r}) while attn-cost loads it"
@@ -397,9 +396,9 @@ def located(e: BaseException, files: list[Path], what: str | None = None, varian
         message = f"{type(e).__name__}: {message}"
     if variant is not None and not message.startswith(variant):
         message = f"variant {variant!r}: {message}"
-    if isinstance(e, SyntaxError) and e.filename and str(Path(e.filename).resolve()) in where:
+    if isinstance(e, SyntaxError) and e.filename and real(e.filename) in where:
         return f"{e.filename}:{e.lineno}: syntax error: {e.msg}"
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if str(Path(f.filename).resolve()) in where]
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if real(f.filename) in where]
     if not frames:
         return f"{what or (files[0] if files else 'variant file')}: {message}"
     last = frames[-1]

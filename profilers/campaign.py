@@ -37,6 +37,7 @@ unless the device is unusable after it (an illegal address): then the run stops 
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections.abc import Callable
@@ -209,8 +210,6 @@ def settle_garbage() -> None:
 
 def process_age() -> float:
     """Seconds since this process started (its Python start-up and imports), from /proc; 0 where unknown."""
-    import os
-
     try:
         with open("/proc/self/stat") as f:
             started = int(f.read().rsplit(")", 1)[1].split()[19])
@@ -367,10 +366,47 @@ def resume_from(camp: Campaign, path: Path) -> None:
     camp.log(f"resumed: {count} measurements imported from {path}{kept}")
 
 
+def profile_file(device_slug: str, dtype: str) -> str:
+    """The name of a campaign's device profile in one dtype (fp32's carries the bare device slug)."""
+    return f"{device_slug}.json" if dtype == "fp32" else f"{device_slug}-{dtype}.json"
+
+
+def opmodel_file(device_slug: str) -> str:
+    return f"opmodel-{device_slug}.json"
+
+
+def report_file(dtype: str) -> str:
+    return f"report-{dtype}.html"
+
+
+def outputs(plan: Plan, device_slug: str) -> list[tuple[Path, Callable[[Path], bool], str]]:
+    """Every file a campaign may write, with the recogniser of its kind and what it is: DIR's log, export,
+    summary, profiles, reports and op calibration, and the op calibration where `validate` looks for it."""
+    from attn_cost.profilers.corrections import PROFILE_KIND
+    from attn_cost.profilers.opmodel import OPMODEL_KIND, user_dir
+    from attn_cost.profilers.store import is_results_file
+
+    out = Path(plan.out)
+    files = [
+        (out / "campaign.log", is_campaign_log, "a campaign log"),
+        (out / "measurements.jsonl", is_results_file, "a results file"),
+        (out / "summary.json", is_json_of(SUMMARY_KIND), "a campaign summary"),
+    ]
+    for dtype in plan.dtypes:
+        files.append((out / profile_file(device_slug, dtype), is_json_of(PROFILE_KIND), "a device profile"))
+        files.append((out / report_file(dtype), is_html_report, "an HTML report"))
+    if plan.calibrate:
+        files.append((out / opmodel_file(device_slug), is_json_of(OPMODEL_KIND), "an op calibration"))
+        files.append((user_dir() / f"{device_slug}.json", is_json_of(OPMODEL_KIND), "an op calibration"))
+    return files
+
+
 def open_campaign(plan: Plan, sink: Callable[[str], None]) -> Campaign:
-    """Resolve the device, fix the threads, open DIR, the log and the store (importing an earlier export)."""
+    """Resolve the device, fix the threads, open DIR, the log and the store (importing an earlier export).
+    Every file the campaign may write is checked first: a user's file among them ends the run before anything
+    is measured or written."""
     import torch
-    from attn_cost.profilers.device import prepare, select_device
+    from attn_cost.profilers.device import prepare, select_device, slug
     from attn_cost.profilers.sdpa import validate_choice
     from attn_cost.profilers.store import ResultStore
 
@@ -381,12 +417,20 @@ def open_campaign(plan: Plan, sink: Callable[[str], None]) -> Campaign:
         raise UserError(f"--out {out} is a file, not a folder")
     try:
         out.mkdir(parents=True, exist_ok=True)
-        log = Log(out / "campaign.log", sink, plan.spent_s)
     except OSError as e:
         raise UserError(f"cannot write into --out {out}: {e.strerror or e}") from None
     if plan.threads is not None:
         torch.set_num_threads(plan.threads)
-    store = ResultStore(prepare(device), Path(plan.store) if plan.store else None, shipped=False)
+    fingerprint = prepare(device)
+    for path, recognise, what in outputs(plan, slug(fingerprint)):
+        if os.path.lexists(path):  # an absent one (its folder yet to be made) holds nothing to lose
+            claim(path, recognise, what)
+    store = ResultStore(fingerprint, Path(plan.store) if plan.store else None, shipped=False)
+    try:
+        log = Log(out / "campaign.log", sink, plan.spent_s)
+    except OSError as e:
+        store.close()
+        raise UserError(f"cannot write into --out {out}: {e.strerror or e}") from None
     for w in getattr(store, "warnings", []):
         log(f"warning: {w}")
     camp = Campaign(plan, log, device, store)
@@ -474,7 +518,7 @@ def calibrate_step(camp: Campaign) -> None:
         return
     camp.opmodel = model
     model.save(user_dir())  # where validate and crossover --device look for it
-    path = camp.write(f"opmodel-{model.slug}.json", model.to_text(), is_json_of(OPMODEL_KIND), "an op calibration")
+    path = camp.write(opmodel_file(model.slug), model.to_text(), is_json_of(OPMODEL_KIND), "an op calibration")
     shapes = f"{n_grid} grid, {n_lines} exact and {n_held} held-out shapes"
     camp.steps["calibrate"] = f"{shapes}, {calibrator.measured} timed; {path.name}"
     camp.log(f"  wrote {path.name}; held-out error {model.held_out}")
@@ -578,9 +622,8 @@ def validate_step(camp: Campaign, again: bool = False) -> None:
         except RuntimeError as e:  # a CUDA, cuBLAS or cuDNN error other than out-of-memory
             camp.error("validate", f"in {dtype}", e)
             continue
-        name = profile.slug if dtype == "fp32" else f"{profile.slug}-{dtype}"
         text = json.dumps(profile.as_json(), indent=2) + "\n"
-        path = camp.write(f"{name}.json", text, is_json_of(PROFILE_KIND), "a device profile")
+        path = camp.write(profile_file(profile.slug, dtype), text, is_json_of(PROFILE_KIND), "a device profile")
         camp.profiles[dtype] = str(path)
         camp.validation[dtype] = rows
         done.append(dtype)
@@ -617,7 +660,7 @@ def report_step(camp: Campaign) -> None:
         except UserError as e:  # the measurements and profiles are written already: a report must not cost them
             camp.log(f"report: skipped in {dtype}: {e}")
             continue
-        path = camp.write(f"report-{dtype}.html", render(data), is_html_report, "an HTML report")
+        path = camp.write(report_file(dtype), render(data), is_html_report, "an HTML report")
         written.append(path.name)
         camp.log(f"report: wrote {path.name} ({path.stat().st_size / 2**20:.1f} MiB)")
     camp.steps["report"] = ", ".join(written) or "no device profile to report on"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from fractions import Fraction
@@ -261,10 +262,9 @@ class DeviceProfile:
 
 def is_profile_file(path: Path) -> bool:
     """Whether a file is a device profile attn-cost wrote (profiles before `kind` was written: by their fields)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return False
+    from attn_cost.profilers.files import json_data
+
+    data = json_data(path)
     if not isinstance(data, dict):
         return False
     return data.get("kind") == PROFILE_KIND or {"schema", "slug", "device", "time", "memory"} <= data.keys()
@@ -332,15 +332,16 @@ def shipped_elsewhere(fingerprint: dict) -> str | None:
     fingerprint (another CPU model or core count sold under the same name): they are not reused
     for this device, and the note says so once and points at them as a reference."""
     from attn_cost.profilers.device import CPU_TIMER, IDENTITY, slug
+    from attn_cost.profilers.files import json_data, regular_files
 
     mine = slug(fingerprint)
     if not SHIPPED.is_dir() or (SHIPPED / f"{mine}.json").exists():
         return None
     others = []  # (fields that differ, slug, detail) of every shipped device sold under this name
-    for path in sorted(SHIPPED.glob("*.json")):
-        try:
-            device = json.loads(path.read_text(encoding="utf-8")).get("device", {})
-        except (OSError, ValueError, AttributeError):
+    for path in regular_files(SHIPPED, "*.json"):
+        data = json_data(path)
+        device = data.get("device") if isinstance(data, dict) else None
+        if not isinstance(device, dict):
             continue
         if (device.get("kind"), device.get("name")) != (fingerprint.get("kind"), fingerprint.get("name")):
             continue
@@ -360,16 +361,17 @@ def shipped_elsewhere(fingerprint: dict) -> str | None:
 def load_profile(name: str) -> DeviceProfile:
     """A device profile by name (see `attn-cost devices`) or by path to its JSON file."""
     from attn_cost.costmodel.errors import unknown
+    from attn_cost.profilers.files import read_input
 
     path = Path(name)
-    if not (path.suffix == ".json" and path.exists()):
+    if not (path.suffix == ".json" and os.path.lexists(path)):
         profiles = known_profiles()
         if name not in profiles:
             raise UserError(unknown("device", name, profiles or ["(none yet: run `attn-cost validate`)"]))
         path = profiles[name]
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        data = json.loads(read_input(path, "a device profile").decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise UserError(f"{path} is not a readable device profile ({e.__class__.__name__})") from None
     return DeviceProfile.from_json(data, str(path))
 

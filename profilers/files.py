@@ -1,34 +1,95 @@
-"""The files attn-cost writes: whole or not at all, and never over a file that is not its own.
+"""The user's files and attn-cost's own: what attn-cost reads, what it writes, and how.
 
-Every file attn-cost writes (an export, a report, a calibration, a device profile, a campaign's
+Writing. Every file attn-cost writes (an export, a report, a calibration, a device profile, a campaign's
 outputs) goes through `write_atomic`: a temporary file beside the target, flushed to disk, then
 renamed over it, so a reader or a kill sees the old file or the new one and never half of one.
 Before writing over an existing file, `claim` asks a recogniser whether the file is one attn-cost
 wrote (an empty file loses nothing and is taken too); anything else is refused with one line, so a
-mistyped path never destroys a user's file.
+mistyped path never destroys a user's file. A symbolic link at an output path is followed, as `cp` and a
+shell redirection follow it: the file it points to is checked and replaced, and the link stays a link.
+
+Reading. Every file a user names (an import, a profile, a calibration, a config, a variant file) and every
+file attn-cost finds in a folder it scans is read through `read_input`: a regular file of at most
+`MAX_INPUT_BYTES`, opened so that a FIFO or a device can never block or stream forever. Scans
+(`regular_files`) pass over anything that is not a regular file: FIFOs, sockets, devices, dangling links
+and link loops.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.paths import kind_of, not_regular, os_reason, real
 
 HEAD_BYTES = 4096
 """How much of a file the recognisers read: enough for every marker they look for."""
+MAX_INPUT_BYTES = 1 << 30
+"""The largest file attn-cost reads (1 GiB: two million records); larger is refused, not read."""
+STDOUT = "-"
+"""An output path that means standard output (`results export -o -`, `report --html -`)."""
+
+
+def is_regular(path: Path) -> bool:
+    """Whether `path` is a regular file, through symbolic links (False for a loop, a dangling link, a FIFO)."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def regular_files(folder: Path, pattern: str) -> list[Path]:
+    """The regular files of a folder attn-cost scans that match `pattern`, sorted; anything else is passed over."""
+    try:
+        return sorted(p for p in Path(folder).glob(pattern) if is_regular(p))
+    except OSError:
+        return []
+
+
+def _open_regular(path: Path, what: str) -> int:
+    """A descriptor of a regular file, opened without blocking (a FIFO would wait for a writer), else one line."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise UserError(f"cannot read {what} {path}: {os_reason(e)}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise not_regular(path, mode, what)
+    return fd
+
+
+def read_input(path: Path, what: str, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of a file attn-cost reads, or one line (UserError) saying why it cannot be read as `what`:
+    it is missing, a directory, a FIFO, a device or a socket (refused unread), a link loop, unreadable, or larger
+    than `limit`."""
+    with os.fdopen(_open_regular(Path(path), what), "rb") as f:
+        try:
+            data = f.read(limit + 1)
+        except OSError as e:
+            raise UserError(f"cannot read {what} {path}: {os_reason(e)}") from None
+    if len(data) > limit:
+        raise UserError(f"{path} is over {limit / 2**20:,.0f} MiB: too large for {what}")
+    return data
 
 
 def head(path: Path, size: int = HEAD_BYTES) -> bytes:
-    """The first `size` bytes of a file (b"" when it cannot be read)."""
+    """The first `size` bytes of a regular file (b"" when it is not one or cannot be read; a FIFO never blocks)."""
     try:
-        with path.open("rb") as f:
-            return f.read(size)
-    except OSError:
+        fd = _open_regular(Path(path), "a file")
+    except UserError:
         return b""
+    with os.fdopen(fd, "rb") as f:
+        try:
+            return f.read(size)
+        except OSError:
+            return b""
 
 
 def same_file(a: Path, b: Path) -> bool:
@@ -36,25 +97,33 @@ def same_file(a: Path, b: Path) -> bool:
     try:
         return os.path.samefile(a, b)
     except OSError:
-        return Path(a).resolve() == Path(b).resolve()
+        return real(a) == real(b)
 
 
 def claim(path: Path, recognise: Callable[[Path], bool], what: str, reading: tuple[Path, ...] = ()) -> None:
     """Refuse (UserError) to write `path` unless it is absent, empty, or recognised as attn-cost's `what`,
-    and never when it is one of the files being read."""
+    and never when it is one of the files being read. A symbolic link is followed: the file it points to
+    (absent where the link dangles) is the one checked, and the one `write_atomic` replaces."""
     path = Path(path)
     for source in reading:
         if same_file(path, source):
             raise UserError(f"{path} is the file being read ({source}): write to another path")
-    if path.is_dir():
-        raise UserError(f"{path} is a directory: give a file path")
-    if not path.exists():
-        if not path.parent.is_dir():
-            raise UserError(f"cannot write {path}: the folder {path.parent} does not exist")
+    try:
+        found = os.stat(path)
+    except OSError as e:
+        if e.errno != errno.ENOENT:
+            raise UserError(f"cannot write {path}: {os_reason(e)}") from None
+        found = None
+    if found is None:
+        folder = real(path).parent
+        if not folder.is_dir():
+            raise UserError(f"cannot write {path}: the folder {folder} does not exist")
         return
-    if not path.is_file():
-        raise UserError(f"{path} is not a regular file: attn-cost writes only to files of its own")
-    if path.stat().st_size == 0 or recognise(path):
+    if stat.S_ISDIR(found.st_mode):
+        raise UserError(f"{path} is a directory: give a file path")
+    if not stat.S_ISREG(found.st_mode):
+        raise UserError(f"{path} is {kind_of(found.st_mode)}: attn-cost writes only to regular files of its own")
+    if found.st_size == 0 or recognise(path):
         return
     raise UserError(
         f"{path} exists and is not {what} written by attn-cost: attn-cost does not write over files it did not "
@@ -62,11 +131,24 @@ def claim(path: Path, recognise: Callable[[Path], bool], what: str, reading: tup
     )
 
 
+def new_file_mode() -> int:
+    """The mode a file the user creates gets (0o666 less the umask): mkstemp's files are private."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def write_atomic(path: Path, text: str | bytes) -> None:
-    """Replace `path` with `text` so that a reader (or a kill) sees the old file or the new one."""
+    """Replace `path` with `text` so that a reader (or a kill) sees the old file or the new one. Through a
+    symbolic link, the file it points to is replaced (keeping its permissions) and the link stays."""
     path = Path(path)
+    target = real(path)
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except OSError:
+        mode = new_file_mode()
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     except OSError as e:
         raise UserError(f"cannot write {path}: {e.strerror or e}") from None
     try:
@@ -74,8 +156,8 @@ def write_atomic(path: Path, text: str | bytes) -> None:
             f.write(text.encode("utf-8") if isinstance(text, str) else text)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
     except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(e, OSError):
@@ -83,12 +165,24 @@ def write_atomic(path: Path, text: str | bytes) -> None:
         raise
 
 
+def not_stdout(path: Path, flag: str) -> Path:
+    """A folder option's path; `-` (standard output elsewhere) cannot hold files and is refused."""
+    if str(path) == STDOUT:
+        raise UserError(f"{flag} takes a folder, not {STDOUT!r} (standard output cannot hold several files)")
+    return path
+
+
+def json_data(path: Path) -> object:
+    """The parsed JSON of a file attn-cost recognises or scans (None where it is not a readable JSON file)."""
+    try:
+        return json.loads(read_input(path, "a JSON file").decode("utf-8"))
+    except (UserError, UnicodeDecodeError, ValueError, RecursionError):
+        return None
+
+
 def json_kind(path: Path) -> str | None:
     """The `kind` field of a JSON file attn-cost wrote (None if the file is not such JSON)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
+    data = json_data(path)
     return data.get("kind") if isinstance(data, dict) and isinstance(data.get("kind"), str) else None
 
 

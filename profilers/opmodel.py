@@ -487,12 +487,20 @@ def read_calibration(path: Path) -> dict:
     """The JSON of an op calibration file, plain or gzipped (`.json.gz`, as kept in benchmarks/data/calibrations);
     an unreadable or ill-formed one is bad input."""
     import gzip
+    import io
     import zlib
 
+    from attn_cost.profilers.files import MAX_INPUT_BYTES, read_input
+
+    raw = read_input(path, "an op calibration")
     try:
-        raw = path.read_bytes()
-        data = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw.decode("utf-8"))
-    except (OSError, EOFError, zlib.error, UnicodeDecodeError, json.JSONDecodeError) as e:
+        if path.suffix == ".gz":
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as f:
+                raw = f.read(MAX_INPUT_BYTES + 1)
+            if len(raw) > MAX_INPUT_BYTES:
+                raise UserError(f"{path} unpacks to over {MAX_INPUT_BYTES / 2**20:,.0f} MiB: not an op calibration")
+        data = json.loads(raw.decode("utf-8"))
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise UserError(f"{path} is not a readable op calibration ({e.__class__.__name__})") from None
     if not isinstance(data, dict):
         raise UserError(f"{path} is not an attn-cost op calibration")

@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Literal
 
 from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.paths import check_input, os_reason, real
 from attn_cost.profilers.device import slug
-from attn_cost.profilers.files import head
+from attn_cost.profilers.files import head, is_regular, new_file_mode, read_input, regular_files
 from attn_cost.profilers.schema import Fingerprint, SchemaError, check, rule
 
 SCHEMA = 1
@@ -49,6 +50,15 @@ MAX_SIZE = 2**53
 """The largest size a record may carry: every size must fit SQLite's 64-bit integers and a JSON number."""
 FILTERS = ("device", "variant", "kind", "status", "scope", "dtype", "d", "n")
 """Fields `ResultStore.select` filters on (device: slug or a part of the device name)."""
+
+
+def stored_names() -> dict[str, tuple[str, ...]]:
+    """The dtypes and scopes a record may have (the model's scopes, and `op`: one op of the calibration grid), read
+    from the cost model when first needed: opening the store does not import sympy."""
+    from attn_cost.costmodel.derive import DTYPE_BYTES
+    from attn_cost.costmodel.scopes import SCOPES
+
+    return {"dtype": tuple(DTYPE_BYTES), "scope": (*SCOPES, "op")}
 
 
 def default_root() -> Path:
@@ -69,8 +79,7 @@ def named_files(shipped: Path, kind: str) -> dict[str, Path]:
     """JSON files by stem: those shipped with attn-cost, overridden by the user's own of the same name."""
     found: dict[str, Path] = {}
     for root in (shipped, user_data_dir(kind)):
-        if root.is_dir():
-            found.update({p.stem: p for p in sorted(root.glob("*.json"))})
+        found.update({p.stem: p for p in regular_files(root, "*.json")})
     return found
 
 
@@ -173,10 +182,33 @@ class Record:
             device_slug = slug(device)
         except (KeyError, TypeError, AttributeError):
             raise ValueError("field 'device' is not a device fingerprint") from None
+        for size in ("N", "d"):
+            if sizes.get(size, 1) < 1:
+                raise ValueError(f"size {size} is not a positive integer")
+        try:
+            datetime.fromisoformat(obj["at"])
+        except ValueError:
+            raise ValueError("field 'at' is not an ISO 8601 time") from None
         return cls(
             device_slug, obj["key"], kind, obj["variant"], obj["scope"], obj["dtype"], status,
             sizes.get("d"), sizes.get("N"), obj["at"], obj,
         )  # fmt: skip
+
+    def consistent(self) -> Record:
+        """The record if it agrees with itself, else ValueError: a dtype and a scope attn-cost knows, and the key its
+        own fields make (`record_key`, then any suffix such as a replicate's), so that it is found under the sizes it
+        holds. Records read from files pass it; the store's own are made so."""
+        for field_name, known in stored_names().items():
+            value = getattr(self, field_name)
+            if value not in known:
+                raise ValueError(f"{field_name} {value!r} is not one of {', '.join(known)}")
+        try:
+            key = record_key(self.kind, self.variant, self.scope, self.dtype, self.data["sizes"], self.data["device"])
+        except (KeyError, TypeError):
+            key = None
+        if key is None or not (self.key == key or self.key.startswith(f"{key}|")):
+            raise ValueError("field 'key' does not agree with the record's kind, variant, scope, dtype and sizes")
+        return self
 
 
 @dataclass
@@ -208,13 +240,9 @@ def _ranges(numbers: list[int], shown: int = 6) -> str:
 def read_jsonl(path: Path) -> tuple[list[Record], Problems]:
     """Checked records of a JSON-lines file, and the lines that are not records."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_input(path, "a results file").decode("utf-8")
     except UnicodeDecodeError:
         raise UserError(f"{path} is not an attn-cost results file (not UTF-8 text)") from None
-    except IsADirectoryError:
-        raise UserError(f"{path} is a directory, not a results file") from None
-    except OSError as e:
-        raise UserError(f"cannot read {path}: {e.strerror or e}") from None
     records: list[Record] = []
     problems = Problems(path, {})
     lines = text.splitlines()
@@ -222,7 +250,7 @@ def read_jsonl(path: Path) -> tuple[list[Record], Problems]:
         if not line.strip():
             continue
         try:
-            records.append(replace(Record.check(json.loads(line)), line=number))
+            records.append(replace(Record.check(json.loads(line)).consistent(), line=number))
         except RecursionError:
             problems.lines.setdefault("nested too deeply", []).append(number)
         except json.JSONDecodeError as e:
@@ -299,7 +327,10 @@ def database_path(root: Path | None) -> Path:
     root = Path(root) if root is not None else default_root()
     if root.suffix == ".jsonl":
         raise UserError(f"{root} is a JSON-lines file: bring it in with `attn-cost results import {root}`")
-    if root.is_file() or root.suffix in (".db", ".sqlite", ".sqlite3"):
+    suffixes = (".db", ".sqlite", ".sqlite3")
+    if not root.is_dir() and os.path.lexists(root) and (root.exists() or root.suffix not in suffixes):
+        return check_input(root, "a results database or folder")  # a FIFO, a device, a link loop: refused
+    if root.suffix in suffixes:
         return root
     return root / DB_NAME
 
@@ -313,10 +344,48 @@ COLUMNS = {"id", "device", "key", "kind", "variant", "scope", "dtype", "status",
 """The columns of attn-cost's `records` table: a database without them is not attn-cost's."""
 
 
+def _read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection that creates nothing beside the database. SQLite removes a WAL database's -wal
+    file when its last connection closes, and creates -wal and -shm files for any reader that finds none: where
+    neither a -wal nor a rollback -journal file exists no one is writing, and the file is read as immutable;
+    where one exists, a writer's files are shared as they are."""
+    file = real(path)
+    busy = any(Path(f"{file}{suffix}").exists() for suffix in ("-wal", "-journal"))
+    uri = f"{file.as_uri()}?mode=ro" + ("" if busy else "&immutable=1")
+    return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+
+
+def damaged(path: Path, e: sqlite3.Error, doing: str = "use") -> UserError:
+    """The one line for an SQLite error on the results database: a damaged file (SQLite's "malformed", "not a
+    database") with what the user can do, else the error itself (a disk error, a lock held past the busy timeout)."""
+    if isinstance(e, sqlite3.OperationalError) or not isinstance(e, sqlite3.DatabaseError):
+        return UserError(f"cannot {doing} the results database {path}: {e}")
+    return UserError(
+        f"the results database {path} is damaged ({e}): move it aside (attn-cost then starts a new one) and copy "
+        f"what is readable with `sqlite3 {path} .recover | sqlite3 recovered.db`"
+    )
+
+
+def check_version(path: Path, version: object) -> None:
+    """Refuse a database whose schema version this attn-cost did not write: a newer one's, or one never written
+    (absent, not a positive integer)."""
+    if isinstance(version, int) and not isinstance(version, bool) and version > DB_SCHEMA:
+        raise UserError(
+            f"{path} was written by a newer attn-cost (database schema {version}, this one reads {DB_SCHEMA}): "
+            "upgrade attn-cost or use another --store"
+        )
+    if not (isinstance(version, int) and 1 <= version <= DB_SCHEMA):
+        raise UserError(
+            f"{path} is not an attn-cost results database (schema version {version!r}, which no attn-cost writes; "
+            f"this one writes {DB_SCHEMA}): attn-cost writes only to databases of its own; give --store a folder or "
+            "a new file"
+        )
+
+
 def check_own_database(path: Path) -> None:
     """Refuse (UserError), before anything is written to it, a file that is not an attn-cost results database:
-    a text file, another application's SQLite database, or one of a newer attn-cost. Absent and empty
-    files pass (nothing in them can be lost)."""
+    a text file, another application's SQLite database, one of a newer attn-cost or with a schema version no
+    attn-cost writes. Absent and empty files pass (nothing in them can be lost)."""
     first = head(path, len(SQLITE_MAGIC))
     if not first:
         return
@@ -325,7 +394,7 @@ def check_own_database(path: Path) -> None:
     if first != SQLITE_MAGIC:
         raise UserError(f"{refuse} (not an SQLite file): {hint}")
     try:
-        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+        con = _read_only(path)
     except sqlite3.Error as e:
         raise UserError(f"cannot read {path}: {e}") from None
     try:
@@ -334,16 +403,13 @@ def check_own_database(path: Path) -> None:
             raise UserError(f"{refuse} (an SQLite database without attn-cost's tables): {hint}")
         if not {r[1] for r in con.execute("PRAGMA table_info(records)")} >= COLUMNS:
             raise UserError(f"{refuse} (its records table has other columns): {hint}")
-        version = con.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+        versions = [r[0] for r in con.execute("SELECT DISTINCT version FROM schema_version")]
     except sqlite3.DatabaseError as e:
-        raise UserError(f"cannot read {path} as a results database: {e}") from None
+        raise damaged(path, e, "read") from None
     finally:
         con.close()
-    if not isinstance(version, int) or version > DB_SCHEMA:
-        raise UserError(
-            f"{path} was written by a newer attn-cost (database schema {version}, this one reads {DB_SCHEMA}): "
-            "upgrade attn-cost or use another --store"
-        )
+    for version in versions or [None]:
+        check_version(path, version)
 
 
 class Database:
@@ -357,54 +423,55 @@ class Database:
         self.writable = writable
         self.warnings: list[str] = []
         self.bad_rows: set[int] = set()
+        self.file = real(path)
+        """The database file itself (a symbolic link at `path` followed)."""
         if path.is_dir():
             raise UserError(f"{path} is a directory, not a results database; give --store the directory above it")
-        if path.exists() and not path.is_file():
-            raise UserError(f"{path} is not a regular file, not a results database")
+        if os.path.lexists(self.file):  # the file, or a link in a loop (a dangling link: its absent target)
+            check_input(path, "a results database")
+        exists = self.file.exists()
         check_own_database(path)
         try:
             if writable:
                 self._create_file()
-                self.con = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-            elif path.exists() and path.stat().st_size:
-                uri = f"{path.resolve().as_uri()}?mode=ro"
-                self.con = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+                self.con = sqlite3.connect(self.file, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            elif exists and self.file.stat().st_size:
+                self.con = _read_only(path)
             else:
                 self.con = sqlite3.connect(":memory:", isolation_level=None)
             self._finalizer = weakref.finalize(self, self.con.close)
             if writable:
                 self._wal()
                 self.con.execute("PRAGMA synchronous = NORMAL")
-            if writable or not (path.exists() and path.stat().st_size):
+            if writable or not (exists and self.file.stat().st_size):
                 self._create()
             if writable:
                 self._probe_write()
         except sqlite3.DatabaseError as e:
-            raise UserError(f"cannot open the results database {path}: {e}") from None
+            raise damaged(path, e, "open") from None
         except OSError as e:
-            raise UserError(f"cannot open the results database {path}: {e.strerror or e}") from None
+            raise UserError(f"cannot open the results database {path}: {os_reason(e)}") from None
 
     def _create_file(self) -> None:
         """Create an absent database whole: built under a temporary name, then linked into place, so the
         path never holds a half-made file. The temporary name carries the creating process's id: what a process
         killed while creating left behind is removed by the next one that opens the database for writing."""
-        prefix = f".{self.path.name}."
+        file = self.file
+        prefix = f".{file.name}."
         with contextlib.suppress(OSError):
-            for stale in self.path.parent.glob(f"{prefix}*.tmp*"):
+            for stale in file.parent.glob(f"{prefix}*.tmp*"):
                 pid = stale.name[len(prefix) :].split(".", 1)[0]
                 if pid.isdigit() and not _alive(int(pid)):
                     stale.unlink(missing_ok=True)
-        if self.path.exists():
+        if file.exists():
             return
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            file.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise UserError(f"cannot create the results directory {self.path.parent}: {e.strerror or e}") from None
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f"{prefix}{os.getpid()}.", suffix=".tmp")
+            raise UserError(f"cannot create the results directory {file.parent}: {e.strerror or e}") from None
+        fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=f"{prefix}{os.getpid()}.", suffix=".tmp")
         os.close(fd)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # as a file the user creates (mkstemp's are private)
+        os.chmod(tmp, new_file_mode())  # as a file the user creates (mkstemp's are private)
         try:
             con = sqlite3.connect(tmp, isolation_level=None)
             try:
@@ -413,7 +480,7 @@ class Database:
             finally:
                 con.close()
             with contextlib.suppress(FileExistsError):  # another process made it first: use theirs
-                os.link(tmp, self.path)
+                os.link(tmp, file)
         finally:
             for suffix in ("", "-journal", "-wal", "-shm"):
                 Path(tmp + suffix).unlink(missing_ok=True)
@@ -451,15 +518,11 @@ class Database:
             for statement in _TABLES.strip().split(";"):
                 if statement.strip():
                     self.con.execute(statement)
-            row = self.con.execute("SELECT max(version) FROM schema_version").fetchone()
-            version = row[0]
-            if version is None:
+            versions = [r[0] for r in self.con.execute("SELECT DISTINCT version FROM schema_version")]
+            if not versions:
                 self.con.execute("INSERT INTO schema_version VALUES (?)", (DB_SCHEMA,))
-        if version is not None and version > DB_SCHEMA:
-            raise UserError(
-                f"{self.path} was written by a newer attn-cost (database schema {version}, this one reads "
-                f"{DB_SCHEMA}): upgrade attn-cost or use another --store"
-            )
+        for version in versions:
+            check_version(self.path, version)
 
     class _Tx:
         def __init__(self, con: sqlite3.Connection) -> None:
@@ -476,14 +539,23 @@ class Database:
         """BEGIN IMMEDIATE … COMMIT (ROLLBACK on any exception); waits up to the busy timeout for other writers."""
         return Database._Tx(self.con)
 
+    @contextlib.contextmanager
+    def _using(self) -> Iterator[None]:
+        """An SQLite error inside (damaged pages, a lock held past the busy timeout) becomes one line."""
+        try:
+            yield
+        except sqlite3.Error as e:
+            raise damaged(self.path, e) from None
+
     def put(self, record: Record) -> None:
+        """One record in its own transaction (sqlite3.Error passes: `ResultStore.add` keeps the record elsewhere)."""
         with self.transaction() as con:
             con.execute(_UPSERT, _row(record))
 
     def put_many(self, records: Iterable[Record], source: str | None = None) -> int:
         """Several records in one transaction (an import); `source` marks a file as migrated in it too."""
         rows = [_row(r) for r in records]
-        with self.transaction() as con:
+        with self._using(), self.transaction() as con:
             if source is not None:
                 if con.execute("SELECT 1 FROM migrated WHERE file = ?", (source,)).fetchone():
                     return 0
@@ -495,7 +567,8 @@ class Database:
         return len(rows)
 
     def migrated(self, source: str) -> bool:
-        return self.con.execute("SELECT 1 FROM migrated WHERE file = ?", (source,)).fetchone() is not None
+        with self._using():
+            return self.con.execute("SELECT 1 FROM migrated WHERE file = ?", (source,)).fetchone() is not None
 
     def _decode(self, rowid: int, text: str) -> dict | None:
         """A stored row's record, checked; a row that is not an attn-cost record is reported once and skipped."""
@@ -509,25 +582,28 @@ class Database:
             return None
 
     def get(self, device: str, key: str) -> dict | None:
-        row = self.con.execute(
-            "SELECT id, record FROM records WHERE device = ? AND key = ?", (device, key)
-        ).fetchone()
+        with self._using():
+            row = self.con.execute(
+                "SELECT id, record FROM records WHERE device = ? AND key = ?", (device, key)
+            ).fetchone()
         return self._decode(*row) if row else None
 
     def select(self, where: str = "", params: tuple = ()) -> Iterator[tuple[int, dict]]:
         """(row id, record) of the rows matching an SQL condition; rows that are not records are skipped."""
-        for rowid, text in self.con.execute(f"SELECT id, record FROM records {where} ORDER BY id", params):
-            record = self._decode(rowid, text)
-            if record is not None:
-                yield rowid, record
+        with self._using():
+            for rowid, text in self.con.execute(f"SELECT id, record FROM records {where} ORDER BY id", params):
+                record = self._decode(rowid, text)
+                if record is not None:
+                    yield rowid, record
 
     def delete(self, ids: list[int]) -> int:
-        with self.transaction() as con:
+        with self._using(), self.transaction() as con:
             con.executemany("DELETE FROM records WHERE id = ?", [(i,) for i in ids])
         return len(ids)
 
     def count(self) -> int:
-        return self.con.execute("SELECT count(*) FROM records").fetchone()[0]
+        with self._using():
+            return self.con.execute("SELECT count(*) FROM records").fetchone()[0]
 
     def close(self) -> None:
         self._finalizer()
@@ -555,8 +631,8 @@ def device_matches(rec: dict, device: str | None) -> bool:
 def migrate_legacy(db: Database, root: Path) -> list[str]:
     """Import each earlier-version results file (`root/*.jsonl`) once; returns warnings."""
     warnings: list[str] = []
-    for path in sorted(root.glob("*.jsonl")) if root.is_dir() else []:
-        source = str(path.resolve())
+    for path in regular_files(root, "*.jsonl"):
+        source = str(real(path))
         if db.migrated(source):
             continue
         try:
@@ -617,7 +693,7 @@ def rescue(record: dict) -> str:
 def shipped_records(device_slug: str) -> tuple[dict[str, dict], list[str]]:
     """The measurements shipped with attn-cost for one device, by key."""
     path = SHIPPED / f"{device_slug}.jsonl"
-    if not path.exists():
+    if not is_regular(path):
         return {}, []
     records, problems = read_jsonl(path)
     mine = [r for r in records if r.device == device_slug]

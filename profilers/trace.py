@@ -47,7 +47,9 @@ import sympy as sp
 import torch
 from attn_cost.costmodel.errors import UserError, printable
 from attn_cost.costmodel.graph import Graph, Storage, Tensor
+from attn_cost.costmodel.paths import check_input, real
 from attn_cost.costmodel.symbols import N, b, d, h
+from attn_cost.profilers.files import read_input
 from torch.multiprocessing.reductions import StorageWeakRef
 
 aten = torch.ops.aten
@@ -115,6 +117,8 @@ def split_spec(spec: str) -> tuple[Path, str]:
     p = Path(path).expanduser()
     if p.is_file():
         return p, name
+    if os.path.lexists(p):  # a folder, a FIFO, a device, a link loop: say which
+        check_input(p, "a Python file")
     if re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", path):
         try:
             with user_code(f"importing {path}"):
@@ -128,12 +132,12 @@ def split_spec(spec: str) -> tuple[Path, str]:
 
 def _dotted(path: Path) -> str | None:
     """The module name of a file inside an installed package (so that its relative imports work)."""
-    resolved = path.resolve()
+    resolved = real(path)
     for entry in sys.path:
         if not entry or ("site-packages" not in entry and "dist-packages" not in entry):
             continue
         try:
-            parts = resolved.relative_to(Path(entry).resolve()).with_suffix("").parts
+            parts = resolved.relative_to(real(Path(entry))).with_suffix("").parts
         except ValueError:
             continue
         if len(parts) > 1 and all(x.isidentifier() for x in parts):
@@ -147,7 +151,7 @@ def load_object(path: Path, name: str) -> tuple[Any, Any]:
     from attn_cost.costmodel.plugins import located
 
     dotted = _dotted(path)
-    module_name = dotted or f"attn_cost_traced_{path.stem}_{abs(hash(str(path.resolve())))}"
+    module_name = dotted or f"attn_cost_traced_{path.stem}_{abs(hash(str(real(path))))}"
     if module_name in sys.modules:
         module = sys.modules[module_name]
     elif dotted:
@@ -164,7 +168,7 @@ def load_object(path: Path, name: str) -> tuple[Any, Any]:
             raise UserError(f"trace {path}: not a Python file")
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module
-        folder = str(path.resolve().parent)
+        folder = str(real(path).parent)
         sys.path.insert(0, folder)
         try:
             with user_code(f"importing {path}"):
@@ -254,11 +258,10 @@ def load_config(path: Path | None) -> Any:
     """--config FILE.json: a Hugging Face config (it has 'model_type') or plain keyword arguments."""
     if path is None:
         return None
+    raw = read_input(Path(path), "a --config file")
     try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise UserError(f"--config {path}: no such file") from None
-    except (OSError, ValueError) as e:
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as e:
         raise UserError(f"--config {path}: not a JSON file ({e})") from None
     if not isinstance(data, dict):
         raise UserError(f"--config {path}: a JSON object of settings is needed")

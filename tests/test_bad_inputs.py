@@ -7,9 +7,11 @@ pipe, Ctrl-C while Python imports, a would-be hang) runs as one, under a timeout
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -443,6 +445,113 @@ def test_divisors_of_a_large_prime() -> None:
 
     assert divisors(1_000_000_007) == [1, 1_000_000_007]
     assert divisors(36) == [1, 2, 3, 4, 6, 9, 12, 18, 36]
+
+
+# -- special files and link loops: refused or passed over, never waited on (issues 32 and 33) ----------
+
+CODE = Path(__file__).parent / "traced_code.py"
+RESULTS = Path(__file__).parent / "data" / "results.jsonl"
+
+
+@contextlib.contextmanager
+def _within(seconds: int):
+    """Fail instead of hanging: SIGALRM interrupts a blocking open or an endless read in this (the main) thread."""
+
+    def expired(signum, frame):
+        raise TimeoutError(f"no answer within {seconds} s: a hang")
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _special(path: Path, kind: str) -> Path:
+    """A FIFO, an endless device (a link to /dev/zero), a loop of links or a folder at `path`."""
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "endless":
+        path.symlink_to("/dev/zero")
+    elif kind == "loop":
+        path.symlink_to(path.name)
+    else:
+        path.mkdir()
+    return path
+
+
+def _unchanged(path: Path, kind: str) -> bool:
+    import stat
+
+    mode = os.lstat(path).st_mode
+    return {"fifo": stat.S_ISFIFO, "endless": stat.S_ISLNK, "loop": stat.S_ISLNK, "folder": stat.S_ISDIR}[kind](mode)
+
+
+NAMED_INPUTS = [
+    ("x.jsonl", lambda p: ["results", "import", p]),
+    ("x.json", lambda p: ["crossover", "--d", "16", "--device", p]),
+    ("x.json", lambda p: ["calibrate", "--refit", p]),
+    ("x.py", lambda p: ["crossover", "--d", "16", "--variants", p]),
+    ("x.db", lambda p: ["results", "ls", "--store", p]),
+    ("x.db", lambda p: ["results", "import", str(RESULTS), "--store", p]),
+    ("x", lambda p: ["results", "rm", "--all", "--store", p]),
+    ("x.py", lambda p: ["trace", f"{p}:f"]),
+    ("x.json", lambda p: ["trace", f"{CODE}:ref_softmax", "--config", p]),
+]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "endless", "loop", "folder"])
+@pytest.mark.parametrize(("name", "command"), NAMED_INPUTS, ids=[f"{c('P')[:2]} {n}" for n, c in NAMED_INPUTS])
+def test_a_special_file_given_as_input_is_one_line(tmp_path, capsys, kind, name, command) -> None:
+    if kind == "folder" and "--store" in command("P"):
+        pytest.skip("a folder is a --store: the database goes in it")
+    path = _special(tmp_path / name, kind)
+    with _within(60):
+        code, _, err = _run(command(str(path)), capsys)
+    _one_line_error(code, err)
+    assert str(path.name) in err and _unchanged(path, kind)
+    if kind == "loop":
+        assert "loop of symbolic links" in err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "endless", "loop", "folder"])
+def test_special_files_in_the_folders_attn_cost_scans_are_passed_over(tmp_path, capsys, kind) -> None:
+    home = tmp_path / "home"
+    (home / "results").mkdir(parents=True)
+    shutil.copytree(PROFILE.parent, home / "devices")
+    (home / "opmodels").mkdir()
+    found = [_special(home / "results" / "old.jsonl", kind), _special(home / "devices" / "odd.json", kind),
+             _special(home / "opmodels" / "odd.json", kind)]  # fmt: skip
+    for args in (["results", "import", str(RESULTS)], ["results", "ls"], ["devices"], ["report", "--help"],
+                 ["crossover", "--d", "16", "--device", DEVICE], ["results", "ls", "--shipped"]):  # fmt: skip
+        with _within(60):
+            code, _, err = _run(args, capsys)
+        assert code == 0 and "Traceback" not in err, (args, err)
+    assert all(_unchanged(p, kind) for p in found)
+
+
+@pytest.mark.parametrize("option", [["results", "export", "-o"], ["report", "--html"]])
+def test_a_loop_of_links_at_an_output_path_is_one_line(tmp_path, capsys, option) -> None:
+    loop = tmp_path / "loop.html"
+    loop.symlink_to(loop.name)
+    code, _, err = _run([*option, str(loop)], capsys)
+    _one_line_error(code, err)
+    assert "loop of symbolic links" in err and loop.is_symlink()
+
+
+def test_export_to_dash_is_stdout_and_a_folder_option_refuses_it(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "r.db"
+    assert _run(["results", "import", str(RESULTS), "--store", str(db)], capsys)[0] == 0
+    code, out, err = _run(["results", "export", "-o", "-", "--store", str(db)], capsys)
+    assert code == 0 and out == RESULTS.read_text(), err  # both are sorted by key: the same bytes
+    assert not (tmp_path / "-").exists()  # the working folder: no file named "-"
+    for args in (["campaign", "--cpu", "--quick", "--out", "-"], ["calibrate", "--quick", "--out", "-"]):
+        code, _, err = _run(args, capsys)
+        _one_line_error(code, err)
+        assert "takes a folder" in err
 
 
 # -- help ------------------------------------------------------------------------------------------

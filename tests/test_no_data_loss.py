@@ -8,6 +8,7 @@ value is the file as the user left it, not anything attn-cost computed.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -243,7 +244,8 @@ def test_a_campaign_rerun_keeps_another_devices_measurements(tmp_path) -> None:
     plan = Plan.quick_plan(str(out), device="cpu", store=str(tmp_path / "store"), calibrate=False)
     camp = open_campaign(plan, sink=lambda line: None)
     try:
-        camp.store.add({k: v for k, v in _record(DEVICE, 8).items() if k not in ("device", "at", "schema")})
+        mine = {k: v for k, v in _record(DEVICE, 8).items() if k not in ("device", "at", "schema")}
+        camp.store.add({**mine, "key": f"time|softmax|core|fp32|N=8,d=8|threads={camp.store.device['threads']}"})
         camp.checkpoint()
     finally:
         camp.log.close()
@@ -291,3 +293,167 @@ def test_a_new_store_is_created_with_the_users_umask(tmp_path) -> None:
     finally:
         os.umask(old)
     assert (tmp_path / "results.db").stat().st_mode & 0o777 == 0o644
+
+
+# -- issue 33: filters, links, schema versions, campaigns, read-only reading, damaged databases, imports ----------
+
+
+def _store(tmp_path: Path, capsys) -> tuple[Path, bytes]:
+    db = tmp_path / "results.db"
+    assert _run(["results", "import", str(RESULTS), "--store", str(db)], capsys)[0] == 0
+    return db, db.read_bytes()
+
+
+FILTERS = [
+    ["--device", ""], ["--device", "  "], ["--variant", ""],  # an empty device matched every name: rm removed all
+    ["--dtype", "garbage"], ["--scope", "galaxy"], ["--kind", "speed"], ["--status", "fine"],
+    ["--d", "0"], ["--n", "-1"], ["--d", str(2**63)], ["--n", str(2**64 + 1)],  # beyond SQLite: OverflowError
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", ["rm", "ls", "export"])
+@pytest.mark.parametrize("bad", FILTERS, ids=lambda f: " ".join(f) or "''")
+def test_a_filter_that_cannot_select_is_refused_and_removes_nothing(tmp_path, capsys, command, bad) -> None:
+    db, before = _store(tmp_path, capsys)
+    code, out, err = _run(["results", command, *bad, "--store", str(db)], capsys)
+    _refused(code, err, bad[0])
+    assert out == "" and db.read_bytes() == before
+    code, out, _ = _run(["results", "ls", "--json", "--store", str(db)], capsys)
+    assert json.loads(out)["count"] == len(RESULTS.read_text().splitlines())  # all 24 records still there
+
+
+def test_export_follows_a_link_at_its_output_path_and_keeps_the_link(tmp_path, capsys) -> None:
+    db, _ = _store(tmp_path, capsys)
+    link = tmp_path / "link.jsonl"
+    link.symlink_to("elsewhere.jsonl")  # dangling: a shell redirection creates the file it points to
+    code, _, err = _run(["results", "export", "--store", str(db), "-o", str(link)], capsys)
+    assert code == 0, err
+    assert link.is_symlink() and os.readlink(link) == "elsewhere.jsonl"
+    assert (tmp_path / "elsewhere.jsonl").read_text() == RESULTS.read_text()  # both sorted by key: same bytes
+    code, _, err = _run(["results", "export", "--store", str(db), "-o", str(link), "--d", "16"], capsys)
+    assert code == 0 and link.is_symlink(), err  # its own export, replaced through the link
+    assert all('"d": 16' in line for line in (tmp_path / "elsewhere.jsonl").read_text().splitlines())
+    mine = tmp_path / "notes.txt"
+    mine.write_text("my notes\n")
+    (tmp_path / "to-notes.jsonl").symlink_to(mine)
+    code, _, err = _run(["results", "export", "--store", str(db), "-o", str(tmp_path / "to-notes.jsonl")], capsys)
+    _refused(code, err, "does not write over files it did not create")
+    assert mine.read_text() == "my notes\n" and (tmp_path / "to-notes.jsonl").is_symlink()
+
+
+def test_every_writer_follows_a_link_and_keeps_permissions(tmp_path) -> None:
+    from attn_cost.profilers.files import claim, is_json_of, write_atomic
+
+    target = tmp_path / "real.json"
+    target.write_text('{"kind": "mine"}\n')
+    target.chmod(0o600)
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    claim(link, is_json_of("mine"), "a test file")
+    write_atomic(link, '{"kind": "mine", "v": 2}\n')
+    assert link.is_symlink() and json.loads(target.read_text())["v"] == 2
+    assert target.stat().st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "real.json"]
+
+
+@pytest.mark.parametrize("version", [-5, 0, "'abc'", "''", "1.5", None], ids=str)
+@pytest.mark.parametrize("args", STORE_COMMANDS, ids=lambda a: " ".join(a[:2]))
+def test_a_schema_version_no_attn_cost_writes_is_refused_untouched(tmp_path, capsys, version, args) -> None:
+    db = tmp_path / "results.db"
+    Database(db).close()
+    con = sqlite3.connect(db)
+    con.execute("DELETE FROM schema_version" if version is None else f"UPDATE schema_version SET version = {version}")
+    con.commit()
+    con.close()
+    before = db.read_bytes()
+    code, _, err = _run([*args, "--store", str(db)], capsys)
+    _refused(code, err, "which no attn-cost writes")
+    assert "newer" not in err and db.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.db"]
+
+
+def _campaign_files(slug: str) -> list[str]:
+    """The files a CPU campaign in fp32 and bf16 with a calibration writes into DIR (docs/measuring.md)."""
+    return ["campaign.log", "measurements.jsonl", "summary.json", f"{slug}.json", f"{slug}-bf16.json",
+            "report-fp32.html", "report-bf16.html", f"opmodel-{slug}.json"]  # fmt: skip
+
+
+def test_a_campaign_checks_every_file_it_writes_before_measuring(tmp_path, monkeypatch) -> None:
+    from attn_cost.profilers.campaign import Plan, open_campaign
+    from attn_cost.profilers.device import prepare, slug
+
+    monkeypatch.setattr("attn_cost.profilers.store.ResultStore.add", lambda *a: pytest.fail("measured"))
+    name = slug(prepare("cpu"))
+    out, store = tmp_path / "campaign", tmp_path / "store"
+    user_calibration = tmp_path / "home" / "opmodels" / f"{name}.json"
+    for path in [out / f for f in _campaign_files(name)] + [user_calibration]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("my own notes\n")
+        plan = Plan.quick_plan(str(out), device="cpu", store=str(store), dtypes=["fp32", "bf16"])
+        with pytest.raises(UserError, match="does not write over files it did not create"):
+            open_campaign(plan, sink=lambda line: None)
+        assert path.read_text() == "my own notes\n", path
+        assert [p.name for p in path.parent.iterdir()] == [path.name]  # no log, no export written beside it
+        assert not store.exists()
+        path.unlink()
+
+
+def test_reading_a_database_leaves_no_files_beside_it_and_sees_a_writers_records(tmp_path, capsys) -> None:
+    db, before = _store(tmp_path, capsys)
+    out = tmp_path / "out.jsonl"
+    for args in (["ls"], ["ls", "--json"], ["export"], ["export", "-o", str(out)], ["ls", "--shipped"]):
+        code, _, err = _run(["results", *args, "--store", str(db)], capsys)
+        assert code == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl", "results.db"] and db.read_bytes() == before
+    writer = ResultStore(DEVICE, db)  # a writer at work: its -wal file holds a record not yet in the database file
+    writer.add({k: v for k, v in _record(DEVICE, 999).items() if k not in ("device", "at", "schema")})
+    try:
+        code, out_text, _ = _run(["results", "ls", "--json", "--n", "999", "--store", str(db)], capsys)
+        assert code == 0 and json.loads(out_text)["count"] == 1
+    finally:
+        writer.close()
+
+
+def _damage(db: Path) -> None:
+    """Overwrite every page after the first (the header and schema stay valid) with a repeated byte."""
+    data = bytearray(db.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    for start in range(page, len(data), page):
+        data[start : start + page] = b"\xa5" * page
+    db.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("args", STORE_COMMANDS, ids=lambda a: " ".join(a[:2]))
+def test_a_damaged_database_is_one_line_that_says_how_to_recover(tmp_path, capsys, args) -> None:
+    db, _ = _store(tmp_path, capsys)
+    _damage(db)
+    before = db.read_bytes()
+    code, _, err = _run([*args, "--store", str(db)], capsys)
+    _refused(code, err, "is damaged")
+    assert ".recover" in err and db.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        ({"sizes": {"N": 0, "d": 8}}, "size N"),
+        ({"sizes": {"N": 16, "d": 0}}, "size d"),
+        ({"dtype": "fp8"}, "dtype"),
+        ({"scope": "galaxy"}, "scope"),
+        ({"at": "yesterday"}, "'at'"),
+        ({"sizes": {"N": 32, "d": 8}}, "'key'"),  # the key says N=16
+        ({"variant": "linear"}, "'key'"),  # the key says softmax
+    ],
+    ids=lambda x: str(x) if isinstance(x, str) else None,
+)
+def test_an_imported_record_must_agree_with_itself(tmp_path, capsys, change, reason) -> None:
+    f = tmp_path / "odd.jsonl"
+    good = _record(DEVICE, 16)
+    f.write_text(json.dumps(good) + "\n" + json.dumps({**good, **change}) + "\n")
+    code, out, err = _run(["results", "import", str(f), "--store", str(tmp_path / "r.db"), "--json"], capsys)
+    assert code == 0 and json.loads(out)["imported"] == {str(f): 1}
+    assert reason in err and "line 2" in err, err
+    f.write_text(json.dumps({**good, **change}) + "\n")
+    code, _, err = _run(["results", "import", str(f), "--store", str(tmp_path / "s.db")], capsys)
+    _refused(code, err, "none of its 1 lines is a record")
+    assert not (tmp_path / "s.db").exists()

@@ -155,7 +155,7 @@ def test_a_broken_file_fails_with_file_and_line(cli, tmp_path: Path, body: str, 
 
 def test_missing_file(cli, tmp_path: Path) -> None:
     r = cli("variants", "--variants", str(tmp_path / "nope.py"))
-    assert r.code == 2 and "nope.py: no such file" in r.err
+    assert r.code == 2 and "nope.py" in r.err and "no such file" in r.err
 
 
 @pytest.mark.integration  # a fresh interpreter

@@ -78,10 +78,15 @@ def store_dir(tmp_path):
     return tmp_path / "results"
 
 
-def _record(key: str, n: int = 16) -> dict:
+def _key(tag: str, n: int = 16) -> str:
+    """A record key as `record_key` makes it (kind|variant|scope|dtype|sizes), written out, with a tag after it."""
+    return f"memory|softmax|core|fp32|N={n},d=8|{tag}"
+
+
+def _record(tag: str, n: int = 16) -> dict:
     return {
         "kind": "memory",
-        "key": key,
+        "key": _key(tag, n),
         "variant": "softmax",
         "scope": "core",
         "dtype": "fp32",
@@ -102,7 +107,7 @@ def test_records_survive_a_new_store_and_writes_leave_no_other_files(store_dir) 
     store.add(_record("k2"))
     store.close()
     again = ResultStore(device, store_dir)
-    assert set(again.records) >= {"k1", "k2"} and again.get("k1")["sizes"] == {"N": 16, "d": 8}
+    assert set(again.records) >= {_key("k1"), _key("k2")} and again.get(_key("k1"))["sizes"] == {"N": 16, "d": 8}
     again.close()
     assert [p.name for p in store_dir.iterdir()] == ["results.db"]  # WAL and shared-memory files gone
 
@@ -113,13 +118,13 @@ def test_earlier_json_lines_files_are_migrated_once_and_torn_lines_reported(stor
     legacy = store_dir / "cpu-old.jsonl"
     legacy.write_text(_legacy_line(device, "k1") + '\n{"schema": 1, "kind": "time", "key": "torn", "varia\n')
     first = ResultStore(device, store_dir)
-    assert first.get("k1") is not None
+    assert first.get(_key("k1")) is not None
     assert any("1 line skipped (not valid JSON" in w and "line 2" in w for w in first.warnings)
     assert any("imported 1 records" in w for w in first.warnings)
     first.close()
     legacy.write_text(legacy.read_text() + _legacy_line(device, "k2") + "\n")  # edited after the migration
     second = ResultStore(device, store_dir)
-    assert second.warnings == [] and second.get("k2") is None  # read once only
+    assert second.warnings == [] and second.get(_key("k2")) is None  # read once only
     assert "torn" in legacy.read_text()  # the file itself is left as it was
 
 
@@ -170,8 +175,8 @@ def test_records_of_another_device_stay_with_that_device(store_dir) -> None:
     store_dir.mkdir(parents=True)
     (store_dir / "mixed.jsonl").write_text(_legacy_line(other, "k9") + "\n" + _legacy_line(device, "k1") + "\n")
     mine = ResultStore(device, store_dir)
-    assert "k9" not in mine.records and "k1" in mine.records
-    assert ResultStore(other, store_dir).get("k9") is not None
+    assert _key("k9") not in mine.records and _key("k1") in mine.records
+    assert ResultStore(other, store_dir).get(_key("k9")) is not None
 
 
 def test_an_interrupted_profile_resumes_without_repeating_measurements(store_dir, monkeypatch) -> None:
@@ -221,5 +226,5 @@ def test_a_shipped_file_with_hundreds_of_foreign_records_warns_once(tmp_path, mo
     (tmp_path / f"{slug(device)}.jsonl").write_text("\n".join(lines) + "\n")
     monkeypatch.setattr(store_module, "SHIPPED", tmp_path)
     store = ResultStore(device, tmp_path / "results")
-    assert store.get("k1") is not None and store.get("o1") is None
+    assert store.get(_key("k1")) is not None and store.get(_key("o1")) is None
     assert store.warnings == [f"{tmp_path / slug(device)}.jsonl: 556 records of other devices ignored: lines 2-557"]

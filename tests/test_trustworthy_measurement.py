@@ -355,7 +355,8 @@ def test_a_lookup_is_an_index_probe(tmp_path) -> None:
 def test_export_then_import_round_trips_every_record(tmp_path, cli) -> None:
     store = ResultStore(_device(), tmp_path / "a")
     for i in range(5):
-        store.add({**json.loads(WRITER_RECORD), "key": f"r{i}", "sizes": {"N": i + 1, "d": 8}})
+        key = f"memory|softmax|core|fp32|N={i + 1},d=8"  # made of its fields: an imported record must be
+        store.add({**json.loads(WRITER_RECORD), "key": key, "sizes": {"N": i + 1, "d": 8}})
     store.close()
     out = cli("results", "export", "--store", str(tmp_path / "a"))
     assert out.code == 0, out.err
