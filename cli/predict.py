@@ -5,7 +5,7 @@ No torch: the datasheet model prices the engine's op list with numpy (`profilers
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from attn_cost.cli import options as o
@@ -54,7 +54,7 @@ def predict(
 
         eff = replace(eff, launch_s=launch_us * 1e-6)
     model = GpuModel(sheet, eff, sigma)
-    results = []
+    results: list[dict[str, Any]] = []
     for name in names:
         seconds = model.time(name, sizes, np.array(lengths, dtype=float), st.scope, dtype, mode)
         low, high = model.interval(seconds)

@@ -121,17 +121,15 @@ def _checked(row: object, where: str) -> Datasheet:
 
 def read_table(path: Path) -> list[Datasheet]:
     """The rows of one table file, each checked; one line naming the file and the row that does not fit."""
-    if not path.is_file():
-        raise UserError(f"{path} is not a regular file: a datasheet table is a JSON file")
+    from attn_cost.profilers.files import read_input
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_input(path, "a datasheet table").decode("utf-8"))
         check(data, GpuTable, root=str(path))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise UserError(f"{path} is not an attn-cost datasheet table: {type(e).__name__}: {e}") from None
     except SchemaError as e:
         raise UserError(f"{path} is not an attn-cost datasheet table: {e}") from None
-    except OSError as e:
-        raise UserError(f"cannot read {path}: {e.strerror or e}") from None
     return [_checked(row, f"{path}, row {i + 1}") for i, row in enumerate(data["gpus"])]
 
 
@@ -144,7 +142,9 @@ def user_dir() -> Path:
 @cache
 def _load(folder: str) -> dict[str, Datasheet]:
     out: dict[str, Datasheet] = {}
-    paths = [SHIPPED, *sorted(Path(folder).glob("*.json"))] if Path(folder).is_dir() else [SHIPPED]
+    from attn_cost.profilers.files import regular_files
+
+    paths = [SHIPPED, *regular_files(Path(folder), "*.json")]
     for path in paths:
         for sheet in read_table(path):
             if sheet.name in out and path != SHIPPED:

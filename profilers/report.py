@@ -123,7 +123,7 @@ def _device_profile(device: str | None):
 
 def _versus_d(a: str, bb: str, d_grid: list[int], setting: Setting, device: str | None) -> dict:
     rows = [transition_row(a, bb, report_dims(dv), setting, (L,)) for dv in d_grid]
-    out: dict[str, list] = {"n0": [row.n0 for row in rows], "n1": [row.n1 for row in rows]}
+    out: dict[str, list | str] = {"n0": [row.n0 for row in rows], "n1": [row.n1 for row in rows]}
     if device is not None:
         from attn_cost.profilers.corrections import add_device_columns
 
