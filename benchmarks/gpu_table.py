@@ -131,7 +131,8 @@ def taylorshift_table(items: list[dict]) -> list[str]:
 
 def markdown(items: list[dict], short: bool) -> str:
     first = items[0]
-    chosen = [r for r in items if (r["a"], r["b"]) in README_PAIRS and r["dtype"] == "bf16"] if short else items
+    chosen = [r for r in items if (r["a"], r["b"]) in README_PAIRS and r["dtype"] == "bf16" and r["d"] >= 64]
+    chosen = chosen if short else items
     head = (f"Measured on an {first['gpu']} (b = {first['batch']}, h = {first['heads']}, core scope; "
             "`python benchmarks/gpu_table.py` makes this table from the kept campaign and the shipped "
             "profiles).")  # fmt: skip

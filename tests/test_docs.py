@@ -49,7 +49,7 @@ def _validation_script():
     return mod
 
 
-@pytest.mark.parametrize("name", ["README.md", "docs/opmodel.md"])
+@pytest.mark.parametrize("name", ["docs/opmodel.md"])
 def test_the_op_model_record_is_generated_from_a_kept_validation(name: str) -> None:
     """The op model's record in the README and docs/opmodel.md is what the benchmark writes from the validation
     it names (kept in benchmarks/data/), not typed: `python benchmarks/opmodel_validation.py FILE --into ...`."""
