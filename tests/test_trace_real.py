@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration  # real packages (transformers, timm, local-attention), imported and traced
+pytestmark = [pytest.mark.integration, pytest.mark.packages]  # real packages (transformers, timm, local-attention)
 torch = pytest.importorskip("torch")
 
 from attn_cost.costmodel.conventions import MATMUL  # noqa: E402
