@@ -406,8 +406,10 @@ def _by_arguments(module: torch.nn.Module) -> torch.nn.Module:
 
 class _HFAttention(torch.nn.Module):
     """A `transformers` attention class, called as its model calls it: rotary position embeddings from the
-    model's own `*RotaryEmbedding`, the causal (or sliding-window) mask from `transformers.masking_utils`
-    with the arguments the model passes, no mask for an encoder; the attention output (element 0)."""
+    model's own `*RotaryEmbedding`, the mask its model gives this layer (the layer type the config names, built
+    by the function `transformers.masking_utils` maps that type to), no mask for an encoder; the attention
+    output (element 0). transformers' own functions are called with the arguments their installed signature
+    declares (`_call_declared`), so a renamed or newly required argument does not break the call."""
 
     def __init__(self, attn: torch.nn.Module, config: Any) -> None:
         super().__init__()
@@ -416,23 +418,32 @@ class _HFAttention(torch.nn.Module):
         self.wants = {k for k in ("position_embeddings", "attention_mask", "position_ids") if k in params}
         required = [k for k, p in params.items() if p.default is p.empty and p.kind == p.POSITIONAL_OR_KEYWORD]
         self.others = [k for k in required[1:] if k not in self.wants]
+        types = getattr(config, "layer_types", None)
+        index = getattr(attn, "layer_idx", None) or 0
+        self.layer_type = types[index] if isinstance(types, (list, tuple)) and index < len(types) else None
         rope = _sibling(attn, "RotaryEmbedding")
         self.rotary = rope(config=config) if rope is not None and "position_embeddings" in self.wants else None
         self.causal = bool(getattr(attn, "is_causal", False) or getattr(config, "is_decoder", False))
+        self.positions = bool(self.wants & {"position_embeddings", "position_ids"} or self.causal)
 
-    def forward(self, x):
+    def arguments(self, x: torch.Tensor, position_ids: Any) -> dict[str, Any]:
+        """The keyword arguments the model passes its attention layer for one unpadded sequence per row."""
         kwargs: dict[str, Any] = {}
-        if self.wants & {"position_embeddings", "position_ids"} or self.causal:
-            position_ids = torch.arange(x.shape[1], device=x.device).unsqueeze(0)
-            if "position_ids" in self.wants:
-                kwargs["position_ids"] = position_ids
-            if self.rotary is not None:
-                kwargs["position_embeddings"] = self.rotary(x, position_ids=position_ids)
-            if self.causal and "attention_mask" in self.wants:
-                kwargs["attention_mask"] = _hf_mask(self.config, x)
+        if "position_ids" in self.wants:
+            kwargs["position_ids"] = position_ids
+        if self.causal and "attention_mask" in self.wants:  # the mask first, as the models build them
+            kwargs["attention_mask"] = _hf_mask(self.config, x, position_ids, self.layer_type)
+        if self.rotary is not None:
+            kwargs["position_embeddings"] = _call_declared(
+                self.rotary, x, {"position_ids": position_ids, "layer_type": self.layer_type})
         for name in self.others:  # required arguments the model passes as None here (Falcon's alibi without ALiBi)
             kwargs.setdefault(name, None)
-        out = self.attn(x, **kwargs)
+        return kwargs
+
+    def forward(self, x):
+        # the position ids live through the call, as in the model's forward
+        position_ids = torch.arange(x.shape[1], device=x.device).unsqueeze(0) if self.positions else None
+        out = self.attn(x, **self.arguments(x, position_ids))
         return out[0] if isinstance(out, (tuple, list)) else out
 
 
@@ -444,17 +455,37 @@ def _sibling(module: torch.nn.Module, suffix: str) -> type | None:
     return next((c for c in found if c.__name__.startswith(prefix)), found[0] if found else None)
 
 
-def _hf_mask(config: Any, x: torch.Tensor) -> Any:
-    """The model's mask for one unpadded sequence. Its position ids are not passed: they only serve transformers'
-    check for packed sequences, which reads tensor values (a plain arange is not packed)."""
+def _call_declared(fn: Any, first: Any, known: dict[str, Any]) -> Any:
+    """Call a transformers function or module with `first` as its first argument and, of `known`, the keyword
+    arguments its installed signature declares; any other argument it requires without a default gets None,
+    what a model passes for what it does not have (no cache, no padding mask): the names change between
+    releases (transformers 5.24 requires `cache` where 4.56 took `past_key_values` and `cache_position`)."""
+    target = fn.forward if isinstance(fn, torch.nn.Module) else fn
+    params = list(inspect.signature(target).parameters.values())[1:]
+    kwargs = {p.name: known[p.name] for p in params if p.name in known}
+    for p in params:
+        if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            kwargs.setdefault(p.name, None)
+    return fn(first, **kwargs)
+
+
+def _hf_mask(config: Any, x: torch.Tensor, position_ids: torch.Tensor, layer_type: str | None) -> Any:
+    """The mask the model gives a layer, for one unpadded sequence: the function `masking_utils` maps the
+    layer's type to (a config with `layer_types`), else what its `create_masks_for_generate` chooses for a
+    config without them (a sliding window, chunks, or causal). The position ids serve transformers' check for
+    packed sequences, which reads tensor values: a symbolic run takes them as one sequence (`_symbolic_run`)."""
     from transformers import masking_utils
 
-    window = getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True)
-    make = masking_utils.create_sliding_window_causal_mask if window else masking_utils.create_causal_mask
-    given = {"config": config, "inputs_embeds": x, "input_embeds": x, "attention_mask": None, "past_key_values": None,
-             "position_ids": None, "cache_position": torch.arange(x.shape[1], device=x.device)}  # fmt: skip
-    names = inspect.signature(make).parameters
-    return make(**{k: v for k, v in given.items() if k in names})
+    by_type = getattr(masking_utils, "LAYER_PATTERN_TO_MASK_FUNCTION_MAPPING", {})
+    make = by_type.get(layer_type) if layer_type else None
+    if not callable(make):
+        window = getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True)
+        make = (masking_utils.create_sliding_window_causal_mask if window
+                else masking_utils.create_chunked_causal_mask if getattr(config, "attention_chunk_size", None)
+                else masking_utils.create_causal_mask)  # fmt: skip
+    known = {"inputs_embeds": x, "input_embeds": x, "attention_mask": None, "cache": None, "past_key_values": None,
+             "position_ids": position_ids, "cache_position": position_ids[0]}  # fmt: skip
+    return _call_declared(make, config, known)
 
 
 def _adapt(module: torch.nn.Module, config: Any) -> torch.nn.Module:
@@ -879,9 +910,10 @@ def _arith(e: Any) -> str:
 def _symbolic_run():
     """math.sqrt on a symbolic size would fix that size to the example's value: use torch's symbolic sqrt; SDPA's
     flags computed from sizes are symbolic bools its argument parser refuses: decide them (a guard records it).
-    transformers' check for packed sequences reads the position ids' values, which a symbolic run has not: it
-    takes them as one sequence per row (what arange gives, and what eager transformers then finds), and says
-    so in the docs; its ops still run, as they do in eager mode."""
+    transformers' check for packed sequences reads the position ids' values where the installed release finds
+    an arange unpacked (5.x; 4.56 returns its tensor whatever the values, and needs nothing here), which a
+    symbolic run has not: it takes them as one sequence per row (what arange gives, and what eager transformers
+    then finds), and says so in the docs; its ops still run, as they do in eager mode."""
     sqrt = math.sqrt
 
     def symbolic_sqrt(x):
@@ -897,6 +929,8 @@ def _symbolic_run():
 
     masking = sys.modules.get("transformers.masking_utils")
     packed = getattr(masking, "find_packed_sequence_indices", None)
+    if packed is not None and packed(torch.arange(2).unsqueeze(0)) is not None:
+        packed = None
 
     def unpacked(position_ids):  # eager transformers reads the values; under tracing it keeps a packed mask
         packed(position_ids)

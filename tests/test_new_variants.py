@@ -516,6 +516,7 @@ def test_crossover_records_the_new_sizes(cli) -> None:
 # -- projection biases: each variant's default is what the implementation it describes has -----------------
 
 
+@pytest.mark.packages
 @pytest.mark.parametrize(
     ("variant", "package", "make"),
     [
@@ -567,6 +568,7 @@ def test_bias_switch_adds_or_removes_the_projection_biases(cli) -> None:
 LOCAL = Path(__file__).resolve().parents[1] / "docs" / "examples" / "local_attention.py"
 
 
+@pytest.mark.packages
 @pytest.mark.parametrize(
     ("bb", "hh", "n", "dd", "window"), [(2, 2, 512, 64, 64), (1, 4, 1024, 32, 128), (3, 1, 256, 16, 32)]
 )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 README = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
 DESIGN = (Path(__file__).parents[1] / "docs" / "design.md").read_text(encoding="utf-8")
 
@@ -50,3 +52,27 @@ def test_the_first_lines_are_the_two_set_up_commands_ci_runs() -> None:
     assert block[2] == "# install and run the tests" and block[3].endswith('&& pytest -m "not slow" -n 2')
     ci = (Path(__file__).parents[1] / ".ci" / "run").read_text()
     assert "# install and run the tests" in ci
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_the_test_command_installs_every_test_dependency_from_the_lock() -> None:
+    """A new release of a dependency cannot change what the README's test command installs: it takes
+    requirements/test.lock as constraints, and the lock pins (==) every package that the `test` and
+    `trace-test` extras and the project's own dependencies name, torch excepted (the command pins it)."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    root = Path(__file__).parents[1]
+    command = README.split("# install and run the tests\n", 1)[1].splitlines()[0]
+    assert re.search(r"pip install torch==[0-9.]+ -c requirements/test\.lock -e '\.\[test,trace-test\]'", command)
+    lines = [x.strip() for x in (root / "requirements" / "test.lock").read_text().splitlines()]
+    pins = [x for x in lines if x and not x.startswith("#")]
+    assert pins and all(re.fullmatch(r"[A-Za-z0-9._-]+==[0-9][A-Za-z0-9.+!-]*", x) for x in pins), pins
+    pinned = {_canonical(x.split("==")[0]) for x in pins}
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    named = [*project["dependencies"], *project["optional-dependencies"]["test"],
+             *project["optional-dependencies"]["trace-test"]]  # fmt: skip
+    wanted = {_canonical(re.match(r"[A-Za-z0-9._-]+", r).group()) for r in named}
+    assert "torch" not in pinned
+    assert wanted - {"torch"} <= pinned, sorted(wanted - {"torch"} - pinned)

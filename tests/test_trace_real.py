@@ -9,12 +9,13 @@ and the live-tensor tracer measure that call at sizes other than the example siz
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration  # real packages (transformers, timm, local-attention), imported and traced
+pytestmark = [pytest.mark.integration, pytest.mark.packages]  # real packages (transformers, timm, local-attention)
 torch = pytest.importorskip("torch")
 
 from attn_cost.costmodel.conventions import MATMUL  # noqa: E402
@@ -39,6 +40,17 @@ def _agrees(dv, run, inputs_at, sizes) -> None:
         assert int(dv.peak("fp32").expr.xreplace(subs)) == peak, at
 
 
+def _mask_arguments(make, x, pos) -> dict:
+    """What LlamaModel passes transformers' mask function besides the config for no cache and no padding, in
+    the names the installed release declares (5.24 requires `cache`; 4.56 took `input_embeds`,
+    `past_key_values` and `cache_position`)."""
+    names = inspect.signature(make).parameters
+    if "cache" in names:
+        return {"inputs_embeds": x, "attention_mask": None, "cache": None, "position_ids": pos}
+    return {"input_embeds": x, "attention_mask": None, "past_key_values": None, "position_ids": pos,
+            "cache_position": pos[0]}  # fmt: skip
+
+
 def test_a_hugging_face_decoder_from_its_config(tmp_path: Path) -> None:
     """LlamaAttention (GQA, RoPE, causal mask from masking_utils), eager, from a config.json."""
     llama = need("transformers.models.llama.modeling_llama")
@@ -58,11 +70,72 @@ def test_a_hugging_face_decoder_from_its_config(tmp_path: Path) -> None:
 
     def run(x):  # what LlamaModel.forward does around one attention layer
         pos = torch.arange(x.shape[1]).unsqueeze(0)
-        mask = create_causal_mask(config=cfg, inputs_embeds=x, attention_mask=None, past_key_values=None,
-                                  position_ids=pos)  # fmt: skip
+        mask = create_causal_mask(config=cfg, **_mask_arguments(create_causal_mask, x, pos))
         return attn(x, position_embeddings=rope(x, pos), attention_mask=mask)[0]
 
     _agrees(dv, run, lambda s: [torch.randn(s["b"], s["N"], 64)], [{"b": 3, "N": 20}, {"b": 2, "N": 7}])
+
+
+_DECODER = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+            "num_hidden_layers": 2, "vocab_size": 32}  # fmt: skip
+DECODERS = {
+    "llama": ("llama", "LlamaAttention", _DECODER),
+    "mistral": ("mistral", "MistralAttention", {**_DECODER, "sliding_window": 4}),
+    "qwen2": ("qwen2", "Qwen2Attention", {**_DECODER, "use_sliding_window": True, "sliding_window": 4,
+                                          "max_window_layers": 0}),
+    "gemma": ("gemma", "GemmaAttention", {**_DECODER, "head_dim": 16}),
+    "gemma2": ("gemma2", "Gemma2Attention", {**_DECODER, "head_dim": 16, "sliding_window": 4}),  # eager only
+    "gemma3_text": ("gemma3", "Gemma3Attention", {**_DECODER, "head_dim": 16, "sliding_window": 4,
+                                                  "rope_theta": 10_000.0, "rope_local_base_freq": 10_000.0}),
+    "phi3": ("phi3", "Phi3Attention", {**_DECODER, "pad_token_id": 0, "sliding_window": 4}),
+    "gpt_neox": ("gpt_neox", "GPTNeoXAttention", {k: v for k, v in _DECODER.items() if k != "num_key_value_heads"}),
+    "falcon": ("falcon", "FalconAttention", {"hidden_size": 64, "num_attention_heads": 4, "num_kv_heads": 2,
+                                            "new_decoder_architecture": True, "num_hidden_layers": 2,
+                                            "vocab_size": 32}),
+    "starcoder2": ("starcoder2", "Starcoder2Attention", {**_DECODER, "sliding_window": 4}),
+}  # fmt: skip
+"""Decoder families from tiny configs (width 64, 4 heads): sliding windows of 4 where the family has them
+(Qwen2's from layer 0 on, Gemma 2 and 3 on their first layer), Gemma 3 with a RoPE per layer type."""
+
+
+@pytest.mark.parametrize("model_type", DECODERS)
+def test_decoder_attentions_from_their_configs_run_as_their_model_runs_them(tmp_path: Path, model_type) -> None:
+    """The model itself is the reference: its first attention layer, run inside the whole model at N = 12
+    (three windows), returns what the class traced from the config returns on the same input with the same
+    weights, eager and sdpa (same mask, same rotary embedding); the eager trace's formulas equal
+    FlopCounterMode and the live-tensor peak of that call at other sizes."""
+    folder, cls, settings = DECODERS[model_type]
+    need(f"transformers.models.{folder}.modeling_{folder}")
+    from attn_cost.profilers.trace import build, load_config, load_object, split_spec
+    from transformers import AutoConfig, AutoModel
+
+    spec = f"transformers.models.{folder}.modeling_{folder}:{cls}"
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type, **settings}))
+    for impl in ("eager", "sdpa"):
+        cfg = AutoConfig.for_model(model_type, **settings)
+        cfg._attn_implementation = impl
+        try:
+            model = AutoModel.from_config(cfg).eval()
+        except ValueError:  # Gemma 2 caps its logits, which SDPA cannot: transformers refuses the model
+            assert impl == "sdpa" and model_type == "gemma2"
+            continue
+        ref = next(m for m in model.modules() if type(m).__name__ == cls)
+        seen: dict = {}
+
+        def keep(module, args, kwargs, out, seen=seen):
+            seen["x"], seen["y"] = (args[0] if args else kwargs["hidden_states"]), out[0]
+
+        ref.register_forward_hook(keep, with_kwargs=True)
+        with torch.no_grad():
+            model(inputs_embeds=torch.randn(2, 12, 64, generator=torch.Generator().manual_seed(0)))
+        path, name = split_spec(spec)
+        ours = build(load_object(path, name)[1], path, name, {"attn_implementation": impl},
+                     load_config(tmp_path / "config.json")).eval()  # fmt: skip
+        ours.attn.load_state_dict(ref.state_dict())
+        with torch.no_grad():
+            torch.testing.assert_close(ours(seen["x"]), seen["y"], msg=f"{model_type}, {impl}")
+    dv, t = _traced(spec, ["attn_implementation=eager"], tmp_path / "config.json")
+    _agrees(dv, t.module, lambda s: [torch.randn(s["b"], s["N"], 64)], [{"b": 3, "N": 10}, {"b": 2, "N": 7}])
 
 
 def test_timm_attention_unfused_with_an_attribute_set_by_init() -> None:
@@ -94,13 +167,23 @@ def test_lucidrains_local_attention_holds_for_multiples_of_its_window(tmp_path: 
 
 def test_a_decoder_wrapped_as_its_model_calls_it(tmp_path: Path) -> None:
     """A user's wrapper doing what LlamaModel does (position ids by arange, masking_utils' mask with them, RoPE),
-    sdpa: transformers checks the position ids' values for packed sequences in eager mode; the trace follows
-    the eager path (no mask, is_causal), so its peak has no N² term and equals the live peak."""
+    sdpa: transformers 5 checks the position ids' values for packed sequences in eager mode; the trace follows
+    the eager path (no mask, is_causal), so its peak has no N² term and equals the live peak. transformers 4.56
+    keeps a packed-sequence mask whatever the values, and materialises the N² mask: the trace does too."""
     need("transformers.models.llama.modeling_llama")
+    from transformers import LlamaConfig
+    from transformers.masking_utils import create_causal_mask
+
+    cfg = LlamaConfig(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=128,
+                      num_hidden_layers=1, attn_implementation="sdpa")  # fmt: skip
+    x, pos = torch.randn(2, 8, 64), torch.arange(8).unsqueeze(0)
+    materialised = create_causal_mask(config=cfg, **_mask_arguments(create_causal_mask, x, pos)) is not None
     (tmp_path / "wrapped.py").write_text(
-        "import torch\nfrom torch import nn\nfrom transformers import LlamaConfig\n"
+        "import inspect\n\nimport torch\nfrom torch import nn\nfrom transformers import LlamaConfig\n"
         "from transformers.masking_utils import create_causal_mask\n"
-        "from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding\n\n\n"
+        "from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding\n\n"
+        "NAMES = inspect.signature(create_causal_mask).parameters\n"
+        "EMBEDS = 'inputs_embeds' if 'inputs_embeds' in NAMES else 'input_embeds'\n\n\n"
         "class Wrapped(nn.Module):\n"
         "    def __init__(self):\n"
         "        super().__init__()\n"
@@ -111,12 +194,13 @@ def test_a_decoder_wrapped_as_its_model_calls_it(tmp_path: Path) -> None:
         "        self.attn = LlamaAttention(self.cfg, layer_idx=0)\n\n"
         "    def forward(self, x):\n"
         "        pos = torch.arange(x.shape[1], device=x.device).unsqueeze(0)\n"
-        "        mask = create_causal_mask(config=self.cfg, inputs_embeds=x, attention_mask=None,\n"
-        "                                  past_key_values=None, position_ids=pos)\n"
+        "        cache = {'cache': None} if 'cache' in NAMES else {'past_key_values': None, 'cache_position': pos[0]}\n"
+        "        mask = create_causal_mask(config=self.cfg, **{EMBEDS: x}, attention_mask=None, position_ids=pos,\n"
+        "                                  **cache)\n"
         "        return self.attn(x, position_embeddings=self.rope(x, position_ids=pos), attention_mask=mask)[0]\n"
     )
     dv, _ = _traced(f"{tmp_path / 'wrapped.py'}:Wrapped")
-    assert dv.peak("fp32").expr.as_poly(N).degree() == 1
+    assert dv.peak("fp32").expr.as_poly(N).degree() == (2 if materialised else 1)
     spec = importlib.util.spec_from_file_location("wrapped_measured", tmp_path / "wrapped.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
