@@ -45,13 +45,18 @@ class Step:
     copies: dict[int, sp.Expr] = field(default_factory=dict)
     """Storages saved for backward inside a loop exist once per iteration (counted in full from the
     step that makes them: the walk stands for the last iteration)."""
+    stand_ins: tuple[tuple[Storage, sp.Expr], ...] = ()
+    """Tensors alive in place of a padded copy where the length needs no padding, with the factor 1 − [m ∤ n]
+    (`Graph.pad`): they count where the copy is alive and they are not."""
 
     def elements(self) -> sp.Expr:
         total = sum((s.numel * self.copies.get(s.id, 1) for s in self.live), sp.Integer(0))
+        total += sum((s.numel * f for s, f in self.stand_ins), sp.Integer(0))
         return sp.expand(total + self.op.workspace)
 
     def nbytes(self, dtype: str) -> sp.Expr:
         live = sum((_nbytes(s.numel, s.dtype, dtype) * self.copies.get(s.id, 1) for s in self.live), sp.Integer(0))
+        live += sum((_nbytes(s.numel, s.dtype, dtype) * f for s, f in self.stand_ins), sp.Integer(0))
         return sp.expand(live + self.op.workspace * dtype_bytes(dtype))
 
 
@@ -230,7 +235,11 @@ class Derived:
                 for sid, s in storages.items()
                 if s.producer <= op.index <= last_use[sid] and not (s.producer == -1 and last_use[sid] < 0)
             )
-            steps.append(Step(op, live, {s.id: copies[s.id] for s in live if s.id in copies}))
+            ids = {s.id for s in live}
+            stand_ins = {s.stands_for.id: (s.stands_for, 1 - s.when) for s in live
+                         if s.stands_for is not None and s.stands_for.id not in ids}  # fmt: skip
+            saved_copies = {s.id: copies[s.id] for s in live if s.id in copies}
+            steps.append(Step(op, live, saved_copies, tuple(stand_ins.values())))
         return steps
 
     def _loop_spans(self) -> dict[int, tuple[int, int]]:
