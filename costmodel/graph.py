@@ -335,13 +335,18 @@ class Graph:
         shape[axis] = padded(n, m)
         label = label or f"{name} ← pad({x.name}) to a multiple of {m}"
         out = self._emit("copy", name, tuple(shape), (x,), label=label)
+        self.padding(out, x, when)
+        if holds:
+            self.ops[-1].attrs["holds"] = list(holds)
+        return out
+
+    def padding(self, out: Tensor, x: Tensor, when: sp.Expr) -> None:
+        """The last op, which made `out` from `x`, runs only where `when` (a bracket [m ∤ n], 0 or 1) is 1: its
+        cost and its storage carry the bracket, and where it is 0 the code goes on with x itself, which the
+        walk then keeps alive wherever `out` is."""
         out.storage.numel = when * out.storage.numel
         out.storage.stands_for, out.storage.when = x.storage, when
-        op = self.ops[-1]
-        op.repeat = op.repeat * when
-        if holds:
-            op.attrs["holds"] = list(holds)
-        return out
+        self.ops[-1].repeat = self.ops[-1].repeat * when
 
     def store(self, target: Tensor, x: Tensor, *, label: str = "") -> Tensor:
         """Write x into a view of an existing tensor (e.g. row t of the output)."""

@@ -38,7 +38,7 @@ import traceback
 import warnings
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,7 +47,7 @@ import sympy as sp
 import torch
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.graph import Graph, Storage, Tensor
-from attn_cost.costmodel.symbols import N, b, d, h
+from attn_cost.costmodel.symbols import N, Pads, b, d, h, padded
 from torch.multiprocessing.reductions import StorageWeakRef
 
 aten = torch.ops.aten
@@ -512,8 +512,14 @@ class Recording:
     """Dims the code fixed to their example value."""
     divisors: dict[str, int] = field(default_factory=dict)
     """Dim -> m where the code requires dim % m == 0 (the formulas then hold for multiples of m)."""
+    pads: int = 0
+    """m where the run took the branch of code that pads N up to a multiple of m (N % m > 0): its sizes are
+    written in ⌈N/m⌉, and its padding copies exist only where N is not a multiple (`Graph.padding`)."""
     pinned_at: str = ""
     """Where N became a constant (the op and the line), if it did."""
+    whole: Recording | None = None
+    """With `pads`: the run at a multiple of m, where the code pads nothing (the padded formulas are checked
+    against it, and its conditions join this run's)."""
 
 
 class _Recorder:
@@ -700,9 +706,9 @@ def record(module: torch.nn.Module, kind: str, example: dict[str, int], width: i
     del out, result, inputs
     rec.sweep()
     deaths = {i: list(v) for i, v in rec.deaths.items()}
-    guards, fixed, divisors = _conditions(env, names, example)
+    guards, fixed, divisors, pads = _conditions(env, names, example)
     return Recording(rec.nodes, deaths, rec.leaves, rec.shapes, rec.leaf_refs, ref, names, guards, fixed, divisors,
-                     rec.pinned_at)  # fmt: skip
+                     pads, rec.pinned_at)  # fmt: skip
 
 
 DATA_DEPENDENT = ("DataDependentOutputException", "GuardOnDataDependentSymNode", "DynamicOutputShapeException",
@@ -728,9 +734,10 @@ def _first_tensor(out: Any) -> torch.Tensor | None:
     return None
 
 
-def _conditions(env: Any, names: dict[Any, str], example: dict[str, int]) -> tuple[list[str], dict, dict]:
+def _conditions(env: Any, names: dict[Any, str], example: dict[str, int]) -> tuple[list[str], dict, dict, int]:
     """The ShapeEnv's guards in the engine's symbols; the dims pinned to one value (no other value satisfies
-    the guards); the divisors the code requires of a dim (N % 4 == 0 for a window of 4)."""
+    the guards); the divisors the code requires of a dim (N % 4 == 0 for a window of 4); the m of a branch that
+    pads N to a multiple of m (N % m > 0), whose guard is then left out and the others read on that branch."""
     fixed: dict[str, int] = {}
     divisors: dict[str, int] = {}
     for s, value in env.replacements.items():
@@ -749,12 +756,20 @@ def _conditions(env: Any, names: dict[Any, str], example: dict[str, int]) -> tup
             x, m = e.lhs.args
             if isinstance(x, sp.Symbol) and str(x) in SYMBOLS and m.is_Integer:
                 divisors[str(x)] = math.lcm(divisors.get(str(x), 1), int(m))
+    pads = 0 if divisors or "N" in fixed else _padding_branch(exprs, {k: example[k] for k in SYMBOLS if k in example})
     whole = {SYMBOLS[k]: m * sp.Symbol(f"{k}_per_{m}", integer=True, positive=True) for k, m in divisors.items()}
     back = {sp.Symbol(f"{k}_per_{m}", integer=True, positive=True): SYMBOLS[k] / m for k, m in divisors.items()}
     out = [f"{k} % {m} == 0" for k, m in divisors.items()]
     for e in exprs:
         if isinstance(e, sp.Eq) and isinstance(e.lhs, sp.Symbol) and e.rhs.is_Integer and str(e.lhs) in SYMBOLS:
             fixed[str(e.lhs)] = int(e.rhs)
+            continue
+        if pads and _pads_at(e, pads, example) is not None:  # this branch's own guard, or one it always meets
+            continue
+        t = _threshold(e, pads, example) if pads and N in e.free_symbols else None
+        if t is not None:  # on the padding branch: N >= t, where the code branched on ⌈N/m⌉ > 1
+            if t > 1 and f"N >= {t}" not in out:
+                out.append(f"N >= {t}")
             continue
         try:
             plain = sp.simplify(e.replace(lambda f: type(f).__name__ in INTEGER_FUNCTIONS, _plain).xreplace(whole))
@@ -765,7 +780,61 @@ def _conditions(env: Any, names: dict[Any, str], example: dict[str, int]) -> tup
         text = condition_text(plain.xreplace(back) if plain is not e else e)
         if text and text not in out:
             out.append(text)
-    return out, fixed, divisors
+    return out, fixed, divisors, pads
+
+
+def _threshold(guard: Any, m: int, example: dict[str, int]) -> int | None:
+    """t where the guard holds exactly for N >= t (N from 1 to 8m, the other dims at their example values and at
+    a few others), None where it is not such a threshold (a guard on ⌈N/m⌉ > 1 reads N >= m + 1)."""
+    others = sorted(guard.free_symbols - {N}, key=str)
+    samples = [{s: sp.Integer(example.get(str(s), 2)) for s in others}, *({s: sp.Integer(v) for s in others}
+                                                                         for v in (2, 3, 7))]  # fmt: skip
+    found: set[int | None] = set()
+    for at in samples:
+        try:
+            e = _numeric(guard).xreplace(at)
+            truth = [bool(e.xreplace({N: n})) for n in range(1, 8 * m + 1)]
+        except (TypeError, ValueError, ZeroDivisionError):
+            return None
+        t = truth.index(True) + 1 if True in truth else None
+        found.add(t if t is not None and all(truth[t - 1 :]) else None)
+    return found.pop() if len(found) == 1 else None
+
+
+def _numeric(e: Any) -> Any:
+    """A guard with torch's integer and float functions of sizes in sympy's (so that it evaluates)."""
+    e = e.replace(lambda f: type(f).__name__ in INTEGER_FUNCTIONS, _plain)
+    return e.replace(lambda f: type(f).__name__ in _FLOAT_FUNCTIONS, _float_plain)
+
+
+def _pads_at(guard: Any, m: int, example: dict[str, int]) -> bool | None:
+    """True where the guard is exactly "N is not a multiple of m" (the padding branch's own guard), False where
+    it holds at every N that is not a multiple of m (the branch always meets it), None otherwise; the other
+    dims at their example values, N from 1 to 8m."""
+    at = {SYMBOLS[k]: v for k, v in example.items() if k in SYMBOLS and k != "N"}
+    try:
+        e = _numeric(guard).xreplace(at)
+        truth = [bool(e.xreplace({N: n})) for n in range(1, 8 * m + 1)]
+    except (TypeError, ValueError, ZeroDivisionError):
+        return None
+    padded = [n % m != 0 for n in range(1, 8 * m + 1)]
+    if truth == padded:
+        return True
+    return False if all(t for t, p in zip(truth, padded, strict=True) if p) else None
+
+
+def _padding_branch(exprs: list, example: dict[str, int]) -> int:
+    """The m (>= 2) of a guard that says N is not a multiple of m (the code pads N), 0 if no guard says so."""
+    for e in exprs:
+        if e.free_symbols - {N}:
+            continue
+        found = {int(f.args[1]) for f in _numeric(e).atoms(sp.Mod) if f.args[1].is_Integer}
+        found |= {int(sp.cancel(N / f.args[0])) for f in _numeric(e).atoms(sp.floor, sp.ceiling)
+                  if sp.cancel(N / f.args[0]).is_Integer}  # fmt: skip
+        for m in sorted(x for x in found if x >= 2):
+            if _pads_at(e, m, example):
+                return m
+    return 0
 
 
 def _always(guard: Any, divisors: dict[str, int]) -> bool:
@@ -1322,11 +1391,35 @@ def _plain(f: Any) -> sp.Expr:
 
 class _Subs(dict):
     """ShapeEnv symbol -> engine expression; `post` undoes the substitution N = m·K made where the code requires
-    N % m == 0, so that floor(N/m) of a reshape into windows is the polynomial N/m."""
+    N % m == 0, so that floor(N/m) of a reshape into windows is the polynomial N/m. On a branch that pads N to
+    a multiple of m (`pads`), N mod m, ⌊N/m⌋ and ⌈N/m⌉ are written in one symbol Q = ⌈N/m⌉ (there N mod m =
+    N − mQ + m), which `post` turns back into sympy's ceiling(N/m)."""
 
-    def __init__(self) -> None:
+    def __init__(self, pads: int = 0) -> None:
         super().__init__()
         self.post: dict = {}
+        self.pads = pads
+        if pads:
+            self.post = {_ceil_symbol(pads): sp.ceiling(N / pads)}
+
+
+def _ceil_symbol(m: int) -> sp.Symbol:
+    return sp.Symbol(f"N_ceil_{m}", integer=True, positive=True)
+
+
+def _on_padding_branch(expr: sp.Expr, m: int) -> sp.Expr:
+    """A size on the branch where N is not a multiple of m, in Q = ⌈N/m⌉: N mod m = N − mQ + m, (−N) mod m =
+    mQ − N, ⌊N/m⌋ = Q − 1."""
+    q = _ceil_symbol(m)
+
+    def rewrite(f: sp.Expr) -> sp.Expr:
+        if isinstance(f, sp.Mod) and f.args[1] == m and f.args[0] in (N, -N):
+            return N - m * q + m if f.args[0] == N else m * q - N
+        if isinstance(f, (sp.ceiling, sp.floor)) and sp.expand(f.args[0] - N / m) == 0:
+            return q if isinstance(f, sp.ceiling) else q - 1
+        return f
+
+    return expr.replace(lambda f: isinstance(f, (sp.Mod, sp.ceiling, sp.floor)), rewrite)
 
 
 def _engine_expr(value: Any, subs: dict[sp.Symbol, sp.Expr]) -> sp.Expr:
@@ -1337,7 +1430,9 @@ def _engine_expr(value: Any, subs: dict[sp.Symbol, sp.Expr]) -> sp.Expr:
         return sp.Integer(int(value))
     expr = sp.sympify(expr).xreplace(subs)
     if any(type(f).__name__ in INTEGER_FUNCTIONS for f in sp.preorder_traversal(expr)):
-        expr = sp.simplify(expr.replace(lambda f: type(f).__name__ in INTEGER_FUNCTIONS, _plain))
+        expr = expr.replace(lambda f: type(f).__name__ in INTEGER_FUNCTIONS, _plain)
+        pads = getattr(subs, "pads", 0)
+        expr = sp.simplify(_on_padding_branch(expr, pads) if pads else expr)
     post = getattr(subs, "post", None)
     return sp.expand(expr.xreplace(post)) if post else sp.expand(expr)
 
@@ -1381,7 +1476,7 @@ def replay_export(t: Traced, g: Graph, inputs: list[Tensor], program: Any = None
 
     kinds = {spec.arg.name: spec.kind for spec in ep.graph_signature.input_specs}
     targets = {spec.arg.name: spec.target for spec in ep.graph_signature.input_specs}
-    subs = _Subs()
+    subs = _Subs(t.recording.pads)
     env: dict[Any, Any] = {}
     storages: dict[Any, Storage] = {}
     user = iter(inputs)
@@ -1417,6 +1512,8 @@ def replay_export(t: Traced, g: Graph, inputs: list[Tensor], program: Any = None
     for node in ep.graph.nodes:
         if node.op == "call_function":
             env[node] = _replay_node(t, g, node, env, storages, subs)
+            if t.recording.pads and isinstance(env[node], Tensor) and node.target is aten.constant_pad_nd.default:
+                _padding(g, env[node], node.args[0], env, t.recording.pads)
         elif node.op == "output":
             results = [env.get(a) for a in node.args[0] if a is not None]
             tensors = [r for r in results if isinstance(r, Tensor)]
@@ -1432,7 +1529,7 @@ def replay_eager(t: Traced, g: Graph, inputs: list[Tensor]) -> Tensor:
     """Write the recorded eager ops into an engine graph; every storage lives until the op after which the
     run saw it die (a Python name holds it), so the engine's liveness walk is the run's."""
     rec = t.recording
-    subs = _Subs()
+    subs = _Subs(rec.pads)
     env: dict[Any, Any] = {}
     storages: dict[Any, Storage] = {}
     inverse = {k: s for s, k in rec.symbols.items()}
@@ -1467,6 +1564,8 @@ def replay_eager(t: Traced, g: Graph, inputs: list[Tensor]) -> Tensor:
     by_sid: dict[int, Storage] = {}
     for i, node in enumerate(rec.nodes):
         result = _replay_node(t, g, node, env, storages, subs)
+        if rec.pads and isinstance(result, Tensor) and node.target is aten.constant_pad_nd.default:
+            _padding(g, result, node.args[0], env, rec.pads)
         outs = result if isinstance(result, list) else [result]
         for ref, value in zip(node.outs, outs, strict=False):
             env[ref] = value
@@ -1487,6 +1586,17 @@ def replay_eager(t: Traced, g: Graph, inputs: list[Tensor]) -> Tensor:
                                                        if by_sid[s].producer >= 0)  # fmt: skip
         g.ops[-1].attrs["holds"].extend(inputs)
     return out
+
+
+def _padding(g: Graph, out: Tensor, arg: Any, env: dict, m: int) -> None:
+    """A constant_pad_nd that pads one axis from n to m·⌈n/m⌉ rows runs only where n is not a multiple of m:
+    elsewhere the code skips it and goes on with the tensor itself (`Graph.padding`)."""
+    x = _lookup(arg, env)
+    if not isinstance(x, Tensor) or len(x.shape) != len(out.shape) or g.ops[-1].output is not out:
+        return
+    grown = [i for i, (a, c) in enumerate(zip(x.shape, out.shape, strict=True)) if sp.expand(a - c) != 0]
+    if len(grown) == 1 and sp.expand(out.shape[grown[0]] - padded(x.shape[grown[0]], m)) == 0:
+        g.padding(out, x, Pads(x.shape[grown[0]], m))
 
 
 def _transposed_view(v: Any) -> bool:
@@ -1656,12 +1766,25 @@ class Traced:
     def conditions(self) -> list[str]:
         """What the formulas assume of the sizes: the code's branches, torch.export's asserts."""
         out = list(self.recording.guards)
-        out += [a for a in self.exported.asserts if a not in out]
+        out += [a for a in self.exported.asserts if a not in out and not self._padding_guard(a)]
         bounds = {c: int(m.group(3)) - (m.group(2) == "<") for c in out if (m := re.fullmatch(r"(\w) (<=?) (\d+)", c))}
         tightest: dict[str, int] = {}
         for c, top in bounds.items():
             tightest[c[0]] = min(top, tightest.get(c[0], top))
         return [c for c in out if c not in bounds] + [f"{k} <= {v}" for k, v in tightest.items()]
+
+
+    def _padding_guard(self, condition: str) -> bool:
+        """An assert of the exported graph that the padding branch makes (N % m > 0), or that it always meets,
+        where the formulas hold at every N."""
+        if not self.recording.pads or self.recording.whole is None:
+            return False
+        try:
+            expr = sp.sympify(condition.replace("%", " % "), locals={"N": N, "b": b, "h": h, "d": d})
+        except (sp.SympifyError, TypeError, SyntaxError):
+            return False
+        return _pads_at(expr, self.recording.pads, self.example) is not None or bool(
+            re.fullmatch(r"N % \d+ == 0", condition))
 
 
 _TRACED: dict[str, Traced] = {}
@@ -1684,12 +1807,49 @@ def trace(spec: str, init: list[str] | None = None, config: Path | None = None, 
             f"{sizes['N']}{recording.pinned_at.rstrip()} (a Python loop or branch over N, or int(N)): write it with "
             "tensor ops (cumsum, matmul), or describe it with the op DSL (g.loop, docs/variants.md)"
         )
+    if recording.pads and recording.whole is not None:
+        recording = _padded_or_whole(recording, module, kind, width, path, name, sizes)
+    recording.pads = recording.pads if recording.whole is not None else 0
     bounds = [int(m.group(2)) - (m.group(1) == "<") for c in recording.guards
               if (m := re.fullmatch(r"N (<=?) (\d+)", c))]  # fmt: skip
     exported = export(module, kind, sizes, width, recording.divisors, min(bounds) if bounds else None)
     params = {k: tuple(p.shape) for k, p in module.named_parameters()}
     heads = None if kind == "core" else heads_of(module)
     return Traced(name, path, kind, module, recording, exported, sizes, params, width, heads)
+
+
+def _padded_or_whole(rec: Recording, module: torch.nn.Module, kind: str, width: int | None, path: Path, name: str,
+                     sizes: dict[str, int]) -> Recording:  # fmt: skip
+    """The run that pads N, where its formulas (its padding copies made only where N is not a multiple of m)
+    equal the run at multiples of m there, FLOPs and peak at several sizes; else the run at multiples, whose
+    formulas hold for multiples of m only (as they say)."""
+    from attn_cost.costmodel.conventions import MATMUL
+    from attn_cost.costmodel.derive import Derived
+
+    def derived(r: Recording) -> Derived:
+        t = Traced(name, path, kind, module, r, Exported(), sizes, {}, width)
+        g = Graph(name)
+        if kind == "core":
+            g.output(replay_eager(t, g, [g.input(x, b, h, N, d) for x in ("Q", "K", "V")]))
+        else:
+            g.output(replay_eager(t, g, [g.input("X", b, N, width)]))
+        return Derived(g)
+
+    whole = rec.whole
+    assert whole is not None, "a padding run comes with its run at a multiple"
+    try:
+        padded_run, whole_run = derived(rec), derived(whole)
+        flops = (padded_run.flops(MATMUL), whole_run.flops(MATMUL))
+        peaks = (padded_run.peak("fp32"), whole_run.peak("fp32"))
+        for k, bb, hh in ((1, 2, 3), (2, 3, 2), (3, 2, 5), (7, 5, 3)):
+            at = {N: rec.pads * k, b: bb, h: hh, d: sizes["d"]}
+            at = {s: sp.Integer(v) for s, v in at.items()}
+            if flops[0].xreplace(at) != flops[1].xreplace(at) or peaks[0].at(at)[0] != peaks[1].at(at)[0]:
+                return whole
+    except Exception:  # a graph the replay cannot build: the run at multiples, as before
+        return whole
+    rec.guards += [c for c in whole.guards if c not in rec.guards and not re.fullmatch(r"N % \d+ == 0", c)]
+    return rec
 
 
 def _record_at_some_size(
@@ -1711,6 +1871,19 @@ def _record_at_some_size(
             continue
         if "N" in rec.fixed:  # a loop over the tokens: another N loops as well
             return rec, sizes
+        if rec.pads and not _polynomial(rec) and sizes["N"] < rec.pads and "N" not in chosen:
+            longer = {**sizes, "N": 2 * rec.pads + 1}  # below one window the code takes its size-1 path
+            with suppress(_RunError):
+                rec, sizes = record(module, kind, longer, width, where_), longer
+        if rec.pads and _polynomial(rec):  # the code pads N: its run at a multiple of m checks the formulas
+            m = rec.pads
+            try:
+                rec.whole = record(module, kind, {**sizes, "N": m * max(2, -(-sizes["N"] // m))}, width, where_)
+            except _RunError:
+                rec.whole = None
+            if rec.whole is not None and _polynomial(rec.whole) and not rec.whole.pads:
+                return rec, sizes
+            rec.pads = 0
         if _polynomial(rec):
             return rec, sizes
         fallback = fallback or (rec, sizes)  # sizes like ceil(N/4): a multiple of 4 may not need them
@@ -1727,7 +1900,7 @@ def _record_at_some_size(
 
 def _polynomial(rec: Recording) -> bool:
     """Every size of the run is a polynomial in the dims (N = 16 pads nothing where N = 13 needs ceil(N/8))."""
-    subs = _Subs()
+    subs = _Subs(rec.pads)
     for s, k in rec.symbols.items():
         m = rec.divisors.get(k, 1)
         whole = sp.Symbol(f"{k}_per_{m}", integer=True, positive=True)
@@ -1736,9 +1909,12 @@ def _polynomial(rec: Recording) -> bool:
             subs.post = {**subs.post, whole: SYMBOLS[k] / m}
     sizes = [x for node in rec.nodes for v in (node.meta["val"] if isinstance(node.meta["val"], list)
                                                else [node.meta["val"]]) for x in v.shape]  # fmt: skip
+    steps = {v: k for k, v in subs.post.items() if rec.pads}
     for x in sizes:
-        e = _engine_expr(x, subs)
-        if not e.is_polynomial(*SYMBOLS.values()) or e.has(sp.floor, sp.ceiling, sp.Mod, sp.Max, sp.Min):
+        e = _engine_expr(x, subs).xreplace(steps)
+        if not e.is_polynomial(*SYMBOLS.values(), *steps.values()):
+            return False
+        if e.has(sp.floor, sp.ceiling, sp.Mod, sp.Max, sp.Min):
             return False
     return True
 
