@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
 from functools import cache
 from itertools import pairwise
+from typing import cast
 
 import numpy as np
 import sympy as sp
@@ -83,15 +84,20 @@ def cost_branches(name: str, cost: str, setting: Setting = Setting()) -> tuple[s
 
 
 def at_sizes(branches: tuple[sp.Expr, ...], dims: dict[sp.Symbol, int], what: str) -> list[Poly]:
-    """Substitute every dimension but N and return exact polynomial coefficients in N."""
+    """Substitute every dimension but N and return exact polynomial coefficients in N (a `Stepped` cost where N
+    is padded: `evaluate`, `compare` and `cheapest` take both)."""
     try:
-        return [in_n(terms(e), dims) for e in branches]
+        return [cast(Poly, in_n(terms(e), dims)) for e in branches]
     except KeyError as missing:
         raise UserError(f"{what} depends on {missing.args[0]}: give a value for it") from None
 
 
 class Cap(tuple):
     """A polynomial that bounds a curve from above: the curve is min(max(branches), cap)."""
+
+
+class SteppedCap(Stepped):
+    """A `Cap` whose cost pads N."""
 
 
 def curve(name: str, cost: str, setting: Setting, dims: dict[sp.Symbol, int]) -> list[Poly]:
@@ -103,7 +109,8 @@ def curve(name: str, cost: str, setting: Setting, dims: dict[sp.Symbol, int]) ->
         get_convention(setting.convention), PublishedConvention
     ):
         dense = replace(setting, counting=replace(setting.counting, causal="dense"))
-        polys.append(Cap(at_sizes(cost_branches(name, cost, dense), dims, name)[0]))
+        top: Poly | Stepped = at_sizes(cost_branches(name, cost, dense), dims, name)[0]
+        polys.append(cast(Poly, SteppedCap(top.terms, top.period)) if isinstance(top, Stepped) else Cap(top))
     return polys
 
 
@@ -119,7 +126,7 @@ def evaluate(polys: list[Poly], x: Fraction | int) -> Fraction:
             v = Fraction(0)
             for c in p:
                 v = v * x + c
-        if isinstance(p, Cap):
+        if isinstance(p, (Cap, SteppedCap)):
             cap = v if cap is None or v < cap else cap
             continue
         best = v if best is None or v > best else best
@@ -270,7 +277,14 @@ def _period(curves: list[list[Poly]]) -> int:
 
 def in_class(polys: list[Poly], r: int) -> list[Poly]:
     """A curve on the residue class N ≡ r of its period: each `Stepped` branch as that class's polynomial."""
-    return [type(p)(p.poly(r)) if isinstance(p, Cap) else p.poly(r) if isinstance(p, Stepped) else p for p in polys]
+    out: list[Poly] = []
+    for p in polys:
+        if isinstance(p, Stepped):
+            stepped = cast(Stepped, p)
+            out.append(Cap(stepped.poly(r)) if isinstance(p, SteppedCap) else stepped.poly(r))
+        else:
+            out.append(p)
+    return out
 
 
 MAX_WALK = 1 << 16
@@ -622,12 +636,12 @@ def cheapest(names: list[str], cost: str, dims: dict[sp.Symbol, int], setting: S
     intervals: list[tuple[float, float | None, list[str]]] = []
     if _period(curves) > 1:  # padded lengths: whole N, class by class
 
-        def winners(values: list[Fraction]) -> tuple[str, ...]:
+        def cheapest_at(values: list[Fraction]) -> tuple[str, ...]:
             return tuple(n for n, v in zip(names, values, strict=True) if v == min(values))
 
-        runs = _integer_runs(curves, winners)
-        return Cheapest(cost, [(float(lo), None if hi is None else float(hi), list(w) if w != "mixed" else
-                                sorted(set(names))) for lo, hi, w in runs])  # fmt: skip
+        runs = _integer_runs(curves, cheapest_at)
+        return Cheapest(cost, [(float(lo), None if hi is None else float(hi), sorted(names) if w == "mixed" else
+                                list(cast(tuple, w))) for lo, hi, w in runs])  # fmt: skip
     for lo, hi, x in probes(breakpoints(curves)):
         values = [evaluate(c, x) for c in curves]
         best = min(values)

@@ -108,7 +108,8 @@ def terms(expr: sp.Expr) -> Terms:
         step = tuple(
             (steps[s], 1 if steps[s][1] == "pads" else e) for s, e in zip(order, m[len(GENS) :], strict=True) if e
         )
-        out[(*m[: len(GENS)], step)] += Fraction(int(c.p), int(c.q))  # [D ∤ N]² = [D ∤ N]
+        key = (*m[: len(GENS)], step)
+        out[key] += Fraction(int(c.p), int(c.q))  # [D ∤ N]² = [D ∤ N]
     return {m: c for m, c in out.items() if c}
 
 
@@ -196,7 +197,8 @@ def leads_for_large_n(p: Terms) -> bool:
                         cancel = min(k, exps[own])
                         exps[own] -= cancel
                         exps[GENS.index(INVERSES[base])] += k - cancel
-        lead[(*exps, tuple((g, e) for g, e in m[-1] if g[1] == "pads"))] += coeff
+        key = (*exps, tuple((g, e) for g, e in m[-1] if g[1] == "pads"))
+        lead[key] += coeff
     lead = {m: c for m, c in lead.items() if c}
     if not lead:
         return False
