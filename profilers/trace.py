@@ -39,7 +39,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -764,9 +764,8 @@ def _conditions(env: Any, names: dict[Any, str], example: dict[str, int]) -> tup
         if isinstance(e, sp.Eq) and isinstance(e.lhs, sp.Symbol) and e.rhs.is_Integer and str(e.lhs) in SYMBOLS:
             fixed[str(e.lhs)] = int(e.rhs)
             continue
-        if pads and _pads_at(e, pads, example) is not None:  # this branch's own guard, or one it always meets
-            continue
-        t = _threshold(e, pads, example) if pads and N in e.free_symbols else None
+        mark = _PADDING_MARK if pads and _pads_at(e, pads, example) is not None else ""  # the branch's own guard
+        t = _threshold(e, pads, example) if pads and N in e.free_symbols and not mark else None
         if t is not None:  # on the padding branch: N >= t, where the code branched on ⌈N/m⌉ > 1
             if t > 1 and f"N >= {t}" not in out:
                 out.append(f"N >= {t}")
@@ -778,9 +777,13 @@ def _conditions(env: Any, names: dict[Any, str], example: dict[str, int]) -> tup
         if plain is sp.true or _always(e, divisors):
             continue
         text = condition_text(plain.xreplace(back) if plain is not e else e)
-        if text and text not in out:
-            out.append(text)
+        if text and mark + text not in out:
+            out.append(mark + text)
     return out, fixed, divisors, pads
+
+
+_PADDING_MARK = "\x00"
+"""Marks a guard of the padding branch (N % m > 0) among a run's guards until the run is kept or not."""
 
 
 def _threshold(guard: Any, m: int, example: dict[str, int]) -> int | None:
@@ -1810,6 +1813,7 @@ def trace(spec: str, init: list[str] | None = None, config: Path | None = None, 
     if recording.pads and recording.whole is not None:
         recording = _padded_or_whole(recording, module, kind, width, path, name, sizes)
     recording.pads = recording.pads if recording.whole is not None else 0
+    recording.guards = [c.lstrip(_PADDING_MARK) for c in recording.guards]
     bounds = [int(m.group(2)) - (m.group(1) == "<") for c in recording.guards
               if (m := re.fullmatch(r"N (<=?) (\d+)", c))]  # fmt: skip
     exported = export(module, kind, sizes, width, recording.divisors, min(bounds) if bounds else None)
@@ -1837,6 +1841,10 @@ def _padded_or_whole(rec: Recording, module: torch.nn.Module, kind: str, width: 
 
     whole = rec.whole
     assert whole is not None, "a padding run comes with its run at a multiple"
+    if _polynomial(replace(rec, pads=0)):  # a branch on N's parity that pads nothing: the run as it is
+        fallback = replace(rec, pads=0, whole=None, guards=[c.lstrip(_PADDING_MARK) for c in rec.guards])
+    else:
+        fallback = whole
     try:
         padded_run, whole_run = derived(rec), derived(whole)
         flops = (padded_run.flops(MATMUL), whole_run.flops(MATMUL))
@@ -1845,9 +1853,10 @@ def _padded_or_whole(rec: Recording, module: torch.nn.Module, kind: str, width: 
             at = {N: rec.pads * k, b: bb, h: hh, d: sizes["d"]}
             at = {s: sp.Integer(v) for s, v in at.items()}
             if flops[0].xreplace(at) != flops[1].xreplace(at) or peaks[0].at(at)[0] != peaks[1].at(at)[0]:
-                return whole
+                return fallback
     except Exception:  # a graph the replay cannot build: the run at multiples, as before
-        return whole
+        return fallback
+    rec.guards = [c for c in rec.guards if not c.startswith(_PADDING_MARK)]
     rec.guards += [c for c in whole.guards if c not in rec.guards and not re.fullmatch(r"N % \d+ == 0", c)]
     return rec
 
