@@ -341,12 +341,14 @@ class Graph:
         return out
 
     def padding(self, out: Tensor, x: Tensor, when: sp.Expr) -> None:
-        """The last op, which made `out` from `x`, runs only where `when` (a bracket [m ∤ n], 0 or 1) is 1: its
-        cost and its storage carry the bracket, and where it is 0 the code goes on with x itself, which the
-        walk then keeps alive wherever `out` is."""
+        """`out` holds x padded: the op that made it and the last op (which wrote x into it, where that is
+        another op) run only where `when` (a bracket [m ∤ n], 0 or 1) is 1: their cost and its storage carry
+        the bracket, and where it is 0 the code goes on with x itself, which the walk then keeps alive wherever
+        `out` is."""
         out.storage.numel = when * out.storage.numel
         out.storage.stands_for, out.storage.when = x.storage, when
-        self.ops[-1].repeat = self.ops[-1].repeat * when
+        for i in {out.storage.producer, len(self.ops) - 1}:
+            self.ops[i].repeat = self.ops[i].repeat * when
 
     def store(self, target: Tensor, x: Tensor, *, label: str = "") -> Tensor:
         """Write x into a view of an existing tensor (e.g. row t of the output)."""

@@ -39,7 +39,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -520,6 +520,15 @@ class Recording:
     whole: Recording | None = None
     """With `pads`: the run at a multiple of m, where the code pads nothing (the padded formulas are checked
     against it, and its conditions join this run's)."""
+    exprs: list = field(default_factory=list)
+    """The ShapeEnv's guards in the engine's symbols (`guards` reads them)."""
+    example: dict[str, int] = field(default_factory=dict)
+    """The sizes the run was made at."""
+
+    def unpadded(self) -> None:
+        """Take the run as it is (its sizes as recorded, its guards as they read at every N), not as padding."""
+        self.pads, self.whole = 0, None
+        self.guards = guard_texts(self.exprs, self.divisors, self.example)
 
 
 class _Recorder:
@@ -706,9 +715,10 @@ def record(module: torch.nn.Module, kind: str, example: dict[str, int], width: i
     del out, result, inputs
     rec.sweep()
     deaths = {i: list(v) for i, v in rec.deaths.items()}
-    guards, fixed, divisors, pads = _conditions(env, names, example)
+    exprs, fixed, divisors, pads = _conditions(env, names, example, lambda m: _pads_to(rec.nodes, names, m))
+    guards = guard_texts(exprs, divisors, example, pads)
     return Recording(rec.nodes, deaths, rec.leaves, rec.shapes, rec.leaf_refs, ref, names, guards, fixed, divisors,
-                     pads, rec.pinned_at)  # fmt: skip
+                     pads, rec.pinned_at, exprs=exprs, example=example)  # fmt: skip
 
 
 DATA_DEPENDENT = ("DataDependentOutputException", "GuardOnDataDependentSymNode", "DynamicOutputShapeException",
@@ -734,10 +744,13 @@ def _first_tensor(out: Any) -> torch.Tensor | None:
     return None
 
 
-def _conditions(env: Any, names: dict[Any, str], example: dict[str, int]) -> tuple[list[str], dict, dict, int]:
+def _conditions(
+    env: Any, names: dict[Any, str], example: dict[str, int], pads_to: Callable[[int], bool]
+) -> tuple[list, dict, dict, int]:
     """The ShapeEnv's guards in the engine's symbols; the dims pinned to one value (no other value satisfies
-    the guards); the divisors the code requires of a dim (N % 4 == 0 for a window of 4); the m of a branch that
-    pads N to a multiple of m (N % m > 0), whose guard is then left out and the others read on that branch."""
+    the guards); the divisors the code requires of a dim (N % 4 == 0 for a window of 4); the m of a branch on
+    "N is not a multiple of m" whose run pads N up to a multiple of m (`pads_to(m)`), 0 where there is none (a
+    branch on N's parity that pads nothing is a branch like any other)."""
     fixed: dict[str, int] = {}
     divisors: dict[str, int] = {}
     for s, value in env.replacements.items():
@@ -749,6 +762,9 @@ def _conditions(env: Any, names: dict[Any, str], example: dict[str, int]) -> tup
             fixed[k] = example[k]
     subs = {s: (sp.Integer(fixed[k]) if k in fixed else SYMBOLS[k]) for s, k in names.items()}
     exprs = [e.xreplace(subs) for e in raw]
+    for e in exprs:
+        if isinstance(e, sp.Eq) and isinstance(e.lhs, sp.Symbol) and e.rhs.is_Integer and str(e.lhs) in SYMBOLS:
+            fixed[str(e.lhs)] = int(e.rhs)
     for e in exprs:  # N % m == 0, or N % m <= 0 (a remainder > 0 branch not taken)
         divides = (isinstance(e, sp.Eq) and e.rhs == 0) or (isinstance(e, sp.LessThan) and e.rhs == 0) or (
             isinstance(e, sp.StrictLessThan) and e.rhs == 1)
@@ -756,49 +772,60 @@ def _conditions(env: Any, names: dict[Any, str], example: dict[str, int]) -> tup
             x, m = e.lhs.args
             if isinstance(x, sp.Symbol) and str(x) in SYMBOLS and m.is_Integer:
                 divisors[str(x)] = math.lcm(divisors.get(str(x), 1), int(m))
-    pads = 0 if divisors or "N" in fixed else _padding_branch(exprs, {k: example[k] for k in SYMBOLS if k in example})
+    m = 0 if divisors or "N" in fixed else _padding_branch(exprs, {k: example[k] for k in SYMBOLS if k in example})
+    return exprs, fixed, divisors, m if m and pads_to(m) else 0
+
+
+def guard_texts(exprs: list, divisors: dict[str, int], example: dict[str, int], pads: int = 0) -> list[str]:
+    """A run's guards as readable conditions, those that always hold left out. On the branch that pads N to a
+    multiple of `pads` (m), the guards are read there: the branch's own (N % m > 0) and those it always meets
+    are left out, a guard on ⌈N/m⌉ > 1 reads N >= m + 1, and the others are written in ⌈N/m⌉."""
     whole = {SYMBOLS[k]: m * sp.Symbol(f"{k}_per_{m}", integer=True, positive=True) for k, m in divisors.items()}
     back = {sp.Symbol(f"{k}_per_{m}", integer=True, positive=True): SYMBOLS[k] / m for k, m in divisors.items()}
     out = [f"{k} % {m} == 0" for k, m in divisors.items()]
     for e in exprs:
         if isinstance(e, sp.Eq) and isinstance(e.lhs, sp.Symbol) and e.rhs.is_Integer and str(e.lhs) in SYMBOLS:
-            fixed[str(e.lhs)] = int(e.rhs)
-            continue
-        mark = _PADDING_MARK if pads and _pads_at(e, pads, example) is not None else ""  # the branch's own guard
-        t = _threshold(e, pads, example) if pads and N in e.free_symbols and not mark else None
-        if t is not None:  # on the padding branch: N >= t, where the code branched on ⌈N/m⌉ > 1
-            if t > 1 and f"N >= {t}" not in out:
-                out.append(f"N >= {t}")
-            continue
+            continue  # a dim pinned to a value (`fixed`)
+        if pads and N in e.free_symbols:
+            if _pads_at(e, pads, example) is not None:
+                continue
+            t = _threshold(e, pads, example)
+            if t is not None:
+                if t > 1 and f"N >= {t}" not in out:
+                    out.append(f"N >= {t}")
+                continue
         try:
-            plain = sp.simplify(e.replace(lambda f: type(f).__name__ in INTEGER_FUNCTIONS, _plain).xreplace(whole))
+            plain = e.replace(lambda f: type(f).__name__ in INTEGER_FUNCTIONS, _plain).xreplace(whole)
+            plain = sp.simplify(_on_padding_branch(plain, pads) if pads else plain)
+            plain = plain.xreplace({_ceil_symbol(pads): sp.ceiling(N / pads)}) if pads else plain
         except Exception:  # sympy cannot simplify it (a division by a size): show it as it is
             plain = e
         if plain is sp.true or _always(e, divisors):
             continue
         text = condition_text(plain.xreplace(back) if plain is not e else e)
-        if text and mark + text not in out:
-            out.append(mark + text)
-    return out, fixed, divisors, pads
+        if text and text not in out:
+            out.append(text)
+    return out
 
 
-_PADDING_MARK = "\x00"
-"""Marks a guard of the padding branch (N % m > 0) among a run's guards until the run is kept or not."""
+def _truths(guard: Any, m: int, example: dict[str, int]) -> list[list[bool]] | None:
+    """Whether the guard holds at N = 1 … 8m, with the other dims at their example values, then at 2, 3 and 7
+    (None where it does not evaluate to a truth value)."""
+    others = sorted(guard.free_symbols - {N}, key=str)
+    samples = [{s: sp.Integer(example.get(str(s), 2)) for s in others}, *({s: sp.Integer(v) for s in others}
+                                                                         for v in (2, 3, 7))]  # fmt: skip
+    try:
+        e = _numeric(guard)
+        return [[bool(e.xreplace(at).xreplace({N: n})) for n in range(1, 8 * m + 1)] for at in samples]
+    except (TypeError, ValueError, ZeroDivisionError):
+        return None
 
 
 def _threshold(guard: Any, m: int, example: dict[str, int]) -> int | None:
     """t where the guard holds exactly for N >= t (N from 1 to 8m, the other dims at their example values and at
     a few others), None where it is not such a threshold (a guard on ⌈N/m⌉ > 1 reads N >= m + 1)."""
-    others = sorted(guard.free_symbols - {N}, key=str)
-    samples = [{s: sp.Integer(example.get(str(s), 2)) for s in others}, *({s: sp.Integer(v) for s in others}
-                                                                         for v in (2, 3, 7))]  # fmt: skip
     found: set[int | None] = set()
-    for at in samples:
-        try:
-            e = _numeric(guard).xreplace(at)
-            truth = [bool(e.xreplace({N: n})) for n in range(1, 8 * m + 1)]
-        except (TypeError, ValueError, ZeroDivisionError):
-            return None
+    for truth in _truths(guard, m, example) or [[]]:
         t = truth.index(True) + 1 if True in truth else None
         found.add(t if t is not None and all(truth[t - 1 :]) else None)
     return found.pop() if len(found) == 1 else None
@@ -812,22 +839,19 @@ def _numeric(e: Any) -> Any:
 
 def _pads_at(guard: Any, m: int, example: dict[str, int]) -> bool | None:
     """True where the guard is exactly "N is not a multiple of m" (the padding branch's own guard), False where
-    it holds at every N that is not a multiple of m (the branch always meets it), None otherwise; the other
-    dims at their example values, N from 1 to 8m."""
-    at = {SYMBOLS[k]: v for k, v in example.items() if k in SYMBOLS and k != "N"}
-    try:
-        e = _numeric(guard).xreplace(at)
-        truth = [bool(e.xreplace({N: n})) for n in range(1, 8 * m + 1)]
-    except (TypeError, ValueError, ZeroDivisionError):
+    it holds at every N that is not a multiple of m (the branch always meets it), None otherwise; N from 1 to
+    8m, the other dims at their example values and at a few others."""
+    truths = _truths(guard, m, example)
+    if truths is None:
         return None
     padded = [n % m != 0 for n in range(1, 8 * m + 1)]
-    if truth == padded:
+    if truths[0] == padded:
         return True
-    return False if all(t for t, p in zip(truth, padded, strict=True) if p) else None
+    return False if all(t for truth in truths for t, p in zip(truth, padded, strict=True) if p) else None
 
 
 def _padding_branch(exprs: list, example: dict[str, int]) -> int:
-    """The m (>= 2) of a guard that says N is not a multiple of m (the code pads N), 0 if no guard says so."""
+    """The m (>= 2) of a guard that says N is not a multiple of m (the code may pad N), 0 if no guard says so."""
     for e in exprs:
         if e.free_symbols - {N}:
             continue
@@ -838,6 +862,23 @@ def _padding_branch(exprs: list, example: dict[str, int]) -> int:
             if _pads_at(e, m, example):
                 return m
     return 0
+
+
+def _pads_to(nodes: list[_EagerNode], symbols: dict[Any, str], m: int) -> bool:
+    """Whether the run pads N up to a multiple of m: one of its tensors has m·⌈N/m⌉ rows, a size it computed
+    from N mod m or ⌈N/m⌉ (F.pad, torch.cat with zeros, a zeros tensor written into: whatever made it). A run
+    that merely branches on N mod m (on N's parity) has no such size."""
+    subs = _Subs(m)
+    subs.update({s: SYMBOLS[k] for s, k in symbols.items()})
+    sizes = {x.node.expr: x for x in _run_sizes(nodes) if isinstance(x, torch.SymInt)}
+    return any(sp.expand(_engine_expr(x, subs) - padded(N, m)) == 0 for x in sizes.values())
+
+
+def _run_sizes(nodes: list[_EagerNode]) -> list[Any]:
+    """Every size of every tensor the run made (SymInts and ints)."""
+    metas = [v for node in nodes for v in (node.meta["val"] if isinstance(node.meta["val"], list)
+                                           else [node.meta["val"]])]  # fmt: skip
+    return [x for v in metas for x in v.shape]
 
 
 def _always(guard: Any, divisors: dict[str, int]) -> bool:
@@ -1411,15 +1452,29 @@ def _ceil_symbol(m: int) -> sp.Symbol:
 
 
 def _on_padding_branch(expr: sp.Expr, m: int) -> sp.Expr:
-    """A size on the branch where N is not a multiple of m, in Q = ⌈N/m⌉: N mod m = N − mQ + m, (−N) mod m =
-    mQ − N, ⌊N/m⌋ = Q − 1."""
+    """A size on the branch where N is not a multiple of m, in Q = ⌈N/m⌉: there N = mQ − r with 0 < r < m, so
+    ⌊(aN + c)/m⌋ = aQ + ⌊(c − ar)/m⌋, written in Q and N wherever that last term is affine in r (⌊N/m⌋ = Q − 1,
+    ⌊(N + m − 1)/m⌋ = Q, ⌈N/m⌉ = Q), and x mod m = x − m⌊x/m⌋ (N mod m = N − mQ + m, (−N) mod m = mQ − N)."""
     q = _ceil_symbol(m)
 
+    def floor_of(x: sp.Expr) -> sp.Expr | None:
+        poly = sp.Poly(sp.expand(m * x), N) if x.free_symbols == {N} else None
+        if poly is None or poly.degree() != 1 or not all(c.is_Integer for c in poly.all_coeffs()):
+            return None
+        a, c = (int(v) for v in poly.all_coeffs())
+        g = [(c - a * r) // m for r in range(1, m)]
+        slope = g[1] - g[0] if m > 2 else 0
+        if any(g[i] != g[0] + slope * i for i in range(len(g))):
+            return None
+        return a * q + slope * (m * q - N) + g[0] - slope
+
     def rewrite(f: sp.Expr) -> sp.Expr:
-        if isinstance(f, sp.Mod) and f.args[1] == m and f.args[0] in (N, -N):
-            return N - m * q + m if f.args[0] == N else m * q - N
-        if isinstance(f, (sp.ceiling, sp.floor)) and sp.expand(f.args[0] - N / m) == 0:
-            return q if isinstance(f, sp.ceiling) else q - 1
+        if isinstance(f, sp.floor) and (k := floor_of(f.args[0])) is not None:
+            return k
+        if isinstance(f, sp.ceiling) and (k := floor_of(-f.args[0])) is not None:
+            return -k
+        if isinstance(f, sp.Mod) and f.args[1] == m and (k := floor_of(f.args[0] / m)) is not None:
+            return f.args[0] - m * k
         return f
 
     return expr.replace(lambda f: isinstance(f, (sp.Mod, sp.ceiling, sp.floor)), rewrite)
@@ -1515,8 +1570,8 @@ def replay_export(t: Traced, g: Graph, inputs: list[Tensor], program: Any = None
     for node in ep.graph.nodes:
         if node.op == "call_function":
             env[node] = _replay_node(t, g, node, env, storages, subs)
-            if t.recording.pads and isinstance(env[node], Tensor) and node.target is aten.constant_pad_nd.default:
-                _padding(g, env[node], node.args[0], env, t.recording.pads)
+            if t.recording.pads:
+                _padding(g, node, env[node], env, t.recording.pads)
         elif node.op == "output":
             results = [env.get(a) for a in node.args[0] if a is not None]
             tensors = [r for r in results if isinstance(r, Tensor)]
@@ -1567,8 +1622,8 @@ def replay_eager(t: Traced, g: Graph, inputs: list[Tensor]) -> Tensor:
     by_sid: dict[int, Storage] = {}
     for i, node in enumerate(rec.nodes):
         result = _replay_node(t, g, node, env, storages, subs)
-        if rec.pads and isinstance(result, Tensor) and node.target is aten.constant_pad_nd.default:
-            _padding(g, result, node.args[0], env, rec.pads)
+        if rec.pads:
+            _padding(g, node, result, env, rec.pads)
         outs = result if isinstance(result, list) else [result]
         for ref, value in zip(node.outs, outs, strict=False):
             env[ref] = value
@@ -1591,15 +1646,36 @@ def replay_eager(t: Traced, g: Graph, inputs: list[Tensor]) -> Tensor:
     return out
 
 
-def _padding(g: Graph, out: Tensor, arg: Any, env: dict, m: int) -> None:
-    """A constant_pad_nd that pads one axis from n to m·⌈n/m⌉ rows runs only where n is not a multiple of m:
-    elsewhere the code skips it and goes on with the tensor itself (`Graph.padding`)."""
-    x = _lookup(arg, env)
-    if not isinstance(x, Tensor) or len(x.shape) != len(out.shape) or g.ops[-1].output is not out:
+def _padding(g: Graph, node: Any, out: Any, env: dict, m: int) -> None:
+    """Code that pads a length n up to m·⌈n/m⌉ rows runs only where n is not a multiple of m: elsewhere it goes
+    on with the tensor itself (`Graph.padding`). The run shows it as constant_pad_nd (F.pad) of x, torch.cat of x
+    and zeros, x copied into the first n rows of a zeros tensor of the padded length (copy_ in the as-written
+    run, slice_scatter in the exported graph)."""
+    if not isinstance(out, Tensor) or not isinstance(node.target, torch._ops.OpOverload):
         return
-    grown = [i for i, (a, c) in enumerate(zip(x.shape, out.shape, strict=True)) if sp.expand(a - c) != 0]
-    if len(grown) == 1 and sp.expand(out.shape[grown[0]] - padded(x.shape[grown[0]], m)) == 0:
-        g.padding(out, x, Pads(x.shape[grown[0]], m))
+    name = node.target.overloadpacket.__name__
+    args = [_lookup(a, env) for a in node.args]
+    whole, bases = out, []
+    if name == "constant_pad_nd":
+        sources = args[:1]
+    elif name == "cat":
+        sources = list(args[0])
+    elif name in ("copy_", "slice_scatter") and len(args) > 1:
+        sources = [args[1]]
+        if name == "copy_" and out.storage.producer >= 0:
+            whole = g.ops[out.storage.producer].output  # the tensor written into, as it was made
+        elif isinstance(args[0], Tensor) and args[0].shape == out.shape and args[0].storage.producer >= 0:
+            bases = [args[0]]  # the zeros tensor the exported graph scatters into
+    else:
+        return
+    for x in sources:
+        if not isinstance(x, Tensor) or len(x.shape) != len(whole.shape) or whole.storage.stands_for is not None:
+            continue
+        grown = [i for i, (a, c) in enumerate(zip(x.shape, whole.shape, strict=True)) if sp.expand(a - c) != 0]
+        if len(grown) == 1 and sp.expand(whole.shape[grown[0]] - padded(x.shape[grown[0]], m)) == 0:
+            for t in (whole, *bases):
+                g.padding(t, x, Pads(x.shape[grown[0]], m))
+            return
 
 
 def _transposed_view(v: Any) -> bool:
@@ -1776,7 +1852,6 @@ class Traced:
             tightest[c[0]] = min(top, tightest.get(c[0], top))
         return [c for c in out if c not in bounds] + [f"{k} <= {v}" for k, v in tightest.items()]
 
-
     def _padding_guard(self, condition: str) -> bool:
         """An assert of the exported graph that the padding branch makes (N % m > 0), or that it always meets,
         where the formulas hold at every N."""
@@ -1812,8 +1887,6 @@ def trace(spec: str, init: list[str] | None = None, config: Path | None = None, 
         )
     if recording.pads and recording.whole is not None:
         recording = _padded_or_whole(recording, module, kind, width, path, name, sizes)
-    recording.pads = recording.pads if recording.whole is not None else 0
-    recording.guards = [c.lstrip(_PADDING_MARK) for c in recording.guards]
     bounds = [int(m.group(2)) - (m.group(1) == "<") for c in recording.guards
               if (m := re.fullmatch(r"N (<=?) (\d+)", c))]  # fmt: skip
     exported = export(module, kind, sizes, width, recording.divisors, min(bounds) if bounds else None)
@@ -1841,10 +1914,6 @@ def _padded_or_whole(rec: Recording, module: torch.nn.Module, kind: str, width: 
 
     whole = rec.whole
     assert whole is not None, "a padding run comes with its run at a multiple"
-    if _polynomial(replace(rec, pads=0)):  # a branch on N's parity that pads nothing: the run as it is
-        fallback = replace(rec, pads=0, whole=None, guards=[c.lstrip(_PADDING_MARK) for c in rec.guards])
-    else:
-        fallback = whole
     try:
         padded_run, whole_run = derived(rec), derived(whole)
         flops = (padded_run.flops(MATMUL), whole_run.flops(MATMUL))
@@ -1853,10 +1922,9 @@ def _padded_or_whole(rec: Recording, module: torch.nn.Module, kind: str, width: 
             at = {N: rec.pads * k, b: bb, h: hh, d: sizes["d"]}
             at = {s: sp.Integer(v) for s, v in at.items()}
             if flops[0].xreplace(at) != flops[1].xreplace(at) or peaks[0].at(at)[0] != peaks[1].at(at)[0]:
-                return fallback
+                return whole
     except Exception:  # a graph the replay cannot build: the run at multiples, as before
-        return fallback
-    rec.guards = [c for c in rec.guards if not c.startswith(_PADDING_MARK)]
+        return whole
     rec.guards += [c for c in whole.guards if c not in rec.guards and not re.fullmatch(r"N % \d+ == 0", c)]
     return rec
 
@@ -1892,11 +1960,12 @@ def _record_at_some_size(
                 rec.whole = None
             if rec.whole is not None and _polynomial(rec.whole) and not rec.whole.pads:
                 return rec, sizes
-            rec.pads = 0
-        if _polynomial(rec):
+        if not rec.pads and _polynomial(rec):
             return rec, sizes
         fallback = fallback or (rec, sizes)  # sizes like ceil(N/4): a multiple of 4 may not need them
     if fallback is not None:
+        if fallback[0].pads:  # its padded run could not be written in ⌈N/m⌉ or checked: the run as it is
+            fallback[0].unpadded()
         return fallback
     shown = ", ".join(f"{k}={v}" for k, v in tries[0].items() if kind == "core" or k in LAYER_DIMS)
     located = _user_line(first)
@@ -1916,8 +1985,7 @@ def _polynomial(rec: Recording) -> bool:
         subs[s] = sp.Integer(rec.fixed[k]) if k in rec.fixed else m * whole if m > 1 else SYMBOLS[k]
         if m > 1:
             subs.post = {**subs.post, whole: SYMBOLS[k] / m}
-    sizes = [x for node in rec.nodes for v in (node.meta["val"] if isinstance(node.meta["val"], list)
-                                               else [node.meta["val"]]) for x in v.shape]  # fmt: skip
+    sizes = _run_sizes(rec.nodes)
     steps = {v: k for k, v in subs.post.items() if rec.pads}
     for x in sizes:
         e = _engine_expr(x, subs).xreplace(steps)
