@@ -455,6 +455,8 @@ def formula(
     render.line(f"  bytes ({dtype}){' for large N' if pb.dominant is not None else ''}: {fmt(shown)}")
     render.line(f"[bold]Traffic[/] (bytes, {dtype}, unfused): {fmt(derived.traffic(dtype, st.counting))}")
     render.line(f"[bold]Parameters[/]: {fmt(derived.params)}")
+    for item in data["padded_to"]:
+        render.prose(f"[bold]Padded[/]: {escape(item['meaning'])}")
     if embed:
         one = {b: 1}
         render.line(

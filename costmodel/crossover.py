@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
 from functools import cache
 from itertools import pairwise
+from typing import cast
 
 import numpy as np
 import sympy as sp
@@ -22,8 +23,8 @@ from attn_cost.costmodel.conventions import DEFAULT, PublishedConvention, get_co
 from attn_cost.costmodel.counting import DEFAULT_COUNTING, Counting, N_kv
 from attn_cost.costmodel.derive import dominant_for_large, prune_dominated
 from attn_cost.costmodel.errors import UserError
-from attn_cost.costmodel.polyterms import in_n, terms
-from attn_cost.costmodel.symbols import BY_NAME, N, d
+from attn_cost.costmodel.polyterms import Stepped, in_n, terms
+from attn_cost.costmodel.symbols import BY_NAME, N, Pads, d
 from attn_cost.costmodel.variants import derive, get_variant
 
 COSTS: dict[str, str] = {
@@ -83,15 +84,20 @@ def cost_branches(name: str, cost: str, setting: Setting = Setting()) -> tuple[s
 
 
 def at_sizes(branches: tuple[sp.Expr, ...], dims: dict[sp.Symbol, int], what: str) -> list[Poly]:
-    """Substitute every dimension but N and return exact polynomial coefficients in N."""
+    """Substitute every dimension but N and return exact polynomial coefficients in N (a `Stepped` cost where N
+    is padded: `evaluate`, `compare` and `cheapest` take both)."""
     try:
-        return [in_n(terms(e), dims) for e in branches]
+        return [cast(Poly, in_n(terms(e), dims)) for e in branches]
     except KeyError as missing:
         raise UserError(f"{what} depends on {missing.args[0]}: give a value for it") from None
 
 
 class Cap(tuple):
     """A polynomial that bounds a curve from above: the curve is min(max(branches), cap)."""
+
+
+class SteppedCap(Stepped):
+    """A `Cap` whose cost pads N."""
 
 
 def curve(name: str, cost: str, setting: Setting, dims: dict[sp.Symbol, int]) -> list[Poly]:
@@ -103,19 +109,24 @@ def curve(name: str, cost: str, setting: Setting, dims: dict[sp.Symbol, int]) ->
         get_convention(setting.convention), PublishedConvention
     ):
         dense = replace(setting, counting=replace(setting.counting, causal="dense"))
-        polys.append(Cap(at_sizes(cost_branches(name, cost, dense), dims, name)[0]))
+        top: Poly | Stepped = at_sizes(cost_branches(name, cost, dense), dims, name)[0]
+        polys.append(cast(Poly, SteppedCap(top.terms, top.period)) if isinstance(top, Stepped) else Cap(top))
     return polys
 
 
 def evaluate(polys: list[Poly], x: Fraction | int) -> Fraction:
-    """Maximum over the branches at x, exactly (no more than a `Cap` branch, where there is one)."""
+    """Maximum over the branches at x, exactly (no more than a `Cap` branch, where there is one); a `Stepped`
+    branch (a padded length) is evaluated with its ⌈N/D⌉ at x."""
     best: Fraction | None = None
     cap: Fraction | None = None
     for p in polys:
-        v = Fraction(0)
-        for c in p:
-            v = v * x + c
-        if isinstance(p, Cap):
+        if isinstance(p, Stepped):
+            v = p.at(x)
+        else:
+            v = Fraction(0)
+            for c in p:
+                v = v * x + c
+        if isinstance(p, (Cap, SteppedCap)):
             cap = v if cap is None or v < cap else cap
             continue
         best = v if best is None or v > best else best
@@ -180,6 +191,8 @@ class Crossover:
     """Intervals of N on which b is strictly cheaper."""
     exact: sp.Expr | None = None
     """The crossing as a closed form in d, where sympy gives one (other dims fixed)."""
+    note: str = ""
+    """What a sentence adds where a cost pads N and b stays dearer at some N however large."""
 
     def describe(self) -> str:
         """A plain sentence for the terminal."""
@@ -190,8 +203,8 @@ class Crossover:
         if self.verdict == "never":
             if self.b_cheaper:
                 spans = ", ".join(f"[{lo:.0f}, {hi:.0f})" for lo, hi in self.b_cheaper if hi is not None)
-                return f"{self.b} is cheaper only on N in {spans}; {self.a} is cheaper for large N"
-            return f"{self.b} is never cheaper than {self.a}"
+                return f"{self.b} is cheaper only on N in {spans}; {self.a} is cheaper for large N{self.note}"
+            return f"{self.b} is never cheaper than {self.a}{self.note}"
         many = f" (the curves cross {len(self.crossings)} times)" if self.verdict == "multiple" else ""
         return f"{self.b} is no more expensive than {self.a} from N = {self.n}{many}"
 
@@ -220,16 +233,27 @@ def crossover(
     return out
 
 
-def compare(pa: list[Poly], pb: list[Poly]) -> dict:
-    """Sign analysis of cost_a - cost_b over N >= 1."""
+def _sign(x: Fraction) -> int:
+    return (x > 0) - (x < 0)
+
+
+def _segments(pa: list[Poly], pb: list[Poly]) -> list[tuple[float, float | None, int]]:
+    """[lo, hi) intervals of real N >= 1 on which sign(cost_a - cost_b) is constant (polynomial curves)."""
     segments: list[tuple[float, float | None, int]] = []
     for lo, hi, x in probes(breakpoints([pa, pb])):
-        diff = evaluate(pa, x) - evaluate(pb, x)
-        sign = (diff > 0) - (diff < 0)
+        sign = _sign(evaluate(pa, x) - evaluate(pb, x))
         if segments and segments[-1][2] == sign:
             segments[-1] = (segments[-1][0], hi, sign)
         else:
             segments.append((lo, hi, sign))
+    return segments
+
+
+def compare(pa: list[Poly], pb: list[Poly]) -> dict:
+    """Sign analysis of cost_a - cost_b over N >= 1 (over whole N where a cost pads N: `_compare_steps`)."""
+    if any(isinstance(p, Stepped) for p in (*pa, *pb)):
+        return _compare_steps(pa, pb)
+    segments = _segments(pa, pb)
     signs = [s for _, _, s in segments]
     crossings = [hi for (_, hi, s), (_, _, t) in pairwise(segments) if s != t and 0 not in (s, t)]
     cheaper = [(lo, hi) for lo, hi, s in segments if s > 0]
@@ -245,6 +269,110 @@ def compare(pa: list[Poly], pb: list[Poly]) -> dict:
     n = first_integer_from(lambda x: evaluate(pa, x) >= evaluate(pb, x), root, losing_from)
     verdict = "crosses" if len(crossings) <= 1 else "multiple"
     return {"n": n, "verdict": verdict, "root": root, "crossings": crossings, "b_cheaper": cheaper}
+
+
+def _period(curves: list[list[Poly]]) -> int:
+    return math.lcm(1, *(p.period for c in curves for p in c if isinstance(p, Stepped)))
+
+
+def in_class(polys: list[Poly], r: int) -> list[Poly]:
+    """A curve on the residue class N ≡ r of its period: each `Stepped` branch as that class's polynomial."""
+    out: list[Poly] = []
+    for p in polys:
+        if isinstance(p, Stepped):
+            stepped = cast(Stepped, p)
+            out.append(Cap(stepped.poly(r)) if isinstance(p, SteppedCap) else stepped.poly(r))
+        else:
+            out.append(p)
+    return out
+
+
+MAX_WALK = 1 << 16
+"""The most whole N a comparison of padded costs steps through one by one (where the residue classes of N
+disagree on which is cheaper, near a crossing); beyond it such a stretch is shown as one, `mixed`."""
+
+
+Run = tuple[int, int | None, object]
+
+
+def _integer_runs(curves: list[list[Poly]], key: Callable[[list[Fraction]], object]) -> list[Run]:
+    """Runs [lo, hi) of whole N >= 1 with one value of `key(costs at N)`, for curves with padded lengths: on
+    each residue class of N modulo the period the curves are polynomials (`in_class`), whose crossings cut N
+    into intervals where each class keeps its key; where the classes agree the run is one, where they do not
+    the N are stepped through exactly (up to MAX_WALK; a run with no end that mixes keys is "mixed")."""
+    period = _period(curves)
+    per_class = []
+    cuts: set[float] = set()
+    for r in range(period):
+        classed = [in_class(c, r) for c in curves]
+        points = breakpoints(classed)
+        cuts.update(points)
+        per_class.append([(lo, hi, key([evaluate(c, x) for c in classed])) for lo, hi, x in probes(points)])
+    runs: list[Run] = []
+
+    def add(lo: int, hi: int | None, value: object) -> None:
+        if runs and runs[-1][2] == value and runs[-1][1] == lo:
+            runs[-1] = (runs[-1][0], hi, value)
+        elif hi is None or hi > lo:
+            runs.append((lo, hi, value))
+
+    edges = sorted({1, *(math.ceil(c) for c in cuts if c > 1)})
+    for lo, hi in zip(edges, [*edges[1:], None], strict=True):
+        values = {_key_at(per_class[n % period], n) for n in range(lo, lo + period) if hi is None or n < hi}
+        if len(values) == 1:
+            add(lo, hi, values.pop())
+        elif hi is not None and hi - lo <= MAX_WALK:
+            for n in range(lo, hi):
+                add(n, n + 1, key([evaluate(c, n) for c in curves]))
+        else:
+            add(lo, hi, "mixed")
+    return runs
+
+
+def _key_at(segments: list, n: int) -> object:
+    """The value of the segment (from N = 1 on, in order) that holds n."""
+    return next(v for _, hi, v in segments if hi is None or n < hi)
+
+
+def _last_losing(pa: list[Poly], pb: list[Poly], r: int, period: int) -> int | None:
+    """The largest N ≡ r (mod period), N >= 1, where cost_b > cost_a, exactly; None if there is none. The class's
+    polynomials locate it (their last negative interval); `first_integer_from` pins it on the progression."""
+    ca, cb = in_class(pa, r), in_class(pb, r)
+    losing = [(lo, hi) for lo, hi, s in _segments(ca, cb) if s < 0]
+    def holds(j: int) -> bool:  # at the class's j-th N (j >= 1): r, r + period, ...
+        n = r + (j - 1) * period
+        return evaluate(pa, n) >= evaluate(pb, n)
+
+    for lo, hi in reversed(losing):
+        assert hi is not None, "the last interval is not losing (checked by the caller)"
+        j = first_integer_from(holds, (hi - r) / period + 1, max(1.0, (lo - r) / period + 1)) - 1
+        n = r + (j - 1) * period
+        if j >= 1 and n >= 1 and n >= lo - 1 and not holds(j):
+            return n
+    return None
+
+
+def _compare_steps(pa: list[Poly], pb: list[Poly]) -> dict:
+    """Sign analysis of cost_a - cost_b over whole N >= 1 where a cost pads N: N0 is one past the largest N at
+    which b costs more, found exactly on each residue class of N modulo the period; where some class has b
+    dearer for every large N, b is never cheaper from some N on (`note` names those N)."""
+    period = _period([pa, pb])
+    runs = _integer_runs([pa, pb], lambda v: _sign(v[0] - v[1]))
+    tail = [r for r in range(period) if _segments(in_class(pa, r), in_class(pb, r))[-1][2] < 0]
+    cheaper = [(float(lo), None if hi is None else float(hi)) for lo, hi, s in runs if s == 1]
+    changes = [float(lo) for (_, _, s), (lo, _, t) in pairwise(runs) if s != t and 0 not in (s, t)]
+    if all(s == 0 for _, _, s in runs):
+        return {"n": 1, "verdict": "equal"}
+    if tail:
+        shown = ", ".join(str(r) for r in tail[:8]) + (", …" if len(tail) > 8 else "")
+        note = f" (for large N it is dearer where N mod {period} is {shown})" if len(tail) < period else ""
+        return {"n": None, "verdict": "never", "crossings": changes, "b_cheaper": cheaper, "note": note}
+    last = [n for r in range(period) if (n := _last_losing(pa, pb, r, period)) is not None]
+    if not last:
+        return {"n": 1, "verdict": "always", "b_cheaper": cheaper}
+    n = max(last) + 1
+    verdict = "crosses" if len(changes) <= 1 else "multiple"
+    return {"n": n, "verdict": verdict, "root": float(n), "crossings": changes, "b_cheaper": cheaper}
 
 
 def first_integer_from(holds: Callable[[int], bool], near: float, floor: float = 1.0) -> int:
@@ -304,7 +432,7 @@ def _symbolic_roots(
     if ea is None or eb is None:
         return ()
     diff = sp.expand(ea - eb)
-    if diff.free_symbols - {N, d}:
+    if diff.free_symbols - {N, d} or diff.has(sp.ceiling, Pads):  # a padded length has no closed-form crossing
         return ()
     poly = sp.Poly(diff, N)
     while poly.degree() > 0 and poly.eval(0) == 0:  # drop the trivial roots at N = 0
@@ -509,6 +637,14 @@ def cheapest(names: list[str], cost: str, dims: dict[sp.Symbol, int], setting: S
     """Split N >= 1 into intervals and name the cheapest variant on each (ties listed together)."""
     curves = [curve(n, cost, setting, dims) for n in names]
     intervals: list[tuple[float, float | None, list[str]]] = []
+    if _period(curves) > 1:  # padded lengths: whole N, class by class
+
+        def cheapest_at(values: list[Fraction]) -> tuple[str, ...]:
+            return tuple(n for n, v in zip(names, values, strict=True) if v == min(values))
+
+        runs = _integer_runs(curves, cheapest_at)
+        return Cheapest(cost, [(float(lo), None if hi is None else float(hi), sorted(names) if w == "mixed" else
+                                list(cast(tuple, w))) for lo, hi, w in runs])  # fmt: skip
     for lo, hi, x in probes(breakpoints(curves)):
         values = [evaluate(c, x) for c in curves]
         best = min(values)

@@ -45,6 +45,9 @@ class Step:
     copies: dict[int, sp.Expr] = field(default_factory=dict)
     """Storages saved for backward inside a loop exist once per iteration (counted in full from the
     step that makes them: the walk stands for the last iteration)."""
+    stand_ins: tuple[tuple[Storage, sp.Expr], ...] = ()
+    """Tensors alive in place of a padded copy where the length needs no padding, with the factor 1 − [m ∤ n]
+    (`Graph.pad`): they count where the copy is alive and they are not."""
 
     def share(self, s: Storage, dtype: str | None = None) -> sp.Expr:
         """What one live storage counts at this step: its elements (dtype None) or bytes, times its copies."""
@@ -52,10 +55,16 @@ class Step:
         return size * self.copies.get(s.id, 1)
 
     def elements(self) -> sp.Expr:
-        return sp.expand(sp.Add(*(self.share(s) for s in self.live)) + self.op.workspace)
+        return sp.expand(sp.Add(*(self.share(s) for s in self.live)) + self.standing_in() + self.op.workspace)
 
     def nbytes(self, dtype: str) -> sp.Expr:
-        return sp.expand(sp.Add(*(self.share(s, dtype) for s in self.live)) + self.op.workspace * dtype_bytes(dtype))
+        live = sp.Add(*(self.share(s, dtype) for s in self.live)) + self.standing_in(dtype)
+        return sp.expand(live + self.op.workspace * dtype_bytes(dtype))
+
+    def standing_in(self, dtype: str | None = None) -> sp.Expr:
+        """What the stand-ins of padded copies count at this step (elements, or bytes of `dtype`)."""
+        sizes = ((s.numel if dtype is None else _nbytes(s.numel, s.dtype, dtype), f) for s, f in self.stand_ins)
+        return sp.Add(*(size * f for size, f in sizes))
 
 
 def nonneg_for_dims_at_least_one(expr: sp.Expr) -> bool:
@@ -116,7 +125,7 @@ class PeakMemory:
             for i, s in new.items():
                 before[i] = step.share(s, dtype)
             running = sp.expand(running + sp.Add(*(before[i] for i in new)) - sp.Add(*gone))
-            out.append(sp.expand(running + step.op.workspace * width))
+            out.append(sp.expand(running + step.standing_in(dtype) + step.op.workspace * width))
         return tuple(out)
 
     @cached_property
@@ -262,7 +271,11 @@ class Derived:
             for sid in starts.get(op.index, ()):
                 active[sid] = storages[sid]
             live = tuple(sorted(active.values(), key=lambda s: order[s.id]))
-            steps.append(Step(op, live, {s.id: copies[s.id] for s in live if s.id in copies}))
+            ids = set(active)
+            stand_ins = {s.stands_for.id: (s.stands_for, 1 - s.when) for s in live
+                         if s.stands_for is not None and s.stands_for.id not in ids}  # fmt: skip
+            saved = {s.id: copies[s.id] for s in live if s.id in copies}
+            steps.append(Step(op, live, saved, tuple(stand_ins.values())))
             for sid in ends.get(op.index, ()):
                 del active[sid]
         return steps

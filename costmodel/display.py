@@ -14,8 +14,8 @@ def _sym_key(s: sp.Basic) -> tuple[int, str]:
 
 
 def text(expr: sp.Expr) -> str:
-    """Compact unicode: 4N²d + 6N², N(4d³ + 10d² + 8d + 3), bh(dN + 2N²)."""
-    expr = sp.sympify(expr)
+    """Compact unicode: 4N²d + 6N², N(4d³ + 10d² + 8d + 3), bh(dN + 2N²); a padded length C·⌈N/C⌉ as ⌈N⌉_C."""
+    expr = _readable(sp.sympify(expr))
     if isinstance(expr, sp.Max):
         return "max(" + ", ".join(text(a) for a in expr.args) + ")"
     num, den = sp.fraction(sp.together(expr))
@@ -26,6 +26,51 @@ def text(expr: sp.Expr) -> str:
     if factor == 1:
         return _add(rest)
     return f"{_mul(factor)}({_add(rest)})"
+
+
+def padded_lengths(*exprs: sp.Expr) -> list[sp.Expr]:
+    """The multiples D that N is padded to in these expressions (⌈N/D⌉, ⌊N/D⌋, N mod D, [D∤N]), sorted."""
+    from attn_cost.costmodel.symbols import N, Pads
+
+    found: set[sp.Expr] = set()
+    for e in exprs:
+        for f in sp.sympify(e).atoms(sp.ceiling, sp.floor, sp.Mod, Pads):
+            found.add(f.args[1] if isinstance(f, (sp.Mod, Pads)) else sp.cancel(N / f.args[0]))
+    return sorted(found, key=str)
+
+
+def step_legend(multiples: list[sp.Expr]) -> list[str]:
+    """What the padded-length notation means, one line per multiple (where the costs step)."""
+    return [
+        f"⌈N⌉_{text(m)} = N rounded up to a multiple of {text(m)} (the costs step at multiples of {text(m)}); "
+        f"[{text(m)}∤N] = 1 where N is not a multiple of {text(m)} (the code makes a padded copy), else 0"
+        for m in multiples
+    ]
+
+
+def _readable(expr: sp.Expr) -> sp.Expr:
+    """D·⌈N/D⌉ as one symbol ⌈N⌉_D (N rounded up to a multiple of D); the bracket [D∤N] or its complement
+    [D|N] = 1 − [D∤N], whichever needs fewer negative terms."""
+    from attn_cost.costmodel.symbols import N, Pads
+
+    if not expr.has(sp.ceiling, Pads):
+        return expr
+    for f in sorted(expr.atoms(sp.ceiling), key=str):
+        m = sp.cancel(N / f.args[0])
+        if N not in m.free_symbols:
+            expr = expr.xreplace({f: sp.Symbol(f"⌈N⌉_{text(m)}", positive=True) / m})
+    expr = sp.expand(expr) if not isinstance(expr, sp.Max) else expr.func(*(sp.expand(a) for a in expr.args))
+    for f in sorted(expr.atoms(Pads), key=str):
+        other = expr.xreplace({f: 1 - sp.Symbol(f"[{text(f.args[1])}|{text(f.args[0])}]", nonnegative=True)})
+        other = sp.expand(other) if not isinstance(other, sp.Max) else other.func(*(sp.expand(a) for a in other.args))
+        if _negatives(other) < _negatives(expr):
+            expr = other
+    return expr
+
+
+def _negatives(expr: sp.Expr) -> int:
+    args = expr.args if isinstance(expr, sp.Max) else (expr,)
+    return sum(bool(t.as_coeff_Mul()[0] < 0) for a in args for t in sp.Add.make_args(a))
 
 
 def _split_common(expr: sp.Expr) -> tuple[sp.Expr, sp.Expr]:
@@ -81,13 +126,30 @@ def _mul(expr: sp.Expr) -> str:
             bottom.append(_power(base, -exp))
         else:
             top.append(_power(base, exp))
-    body_s = "".join(("·" + p) if i and p.startswith("√") else p for i, p in enumerate(top))
+    body_s = "".join(("·" + p) if i and (p.startswith("√") or "⌉_" in top[i - 1]) else p for i, p in enumerate(top))
     s = (str(num) if num != 1 or not body_s else "") + body_s
     den_s = "".join(bottom) if den == 1 else str(den) + "".join(bottom)
     return s if den_s == "" else f"{s}/{den_s}"
 
 
+def _step(e: sp.Expr) -> str | None:
+    """⌈N/C⌉, ⌊N/C⌋, N mod C and the bracket [C∤N] (1 where N is not a multiple of C) of code that pads N."""
+    from attn_cost.costmodel.symbols import Pads
+
+    if isinstance(e, (sp.ceiling, sp.floor)):
+        left, right = ("⌈", "⌉") if isinstance(e, sp.ceiling) else ("⌊", "⌋")
+        return f"{left}{text(e.args[0])}{right}"
+    if isinstance(e, sp.Mod):
+        return f"({text(e.args[0])} mod {text(e.args[1])})"
+    if isinstance(e, Pads):
+        return f"[{text(e.args[1])}∤{text(e.args[0])}]"
+    return None
+
+
 def _power(base: sp.Expr, exp: sp.Expr) -> str:
+    step = _step(base)
+    if step is not None:
+        return step + ("" if exp == 1 else str(exp).translate(_SUP))
     if exp == sp.Rational(1, 2):
         return f"√{_name(base)}" if base.is_Symbol else f"√({text(base)})"
     sup = "" if exp == 1 else str(exp).translate(_SUP)

@@ -64,6 +64,10 @@ def formula_data(
         "traffic_bytes": display.plain(derived.traffic(dtype, counting)),
         "dtype": dtype,
         "params": display.plain(derived.params),
+        "padded_to": [
+            {"multiple": display.plain(m), "meaning": display.step_legend([m])[0]}
+            for m in _padded(derived, conv, counting, dtype)
+        ],
         "ops": [
             {
                 "step": s.op.index + 1,
@@ -81,3 +85,10 @@ def formula_data(
         ],
         "published": compare_published(name) if (scope, mode) == ("core", "inference") or v.layer else [],
     }
+
+
+def _padded(derived, conv, counting: Counting, dtype: str) -> list:
+    """The multiples N is padded to in a variant's costs (none for code that never pads)."""
+    return display.padded_lengths(
+        derived.flops(conv, counting), derived.peak(dtype).expr, derived.traffic(dtype, counting), derived.params
+    )

@@ -23,6 +23,7 @@ from typing import Any
 import sympy as sp
 from attn_cost.costmodel.errors import ModelError, unknown
 from attn_cost.costmodel.opkinds import KINDS, SAVES
+from attn_cost.costmodel.symbols import Pads, padded
 
 Shape = tuple[sp.Expr, ...]
 ONE = sp.Integer(1)
@@ -47,6 +48,12 @@ class Storage:
     producer: int
     """Index of the op that allocates it; -1 for graph inputs."""
     name: str
+    stands_for: Storage | None = None
+    """A padded copy (`Graph.pad`) that exists only where the length is not already a multiple: there its
+    numel carries the bracket [m ∤ n]; elsewhere the code uses the tensor it pads (this storage), which the
+    walk keeps alive wherever the copy would be."""
+    when: sp.Expr = ONE
+    """The bracket [m ∤ n] of a padded copy (1 for every other storage)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -96,6 +103,12 @@ class Tensor:
         width = (stop if stop is not None else last) - start
         label = f"{self.name}[:, {start}:{'' if stop is None else stop}]"
         return Tensor(label, (*self.shape[:-1], sp.sympify(width)), self.storage)
+
+    def narrow(self, axis: int, length: sp.Expr, name: str | None = None) -> Tensor:
+        """View of the first `length` entries along `axis` (no copy): the unpadded rows of a padded result."""
+        shape = list(self.shape)
+        shape[axis] = sp.sympify(length)
+        return Tensor(name or self.name, tuple(shape), self.storage, self.transposed)
 
     def view(self, *shape: sp.Expr | int, name: str | None = None) -> Tensor:
         """Reshape without copying; the element count must not change."""
@@ -307,6 +320,35 @@ class Graph:
     def copy(self, name: str, x: Tensor, *, label: str = "") -> Tensor:
         """Materialise a view as a new contiguous tensor."""
         return self._emit("copy", name, x.shape, (x,), label=label or f"{name} ← contiguous({x.name})")
+
+    def pad(
+        self, name: str, x: Tensor, axis: int, multiple: sp.Expr | int, *, holds: tuple[Tensor, ...] = (),
+        label: str = "",
+    ) -> Tensor:  # fmt: skip
+        """x with zero rows appended along `axis` up to a multiple of `multiple` (m·⌈n/m⌉ rows), as code that
+        pads to whole chunks does: a new tensor where n is not a multiple of m (the op runs [m ∤ n] times and
+        its storage holds [m ∤ n]·m⌈n/m⌉ rows), x itself where it is (the walk then keeps x alive in its place).
+        `holds`: tensors the code keeps alive through the padding (a tuple of the originals)."""
+        n, m = x.shape[axis], sp.sympify(multiple)
+        when = Pads(n, m)
+        shape = list(x.shape)
+        shape[axis] = padded(n, m)
+        label = label or f"{name} ← pad({x.name}) to a multiple of {m}"
+        out = self._emit("copy", name, tuple(shape), (x,), label=label)
+        self.padding(out, x, when)
+        if holds:
+            self.ops[-1].attrs["holds"] = list(holds)
+        return out
+
+    def padding(self, out: Tensor, x: Tensor, when: sp.Expr) -> None:
+        """`out` holds x padded: the op that made it and the last op (which wrote x into it, where that is
+        another op) run only where `when` (a bracket [m ∤ n], 0 or 1) is 1: their cost and its storage carry
+        the bracket, and where it is 0 the code goes on with x itself, which the walk then keeps alive wherever
+        `out` is."""
+        out.storage.numel = when * out.storage.numel
+        out.storage.stands_for, out.storage.when = x.storage, when
+        for i in {out.storage.producer, len(self.ops) - 1}:
+            self.ops[i].repeat = self.ops[i].repeat * when
 
     def store(self, target: Tensor, x: Tensor, *, label: str = "") -> Tensor:
         """Write x into a view of an existing tensor (e.g. row t of the output)."""

@@ -356,15 +356,28 @@ def check_sizes(g) -> None:
                 f"{where}: size {size} uses {', '.join(sorted(map(str, unknown)))}, not a size attn-cost knows "
                 f"({names})"
             )
-        num, den = sp.fraction(sp.together(size))
+        plain, steps = _stepless(where, size)
+        num, den = sp.fraction(sp.together(plain))
         if den.free_symbols & {N, N_kv}:
             raise UserError(f"{where}: size {size} divides by the sequence length: sizes must not shrink as N grows")
         if not (num.is_polynomial(*num.free_symbols) and den.is_polynomial(*den.free_symbols)):
             raise UserError(f"{where}: size {size} is not a polynomial (or a ratio of polynomials) in the sizes")
-        at = _negative_at(size)
+        at = _negative_at(size) if not steps else _negative_at_lengths(size)
         if at is not None:
             shown = ", ".join(f"{k} = {v:,}" for k, v in at.items())
             raise UserError(f"{where}: size {size} is negative{f' at {shown}' if shown else ''}: sizes must not be")
+
+
+def _stepless(where: str, size: sp.Expr) -> tuple[sp.Expr, bool]:
+    """A size with N padded to a multiple (⌈N/D⌉, [D∤N]) with those written as symbols of their own, and whether
+    it had any; one line for a step of anything but N/D."""
+    from attn_cost.costmodel.polyterms import _without_steps
+
+    try:
+        plain, steps = _without_steps(sp.expand(size))
+    except ValueError as e:
+        raise UserError(f"{where}: size {size}: {e}") from None
+    return plain, bool(steps)
 
 
 CORNERS = (1, 4096)
@@ -383,6 +396,23 @@ def _negative_at(size) -> dict[str, int] | None:
     for values in itertools.islice(itertools.product(CORNERS, repeat=len(symbols)), 256):
         if size.subs(dict(zip(symbols, values, strict=True))) < 0:
             return {str(s): v for s, v in zip(symbols, values, strict=True)}
+    return None
+
+
+PADDED_LENGTHS = (1, 2, 3, 7, 8, 33, 64, 4097)
+"""Values of N where a size with N padded to a multiple is checked for a negative value (other sizes: CORNERS)."""
+
+
+def _negative_at_lengths(size) -> dict[str, int] | None:
+    """Sizes at which a size with ⌈N/D⌉ in it is negative, among PADDED_LENGTHS for N and CORNERS for the rest."""
+    from attn_cost.costmodel.symbols import N
+
+    symbols = sorted(size.free_symbols - {N}, key=str)
+    for n in PADDED_LENGTHS:
+        for values in itertools.islice(itertools.product(CORNERS, repeat=len(symbols)), 64):
+            point = {N: n, **dict(zip(symbols, values, strict=True))}
+            if size.xreplace({k: sp.Integer(v) for k, v in point.items()}) < 0:
+                return {str(k): v for k, v in point.items()}
     return None
 
 

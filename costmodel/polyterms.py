@@ -3,6 +3,10 @@
 Every cost the engine derives is a polynomial with rational coefficients in N, d, h, b, ..., where a
 size other than N may also appear in a denominator (chunked linear attention keeps N/C chunk states):
 such a reciprocal 1/x is a generator of its own, x⁻¹, which lies in (0, 1] where x >= 1.
+Code that pads N up to a multiple of D (whole chunks, windows, landmarks) adds two step generators per D:
+⌈N/D⌉ (>= 1, growing like N/D) and the bracket [D ∤ N] (0 or 1: whether it pads at all); ⌊N/D⌋ and N mod D
+are written in them. Once the other sizes are fixed, such a cost is a polynomial in N on each residue class
+of N modulo the divisors' least common multiple (`Stepped`).
 Comparisons that run many times (is one branch always below another? which dominates for large N?
 what is the polynomial in N once the other sizes are fixed?) are done here in pure Python, so the
 analytic commands stay fast; sympy builds each dict once.
@@ -11,14 +15,15 @@ analytic commands stay fast; sympy builds each dict once.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cache
 from itertools import product
-from math import comb, prod
+from math import ceil, comb, lcm, prod
 
 import sympy as sp
 from attn_cost.costmodel.counting import N_kv
-from attn_cost.costmodel.symbols import BY_NAME
+from attn_cost.costmodel.symbols import BY_NAME, Pads
 
 SIZES: tuple[sp.Symbol, ...] = (*BY_NAME.values(), N_kv)
 INVERSES: dict[sp.Symbol, sp.Symbol] = {
@@ -33,17 +38,84 @@ RECIPROCAL: tuple[bool, ...] = tuple(i >= len(SIZES) for i in range(len(GENS)))
 SIZE_OF: tuple[sp.Symbol, ...] = (*SIZES, *INVERSES)
 """The size each generator stands for (its own, or the one it is the reciprocal of)."""
 
-Terms = dict[tuple[int, ...], Fraction]
+StepGen = tuple[sp.Expr, str]
+"""A step generator: (D, 'ceil') for ⌈N/D⌉, (D, 'pads') for [D ∤ N]."""
+Monomial = tuple  # exponents over GENS, then a tuple of (StepGen, exponent) pairs (empty for a polynomial)
+Terms = dict[Monomial, Fraction]
+
+_N = SIZES[0]
+
+
+def _divisor(arg: sp.Expr) -> sp.Expr | None:
+    """D where arg is N/D (D free of N), else None."""
+    d = sp.cancel(_N / arg)
+    return d if _N not in d.free_symbols and d.is_positive else None
+
+
+_STEP_SYMBOLS: dict[StepGen, sp.Symbol] = {}
+
+
+def _step_symbol(gen: StepGen) -> sp.Symbol:
+    if gen not in _STEP_SYMBOLS:
+        _STEP_SYMBOLS[gen] = sp.Symbol(f"step{len(_STEP_SYMBOLS)}", positive=gen[1] == "ceil", nonnegative=True)
+    return _STEP_SYMBOLS[gen]
+
+
+def _without_steps(expr: sp.Expr) -> tuple[sp.Expr, dict[sp.Symbol, StepGen]]:
+    """expr with ⌈N/D⌉, ⌊N/D⌋, N mod D and [D ∤ N] written in step symbols (⌊N/D⌋ = ⌈N/D⌉ − [D ∤ N],
+    N mod D = N − D·⌊N/D⌋); raises ValueError for a step of anything but N/D."""
+    found: dict[sp.Symbol, StepGen] = {}
+
+    def gen(d: sp.Expr | None, kind: str, what: sp.Expr) -> sp.Symbol:
+        if d is None:
+            raise ValueError(f"{what}: only steps of N/D (N rounded to a multiple of D) are modelled")
+        s = _step_symbol((d, kind))
+        found[s] = (d, kind)
+        return s
+
+    def rewrite(e: sp.Expr) -> sp.Expr:
+        if isinstance(e, sp.ceiling):
+            return gen(_divisor(e.args[0]), "ceil", e)
+        if isinstance(e, sp.floor):
+            d = _divisor(e.args[0])
+            return gen(d, "ceil", e) - gen(d, "pads", e)
+        if isinstance(e, sp.Mod):
+            d = e.args[1] if e.args[0] == _N else None
+            return _N - d * (gen(d, "ceil", e) - gen(d, "pads", e)) if d is not None else gen(None, "", e)
+        if isinstance(e, Pads):
+            return gen(_divisor(e.args[0] / e.args[1]) if e.args[0] == _N else None, "pads", e)
+        return e
+
+    if not expr.has(sp.ceiling, sp.floor, sp.Mod, Pads):
+        return expr, found
+    return sp.expand(expr.replace(lambda e: isinstance(e, (sp.ceiling, sp.floor, sp.Mod, Pads)), rewrite)), found
 
 
 @cache
 def terms(expr: sp.Expr) -> Terms:
-    """The polynomial as {exponent tuple over GENS: coefficient} (a size's negative power as its reciprocal's)."""
-    expr = sp.expand(expr).replace(
+    """The polynomial as {exponent tuple over GENS (+ its steps): coefficient} (a size's negative power as its
+    reciprocal's)."""
+    expr, steps = _without_steps(sp.expand(expr))
+    expr = expr.replace(
         lambda e: e.is_Pow and e.base in INVERSES and e.exp.is_negative, lambda e: INVERSES[e.base] ** -e.exp
     )
-    poly = sp.Poly(expr, *GENS)
-    return {m: Fraction(int(c.p), int(c.q)) for m, c in poly.terms() if c != 0}
+    order = sorted(steps, key=lambda s: (str(steps[s][0]), steps[s][1]))
+    poly = sp.Poly(expr, *GENS, *order)
+    out: Terms = defaultdict(Fraction)
+    for m, c in poly.terms():
+        if c == 0:
+            continue
+        step = tuple(
+            (steps[s], 1 if steps[s][1] == "pads" else e) for s, e in zip(order, m[len(GENS) :], strict=True) if e
+        )
+        key = (*m[: len(GENS)], step)
+        out[key] += Fraction(int(c.p), int(c.q))  # [D ∤ N]² = [D ∤ N]
+    return {m: c for m, c in out.items() if c}
+
+
+def has_steps(p: Terms) -> bool:
+    """Whether the cost pads N (has ⌈N/D⌉ or [D ∤ N] in it)."""
+    return any(m[-1] for m in p)
 
 
 def subtract(p: Terms, q: Terms) -> Terms:
@@ -57,57 +129,165 @@ def subtract(p: Terms, q: Terms) -> Terms:
     return out
 
 
+def _flat(p: Terms) -> tuple[list[bool], dict[tuple[int, ...], Fraction]]:
+    """p over GENS and its step generators as plain exponent tuples, and which generators lie in [0, 1] (the
+    reciprocals and the brackets [D ∤ N]; the others, sizes and ⌈N/D⌉, are >= 1)."""
+    gens = sorted({g for m in p for g, _ in m[-1]}, key=lambda g: (str(g[0]), g[1]))
+    unit = [*RECIPROCAL, *(g[1] == "pads" for g in gens)]
+    flat = {(*m[:-1], *(dict(m[-1]).get(g, 0) for g in gens)): c for m, c in p.items()}
+    return unit, flat
+
+
 def nonneg_when_at_least_one(p: Terms) -> bool:
     """Sufficient test that p >= 0 whenever every size is >= 1: substitute x -> 1 + x for each
     size and require every coefficient of the result to be non-negative. A reciprocal t = 1/x in (0, 1] is
-    t = 1/(1 + y), y >= 0: p times (1 + y)^K (K: t's highest power, a positive factor) is polynomial in y."""
-    top = [max((m[i] for m in p), default=0) if RECIPROCAL[i] else 0 for i in range(len(GENS))]
+    t = 1/(1 + y), y >= 0: p times (1 + y)^K (K: t's highest power, a positive factor) is polynomial in y.
+    ⌈N/D⌉ >= 1 is shifted as a size; a bracket [D ∤ N] in [0, 1] is handled as a reciprocal (its value 0 is
+    the limit y -> ∞, where the polynomial is still >= 0 by continuity)."""
+    unit, flat = _flat(p)
+    top = [max((m[i] for m in flat), default=0) if u else 0 for i, u in enumerate(unit)]
     shifted: dict[tuple[int, ...], Fraction] = defaultdict(Fraction)
-    for monom, c in p.items():
-        monom = tuple(k - e if inverse else e for e, k, inverse in zip(monom, top, RECIPROCAL, strict=True))
+    for monom, c in flat.items():
+        monom = tuple(k - e if inverse else e for e, k, inverse in zip(monom, top, unit, strict=True))
         for ks in product(*(range(e + 1) for e in monom)):
             shifted[ks] += c * prod(comb(e, k) for e, k in zip(monom, ks, strict=True))
     return all(v >= 0 for v in shifted.values())
 
 
 def eventually_positive(p: Terms) -> bool:
-    """The terms of highest total degree (a reciprocal's power counted negative) are all positive (p > 0 once
-    every size is large)."""
-    if not p:
+    """The terms of highest total degree (a reciprocal's power counted negative, ⌈N/D⌉ as a size) are all
+    positive (p > 0 once every size is large); a term with a bracket [D ∤ N], which may be 0, is not leading
+    and must be positive where it is of that degree or more."""
+    plain = [m for m in p if not any(g[1] == "pads" for g, _ in m[-1])]
+    if not plain:
         return False
-    top = max(_degree(m) for m in p)
-    return all(c > 0 for m, c in p.items() if _degree(m) == top)
+    top = max(_degree(m) for m in plain)
+    return all(c > 0 for m, c in p.items() if _degree(m) >= top)
 
 
-def _degree(monom: tuple[int, ...]) -> int:
-    return sum(-e if inverse else e for e, inverse in zip(monom, RECIPROCAL, strict=True))
+def _degree(monom: Monomial) -> int:
+    own = sum(-e if inverse else e for e, inverse in zip(monom[:-1], RECIPROCAL, strict=True))
+    return own + sum(e for g, e in monom[-1] if g[1] == "ceil")
+
+
+def _n_degree(monom: Monomial) -> int:
+    return monom[N_INDEX] + sum(e for g, e in monom[-1] if g[1] == "ceil")
 
 
 def leads_for_large_n(p: Terms) -> bool:
-    """p >= 0 once N is large, for every (large enough) value of the other sizes."""
+    """p >= 0 once N is large, for every (large enough) value of the other sizes. ⌈N/D⌉ grows as N/D: the
+    leading terms are read with N/D for it (what it rounds off is of lower degree); where they cancel, what
+    decides is the rounding, and the answer is no."""
     if not p:
         return True
-    degree = max(m[N_INDEX] for m in p)
-    lead = {m: c for m, c in p.items() if m[N_INDEX] == degree}
+    degree = max(_n_degree(m) for m in p)
+    lead: Terms = defaultdict(Fraction)
+    for m, c in p.items():
+        if _n_degree(m) != degree:
+            continue
+        exps, coeff = list(m[:-1]), c
+        for (d, kind), e in m[-1]:
+            if kind == "ceil":
+                exps[N_INDEX] += e
+                for base, power in sp.Mul(d).as_powers_dict().items():
+                    if base.is_Integer:
+                        coeff /= int(base) ** (e * int(power))
+                    else:  # N/D: D's own power first, then its reciprocal
+                        k, own = e * int(power), GENS.index(base)
+                        cancel = min(k, exps[own])
+                        exps[own] -= cancel
+                        exps[GENS.index(INVERSES[base])] += k - cancel
+        key = (*exps, tuple((g, e) for g, e in m[-1] if g[1] == "pads"))
+        lead[key] += coeff
+    lead = {m: c for m, c in lead.items() if c}
+    if not lead:
+        return False
     return nonneg_when_at_least_one(lead) or eventually_positive(lead)
 
 
-def in_n(p: Terms, values: dict[sp.Symbol, int]) -> tuple[Fraction, ...]:
-    """Coefficients in N (highest power first) once every other size is fixed; raises KeyError
-    naming a size that has no value."""
+def in_n(p: Terms, values: dict[sp.Symbol, int]) -> tuple[Fraction, ...] | Stepped:
+    """Coefficients in N (highest power first) once every other size is fixed, or a `Stepped` cost where p pads
+    N; raises KeyError naming a size that has no value."""
     sizes = [*(values.get(g) for g in SIZES), *(_reciprocal(values.get(g)) for g in INVERSES)]
-    by_degree: dict[int, Fraction] = defaultdict(Fraction)
+    by_degree: dict[tuple, Fraction] = defaultdict(Fraction)
     for monom, c in p.items():
         factor = c
-        for i, e in enumerate(monom):
+        for i, e in enumerate(monom[:-1]):
             if e and i != N_INDEX:
                 size = sizes[i]
                 if size is None:
                     raise KeyError(SIZE_OF[i].name)
                 factor *= size**e
-        by_degree[monom[N_INDEX]] += factor
-    top = max(by_degree, default=0)
-    return tuple(by_degree.get(k, Fraction(0)) for k in range(top, -1, -1))
+        by_degree[(monom[N_INDEX], tuple((_at(g, values), e) for g, e in monom[-1]))] += factor
+    if any(steps for _, steps in by_degree):
+        return Stepped.of(by_degree)
+    top = max((k for k, _ in by_degree), default=0)
+    return tuple(by_degree.get((k, ()), Fraction(0)) for k in range(top, -1, -1))
+
+
+def _at(gen: StepGen, values: dict[sp.Symbol, int]) -> tuple[int, str]:
+    """A step generator with its divisor at the given sizes (a positive integer)."""
+    d, kind = gen
+    value = sp.sympify(sp.sympify(d).xreplace(values))
+    missing = sorted(s.name for s in getattr(value, "free_symbols", ()))
+    if missing:
+        raise KeyError(missing[0])
+    if not (value.is_Integer and value > 0):
+        raise ValueError(f"N is padded to a multiple of {d} = {value}, which is not a positive integer")
+    return int(value), kind
+
+
+@dataclass(frozen=True, eq=False)
+class Stepped:
+    """A cost in N (the other sizes fixed) with ⌈N/D⌉ and [D ∤ N] in it: on each residue class r of N modulo
+    `period` (the divisors' lcm) it is the polynomial `poly(r)`; `at(x)` evaluates it exactly at any N."""
+
+    terms: tuple[tuple[tuple[int, tuple[tuple[tuple[int, str], int], ...]], Fraction], ...]
+    period: int
+    _polys: dict[int, tuple[Fraction, ...]] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def of(cls, by_degree: dict) -> Stepped:
+        items = tuple((k, c) for k, c in by_degree.items() if c)
+        return cls(items, lcm(1, *(d for (_, steps), _ in items for (d, _), _ in steps)))
+
+    def at(self, x: Fraction | int) -> Fraction:
+        x = Fraction(x)
+        total = Fraction(0)
+        for (power, steps), c in self.terms:
+            v = c * x**power
+            for (d, kind), e in steps:
+                v *= Fraction(ceil(x / d)) ** e if kind == "ceil" else (x / d).denominator != 1
+            total += v
+        return total
+
+    def poly(self, r: int) -> tuple[Fraction, ...]:
+        """The polynomial in N (highest power first) that equals the cost at every N ≡ r (mod period)."""
+        r %= self.period
+        if r not in self._polys:
+            coeffs: dict[int, Fraction] = defaultdict(Fraction)
+            for (power, steps), c in self.terms:
+                part = {power: c}  # ⌈N/D⌉ = (N + s)/D with s = (−r) mod D on this class
+                for (d, kind), e in steps:
+                    if kind == "pads":
+                        part = part if r % d else {}
+                        continue
+                    s = -r % d
+                    term = {k: Fraction(comb(e, k) * s ** (e - k), d**e) for k in range(e + 1)}
+                    part = _times(part, term)
+                for k, v in part.items():
+                    coeffs[k] += v
+            top = max(coeffs, default=0)
+            self._polys[r] = tuple(coeffs.get(k, Fraction(0)) for k in range(top, -1, -1))
+        return self._polys[r]
+
+
+def _times(p: dict[int, Fraction], q: dict[int, Fraction]) -> dict[int, Fraction]:
+    out: dict[int, Fraction] = defaultdict(Fraction)
+    for i, a in p.items():
+        for j, b in q.items():
+            out[i + j] += a * b
+    return dict(out)
 
 
 def _reciprocal(size: int | None) -> Fraction | None:

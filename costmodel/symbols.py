@@ -34,7 +34,7 @@ m = sp.Symbol("m", positive=True, integer=True)
 c = sp.Symbol("c", positive=True, integer=True)
 """Nyströmformer's landmarks (the paper's m)."""
 C = sp.Symbol("C", positive=True, integer=True)
-"""Chunk length of chunked linear attention (tokens per chunk; the formulas hold where C divides N)."""
+"""Chunk length of chunked linear attention (tokens per chunk; the last chunk is padded: ⌈N/C⌉ chunks)."""
 
 BY_NAME: dict[str, sp.Symbol] = {s.name: s for s in (N, d, h, b, d_embed, L, D, r, h_kv, w, k, m, c, C)}
 
@@ -65,3 +65,35 @@ DEFAULT_DEPTH = 12
 MEASURED_DEPTH = 2
 """The depth of a measured encoder (`profilers.sizes.Sizes`): shallow, so a model-scope timing stays quick. It is
 part of every stored measurement's sizes (and so of its key), so changing it orphans the measurements on disk."""
+
+
+class Pads(sp.Function):
+    """1 where the length n is not a multiple of m (code that pads n up to a multiple of m makes a padded copy),
+    0 where it is: the Iverson bracket [m ∤ n], i.e. ⌈n/m⌉ − ⌊n/m⌋, as which `plain` output writes it."""
+
+    is_integer = True
+    is_nonnegative = True
+
+    @classmethod
+    def eval(cls, n: sp.Expr, m: sp.Expr) -> sp.Expr | None:
+        if n.is_Integer and m.is_Integer:
+            return sp.Integer(int(n) % int(m) != 0)
+        if m == 1:
+            return sp.Integer(0)
+        return None
+
+    def _eval_power(self, e: sp.Expr) -> sp.Expr | None:
+        return self if e.is_positive and e.is_integer else None  # 0 or 1: every positive power is itself
+
+    def _sympystr(self, printer) -> str:
+        n, m = (printer._print(a) for a in self.args)
+        return f"(ceiling({n}/{m}) - floor({n}/{m}))"
+
+    def _latex(self, printer) -> str:
+        n, m = (printer._print(a) for a in self.args)
+        return rf"[{m} \nmid {n}]"
+
+
+def padded(n: sp.Expr, m: sp.Expr) -> sp.Expr:
+    """n rounded up to a multiple of m: m·⌈n/m⌉ (code that pads a length to whole chunks, windows, landmarks)."""
+    return m * sp.ceiling(n / m)

@@ -7,13 +7,12 @@ the same PyTorch functions (sdpa_flop_count and its backward), so both devices c
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from functools import partial
+from dataclasses import dataclass
 from itertools import product
 
 import torch
 from attn_cost.costmodel.conventions import MATMUL
-from attn_cost.costmodel.variants import all_variants, derive, get_variant
+from attn_cost.costmodel.variants import all_variants, derive
 from attn_cost.profilers.cases import Case, build_case
 from attn_cost.profilers.sizes import Sizes
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
@@ -36,16 +35,6 @@ CPU_SDPA = {
 
 GRID = [Sizes(N=n, d=dd, h=hh, b=bb, L=5) for n, dd, hh, bb in product((7, 16), (4, 8), (1, 3), (1, 2))]
 """Sizes every variant is counted at: odd and even N, several d, heads and batches."""
-
-
-def whole_multiple(variant: str, sizes: Sizes) -> Sizes:
-    """The sizes with the variant's `n_multiple_of` set to a divisor of N (N itself where N is prime, else its
-    largest proper divisor: several chunks), so that the formulas, exact at multiples, are checked exactly."""
-    size = get_variant(variant).n_multiple_of
-    if size is None:
-        return sizes
-    divisor = next((sizes.N // p for p in range(2, sizes.N) if sizes.N % p == 0), sizes.N)
-    return replace(sizes, **{size.name: divisor})
 
 
 def counted(case: Case, training: bool = False) -> int:
@@ -94,7 +83,7 @@ def check_flops(
     for name in names:
         available = next(v for v in all_variants() if v.name == name).scopes
         for scope in (s for s in scopes if s in available):
-            for sizes in map(partial(whole_multiple, name), grid):
+            for sizes in grid:
                 case = build_case(name, scope, sizes)
                 out.append(FlopCheck(name, scope, sizes, derived(name, scope, sizes), counted(case)))
     return out

@@ -124,13 +124,19 @@ def line_of(kernel: str, feats: dict) -> str:
 
 
 def _fn(expr, values: dict):
-    from attn_cost.costmodel.symbols import N
+    from attn_cost.costmodel.symbols import N, Pads
 
     e = sp.sympify(sp.sympify(expr).xreplace(values))
     free = e.free_symbols - {N}
     if free:
         raise UserError(f"the op model needs a value for {', '.join(sorted(str(s) for s in free))}")
+    # a padded length's bracket [m ∤ N] as numpy evaluates it: ⌈N/m⌉ − ⌊N/m⌋
+    e = e.replace(lambda x: isinstance(x, Pads), lambda x: _bracket(*x.args))
     return sp.lambdify(N, e, "numpy")
+
+
+def _bracket(n: sp.Expr, m: sp.Expr) -> sp.Expr:
+    return sp.ceiling(n / m) - sp.floor(n / m)
 
 
 def _is_one(x) -> bool:

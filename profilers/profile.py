@@ -252,7 +252,7 @@ def profile_pair(
     def at(n: int) -> Sizes:
         return replace(sizes, N=n)
 
-    grain = length_grain(measurer.device, [a, b], sizes)
+    grain = length_grain(measurer.device)
 
     def speed(n: int, fresh: bool = False) -> Probe:
         ta, tb = measurer.time([a, b], at(n), fresh=fresh)
@@ -352,17 +352,10 @@ TREND_TOL = {"cuda": 0.05}
 kernel chosen changes with the shape, so time is not monotonic in N to within a few per cent."""
 
 
-def length_grain(device: str, variants: list[str], sizes: Sizes) -> int:
-    """The multiple every probed length is: the device's grain and each variant's `n_multiple_of` (a chunked
-    variant is timed at whole chunks, where its formulas are exact)."""
-    from attn_cost.costmodel.variants import get_variant
-
-    grain = GRAIN.get(device, 1)
-    for name in variants:
-        size = get_variant(name).n_multiple_of
-        if size is not None:
-            grain = math.lcm(grain, sizes.symbols()[size])
-    return grain
+def length_grain(device: str) -> int:
+    """The multiple every probed length is: the device's grain (the formulas hold at every N, a padded length
+    included, so no variant asks for more)."""
+    return GRAIN.get(device, 1)
 
 
 def snap(n: int, grain: int) -> int:

@@ -38,7 +38,7 @@ import traceback
 import warnings
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,7 @@ import torch
 from attn_cost.costmodel.errors import UserError, printable
 from attn_cost.costmodel.graph import Graph, Storage, Tensor
 from attn_cost.costmodel.paths import check_input, real
-from attn_cost.costmodel.symbols import N, b, d, h
+from attn_cost.costmodel.symbols import N, Pads, b, d, h, padded
 from attn_cost.profilers.files import read_input
 from torch.multiprocessing.reductions import StorageWeakRef
 
@@ -596,8 +596,23 @@ class Recording:
     """Dims the code fixed to their example value."""
     divisors: dict[str, int] = field(default_factory=dict)
     """Dim -> m where the code requires dim % m == 0 (the formulas then hold for multiples of m)."""
+    pads: int = 0
+    """m where the run took the branch of code that pads N up to a multiple of m (N % m > 0): its sizes are
+    written in ⌈N/m⌉, and its padding copies exist only where N is not a multiple (`Graph.padding`)."""
     pinned_at: str = ""
     """Where N became a constant (the op and the line), if it did."""
+    whole: Recording | None = None
+    """With `pads`: the run at a multiple of m, where the code pads nothing (the padded formulas are checked
+    against it, and its conditions join this run's)."""
+    exprs: list = field(default_factory=list)
+    """The ShapeEnv's guards in the engine's symbols (`guards` reads them)."""
+    example: dict[str, int] = field(default_factory=dict)
+    """The sizes the run was made at."""
+
+    def unpadded(self) -> None:
+        """Take the run as it is (its sizes as recorded, its guards as they read at every N), not as padding."""
+        self.pads, self.whole = 0, None
+        self.guards = guard_texts(self.exprs, self.divisors, self.example)
 
 
 class _Recorder:
@@ -784,9 +799,10 @@ def record(module: torch.nn.Module, kind: str, example: dict[str, int], width: i
     del out, result, inputs
     rec.sweep()
     deaths = {i: list(v) for i, v in rec.deaths.items()}
-    guards, fixed, divisors = _conditions(env, names, example)
+    exprs, fixed, divisors, pads = _conditions(env, names, example, lambda m: _pads_to(rec.nodes, names, m))
+    guards = guard_texts(exprs, divisors, example, pads)
     return Recording(rec.nodes, deaths, rec.leaves, rec.shapes, rec.leaf_refs, ref, names, guards, fixed, divisors,
-                     rec.pinned_at)  # fmt: skip
+                     pads, rec.pinned_at, exprs=exprs, example=example)  # fmt: skip
 
 
 DATA_DEPENDENT = ("DataDependentOutputException", "GuardOnDataDependentSymNode", "DynamicOutputShapeException",
@@ -812,9 +828,13 @@ def _first_tensor(out: Any) -> torch.Tensor | None:
     return None
 
 
-def _conditions(env: Any, names: dict[Any, str], example: dict[str, int]) -> tuple[list[str], dict, dict]:
+def _conditions(
+    env: Any, names: dict[Any, str], example: dict[str, int], pads_to: Callable[[int], bool]
+) -> tuple[list, dict, dict, int]:
     """The ShapeEnv's guards in the engine's symbols; the dims pinned to one value (no other value satisfies
-    the guards); the divisors the code requires of a dim (N % 4 == 0 for a window of 4)."""
+    the guards); the divisors the code requires of a dim (N % 4 == 0 for a window of 4); the m of a branch on
+    "N is not a multiple of m" whose run pads N up to a multiple of m (`pads_to(m)`), 0 where there is none (a
+    branch on N's parity that pads nothing is a branch like any other)."""
     fixed: dict[str, int] = {}
     divisors: dict[str, int] = {}
     for s, value in env.replacements.items():
@@ -826,6 +846,9 @@ def _conditions(env: Any, names: dict[Any, str], example: dict[str, int]) -> tup
             fixed[k] = example[k]
     subs = {s: (sp.Integer(fixed[k]) if k in fixed else SYMBOLS[k]) for s, k in names.items()}
     exprs = [e.xreplace(subs) for e in raw]
+    for e in exprs:
+        if isinstance(e, sp.Eq) and isinstance(e.lhs, sp.Symbol) and e.rhs.is_Integer and str(e.lhs) in SYMBOLS:
+            fixed[str(e.lhs)] = int(e.rhs)
     for e in exprs:  # N % m == 0, or N % m <= 0 (a remainder > 0 branch not taken)
         divides = (isinstance(e, sp.Eq) and e.rhs == 0) or (isinstance(e, sp.LessThan) and e.rhs == 0) or (
             isinstance(e, sp.StrictLessThan) and e.rhs == 1)
@@ -833,15 +856,32 @@ def _conditions(env: Any, names: dict[Any, str], example: dict[str, int]) -> tup
             x, m = e.lhs.args
             if isinstance(x, sp.Symbol) and str(x) in SYMBOLS and m.is_Integer:
                 divisors[str(x)] = math.lcm(divisors.get(str(x), 1), int(m))
+    m = 0 if divisors or "N" in fixed else _padding_branch(exprs, {k: example[k] for k in SYMBOLS if k in example})
+    return exprs, fixed, divisors, m if m and pads_to(m) else 0
+
+
+def guard_texts(exprs: list, divisors: dict[str, int], example: dict[str, int], pads: int = 0) -> list[str]:
+    """A run's guards as readable conditions, those that always hold left out. On the branch that pads N to a
+    multiple of `pads` (m), the guards are read there: the branch's own (N % m > 0) and those it always meets
+    are left out, a guard on ⌈N/m⌉ > 1 reads N >= m + 1, and the others are written in ⌈N/m⌉."""
     whole = {SYMBOLS[k]: m * sp.Symbol(f"{k}_per_{m}", integer=True, positive=True) for k, m in divisors.items()}
     back = {sp.Symbol(f"{k}_per_{m}", integer=True, positive=True): SYMBOLS[k] / m for k, m in divisors.items()}
     out = [f"{k} % {m} == 0" for k, m in divisors.items()]
     for e in exprs:
         if isinstance(e, sp.Eq) and isinstance(e.lhs, sp.Symbol) and e.rhs.is_Integer and str(e.lhs) in SYMBOLS:
-            fixed[str(e.lhs)] = int(e.rhs)
-            continue
+            continue  # a dim pinned to a value (`fixed`)
+        if pads and N in e.free_symbols:
+            if _pads_at(e, pads, example) is not None:
+                continue
+            t = _threshold(e, pads, example)
+            if t is not None:
+                if t > 1 and f"N >= {t}" not in out:
+                    out.append(f"N >= {t}")
+                continue
         try:
-            plain = sp.simplify(e.replace(lambda f: type(f).__name__ in INTEGER_FUNCTIONS, _plain).xreplace(whole))
+            plain = e.replace(lambda f: type(f).__name__ in INTEGER_FUNCTIONS, _plain).xreplace(whole)
+            plain = sp.simplify(_on_padding_branch(plain, pads) if pads else plain)
+            plain = plain.xreplace({_ceil_symbol(pads): sp.ceiling(N / pads)}) if pads else plain
         except Exception:  # sympy cannot simplify it (a division by a size): show it as it is
             plain = e
         if plain is sp.true or _always(e, divisors):
@@ -849,7 +889,80 @@ def _conditions(env: Any, names: dict[Any, str], example: dict[str, int]) -> tup
         text = condition_text(plain.xreplace(back) if plain is not e else e)
         if text and text not in out:
             out.append(text)
-    return out, fixed, divisors
+    return out
+
+
+def _truths(guard: Any, m: int, example: dict[str, int]) -> list[list[bool]] | None:
+    """Whether the guard holds at N = 1 … 8m, with the other dims at their example values, then at 2, 3 and 7
+    (None where it does not evaluate to a truth value)."""
+    others = sorted(guard.free_symbols - {N}, key=str)
+    samples = [{s: sp.Integer(example.get(str(s), 2)) for s in others}, *({s: sp.Integer(v) for s in others}
+                                                                         for v in (2, 3, 7))]  # fmt: skip
+    try:
+        e = _numeric(guard)
+        return [[bool(e.xreplace(at).xreplace({N: n})) for n in range(1, 8 * m + 1)] for at in samples]
+    except (TypeError, ValueError, ZeroDivisionError):
+        return None
+
+
+def _threshold(guard: Any, m: int, example: dict[str, int]) -> int | None:
+    """t where the guard holds exactly for N >= t (N from 1 to 8m, the other dims at their example values and at
+    a few others), None where it is not such a threshold (a guard on ⌈N/m⌉ > 1 reads N >= m + 1)."""
+    found: set[int | None] = set()
+    for truth in _truths(guard, m, example) or [[]]:
+        t = truth.index(True) + 1 if True in truth else None
+        found.add(t if t is not None and all(truth[t - 1 :]) else None)
+    return found.pop() if len(found) == 1 else None
+
+
+def _numeric(e: Any) -> Any:
+    """A guard with torch's integer and float functions of sizes in sympy's (so that it evaluates)."""
+    e = e.replace(lambda f: type(f).__name__ in INTEGER_FUNCTIONS, _plain)
+    return e.replace(lambda f: type(f).__name__ in _FLOAT_FUNCTIONS, _float_plain)
+
+
+def _pads_at(guard: Any, m: int, example: dict[str, int]) -> bool | None:
+    """True where the guard is exactly "N is not a multiple of m" (the padding branch's own guard), False where
+    it holds at every N that is not a multiple of m (the branch always meets it), None otherwise; N from 1 to
+    8m, the other dims at their example values and at a few others."""
+    truths = _truths(guard, m, example)
+    if truths is None:
+        return None
+    padded = [n % m != 0 for n in range(1, 8 * m + 1)]
+    if truths[0] == padded:
+        return True
+    return False if all(t for truth in truths for t, p in zip(truth, padded, strict=True) if p) else None
+
+
+def _padding_branch(exprs: list, example: dict[str, int]) -> int:
+    """The m (>= 2) of a guard that says N is not a multiple of m (the code may pad N), 0 if no guard says so."""
+    for e in exprs:
+        if e.free_symbols - {N}:
+            continue
+        found = {int(f.args[1]) for f in _numeric(e).atoms(sp.Mod) if f.args[1].is_Integer}
+        found |= {int(sp.cancel(N / f.args[0])) for f in _numeric(e).atoms(sp.floor, sp.ceiling)
+                  if sp.cancel(N / f.args[0]).is_Integer}  # fmt: skip
+        for m in sorted(x for x in found if x >= 2):
+            if _pads_at(e, m, example):
+                return m
+    return 0
+
+
+def _pads_to(nodes: list[_EagerNode], symbols: dict[Any, str], m: int) -> bool:
+    """Whether the run pads N up to a multiple of m: one of its tensors has m·⌈N/m⌉ rows, a size it computed
+    from N mod m or ⌈N/m⌉ (F.pad, torch.cat with zeros, a zeros tensor written into: whatever made it). A run
+    that merely branches on N mod m (on N's parity) has no such size."""
+    subs = _Subs(m)
+    subs.update({s: SYMBOLS[k] for s, k in symbols.items()})
+    sizes = {x.node.expr: x for x in _run_sizes(nodes) if isinstance(x, torch.SymInt)}
+    return any(sp.expand(_engine_expr(x, subs) - padded(N, m)) == 0 for x in sizes.values())
+
+
+def _run_sizes(nodes: list[_EagerNode]) -> list[Any]:
+    """Every size of every tensor the run made (SymInts and ints)."""
+    metas = [v for node in nodes for v in (node.meta["val"] if isinstance(node.meta["val"], list)
+                                           else [node.meta["val"]])]  # fmt: skip
+    return [x for v in metas for x in v.shape]
 
 
 def _always(guard: Any, divisors: dict[str, int]) -> bool:
@@ -1409,11 +1522,49 @@ def _plain(f: Any) -> sp.Expr:
 
 class _Subs(dict):
     """ShapeEnv symbol -> engine expression; `post` undoes the substitution N = m·K made where the code requires
-    N % m == 0, so that floor(N/m) of a reshape into windows is the polynomial N/m."""
+    N % m == 0, so that floor(N/m) of a reshape into windows is the polynomial N/m. On a branch that pads N to
+    a multiple of m (`pads`), N mod m, ⌊N/m⌋ and ⌈N/m⌉ are written in one symbol Q = ⌈N/m⌉ (there N mod m =
+    N − mQ + m), which `post` turns back into sympy's ceiling(N/m)."""
 
-    def __init__(self) -> None:
+    def __init__(self, pads: int = 0) -> None:
         super().__init__()
         self.post: dict = {}
+        self.pads = pads
+        if pads:
+            self.post = {_ceil_symbol(pads): sp.ceiling(N / pads)}
+
+
+def _ceil_symbol(m: int) -> sp.Symbol:
+    return sp.Symbol(f"N_ceil_{m}", integer=True, positive=True)
+
+
+def _on_padding_branch(expr: sp.Expr, m: int) -> sp.Expr:
+    """A size on the branch where N is not a multiple of m, in Q = ⌈N/m⌉: there N = mQ − r with 0 < r < m, so
+    ⌊(aN + c)/m⌋ = aQ + ⌊(c − ar)/m⌋, written in Q and N wherever that last term is affine in r (⌊N/m⌋ = Q − 1,
+    ⌊(N + m − 1)/m⌋ = Q, ⌈N/m⌉ = Q), and x mod m = x − m⌊x/m⌋ (N mod m = N − mQ + m, (−N) mod m = mQ − N)."""
+    q = _ceil_symbol(m)
+
+    def floor_of(x: sp.Expr) -> sp.Expr | None:
+        poly = sp.Poly(sp.expand(m * x), N) if x.free_symbols == {N} else None
+        if poly is None or poly.degree() != 1 or not all(c.is_Integer for c in poly.all_coeffs()):
+            return None
+        a, c = (int(v) for v in poly.all_coeffs())
+        g = [(c - a * r) // m for r in range(1, m)]
+        slope = g[1] - g[0] if m > 2 else 0
+        if any(g[i] != g[0] + slope * i for i in range(len(g))):
+            return None
+        return a * q + slope * (m * q - N) + g[0] - slope
+
+    def rewrite(f: sp.Expr) -> sp.Expr:
+        if isinstance(f, sp.floor) and (k := floor_of(f.args[0])) is not None:
+            return k
+        if isinstance(f, sp.ceiling) and (k := floor_of(-f.args[0])) is not None:
+            return -k
+        if isinstance(f, sp.Mod) and f.args[1] == m and (k := floor_of(f.args[0] / m)) is not None:
+            return f.args[0] - m * k
+        return f
+
+    return expr.replace(lambda f: isinstance(f, (sp.Mod, sp.ceiling, sp.floor)), rewrite)
 
 
 def _engine_expr(value: Any, subs: dict[sp.Symbol, sp.Expr]) -> sp.Expr:
@@ -1424,7 +1575,9 @@ def _engine_expr(value: Any, subs: dict[sp.Symbol, sp.Expr]) -> sp.Expr:
         return sp.Integer(int(value))
     expr = sp.sympify(expr).xreplace(subs)
     if any(type(f).__name__ in INTEGER_FUNCTIONS for f in sp.preorder_traversal(expr)):
-        expr = sp.simplify(expr.replace(lambda f: type(f).__name__ in INTEGER_FUNCTIONS, _plain))
+        expr = expr.replace(lambda f: type(f).__name__ in INTEGER_FUNCTIONS, _plain)
+        pads = getattr(subs, "pads", 0)
+        expr = sp.simplify(_on_padding_branch(expr, pads) if pads else expr)
     post = getattr(subs, "post", None)
     return sp.expand(expr.xreplace(post)) if post else sp.expand(expr)
 
@@ -1468,7 +1621,7 @@ def replay_export(t: Traced, g: Graph, inputs: list[Tensor], program: Any = None
 
     kinds = {spec.arg.name: spec.kind for spec in ep.graph_signature.input_specs}
     targets = {spec.arg.name: spec.target for spec in ep.graph_signature.input_specs}
-    subs = _Subs()
+    subs = _Subs(t.recording.pads)
     env: dict[Any, Any] = {}
     storages: dict[Any, Storage] = {}
     user = iter(inputs)
@@ -1504,6 +1657,8 @@ def replay_export(t: Traced, g: Graph, inputs: list[Tensor], program: Any = None
     for node in ep.graph.nodes:
         if node.op == "call_function":
             env[node] = _replay_node(t, g, node, env, storages, subs)
+            if t.recording.pads:
+                _padding(g, node, env[node], env, t.recording.pads)
         elif node.op == "output":
             results = [env.get(a) for a in node.args[0] if a is not None]
             tensors = [r for r in results if isinstance(r, Tensor)]
@@ -1519,7 +1674,7 @@ def replay_eager(t: Traced, g: Graph, inputs: list[Tensor]) -> Tensor:
     """Write the recorded eager ops into an engine graph; every storage lives until the op after which the
     run saw it die (a Python name holds it), so the engine's liveness walk is the run's."""
     rec = t.recording
-    subs = _Subs()
+    subs = _Subs(rec.pads)
     env: dict[Any, Any] = {}
     storages: dict[Any, Storage] = {}
     inverse = {k: s for s, k in rec.symbols.items()}
@@ -1554,6 +1709,8 @@ def replay_eager(t: Traced, g: Graph, inputs: list[Tensor]) -> Tensor:
     by_sid: dict[int, Storage] = {}
     for i, node in enumerate(rec.nodes):
         result = _replay_node(t, g, node, env, storages, subs)
+        if rec.pads:
+            _padding(g, node, result, env, rec.pads)
         outs = result if isinstance(result, list) else [result]
         for ref, value in zip(node.outs, outs, strict=False):
             env[ref] = value
@@ -1574,6 +1731,38 @@ def replay_eager(t: Traced, g: Graph, inputs: list[Tensor]) -> Tensor:
                                                        if by_sid[s].producer >= 0)  # fmt: skip
         g.ops[-1].attrs["holds"].extend(inputs)
     return out
+
+
+def _padding(g: Graph, node: Any, out: Any, env: dict, m: int) -> None:
+    """Code that pads a length n up to m·⌈n/m⌉ rows runs only where n is not a multiple of m: elsewhere it goes
+    on with the tensor itself (`Graph.padding`). The run shows it as constant_pad_nd (F.pad) of x, torch.cat of x
+    and zeros, x copied into the first n rows of a zeros tensor of the padded length (copy_ in the as-written
+    run, slice_scatter in the exported graph)."""
+    if not isinstance(out, Tensor) or not isinstance(node.target, torch._ops.OpOverload):
+        return
+    name = node.target.overloadpacket.__name__
+    args = [_lookup(a, env) for a in node.args]
+    whole, bases = out, []
+    if name == "constant_pad_nd":
+        sources = args[:1]
+    elif name == "cat":
+        sources = list(args[0])
+    elif name in ("copy_", "slice_scatter") and len(args) > 1:
+        sources = [args[1]]
+        if name == "copy_" and out.storage.producer >= 0:
+            whole = g.ops[out.storage.producer].output  # the tensor written into, as it was made
+        elif isinstance(args[0], Tensor) and args[0].shape == out.shape and args[0].storage.producer >= 0:
+            bases = [args[0]]  # the zeros tensor the exported graph scatters into
+    else:
+        return
+    for x in sources:
+        if not isinstance(x, Tensor) or len(x.shape) != len(whole.shape) or whole.storage.stands_for is not None:
+            continue
+        grown = [i for i, (a, c) in enumerate(zip(x.shape, whole.shape, strict=True)) if sp.expand(a - c) != 0]
+        if len(grown) == 1 and sp.expand(whole.shape[grown[0]] - padded(x.shape[grown[0]], m)) == 0:
+            for t in (whole, *bases):
+                g.padding(t, x, Pads(x.shape[grown[0]], m))
+            return
 
 
 def _transposed_view(v: Any) -> bool:
@@ -1743,12 +1932,24 @@ class Traced:
     def conditions(self) -> list[str]:
         """What the formulas assume of the sizes: the code's branches, torch.export's asserts."""
         out = list(self.recording.guards)
-        out += [a for a in self.exported.asserts if a not in out]
+        out += [a for a in self.exported.asserts if a not in out and not self._padding_guard(a)]
         bounds = {c: int(m.group(3)) - (m.group(2) == "<") for c in out if (m := re.fullmatch(r"(\w) (<=?) (\d+)", c))}
         tightest: dict[str, int] = {}
         for c, top in bounds.items():
             tightest[c[0]] = min(top, tightest.get(c[0], top))
         return [c for c in out if c not in bounds] + [f"{k} <= {v}" for k, v in tightest.items()]
+
+    def _padding_guard(self, condition: str) -> bool:
+        """An assert of the exported graph that the padding branch makes (N % m > 0), or that it always meets,
+        where the formulas hold at every N."""
+        if not self.recording.pads or self.recording.whole is None:
+            return False
+        try:
+            expr = sp.sympify(condition.replace("%", " % "), locals={"N": N, "b": b, "h": h, "d": d})
+        except (sp.SympifyError, TypeError, SyntaxError):
+            return False
+        return _pads_at(expr, self.recording.pads, self.example) is not None or bool(
+            re.fullmatch(r"N % \d+ == 0", condition))
 
 
 _TRACED: dict[str, Traced] = {}
@@ -1772,12 +1973,48 @@ def trace(spec: str, init: list[str] | None = None, config: Path | None = None, 
             f"{sizes['N']}{recording.pinned_at.rstrip()} (a Python loop or branch over N, or int(N)): write it with "
             "tensor ops (cumsum, matmul), or describe it with the op DSL (g.loop, docs/variants.md)"
         )
+    if recording.pads and recording.whole is not None:
+        recording = _padded_or_whole(recording, module, kind, width, path, name, sizes)
     bounds = [int(m.group(2)) - (m.group(1) == "<") for c in recording.guards
               if (m := re.fullmatch(r"N (<=?) (\d+)", c))]  # fmt: skip
     exported = export(module, kind, sizes, width, recording.divisors, min(bounds) if bounds else None)
     params = {k: tuple(p.shape) for k, p in module.named_parameters()}
     heads = None if kind == "core" else heads_of(module)
     return Traced(name, path, kind, module, recording, exported, sizes, params, width, heads)
+
+
+def _padded_or_whole(rec: Recording, module: torch.nn.Module, kind: str, width: int | None, path: Path, name: str,
+                     sizes: dict[str, int]) -> Recording:  # fmt: skip
+    """The run that pads N, where its formulas (its padding copies made only where N is not a multiple of m)
+    equal the run at multiples of m there, FLOPs and peak at several sizes; else the run at multiples, whose
+    formulas hold for multiples of m only (as they say)."""
+    from attn_cost.costmodel.conventions import MATMUL
+    from attn_cost.costmodel.derive import Derived
+
+    def derived(r: Recording) -> Derived:
+        t = Traced(name, path, kind, module, r, Exported(), sizes, {}, width)
+        g = Graph(name)
+        if kind == "core":
+            g.output(replay_eager(t, g, [g.input(x, b, h, N, d) for x in ("Q", "K", "V")]))
+        else:
+            g.output(replay_eager(t, g, [g.input("X", b, N, width)]))
+        return Derived(g)
+
+    whole = rec.whole
+    assert whole is not None, "a padding run comes with its run at a multiple"
+    try:
+        padded_run, whole_run = derived(rec), derived(whole)
+        flops = (padded_run.flops(MATMUL), whole_run.flops(MATMUL))
+        peaks = (padded_run.peak("fp32"), whole_run.peak("fp32"))
+        for k, bb, hh in ((1, 2, 3), (2, 3, 2), (3, 2, 5), (7, 5, 3)):
+            at = {N: rec.pads * k, b: bb, h: hh, d: sizes["d"]}
+            at = {s: sp.Integer(v) for s, v in at.items()}
+            if flops[0].xreplace(at) != flops[1].xreplace(at) or peaks[0].at(at)[0] != peaks[1].at(at)[0]:
+                return whole
+    except Exception:  # a graph the replay cannot build: the run at multiples, as before
+        return whole
+    rec.guards += [c for c in whole.guards if c not in rec.guards and not re.fullmatch(r"N % \d+ == 0", c)]
+    return rec
 
 
 def _record_at_some_size(
@@ -1799,10 +2036,24 @@ def _record_at_some_size(
             continue
         if "N" in rec.fixed:  # a loop over the tokens: another N loops as well
             return rec, sizes
-        if _polynomial(rec):
+        if rec.pads and not _polynomial(rec) and sizes["N"] < rec.pads and "N" not in chosen:
+            longer = {**sizes, "N": 2 * rec.pads + 1}  # below one window the code takes its size-1 path
+            with suppress(_RunError):
+                rec, sizes = record(module, kind, longer, width, where_), longer
+        if rec.pads and _polynomial(rec):  # the code pads N: its run at a multiple of m checks the formulas
+            m = rec.pads
+            try:
+                rec.whole = record(module, kind, {**sizes, "N": m * max(2, -(-sizes["N"] // m))}, width, where_)
+            except _RunError:
+                rec.whole = None
+            if rec.whole is not None and _polynomial(rec.whole) and not rec.whole.pads:
+                return rec, sizes
+        if not rec.pads and _polynomial(rec):
             return rec, sizes
         fallback = fallback or (rec, sizes)  # sizes like ceil(N/4): a multiple of 4 may not need them
     if fallback is not None:
+        if fallback[0].pads:  # its padded run could not be written in ⌈N/m⌉ or checked: the run as it is
+            fallback[0].unpadded()
         return fallback
     shown = ", ".join(f"{k}={v}" for k, v in tries[0].items() if kind == "core" or k in LAYER_DIMS)
     located = _user_line(first)
@@ -1815,18 +2066,20 @@ def _record_at_some_size(
 
 def _polynomial(rec: Recording) -> bool:
     """Every size of the run is a polynomial in the dims (N = 16 pads nothing where N = 13 needs ceil(N/8))."""
-    subs = _Subs()
+    subs = _Subs(rec.pads)
     for s, k in rec.symbols.items():
         m = rec.divisors.get(k, 1)
         whole = sp.Symbol(f"{k}_per_{m}", integer=True, positive=True)
         subs[s] = sp.Integer(rec.fixed[k]) if k in rec.fixed else m * whole if m > 1 else SYMBOLS[k]
         if m > 1:
             subs.post = {**subs.post, whole: SYMBOLS[k] / m}
-    sizes = [x for node in rec.nodes for v in (node.meta["val"] if isinstance(node.meta["val"], list)
-                                               else [node.meta["val"]]) for x in v.shape]  # fmt: skip
+    sizes = _run_sizes(rec.nodes)
+    steps = {v: k for k, v in subs.post.items() if rec.pads}
     for x in sizes:
-        e = _engine_expr(x, subs)
-        if not e.is_polynomial(*SYMBOLS.values()) or e.has(sp.floor, sp.ceiling, sp.Mod, sp.Max, sp.Min):
+        e = _engine_expr(x, subs).xreplace(steps)
+        if not e.is_polynomial(*SYMBOLS.values(), *steps.values()):
+            return False
+        if e.has(sp.floor, sp.ceiling, sp.Mod, sp.Max, sp.Min):
             return False
     return True
 

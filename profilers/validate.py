@@ -112,7 +112,7 @@ def validate(
         for dv in fit_d if existing is None else []:
             p = measured[(a, b, dv)]
             center = (p.speed.measured if p.speed else None) or p.analytic_n0 or 256
-            grain = length_grain(measurer.device, [a, b], template)  # the lengths the search probes
+            grain = length_grain(measurer.device)  # the lengths the search probes
             for n in sorted({snap(n, grain) for n in sweep_lengths(center, n_max)}):
                 measurer.time([a, b], replace(template, N=n, d=dv))
             for n in sweep_lengths(p.analytic_n1 or 256, n_max)[::3]:

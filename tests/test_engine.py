@@ -172,3 +172,83 @@ def test_heads_of_latte_tie_its_latents_to_the_head_dim() -> None:
     result = heads("latte", "flops", 64, n=1024, convention=MATMUL.name)
     expected = {hv: 4 * 1024 * 64 * 64 // hv for hv in (1, 2, 4, 8, 16, 32, 64)}
     assert {hv: value for hv, _, value in result.table} == expected
+
+
+# -- padded lengths: ⌈N/D⌉ and [D∤N] ---------------------------------------------------------------------
+
+
+def _brute_n(a: sp.Expr, b_: sp.Expr, upto: int) -> int | None:
+    """One past the largest whole N <= upto where cost b exceeds cost a, by plain evaluation (math.ceil)."""
+    import math
+
+    from attn_cost.costmodel.symbols import Pads
+
+    def plain(e: sp.Expr):
+        e = e.replace(Pads, lambda n, m: sp.ceiling(n / m) - sp.floor(n / m))
+        return sp.lambdify(N, e, modules=[{"ceiling": math.ceil, "floor": math.floor, "Max": max}, "math"])
+
+    fa, fb = plain(a), plain(b_)
+    losing = [n for n in range(1, upto + 1) if fb(n) > fa(n)]
+    return losing[-1] + 1 if losing else 1
+
+
+@pytest.mark.parametrize(("cost", "chunk", "dv"), [("flops", 64, 64), ("memory", 64, 64), ("traffic", 48, 32),
+                                                   ("memory", 48, 128), ("flops", 100, 32)])  # fmt: skip
+def test_crossover_of_a_padded_cost_is_brute_force_exact(cost: str, chunk: int, dv: int) -> None:
+    """softmax-causal against linear-chunked, whose costs step at multiples of C: N0/N1 equal one past the largest
+    N at which linear-chunked costs more, found by evaluating both at every N up to well past the crossing."""
+    from attn_cost.costmodel.crossover import Setting, cost_branches, crossover
+    from attn_cost.costmodel.symbols import DEFAULTS, b, h
+
+    dims = {**DEFAULTS, C: chunk, d: dv, b: 4, h: 2}
+    st = Setting(dtype="bf16")
+    got = crossover("softmax-causal", "linear-chunked", cost, dims, st, exact=False)
+    a, b_ = (sp.Max(*(e.xreplace(dims) for e in cost_branches(v, cost, st))) for v in ("softmax-causal",
+                                                                                       "linear-chunked"))  # fmt: skip
+    assert got.n is not None
+    assert got.n == _brute_n(a, b_, 3 * got.n + 4 * chunk)
+
+
+def test_a_step_that_never_settles_is_never_cheaper_and_says_where() -> None:
+    """B = 100·8⌈N/8⌉ against A = 100N + 500: B is dearer exactly where N rounds up by 6 or 7 (N mod 8 = 1, 2), at
+    every length however large; brute force agrees on the residues."""
+    from attn_cost.costmodel.crossover import at_sizes
+    from attn_cost.costmodel.symbols import padded
+
+    pa, pb = at_sizes((100 * N + 500,), {}, "a"), at_sizes((100 * padded(N, 8),), {}, "b")
+    result = compare(pa, pb)
+    assert result["verdict"] == "never" and result["n"] is None
+    assert "N mod 8 is 1, 2" in result["note"]
+    assert {n % 8 for n in range(1, 200) if 800 * -(-n // 8) > 100 * n + 500} == {1, 2}
+
+
+def test_padded_costs_prune_and_evaluate_exactly() -> None:
+    """A padded copy only adds ([C∤N] in [0, 1], ⌈N/C⌉ >= 1): pruning drops what it bounds and keeps the padded
+    length; its value at every N is the rounded-up length's."""
+    from attn_cost.costmodel.polyterms import in_n, terms
+    from attn_cost.costmodel.symbols import Pads, padded
+
+    copy = N * d + Pads(N, C) * d * padded(N, C)
+    assert prune_dominated([N * d, copy]) == [copy]
+    assert d * padded(N, C) in prune_dominated([N * d, d * padded(N, C)])
+    assert nonneg_for_dims_at_least_one(N - N * Pads(N, C))  # N·[C|N]
+    cost = in_n(terms(3 * padded(N, C) + Pads(N, C) * N), {C: 8})
+    assert [cost.at(n) for n in (7, 8, 9, 16, 17)] == [24 + 7, 24, 48 + 9, 48, 72 + 17]
+    assert cost.period == 8 and cost.poly(1) == (Fraction(4), Fraction(21))  # N ≡ 1 (mod 8): 3(N + 7) + N
+
+
+def test_formula_says_where_a_padded_cost_steps(cli) -> None:
+    """linear-chunked's formulas in ⌈N⌉_C (N rounded up to whole chunks), with a line saying what the notation
+    means; the JSON lists the multiples N is padded to, and its formulas read back as sympy's ceiling."""
+    r = cli("formula", "linear-chunked", "--convention", "matmul")
+    assert r.code == 0, r.err
+    assert "⌈N⌉_C" in r.out and "[C∤N]" in r.out
+    assert "N rounded up to a multiple of C" in " ".join(r.out.split())
+    data = cli("formula", "linear-chunked", "--json").json()
+    assert [x["multiple"] for x in data["padded_to"]] == ["C"]
+    from attn_cost.costmodel.symbols import BY_NAME
+
+    flops = sp.sympify(data["flops"]["matmul"], locals=dict(BY_NAME))
+    at = {N: 65, C: 64, BY_NAME["b"]: 1, BY_NAME["h"]: 1, d: 8}  # two chunks of 4Cd² + 2Cd + 4C²d products
+    assert flops.xreplace(at) == 2 * (4 * 64 * 8**2 + 2 * 64 * 8 + 4 * 64**2 * 8)
+    assert cli("formula", "softmax", "--json").json()["padded_to"] == []

@@ -155,9 +155,9 @@ def test_linear_causal_fused_holds_a_state_not_an_n_d_d_tensor() -> None:
 
 def test_linear_chunked_products_are_quadratic_in_a_chunk_and_d_squared_between_chunks() -> None:
     """GLA's chunkwise form (Yang et al. 2024, Sec. 3): per chunk of C tokens, φ(K)ᵀV (2Cd²), φ(Q)S (2Cd²),
-    φ(Q)z (2Cd), φ(Q)φ(K)ᵀ (2C²d) and its product with V (2C²d): N/C chunks."""
+    φ(Q)z (2Cd), φ(Q)φ(K)ᵀ (2C²d) and its product with V (2C²d): ⌈N/C⌉ chunks, the last padded."""
     per_chunk = 2 * C * d**2 + 2 * C * d**2 + 2 * C * d + 2 * C**2 * d + 2 * C**2 * d
-    assert sp.expand(derive("linear-chunked").flops(MATMUL) - b * h * per_chunk * N / C) == 0
+    assert sp.expand(derive("linear-chunked").flops(MATMUL) - b * h * per_chunk * sp.ceiling(N / C)) == 0
 
 
 def test_linear_chunked_holds_a_state_per_chunk_and_a_c_by_c_block_per_chunk() -> None:
@@ -178,13 +178,21 @@ def test_linear_chunked_equals_linear_causal(n: int) -> None:
     assert rel_err(run("linear-chunked", sizes)[0], run("linear-causal", sizes)[0]) < 1e-5
 
 
-def test_chunked_lengths_are_whole_chunks() -> None:
-    """A measured search probes whole chunks (where the formulas are exact), on CUDA multiples of 8 as well."""
+@pytest.mark.parametrize("n", [7, 33, 13, 16, 24, 1])
+@pytest.mark.parametrize("chunk", [4, 8])
+def test_linear_chunked_is_exact_at_every_length(n: int, chunk: int) -> None:
+    """Padded to whole chunks or not: FLOPs are FlopCounterMode's and the peak the live-tensor tracer's at any N."""
+    sizes = Sizes(N=n, d=4, h=2, b=3, C=chunk)
+    case = build_case("linear-chunked", "core", sizes)
+    assert counted(case) == derived("linear-chunked", "core", sizes)
+    assert traced_peak(case)[0] == derive("linear-chunked").peak("fp32").at(sizes.symbols())[0]
+
+
+def test_measured_lengths_need_no_whole_chunks() -> None:
+    """The formulas hold at every N: a measured search probes any length (on CUDA, multiples of 8 only)."""
     from attn_cost.profilers.profile import length_grain
 
-    assert length_grain("cpu", ["softmax-fused-causal", "linear-chunked"], Sizes(N=1, d=8, C=48)) == 48
-    assert length_grain("cuda", ["softmax-causal", "linear-chunked"], Sizes(N=1, d=8, C=12)) == 24
-    assert length_grain("cuda", ["softmax", "linear"], Sizes(N=1, d=8, C=12)) == 8
+    assert length_grain("cpu") == 1 and length_grain("cuda") == 8
 
 
 def test_chunk_moves_the_crossover_and_must_be_positive(cli) -> None:

@@ -149,20 +149,27 @@ def test_timm_attention_unfused_with_an_attribute_set_by_init() -> None:
     _agrees(dv, attn, lambda s: [torch.randn(s["b"], s["N"], 64)], [{"b": 3, "N": 20}, {"b": 2, "N": 7}])
 
 
-def test_lucidrains_local_attention_holds_for_multiples_of_its_window(tmp_path: Path) -> None:
-    """local-attention over per-head q, k, v, window 4: N must be a multiple of 4, and the trace says so."""
+@pytest.mark.parametrize("autopad", [False, True])
+def test_lucidrains_local_attention_by_its_window(tmp_path: Path, autopad: bool) -> None:
+    """local-attention over per-head q, k, v, window 4: without autopad N must be a multiple of 4, and the trace
+    says so; with autopad it pads q, k, v to a multiple of 4 and is exact at N = 7, 33 and 8."""
     local = need("local_attention")
-    (tmp_path / "local.py").write_text(
+    name = "local_autopad" if autopad else "local_causal"  # a traced name is registered once a process
+    (tmp_path / f"{name}.py").write_text(
         "from local_attention import LocalAttention\n\n"
-        "ATTN = LocalAttention(window_size=4, causal=True, look_backward=1).eval()\n\n\n"
-        "def local_causal(q, k, v):\n    return ATTN(q, k, v)\n"
+        f"ATTN = LocalAttention(window_size=4, causal=True, look_backward=1, autopad={autopad}).eval()\n\n\n"
+        f"def {name}(q, k, v):\n    return ATTN(q, k, v)\n"
     )
-    dv, t = _traced(f"{tmp_path / 'local.py'}:local_causal", scope="core")
-    assert "N % 4 == 0" in t.conditions
-    attn = local.LocalAttention(window_size=4, causal=True, look_backward=1).eval()
+    dv, t = _traced(f"{tmp_path / name}.py:{name}", scope="core")
+    if autopad:
+        assert t.recording.pads == 4 and not any("% 4" in c for c in t.conditions)
+    else:
+        assert "N % 4 == 0" in t.conditions
+    attn = local.LocalAttention(window_size=4, causal=True, look_backward=1, autopad=autopad).eval()
     gen = torch.Generator().manual_seed(0)
+    sizes = [{"b": 2, "h": 3, "N": 7, "d": 8}, {"b": 1, "h": 2, "N": 33, "d": 16}] if autopad else []
     _agrees(dv, attn, lambda s: [torch.randn(s["b"], s["h"], s["N"], s["d"], generator=gen) for _ in range(3)],
-            [{"b": 3, "h": 2, "N": 24, "d": 16}, {"b": 2, "h": 3, "N": 8, "d": 8}])  # fmt: skip
+            [*sizes, {"b": 3, "h": 2, "N": 24, "d": 16}, {"b": 2, "h": 3, "N": 8, "d": 8}])  # fmt: skip
 
 
 def test_a_decoder_wrapped_as_its_model_calls_it(tmp_path: Path) -> None:
@@ -206,3 +213,40 @@ def test_a_decoder_wrapped_as_its_model_calls_it(tmp_path: Path) -> None:
     spec.loader.exec_module(module)
     _agrees(dv, module.Wrapped().eval(), lambda s: [torch.randn(s["b"], s["N"], 64)],
             [{"b": 3, "N": 20}, {"b": 2, "N": 7}])  # fmt: skip
+
+
+@pytest.mark.parametrize("residual", [True, False])
+def test_nystrom_pads_to_its_landmarks_and_is_exact_at_every_length(tmp_path: Path, residual: bool) -> None:
+    """nystrom-attention pads N up to a multiple of its landmarks (8 here): FLOPs and peak equal FlopCounterMode's
+    and the live-tensor tracer's at lengths that are not multiples (7, 33, 13) and at one that is (16); the
+    issue's count at N = 7, b = 1 is FlopCounterMode's 439,296."""
+    nystrom = need("nystrom_attention")
+    args = f"dim=64, heads=4, dim_head=16, num_landmarks=8, pinv_iterations=6, residual={residual}"
+    name = f"NYSTROM_{'RESIDUAL' if residual else 'PLAIN'}"
+    (tmp_path / "nystrom.py").write_text(f"from nystrom_attention import NystromAttention\n\n{name} = "
+                                         f"NystromAttention({args}).eval()\n")  # fmt: skip
+    dv, t = _traced(f"{tmp_path / 'nystrom.py'}:{name}")
+    assert t.recording.pads == 8 and not any("% 8" in c for c in t.conditions)
+    attn = nystrom.NystromAttention(dim=64, heads=4, dim_head=16, num_landmarks=8, pinv_iterations=6,
+                                    residual=residual).eval()  # fmt: skip
+    gen = torch.Generator().manual_seed(0)
+    _agrees(dv, attn, lambda s: [torch.randn(s["b"], s["N"], 64, generator=gen)],
+            [{"b": 1, "N": 7}, {"b": 2, "N": 33}, {"b": 3, "N": 13}, {"b": 2, "N": 16}])  # fmt: skip
+    if residual:
+        assert int(dv.flops(MATMUL).xreplace({N: 7, b: 1})) == 439_296
+
+
+def test_a_padding_layer_the_issue_does_not_name(tmp_path: Path) -> None:
+    """local-attention's LocalMHA (a layer: projections and autopad to its window of 16) traced from an instance,
+    exact at lengths that are not multiples of 16 (37, 50) and at one that is (32)."""
+    local = need("local_attention")
+    (tmp_path / "mha.py").write_text(
+        "from local_attention import LocalMHA\n\nATTN = LocalMHA(dim=64, window_size=16, dim_head=16, heads=4, "
+        "causal=True).eval()\n"
+    )
+    dv, t = _traced(f"{tmp_path / 'mha.py'}:ATTN")
+    assert t.recording.pads == 16
+    attn = local.LocalMHA(dim=64, window_size=16, dim_head=16, heads=4, causal=True).eval()
+    gen = torch.Generator().manual_seed(0)
+    _agrees(dv, attn, lambda s: [torch.randn(s["b"], s["N"], 64, generator=gen)],
+            [{"b": 2, "N": 37}, {"b": 1, "N": 50}, {"b": 3, "N": 32}])  # fmt: skip

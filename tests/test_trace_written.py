@@ -126,6 +126,83 @@ CODE = textwrap.dedent(
         if q.shape[-2] % 2 == 1:
             s = s * 2.0
         return torch.softmax(s, dim=-1) @ v
+
+
+    def threshold_branch(q, k, v):
+        s = q @ k.transpose(-1, -2)
+        if q.shape[-2] > 8:
+            s = s * 2.0
+        return torch.softmax(s, dim=-1) @ v
+
+
+    def grows_by_one(q, k, v):
+        """A branch on N % 4 that appends one row (N + 1, not a multiple of 4): not padding."""
+        if q.shape[-2] % 4 != 0:
+            k = torch.cat([k, k[:, :, :1]], dim=-2)
+            v = torch.cat([v, v[:, :, :1]], dim=-2)
+        return torch.softmax(q @ k.transpose(-1, -2), dim=-1) @ v
+
+
+    def _in_windows(q, k, v, w, n):
+        """Attention within windows of w rows of padded q, k, v; the first n rows of the result."""
+        b, h, rows, dd = q.shape
+        q, k, v = (t.reshape(b, h, rows // w, w, dd) for t in (q, k, v))
+        s = (q @ k.transpose(-1, -2)).softmax(-1)
+        return (s @ v).reshape(b, h, rows, dd)[:, :, :n]
+
+
+    class PaddedByF(nn.Module):
+        """Pads q, k, v with F.pad up to a multiple of its window."""
+
+        def __init__(self, window=4):
+            super().__init__()
+            self.window = window
+
+        def forward(self, q, k, v):
+            n = q.shape[-2]
+            if n % self.window != 0:
+                pad = self.window - n % self.window
+                q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
+            return _in_windows(q, k, v, self.window, n)
+
+
+    class PaddedByCat(nn.Module):
+        """Appends a zeros tensor to q, k, v with torch.cat up to a multiple of its window."""
+
+        def __init__(self, window=3):
+            super().__init__()
+            self.window = window
+
+        def forward(self, q, k, v):
+            b, h, n, dd = q.shape
+            rest = n % self.window
+            if rest > 0:
+                zeros = torch.zeros(b, h, self.window - rest, dd, dtype=q.dtype, device=q.device)
+                q, k, v = (torch.cat([t, zeros], dim=-2) for t in (q, k, v))
+            return _in_windows(q, k, v, self.window, n)
+
+
+    class PaddedIntoZeros(nn.Module):
+        """A layer that copies x into the first n rows of x.new_zeros of the padded length (a multiple of its
+        chunk), attends within chunks and drops the padded rows."""
+
+        def __init__(self, dim=32, heads=2, chunk=5):
+            super().__init__()
+            self.heads, self.chunk = heads, chunk
+            self.qkv = nn.Linear(dim, 3 * dim)
+            self.out = nn.Linear(dim, dim)
+
+        def forward(self, x):
+            b, n, c = x.shape
+            if n % self.chunk:
+                rows = (n + self.chunk - 1) // self.chunk * self.chunk
+                padded = x.new_zeros(b, rows, c)
+                padded[:, :n] = x
+                x = padded
+            rows = x.shape[1]
+            q, k, v = self.qkv(x).view(b, rows, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+            y = _in_windows(q, k, v, self.chunk, n)
+            return self.out(y.transpose(1, 2).reshape(b, n, c))
     '''
 )
 
@@ -225,6 +302,55 @@ def test_a_branch_on_n_is_reported(code) -> None:
     path, _ = code
     derived(f"{path}:parity_branch", "core")
     assert "N % 2 == 1" in traced("parity_branch").conditions
+
+
+@pytest.mark.parametrize(
+    ("fn", "condition", "holds"),
+    [("parity_branch", "N % 2 == 1", 13), ("threshold_branch", "N > 8", 13), ("grows_by_one", "N % 4 != 0", 13)],
+)
+def test_a_branch_on_n_that_pads_nothing_stays_a_branch(code, fn: str, condition: str, holds: int) -> None:
+    """A branch on N % m, or on N > t, whose run does not pad N up to a multiple of m: its condition is
+    reported as the code wrote it (the formulas hold where it does, as measured there), not taken for padding."""
+    from attn_cost.profilers.trace import traced
+
+    path, module = code
+    dv = derived(f"{path}:{fn}", "core")
+    assert condition in traced(fn).conditions and traced(fn).recording.pads == 0
+    assert not dv.flops(MATMUL).has(sp.ceiling, sp.floor)
+    gen = torch.Generator().manual_seed(0)
+    flops, peak = measured(getattr(module, fn), [torch.randn(2, 3, holds, 8, generator=gen) for _ in range(3)])
+    at = {b: 2, h: 3, N: holds, d: 8}
+    assert (int(dv.flops(MATMUL).xreplace(at)), int(dv.peak("fp32").expr.xreplace(at))) == (flops, peak)
+
+
+PADDED = {"PaddedByF": 4, "PaddedByCat": 3, "PaddedIntoZeros": 5}
+"""Modules that pad N up to a multiple of their window (a module attribute), each written another way."""
+
+
+@pytest.mark.parametrize("cls", sorted(PADDED))
+def test_code_that_pads_is_exact_at_every_length(code, cls: str) -> None:
+    """F.pad, torch.cat with a zeros tensor, x.new_zeros and a slice assignment: the formulas are written in
+    ⌈N/m⌉ and hold at lengths that are multiples of m and at lengths that are not, with no condition on N % m."""
+    from attn_cost.profilers.trace import traced
+
+    path, module = code
+    scope = "layer" if cls == "PaddedIntoZeros" else "core"
+    dv = derived(f"{path}:{cls}", scope)
+    m = PADDED[cls]
+    assert traced(cls).recording.pads == m and not any("%" in c for c in traced(cls).conditions)
+    assert dv.flops(MATMUL).has(sp.ceiling(N / m))
+    torch.manual_seed(0)
+    layer = getattr(module, cls)().eval()
+    for bb, hh, n in ((2, 3, 7), (3, 2, 13), (2, 2, 15), (2, 3, 16), (1, 2, 33)):
+        gen = torch.Generator().manual_seed(0)
+        if scope == "layer":
+            flops, peak = measured(layer, [torch.randn(bb, n, 32, generator=gen)])
+            at = {b: bb, N: n}
+        else:
+            flops, peak = measured(layer, [torch.randn(bb, hh, n, 8, generator=gen) for _ in range(3)])
+            at = {b: bb, h: hh, N: n, d: 8}
+        assert int(dv.flops(MATMUL).xreplace(at)) == flops, (cls, n)
+        assert int(dv.peak("fp32").expr.xreplace(at)) == peak, (cls, n)
 
 
 USER_ERRORS = {

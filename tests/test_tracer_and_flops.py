@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from attn_cost.costmodel.variants import all_variants, derive
 from attn_cost.profilers.cases import build_case
-from attn_cost.profilers.flops import GRID, counted, derived, whole_multiple
+from attn_cost.profilers.flops import GRID, counted, derived
 from attn_cost.profilers.memory import traced_peak
 from attn_cost.profilers.sizes import Sizes
 
@@ -15,7 +15,7 @@ TRACE_SIZES = [Sizes(N=13, d=4, h=2, b=2, L=3, D=2), Sizes(N=40, d=8, L=5, D=2),
 
 @pytest.mark.parametrize(("variant", "scope"), CASES)
 def test_traced_peak_equals_the_liveness_walk(variant: str, scope: str) -> None:
-    for sizes in (whole_multiple(variant, s) for s in TRACE_SIZES):  # a chunked variant at whole chunks
+    for sizes in TRACE_SIZES:  # linear-chunked (C = 64): N = 13 and 40 padded to one chunk, N = 64 whole
         peak, op = traced_peak(build_case(variant, scope, sizes))
         modelled, step = derive(variant, scope).peak("fp32").at(sizes.symbols())
         assert peak == modelled, f"{sizes}: traced {peak} at {op}, modelled {modelled} at step {step.op.label}"
@@ -30,7 +30,7 @@ def test_traced_peak_follows_the_dtype() -> None:
 
 @pytest.mark.parametrize(("variant", "scope"), [(v, s) for v, s in CASES if s in ("core", "layer", "decode")])
 def test_flop_counter_mode_agrees_with_the_matmul_convention(variant: str, scope: str) -> None:
-    for sizes in (whole_multiple(variant, s) for s in GRID):
+    for sizes in GRID:
         assert counted(build_case(variant, scope, sizes)) == derived(variant, scope, sizes), sizes
 
 

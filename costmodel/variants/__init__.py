@@ -46,9 +46,6 @@ class Variant:
     """The registered causal counterpart of a bidirectional variant."""
     bias: str = "all"
     """Which projections of its layer carry a bias (`scopes.BIASES`): what the implementation it describes does."""
-    n_multiple_of: sp.Symbol | None = None
-    """A size N must be a multiple of for the formulas to be exact (linear-chunked's chunk C; its reference pads
-    the last chunk): FLOP checks and measured searches use such lengths."""
 
     @property
     def scopes(self) -> list[str]:

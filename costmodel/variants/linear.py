@@ -125,16 +125,19 @@ CHUNKED = (
     source=PAPER + "; " + CHUNKED,
     family="linear",
     causal=True,
-    n_multiple_of=C,
 )
 def linear_chunked(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
     """The chunkwise form with every chunk's state materialised (flash-linear-attention's `chunk` mode, which
-    stores the state entering each chunk): N/C chunks; the formulas hold where C divides N (the reference pads
-    the last chunk with zero rows, which later queries never see)."""
-    n = N / C
-    fQ = g.map("elu1", "φ(Q)", Q).view(b, h, n, C, d)
-    fK = g.map("elu1", "φ(K)", K).view(b, h, n, C, d)
-    Vc = V.view(b, h, n, C, d, name="V chunks")
+    stores the state entering each chunk): ⌈N/C⌉ chunks. Where C does not divide N, Q, K and V are padded with
+    zero rows to C⌈N/C⌉ (as the reference does, all three before it drops any; later queries never see the
+    padded keys) and the output keeps its first N rows."""
+    n = sp.ceiling(N / C)
+    Qp = g.pad("Q", Q, 2, C, label="Q ← Q padded to whole chunks")
+    Kp = g.pad("K", K, 2, C, label="K ← K padded to whole chunks")
+    Vp = g.pad("V", V, 2, C, holds=(Q, K), label="V ← V padded to whole chunks")
+    fQ = g.map("elu1", "φ(Q)", Qp).view(b, h, n, C, d)
+    fK = g.map("elu1", "φ(K)", Kp).view(b, h, n, C, d)
+    Vc = Vp.view(b, h, n, C, d, name="V chunks")
     U = g.matmul("U", fK.T, Vc, label="U_c ← φ(K_c)ᵀV_c (each chunk's state)")
     u = g.reduce("sum", "u", fK, axis=-2, label="u_c ← Σ_{j∈c} φ(Kⱼ)")
     S = g.map("cumsum", "S", U, label="S_c ← Σ_{c'≤c} U_c'")
@@ -148,7 +151,7 @@ def linear_chunked(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
     num = g.matmul("num", A, Vc, into=num, label="num ← num + A_cV_c (inside the chunk)")
     den = g.binary("add", "den", den, g.reduce("sum", "Σ A", A, axis=-1), inplace=True, label="den ← den + Σⱼ A_c")
     Y = g.binary("div", "Y", num, den, inplace=True, label="Y ← num / den")
-    return Y.view(b, h, N, d)
+    return Y.view(b, h, n * C, d).narrow(2, N)
 
 
 @decode_step("linear-causal", "linear-recurrent", "linear-causal-fused", "linear-chunked")
