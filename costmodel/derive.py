@@ -274,8 +274,8 @@ class Derived:
             ids = set(active)
             stand_ins = {s.stands_for.id: (s.stands_for, 1 - s.when) for s in live
                          if s.stands_for is not None and s.stands_for.id not in ids}  # fmt: skip
-            saved = {s.id: copies[s.id] for s in live if s.id in copies}
-            steps.append(Step(op, live, saved, tuple(stand_ins.values())))
+            live_copies = {s.id: copies[s.id] for s in live if s.id in copies}
+            steps.append(Step(op, live, live_copies, tuple(stand_ins.values())))
             for sid in ends.get(op.index, ()):
                 del active[sid]
         return steps
