@@ -30,10 +30,10 @@ def main() -> None:
     if opts.size < 1 or opts.rounds < 1:
         parser.error("--size and --rounds must be positive")
 
-    from attn_cost.profilers.calibrate import Calibrator, Shape
-    from attn_cost.profilers.device import prepare
-    from attn_cost.profilers.opmodel import SEQUENCE
-    from attn_cost.profilers.store import ResultStore
+    from attn_cost.profilers.devicemodel.calibrate import Calibrator, Shape
+    from attn_cost.profilers.devicemodel.opmodel import SEQUENCE
+    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.store.store import ResultStore
 
     device = prepare("cpu")
     print(f"{'ops':>4} {'kernels':>8} {'whole µs':>9} {'ops alone µs':>13} {'excess per kernel µs':>21}")

@@ -30,13 +30,13 @@ def main() -> None:
 
     import numpy as np
     from attn_cost.costmodel.errors import UserError
-    from attn_cost.profilers.calibrate import Calibrator, runnable, shape_of
-    from attn_cost.profilers.device import prepare
-    from attn_cost.profilers.opmodel import kernel_calls
-    from attn_cost.profilers.oppredict import row_dims
-    from attn_cost.profilers.profile import Measurer
-    from attn_cost.profilers.sizes import Sizes
-    from attn_cost.profilers.store import ResultStore
+    from attn_cost.profilers.devicemodel.calibrate import Calibrator, runnable, shape_of
+    from attn_cost.profilers.devicemodel.opmodel import kernel_calls
+    from attn_cost.profilers.devicemodel.oppredict import row_dims
+    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.measure.profile import Measurer
+    from attn_cost.profilers.measure.sizes import Sizes
+    from attn_cost.profilers.store.store import ResultStore
 
     try:
         calls = kernel_calls(opts.variant, "core", "fp32", row_dims({"d": opts.d}))

@@ -34,10 +34,10 @@ def main() -> None:
         parser.error("--rounds must be positive")
 
     from attn_cost.costmodel.errors import UserError
-    from attn_cost.profilers.cases import build_case
-    from attn_cost.profilers.device import prepare
-    from attn_cost.profilers.sizes import Sizes
-    from attn_cost.profilers.timing import SETTLE_S, time_cases
+    from attn_cost.profilers.measure.cases import build_case
+    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.measure.sizes import Sizes
+    from attn_cost.profilers.measure.timing import SETTLE_S, time_cases
 
     prepare("cpu")  # the allocator settings `profile` measures with
     print(f"{'case':<32} {'straight µs':>12} {'settled µs':>11} {'difference':>11}")

@@ -24,12 +24,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from attn_cost.profilers.store import Record, ResultStore, open_database
+from attn_cost.profilers.store.store import Record, ResultStore, open_database
 
 DEVICE = {"kind": "cpu", "name": "Bench CPU", "threads": 1, "torch": "2.13.0"}
 WRITER = """
 import sys
-from attn_cost.profilers.store import ResultStore
+from attn_cost.profilers.store.store import ResultStore
 root, tag, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 store = ResultStore({"kind": "cpu", "name": "Bench CPU", "threads": 1, "torch": "2.13.0"}, root)
 for i in range(count):

@@ -161,9 +161,9 @@ CROSSOVERS = (
 def predict(row: Row, eff) -> float:
     """The datasheet model's value for a published row: seconds (forward, backward, both) or peak bytes."""
     import numpy as np
-    from attn_cost.profilers.datasheet import get_datasheet
-    from attn_cost.profilers.gpumodel import GpuModel, peak_bytes
-    from attn_cost.profilers.oppredict import row_dims
+    from attn_cost.profilers.devicemodel.datasheet import get_datasheet
+    from attn_cost.profilers.devicemodel.gpumodel import GpuModel, peak_bytes
+    from attn_cost.profilers.devicemodel.oppredict import row_dims
 
     model = GpuModel(get_datasheet(row.gpu), eff, attention_kernel=row.kernel or "fa2")
     dims = row_dims(row.sizes)
@@ -188,7 +188,7 @@ PyTorch-attention baselines make and attn-cost's softmax does not (dropout, mask
 
 
 def _efficiency(x):
-    from attn_cost.profilers.gpumodel import Efficiency
+    from attn_cost.profilers.devicemodel.gpumodel import Efficiency
 
     fitted = {name: float(math.exp(v)) for name, v in zip(PARAMETERS, x, strict=True)}
     return Efficiency(matmul=MATMUL, **fitted)
@@ -269,9 +269,9 @@ def quoted_record(eff, sigma: float) -> list[str]:
     """The quoted crossovers of FlashAttention-2 and flash-linear-attention's chunked kernel, against the model's
     crossover of softmax-fused-causal and linear-chunked (its eager PyTorch reference, 16 kernels a call)."""
     from attn_cost.costmodel.symbols import C
-    from attn_cost.profilers.datasheet import get_datasheet
-    from attn_cost.profilers.gpumodel import GpuModel, predict_n0
-    from attn_cost.profilers.oppredict import row_dims
+    from attn_cost.profilers.devicemodel.datasheet import get_datasheet
+    from attn_cost.profilers.devicemodel.gpumodel import GpuModel, predict_n0
+    from attn_cost.profilers.devicemodel.oppredict import row_dims
 
     lines = ["", "Quoted crossovers (flash-linear-attention's benchmarks, as issue 35 quotes them: causal, bf16, "
              "training, d = 128, h = 8, b = 4) against softmax-fused-causal → linear-chunked (C = 64):", "",
@@ -289,10 +289,10 @@ def quoted_record(eff, sigma: float) -> list[str]:
 def held_out_record(eff, sigma: float) -> list[dict]:
     """Every shipped profile of a measured GPU that has a datasheet: its measured N0 beside the datasheet model's
     (never fitted on it), per pair, head dim and dtype."""
-    from attn_cost.profilers.corrections import SHIPPED, load_profile
-    from attn_cost.profilers.datasheet import for_device
-    from attn_cost.profilers.gpumodel import GpuModel, predict_n0
-    from attn_cost.profilers.oppredict import row_dims
+    from attn_cost.profilers.devicemodel.corrections import SHIPPED, load_profile
+    from attn_cost.profilers.devicemodel.datasheet import for_device
+    from attn_cost.profilers.devicemodel.gpumodel import GpuModel, predict_n0
+    from attn_cost.profilers.devicemodel.oppredict import row_dims
 
     out = []
     for path in sorted(SHIPPED.glob("cuda-*.json")):
@@ -430,7 +430,7 @@ def into(path: Path, text: str) -> None:
 
 
 def main() -> None:
-    from attn_cost.profilers.gpumodel import FIT_FILE, fitted
+    from attn_cost.profilers.devicemodel.gpumodel import FIT_FILE, fitted
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fit", action="store_true", help=f"refit and write {FIT_FILE.name}")

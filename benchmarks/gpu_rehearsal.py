@@ -27,8 +27,8 @@ from fakecuda import SimGPU, install
 
 
 def rehearse(minutes: float) -> dict:
-    from attn_cost.profilers import campaign
-    from attn_cost.profilers.campaign import Plan, run_campaign
+    from attn_cost.profilers.campaign import run as campaign
+    from attn_cost.profilers.campaign.run import Plan, run_campaign
 
     patch = pytest.MonkeyPatch()
     sim = SimGPU()
@@ -57,9 +57,9 @@ def rehearse(minutes: float) -> dict:
 
 def calibration_estimate() -> dict:
     """Shapes the default calibration times on an H100-sized device, and the least time that takes."""
-    from attn_cost.profilers import gpu_timing
-    from attn_cost.profilers.calibrate import grid, held_out_grid
-    from attn_cost.profilers.tunables import DEFAULT
+    from attn_cost.profilers.devicemodel.calibrate import grid, held_out_grid
+    from attn_cost.profilers.devicemodel.tunables import DEFAULT
+    from attn_cost.profilers.measure import gpu_timing
 
     caches = {"L2": 50 << 20}
     shapes = len(grid(caches, "bf16", DEFAULT)) + len(held_out_grid(caches, "bf16", DEFAULT))

@@ -6,9 +6,9 @@
 Measured N0 and N1 come from the kept campaign summaries (benchmarks/data/gpu-*/run*/summary.json, the latest
 run's value where a unit was measured twice); analytic from the engine (FLOPs, peak memory); corrected from the
 shipped device profile fitted on that campaign (profilers/data/devices/cuda-*.json, where the unit was fitted or
-checked); datasheet from the datasheet model of that GPU (profilers/gpumodel.py, never fitted on it); op model
-where the device has an op calibration (the first GPU run had no time left for one). The TaylorShift table sets
-the measured N̂0 − N0 beside the paper's ≈ 18·d (A100, single head, fp32).
+checked); datasheet from the datasheet model of that GPU (profilers/devicemodel/gpumodel.py, never fitted on
+it); op model where the device has an op calibration (the first GPU run had no time left for one). The
+TaylorShift table sets the measured N̂0 − N0 beside the paper's ≈ 18·d (A100, single head, fp32).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def measured_units() -> dict[tuple, dict]:
 
 
 def _profiles() -> dict[tuple[str, str], object]:
-    from attn_cost.profilers.corrections import SHIPPED, load_profile
+    from attn_cost.profilers.devicemodel.corrections import SHIPPED, load_profile
 
     out = {}
     for path in sorted(SHIPPED.glob("cuda-*.json")):
@@ -52,9 +52,9 @@ def _profiles() -> dict[tuple[str, str], object]:
 
 
 def rows() -> list[dict]:
-    from attn_cost.profilers.datasheet import for_device
-    from attn_cost.profilers.gpumodel import GpuModel, fitted, predict_n0
-    from attn_cost.profilers.oppredict import row_dims
+    from attn_cost.profilers.devicemodel.datasheet import for_device
+    from attn_cost.profilers.devicemodel.gpumodel import GpuModel, fitted, predict_n0
+    from attn_cost.profilers.devicemodel.oppredict import row_dims
 
     eff, sigma, _ = fitted()
     profiles = _profiles()

@@ -4,7 +4,7 @@ Every target is named as a user names it (a package module and a class with its 
 Hugging Face config, or a two-line file around a per-head function) and traced in this process. Each one
 that traces is then run for real at two sizes other than the example sizes of the trace: FlopCounterMode
 (the CPU SDPA kernel mapped to PyTorch's sdpa_flop_count) against the formula's FLOPs (`matmul`
-convention), the live-tensor tracer (profilers/memory.py) against the formula's peak. A target whose
+convention), the live-tensor tracer (profilers/measure/memory.py) against the formula's peak. A target whose
 package is not installed is listed as such.
 
     pip install torch==2.13.0 -e '.[test,trace-bench]'

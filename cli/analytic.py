@@ -47,7 +47,7 @@ from attn_cost.costmodel.scopes import MODES, SCOPES
 from attn_cost.costmodel.symbols import BY_NAME, L, b
 from attn_cost.costmodel.symbols import DESCRIPTIONS as SYMBOLS
 from attn_cost.costmodel.variants import all_variants, derive, get_variant
-from attn_cost.profilers.report import op_model_n0
+from attn_cost.profilers.report.gather import op_model_n0
 from rich.console import Console
 from rich.markup import escape
 
@@ -106,7 +106,7 @@ def crossover(
     ]
     if device is not None:
         from attn_cost.cli.measure import progress
-        from attn_cost.profilers.corrections import add_device_columns
+        from attn_cost.profilers.devicemodel.corrections import add_device_columns
 
         with progress() as notify:  # the op model's bootstrap intervals take seconds a row
             notify(f"predicting on {device}: corrected fits, op model with its 95 % interval")
@@ -190,7 +190,7 @@ def _device_table(rows: list[TransitionRow], heads: int, batch: int, device: str
 
 def _datasheet_table(rows: list[TransitionRow], heads: int, batch: int, device: str) -> None:
     """N0 per pair and head dim: FLOPs beside the datasheet model's prediction for a GPU one does not own."""
-    from attn_cost.profilers.gpumodel import record_line
+    from attn_cost.profilers.devicemodel.gpumodel import record_line
 
     first = rows[0].setting
     columns = [Col("A"), Col("B"), right("d"), right("N0 FLOPs"), right("N0 datasheet [95 %]"), right("N1")]

@@ -66,11 +66,11 @@ def calibrate(
     ds = o.head_dims(d_values, None, 1, default=[])
     names = o.variant_names(variant or [], causal=False)
     dtype_bytes(dtype)
-    from attn_cost.profilers.calibrate import Calibrator, cache_sizes, line_grid
-    from attn_cost.profilers.calibrate import calibrate as run_calibration
-    from attn_cost.profilers.files import claim, is_json_of, same_file
-    from attn_cost.profilers.opmodel import LINES, OPMODEL_KIND, user_dir
-    from attn_cost.profilers.tunables import DEFAULT, QUICK
+    from attn_cost.profilers.devicemodel.calibrate import Calibrator, cache_sizes, line_grid
+    from attn_cost.profilers.devicemodel.calibrate import calibrate as run_calibration
+    from attn_cost.profilers.devicemodel.opmodel import LINES, OPMODEL_KIND, user_dir
+    from attn_cost.profilers.devicemodel.tunables import DEFAULT, QUICK
+    from attn_cost.profilers.store.files import claim, is_json_of, same_file
 
     target = out or user_dir()
     _check_dir(target)
@@ -156,7 +156,7 @@ def calibrate(
 def _refit(path: Path, out: Path | None, as_json: bool) -> None:
     """Refit a calibration file from its points (no timing) and save it where attn-cost looks, or to --out."""
     from attn_cost.costmodel.paths import check_input
-    from attn_cost.profilers.opmodel import FIT_VERSION, load_opmodel, user_dir
+    from attn_cost.profilers.devicemodel.opmodel import FIT_VERSION, load_opmodel, user_dir
 
     model = load_opmodel(str(check_input(path, "an op calibration")), refit=True)
     target = out or user_dir()
@@ -171,7 +171,7 @@ def _refit(path: Path, out: Path | None, as_json: bool) -> None:
 
 def _check_dir(path: Path) -> None:
     from attn_cost.cli.app import fail
-    from attn_cost.profilers.files import not_stdout
+    from attn_cost.profilers.store.files import not_stdout
 
     not_stdout(path, "--out")
     if path.exists() and not path.is_dir():

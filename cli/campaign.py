@@ -61,7 +61,7 @@ def campaign(
 ) -> None:
     """Profile the TaylorShift pair and softmax against linear, Latte and efficient TaylorShift at several d and
     dtypes, fit and check the device's corrections, and write the measurements, profiles, report and log to --out."""
-    from attn_cost.profilers.sdpa import get_backend
+    from attn_cost.profilers.measure.sdpa import get_backend
 
     plan = _plan(out, gpu, cpu, quick, d_values, dtypes, pair, heads, batch, repeats, max_lengths, max_n, minutes)
     if sdpa_backend is not None:
@@ -75,7 +75,7 @@ def campaign(
     if slurm:
         _submit(plan, partition or [], executor, split, timeout_min, wait, as_json)
         return
-    from attn_cost.profilers.campaign import process_age, run_campaign
+    from attn_cost.profilers.campaign.run import process_age, run_campaign
 
     plan.spent_s = round(process_age(), 1)  # the budget counts the start-up: Python, imports
     summary = run_campaign(plan, sink=_err)
@@ -86,8 +86,8 @@ def campaign(
 
 
 def _plan(out, gpu, cpu, quick, d_values, dtypes, pair, heads, batch, repeats, max_lengths, max_n, minutes):
-    from attn_cost.profilers.campaign import DTYPES, PAIRS, Plan
-    from attn_cost.profilers.files import not_stdout
+    from attn_cost.profilers.campaign.run import DTYPES, PAIRS, Plan
+    from attn_cost.profilers.store.files import not_stdout
 
     not_stdout(out, "--out")
     if gpu and cpu:
@@ -119,7 +119,7 @@ def _plan(out, gpu, cpu, quick, d_values, dtypes, pair, heads, batch, repeats, m
 
 
 def _submit(plan, partitions: list[str], executor: str, split: str, timeout_min: int, wait: bool, as_json: bool):
-    from attn_cost.profilers import slurm
+    from attn_cost.profilers.campaign.run import slurm
 
     o.positive(timeout_min, "--timeout-min")
     if executor == "slurm" and not partitions:

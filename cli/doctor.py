@@ -39,7 +39,7 @@ def doctor(
 ) -> None:
     """Check this machine before measuring: versions, device, SDPA backends, timer, peak memory, TF32, a mini
     profile. Run it first on a new machine; --gpu makes a missing GPU an error."""
-    from attn_cost.profilers.device import select_device
+    from attn_cost.profilers.measure.device import select_device
 
     device = select_device(gpu, cpu)
     report = examine(device, profile)
@@ -94,7 +94,7 @@ def examine(device: str, profile: bool = True) -> dict:
 
 def _device(device: str) -> dict:
     import torch
-    from attn_cost.profilers.device import cpu_info
+    from attn_cost.profilers.measure.device import cpu_info
 
     if device == "cuda":
         props = torch.cuda.get_device_properties(0)
@@ -114,7 +114,7 @@ def _sdpa(device: str) -> dict:
     """Per backend and dtype, the head dims (of HEAD_DIMS) at which PyTorch's dispatcher runs it here."""
     import torch
     from attn_cost.costmodel.errors import UserError
-    from attn_cost.profilers import sdpa
+    from attn_cost.profilers.measure import sdpa
 
     capability = torch.cuda.get_device_capability(0) if device == "cuda" else None
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
@@ -140,17 +140,17 @@ def _sdpa(device: str) -> dict:
 
 
 def _timer(device: str) -> dict:
-    from attn_cost.profilers.device import CPU_TIMER_VERSION
+    from attn_cost.profilers.measure.device import CPU_TIMER_VERSION
 
     if device == "cuda":
-        from attn_cost.profilers import gpu_timing
+        from attn_cost.profilers.measure import gpu_timing
 
         return {
             "version": gpu_timing.TIMER_VERSION,
             "meaning": gpu_timing.describe_timer(),
             "resolution_s": _event_resolution(),
         }
-    from attn_cost.profilers.timing import SETTLE_S
+    from attn_cost.profilers.measure.timing import SETTLE_S
 
     return {
         "version": CPU_TIMER_VERSION,
@@ -192,7 +192,7 @@ def _precision(device: str) -> dict:
     import torch
 
     if device == "cuda":
-        from attn_cost.profilers.gpu_timing import precision_settings
+        from attn_cost.profilers.measure.gpu_timing import precision_settings
 
         return precision_settings()
     return {"float32_matmul_precision": torch.get_float32_matmul_precision()}
@@ -200,10 +200,10 @@ def _precision(device: str) -> dict:
 
 def _mini_profile(device: str) -> dict:
     """softmax against linear attention at d = 64 on a few lengths, time and peak memory, within PROFILE_S."""
-    from attn_cost.profilers.cases import build_case
-    from attn_cost.profilers.memory import cuda_peak, traced_peak
-    from attn_cost.profilers.sizes import Sizes
-    from attn_cost.profilers.timing import OutOfMemoryError, time_cases
+    from attn_cost.profilers.measure.cases import build_case
+    from attn_cost.profilers.measure.memory import cuda_peak, traced_peak
+    from attn_cost.profilers.measure.sizes import Sizes
+    from attn_cost.profilers.measure.timing import OutOfMemoryError, time_cases
 
     batch = 8 if device == "cuda" else 1
     lengths = (256, 1024, 4096, 16384) if device == "cuda" else (64, 256, 1024)

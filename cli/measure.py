@@ -70,7 +70,7 @@ def measurable(names: list[str], st=None) -> None:
     if st is not None and st.counting.n_kv is not None:
         fail("--n-kv is not measured (the reference implementations run keys and values of length N): "
              "use crossover or formula for N_kv")  # fmt: skip
-    from attn_cost.profilers.cases import require_references
+    from attn_cost.profilers.measure.cases import require_references
 
     require_references(names)
 
@@ -91,17 +91,17 @@ def open_measurer(
     cannot run here at these head dims (one line, before anything is measured)."""
     measuring_args(gpu, cpu, threads, repeats)
     if sdpa_backend is not None:
-        from attn_cost.profilers.sdpa import get_backend
+        from attn_cost.profilers.measure.sdpa import get_backend
 
         get_backend(sdpa_backend)
     import torch
-    from attn_cost.profilers.corrections import shipped_elsewhere
-    from attn_cost.profilers.device import prepare, select_device
-    from attn_cost.profilers.profile import Measurer
-    from attn_cost.profilers.store import ResultStore
+    from attn_cost.profilers.devicemodel.corrections import shipped_elsewhere
+    from attn_cost.profilers.measure.device import prepare, select_device
+    from attn_cost.profilers.measure.profile import Measurer
+    from attn_cost.profilers.store.store import ResultStore
 
     device = select_device(gpu, cpu)
-    from attn_cost.profilers.sdpa import validate_choice
+    from attn_cost.profilers.measure.sdpa import validate_choice
 
     validate_choice(sdpa_backend, device, [dtype], head_dims or [])
     if threads is not None:
@@ -157,8 +157,8 @@ def profile(
     o.positive(max_lengths, "--max-lengths"), o.positive(batch, "--b"), o.positive(latents, "--L")
     measuring_args(gpu, cpu, threads, repeats, max_n)
     measurable(sorted({n for p in pairs for n in p}), st)
-    from attn_cost.profilers.profile import profile_pair
-    from attn_cost.profilers.sizes import Sizes
+    from attn_cost.profilers.measure.profile import profile_pair
+    from attn_cost.profilers.measure.sizes import Sizes
 
     measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats, fresh, sdpa_backend, ds)
     n_max = max_n or (65536 if measurer.device == "cuda" else 16384)
@@ -270,7 +270,7 @@ def measure(
     o.positive(batch, "--b"), o.positive(latents, "--L")
     measuring_args(gpu, cpu, threads, repeats)
     measurable(names, st)
-    from attn_cost.profilers.sizes import Sizes
+    from attn_cost.profilers.measure.sizes import Sizes
 
     measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats, fresh, sdpa_backend, ds)
     rows = []
@@ -338,8 +338,8 @@ def check_flops(
         if not set(scopes) & set(get_variant(name).scopes):
             fail(f"{name} has no {' or '.join(scopes)} scope (it has: {', '.join(get_variant(name).scopes)})")
     measurable(names or [])
-    from attn_cost.profilers.flops import GRID
-    from attn_cost.profilers.flops import check_flops as run_checks
+    from attn_cost.profilers.measure.flops import GRID
+    from attn_cost.profilers.measure.flops import check_flops as run_checks
 
     with progress() as notify:
         notify(f"counting FLOPs over {len(GRID)} sizes per variant and scope")
@@ -435,13 +435,13 @@ def validate(
     """Fit per-device corrections on some head dims; print analytic, fitted, op-model (zero-shot, from
     `attn-cost calibrate`) and measured N0/N1 side by side, and the op model's error on every timed point.
     A stored timing much slower than its neighbours' trend along N is timed again, and the faster one kept."""
-    from attn_cost.profilers.corrections import load_profile, user_profiles_dir
+    from attn_cost.profilers.devicemodel.corrections import load_profile, user_profiles_dir
 
     existing = load_profile(use) if use else None
     if catalogue and pair:
         fail("--catalogue and --pair both choose the pairs: give one")
     if catalogue:
-        from attn_cost.profilers.validate import catalogue_pairs
+        from attn_cost.profilers.devicemodel.validate import catalogue_pairs
 
         pairs = catalogue_pairs()
     else:
@@ -456,9 +456,9 @@ def validate(
     o.positive(batch, "--b"), o.positive(latents, "--L")
     measuring_args(gpu, cpu, threads, repeats, max_n)
     measurable(sorted({n for p in pairs for n in p}), st)
-    from attn_cost.profilers.sizes import Sizes
-    from attn_cost.profilers.validate import time_errors
-    from attn_cost.profilers.validate import validate as run_validation
+    from attn_cost.profilers.devicemodel.validate import time_errors
+    from attn_cost.profilers.devicemodel.validate import validate as run_validation
+    from attn_cost.profilers.measure.sizes import Sizes
 
     measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats, fresh, sdpa_backend, check + fit)
     n_max = max_n or (65536 if measurer.device == "cuda" else 16384)
@@ -485,8 +485,8 @@ def validate(
 def _calibration(name: str | None, device: dict):
     """The op model `validate` checks: the named one (which must be of this device), else this device's own."""
     from attn_cost.costmodel.errors import UserError
-    from attn_cost.profilers.device import slug
-    from attn_cost.profilers.opmodel import check_device, load_opmodel, opmodel_for
+    from attn_cost.profilers.devicemodel.opmodel import check_device, load_opmodel, opmodel_for
+    from attn_cost.profilers.measure.device import slug
 
     if name is not None:
         named = load_opmodel(name)
@@ -521,7 +521,7 @@ def _op_model_summary(opmodel, errors: dict) -> None:
 
 
 def _validation_tables(profile, rows: list[dict], fit: list[int], path) -> None:
-    from attn_cost.profilers.corrections import VALIDATION_COLUMNS
+    from attn_cost.profilers.devicemodel.corrections import VALIDATION_COLUMNS
 
     dev = profile.device
     cells = []
@@ -587,8 +587,8 @@ def _with_err(value, err) -> str:
 def devices(as_json: bool = o.JSON) -> None:
     """List the devices: measured profiles (shipped, or fitted here by `attn-cost validate`) and datasheet GPUs
     (predicted from their datasheets: `predict`, `crossover --device`)."""
-    from attn_cost.profilers.corrections import known_profiles, load_profile
-    from attn_cost.profilers.datasheet import datasheets
+    from attn_cost.profilers.devicemodel.corrections import known_profiles, load_profile
+    from attn_cost.profilers.devicemodel.datasheet import datasheets
 
     found = [(name, path, load_profile(str(path))) for name, path in known_profiles().items()]
     sheets = datasheets()
@@ -610,7 +610,7 @@ def devices(as_json: bool = o.JSON) -> None:
         render.prose("No measured device profiles yet: `attn-cost validate` measures this device and writes one.")
         _datasheet_table(sheets)
         return
-    from attn_cost.profilers.opmodel import known_opmodels
+    from attn_cost.profilers.devicemodel.opmodel import known_opmodels
 
     calibrated = known_opmodels()
     cells = [
@@ -649,7 +649,7 @@ def _datasheet_table(sheets: dict) -> None:
 
 def _device_label(device: dict, every: list[dict]) -> str:
     """The device's name, with the fingerprint fields that tell it from other profiles of the same name."""
-    from attn_cost.profilers.device import IDENTITY
+    from attn_cost.profilers.measure.device import IDENTITY
 
     namesakes = [o for o in every if o.get("name") == device.get("name") and o is not device]
     differ = [k for k in (*IDENTITY, "torch") if any(str(o.get(k)) != str(device.get(k)) for o in namesakes)]

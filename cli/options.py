@@ -251,7 +251,7 @@ def extra_sizes(heads: int | None, given_only: bool = False) -> dict[sp.Symbol, 
 
 
 def given_sizes(heads: int) -> dict[str, int]:
-    """The variant-specific sizes the user gave, by symbol name (for `profilers.cases.Sizes`)."""
+    """The variant-specific sizes the user gave, by symbol name (for `profilers.measure.cases.Sizes`)."""
     return {str(k): v for k, v in extra_sizes(heads, given_only=True).items()}
 
 

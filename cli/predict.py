@@ -1,6 +1,6 @@
 """`attn-cost predict`: a variant's time and peak memory on a GPU one does not own, from its datasheet.
 
-No torch: the datasheet model prices the engine's op list with numpy (`profilers.gpumodel`).
+No torch: the datasheet model prices the engine's op list with numpy (`profilers.devicemodel.gpumodel`).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ def predict(
 ) -> None:
     """Predicted seconds (with a 95 % interval) and peak bytes of variants on a datasheet GPU, per variant and N."""
     import numpy as np
-    from attn_cost.profilers.datasheet import get_datasheet
-    from attn_cost.profilers.gpumodel import GpuModel, fitted, peak_bytes, record_line
+    from attn_cost.profilers.devicemodel.datasheet import get_datasheet
+    from attn_cost.profilers.devicemodel.gpumodel import GpuModel, fitted, peak_bytes, record_line
 
     names = o.variant_names(variant, causal)
     lengths = sorted(n)

@@ -1,5 +1,5 @@
 """`attn-cost report`: everything the engine derives and the profiler measured, in one offline HTML file
-(built by `profilers.report.gather`, drawn by `profilers.html_report.render`); the full data set is embedded
+(built by `profilers.report.gather.gather`, drawn by `profilers.report.page.render`); the full data set is embedded
 in the page as JSON, so the report can be checked against the CLI and re-plotted without the tool."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from attn_cost.cli.app import app, fail
 from attn_cost.cli.render import emit, line
 from attn_cost.costmodel.crossover import DEFAULT_PAIRS
 from attn_cost.costmodel.paths import real
-from attn_cost.profilers.files import claim, is_html_report, write_atomic
-from attn_cost.profilers.report import gather
+from attn_cost.profilers.report.gather import gather
+from attn_cost.profilers.store.files import claim, is_html_report, write_atomic
 
 
 @app.command()
@@ -42,7 +42,7 @@ def report(
 ) -> None:
     """Write an offline HTML report: cost curves, crossovers vs d, heads, formulas, predicted vs measured."""
     try:
-        from attn_cost.profilers.html_report import render
+        from attn_cost.profilers.report.page import render
     except ImportError as e:  # plotly is the `report` extra: pip install 'attn-cost[report]'
         fail(f"the HTML report needs plotly, which is not installed ({e}); pip install plotly")
 

@@ -1,6 +1,6 @@
 """`attn-cost results ls|rm|export|import`: inspect, drop and share the stored measurements.
 
-The measurements live in one SQLite database (`profilers/store.py`); JSON lines are the format
+The measurements live in one SQLite database (`profilers/store/store.py`); JSON lines are the format
 to share them in and the format of the measurements shipped with attn-cost. No torch here.
 """
 
@@ -46,7 +46,7 @@ JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
 def _filters(device, variant, kind, status, scope, dtype, d, n) -> dict:
     """The filters given, each checked: a value no record can have is refused, not matched against nothing, and an
     empty one (which would match every device name) is refused before anything is removed."""
-    from attn_cost.profilers.store import KINDS, MAX_SIZE, STATUSES, stored_names
+    from attn_cost.profilers.store.store import KINDS, MAX_SIZE, STATUSES, stored_names
 
     for value, flag in ((device, "--device"), (variant, "--variant")):
         if value is not None and not value.strip():
@@ -66,7 +66,7 @@ def _filters(device, variant, kind, status, scope, dtype, d, n) -> dict:
 
 
 def _open(store: Path | None, writable: bool):
-    from attn_cost.profilers.store import open_database
+    from attn_cost.profilers.store.store import open_database
 
     db = open_database(store, writable)
     _warn(db)
@@ -84,9 +84,9 @@ def _matching(
     store: Path | None, filters: dict, shipped: bool, writable: bool = False
 ) -> tuple[object, list[tuple[int | None, dict]]]:
     """(database, [(row id or None for a shipped record, record)]) of every record matching the filters."""
-    from attn_cost.profilers.files import regular_files
-    from attn_cost.profilers.store import SHIPPED as SHIPPED_DIR
-    from attn_cost.profilers.store import read_jsonl, select
+    from attn_cost.profilers.store.files import regular_files
+    from attn_cost.profilers.store.store import SHIPPED as SHIPPED_DIR
+    from attn_cost.profilers.store.store import read_jsonl, select
 
     db = _open(store, writable)
     rows: list[tuple[int | None, dict]] = list(select(db, filters))
@@ -99,7 +99,7 @@ def _matching(
 
 
 def _match(r, filters: dict) -> bool:
-    from attn_cost.profilers.store import device_matches
+    from attn_cost.profilers.store.store import device_matches
 
     fields = {"variant": r.variant, "kind": r.kind, "status": r.status, "scope": r.scope, "dtype": r.dtype}
     fields.update(d=r.d, n=r.n)
@@ -124,7 +124,7 @@ def ls(
     as_json: bool = JSON,
 ) -> None:
     """List stored measurements, newest last, filtered by device, variant, kind, status, scope, dtype, d, N."""
-    from attn_cost.profilers.device import slug
+    from attn_cost.profilers.measure.device import slug
 
     if limit < 0:
         fail(f"--limit must be 0 or more, got {limit}")
@@ -207,8 +207,8 @@ def export(
     store: Optional[Path] = STORE,
 ) -> None:
     """Write the matching records as JSON lines: the format to share measurements and to ship them."""
-    from attn_cost.profilers.files import STDOUT, claim, write_atomic
-    from attn_cost.profilers.store import database_path, is_results_file, write_jsonl
+    from attn_cost.profilers.store.files import STDOUT, claim, write_atomic
+    from attn_cost.profilers.store.store import database_path, is_results_file, write_jsonl
 
     if output is not None and str(output) == STDOUT:
         output = None
@@ -236,7 +236,7 @@ def import_(
     as_json: bool = JSON,
 ) -> None:
     """Add the records of JSON-lines files to the database (a record with the same device and key is replaced)."""
-    from attn_cost.profilers.store import read_jsonl
+    from attn_cost.profilers.store.store import read_jsonl
 
     read = [(path, *read_jsonl(path)) for path in paths]  # every file checked before the store is touched
     db = _open(store, writable=True)

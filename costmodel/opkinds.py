@@ -1,7 +1,7 @@
 """The op kinds the engine emits, and what autograd keeps of each for backward.
 
 Facts about op kinds, not about costs: the IR (`graph.py`) checks kinds against this table, the FLOP
-conventions (`conventions.py`) give each kind its rules, and the op model (`profilers/kernels.py`) a kernel.
+conventions (`conventions.py`) give each kind its rules, and the op model (`profilers/devicemodel/kernels.py`) a kernel.
 """
 
 from __future__ import annotations

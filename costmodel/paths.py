@@ -1,7 +1,7 @@
 """Paths a user gives: why one cannot be read, in a few words, and where a link leads, without raising.
 
 Below the profilers, so that the variant-file loader (`costmodel/plugins.py`) and the profilers' readers and
-writers (`profilers/files.py`) say it in the same words. No torch, no sympy.
+writers (`profilers/store/files.py`) say it in the same words. No torch, no sympy.
 """
 
 from __future__ import annotations

@@ -63,8 +63,8 @@ paper: 4,096), Linformer's k = 256 and Performer's m = 256 (their papers' settin
 DEFAULT_DEPTH = 12
 """The encoder depth D the analytic commands and the report use when none is given (ViT-Base, BERT-base)."""
 MEASURED_DEPTH = 2
-"""The depth of a measured encoder (`profilers.sizes.Sizes`): shallow, so a model-scope timing stays quick. It is
-part of every stored measurement's sizes (and so of its key), so changing it orphans the measurements on disk."""
+"""The depth of a measured encoder (`profilers.measure.sizes.Sizes`): shallow, so a model-scope timing stays quick. It
+is part of every stored measurement's sizes (and so of its key), so changing it orphans the measurements on disk."""
 
 
 class Pads(sp.Function):

@@ -1,0 +1,21 @@
+"""Measure attention on a device, model a device, trace a user's code: the layer above `costmodel`.
+
+Six packages, each one job (each package's `__init__` says what it may import):
+
+- `store`: the result store and attn-cost's own files (writing, schemas). torch-free.
+- `measure`: running a variant on a device: cases, reference implementations, timing, memory, the fingerprint.
+- `devicemodel`: one device model, two parameterisations of the same kernel calls: the op model calibrated on
+  a device one owns, and the datasheet model of a GPU one does not own; per-device fitted corrections.
+- `trace`: a variant from the user's own PyTorch code, mapped onto the engine's ops.
+- `report`: the report's data and its HTML page.
+- `campaign`: everything a user runs on their GPU, in one command (and on a Slurm cluster).
+
+`data/` holds the shipped data (device profiles, op calibrations, measurements, GPU datasheets): `DATA`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DATA = Path(__file__).parent / "data"
+"""The shipped data (package data: pyproject.toml's package-data lists it)."""

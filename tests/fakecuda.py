@@ -164,7 +164,7 @@ class Buffer:
 
 def fake_case(sim: SimGPU):
     """A `build_case` whose cases run on the simulated GPU."""
-    from attn_cost.profilers.cases import Case
+    from attn_cost.profilers.measure.cases import Case
 
     def build(variant: str, scope: str, sizes, dtype: str = "fp32", device: str = "cpu", seed: int = 0) -> Case:
         m = model(variant, sizes.N, sizes.d, sizes.b, sizes.h, dtype)
@@ -200,7 +200,8 @@ class Event:
 
 def install(monkeypatch, sim: SimGPU) -> None:
     """Point torch.cuda, the campaign's clock and the case builder at `sim` (undone by monkeypatch)."""
-    from attn_cost.profilers import campaign, gpu_timing, profile, sdpa
+    from attn_cost.profilers.campaign import run as campaign
+    from attn_cost.profilers.measure import gpu_timing, profile, sdpa
 
     props = types.SimpleNamespace(
         name=sim.name, major=9, minor=0, total_memory=sim.cap,

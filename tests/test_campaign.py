@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 from attn_cost.costmodel.errors import UserError
-from attn_cost.profilers import gpu_timing, sdpa
-from attn_cost.profilers.campaign import MAX_FILE_BYTES, PAIRS, Plan, check_outputs, write_atomic
-from attn_cost.profilers.cases import build_case
-from attn_cost.profilers.sizes import Sizes
+from attn_cost.profilers.campaign.run import MAX_FILE_BYTES, PAIRS, Plan, check_outputs, write_atomic
+from attn_cost.profilers.measure import gpu_timing, sdpa
+from attn_cost.profilers.measure.cases import build_case
+from attn_cost.profilers.measure.sizes import Sizes
 
 TS = "taylorshift-direct:taylorshift-efficient"
 TINY = ["--pair", "softmax:linear", "--dtype", "fp32", "--d", "4", "--no-calibrate", "--repeats", "2",
@@ -28,7 +28,7 @@ TINY = ["--pair", "softmax:linear", "--dtype", "fp32", "--d", "4", "--no-calibra
 def _budget_from_the_call(monkeypatch) -> None:
     """The CLI runs in this process (`cli`): its budget counts from the call, as in a new process, not from when
     this test process started (a new process's age is tested in test_gpu_fake.py)."""
-    from attn_cost.profilers import campaign
+    from attn_cost.profilers.campaign import run as campaign
 
     monkeypatch.setattr(campaign, "process_age", lambda: 0.0)
 
@@ -107,9 +107,9 @@ def test_the_forced_backend_is_the_kernel_that_runs() -> None:
 
 
 def test_every_softmax_fused_measurement_records_its_backend(tmp_path) -> None:
-    from attn_cost.profilers.device import prepare
-    from attn_cost.profilers.profile import Measurer
-    from attn_cost.profilers.store import ResultStore
+    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.measure.profile import Measurer
+    from attn_cost.profilers.store.store import ResultStore
 
     store = ResultStore(prepare("cpu"), tmp_path / "store", shipped=False)
     forced = Measurer("cpu", store, sdpa_backend="math")
@@ -290,7 +290,7 @@ def test_the_rehearsal_runs_every_step_at_small_sizes(cli, tmp_path) -> None:
 
 
 def test_slurm_jobs_are_one_per_device_kind_or_per_pair(tmp_path) -> None:
-    from attn_cost.profilers.slurm import job_plans
+    from attn_cost.profilers.campaign.slurm import job_plans
 
     plan = Plan(out=str(tmp_path))
     by_device = job_plans(plan, ["h100", "a100"], "device")
@@ -350,9 +350,9 @@ def test_every_backend_the_rules_allow_runs_on_this_gpu_and_is_the_kernel_that_r
 @pytest.mark.gpu
 @cuda
 def test_cuda_timing_goes_through_the_harness_and_the_device_record_holds_its_clocks() -> None:
-    from attn_cost.profilers.device import fingerprint
-    from attn_cost.profilers.memory import cuda_peak
-    from attn_cost.profilers.timing import time_cases
+    from attn_cost.profilers.measure.device import fingerprint
+    from attn_cost.profilers.measure.memory import cuda_peak
+    from attn_cost.profilers.measure.timing import time_cases
 
     cases = [build_case(v, "core", Sizes(N=512, d=64, b=32), "bf16", "cuda") for v in ("softmax", "linear")]
     stats = time_cases(cases, 3, 2)

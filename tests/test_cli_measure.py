@@ -24,8 +24,8 @@ def test_speed_crossover_is_reported_with_its_uncertainty(cli, monkeypatch) -> N
     """`profile` on a fake timer (no real timing, so no busy machine can move it): A takes N² ns, B 300·N ns, so B
     overtakes A at N = 300 exactly (independent arithmetic); the command must find it within its stated
     uncertainty, and a second run must reuse every stored timing."""
-    import attn_cost.profilers.profile as prof
-    from attn_cost.profilers.timing import TimeStats
+    import attn_cost.profilers.measure.profile as prof
+    from attn_cost.profilers.measure.timing import TimeStats
 
     timed: list[int] = []
 
@@ -117,7 +117,7 @@ def test_check_flops_passes_and_fails_with_the_right_exit_codes(cli, monkeypatch
     data = r.json()
     assert data["mismatches"] == 0 and data["checked"] > 0
 
-    import attn_cost.profilers.flops as flops
+    import attn_cost.profilers.measure.flops as flops
     from attn_cost.cli.app import main
 
     real = flops.derived
@@ -126,7 +126,7 @@ def test_check_flops_passes_and_fails_with_the_right_exit_codes(cli, monkeypatch
 
 
 def test_an_interrupted_command_says_so_and_exits_130(monkeypatch, capsys) -> None:
-    import attn_cost.profilers.profile as prof
+    import attn_cost.profilers.measure.profile as prof
     from attn_cost.cli.app import main
 
     def interrupt(*args, **kwargs):

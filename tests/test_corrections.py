@@ -8,7 +8,7 @@ import random
 import pytest
 from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.errors import UserError
-from attn_cost.profilers.corrections import (
+from attn_cost.profilers.devicemodel.corrections import (
     DeviceProfile,
     corrected_n,
     corrected_time_curve,
@@ -17,7 +17,7 @@ from attn_cost.profilers.corrections import (
     load_profile,
     time_features,
 )
-from attn_cost.profilers.corrections import _value as value_at
+from attn_cost.profilers.devicemodel.corrections import _value as value_at
 from scipy.optimize import brentq
 
 TRUE = {"launch_s": 5e-6, "seconds_per_flop": 1 / 50e9, "seconds_per_byte": 1 / 10e9}
@@ -193,8 +193,8 @@ def test_validate_needs_two_fit_dims(cli) -> None:
 
 def test_the_catalogue_pairs_cover_every_timed_variant_against_softmax_of_its_causality() -> None:
     from attn_cost.costmodel.variants import all_variants
-    from attn_cost.profilers.reference import REFERENCES
-    from attn_cost.profilers.validate import catalogue_pairs
+    from attn_cost.profilers.devicemodel.validate import catalogue_pairs
+    from attn_cost.profilers.measure.reference import REFERENCES
 
     pairs = catalogue_pairs()
     causal = {v.name: v.causal for v in all_variants()}

@@ -408,7 +408,7 @@ def test_unsupported_claims_are_named_not_hidden(records: list[dict]) -> None:
 
 
 def test_html_report_has_the_claims_section(records: list[dict]) -> None:
-    from attn_cost.profilers.html_report import _claims
+    from attn_cost.profilers.report.page import _claims
 
     page = _claims({"claims": records})
     assert page.count("<tr>") == len(records) + 1 and "does not hold" in page

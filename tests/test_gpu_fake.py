@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from attn_cost.profilers import gpu_timing
-from attn_cost.profilers.sizes import Sizes
+from attn_cost.profilers.measure import gpu_timing
+from attn_cost.profilers.measure.sizes import Sizes
 from fakecuda import BYTES, LAUNCH_S, SimGPU, call_seconds, fake_case, install, model, sim_n0, sim_n1
 
 TS = ("taylorshift-direct", "taylorshift-efficient")
@@ -29,8 +29,8 @@ def sim(monkeypatch) -> SimGPU:
 
 
 def _store(tmp_path):
-    from attn_cost.profilers.device import prepare
-    from attn_cost.profilers.store import ResultStore
+    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.store.store import ResultStore
 
     return ResultStore(prepare("cuda"), tmp_path / "store", shipped=False)
 
@@ -40,7 +40,7 @@ def _store(tmp_path):
 
 def test_a_short_call_is_timed_with_its_launches(sim) -> None:
     """Back-to-back calls: efficient TaylorShift's 21 launches show in its time as softmax's 4 do in its."""
-    from attn_cost.profilers.timing import time_cases
+    from attn_cost.profilers.measure.timing import time_cases
 
     build = fake_case(sim)
     for variant in ("softmax", "taylorshift-efficient"):
@@ -49,7 +49,7 @@ def test_a_short_call_is_timed_with_its_launches(sim) -> None:
 
 
 def test_a_long_call_is_timed_on_the_device(sim) -> None:
-    from attn_cost.profilers.timing import time_cases
+    from attn_cost.profilers.measure.timing import time_cases
 
     sizes = Sizes(N=8192, d=64, b=32)
     (stats,) = time_cases([fake_case(sim)("softmax", "core", sizes, "fp32", "cuda")], 3, 2)
@@ -67,7 +67,7 @@ def test_a_call_that_launches_nothing_is_refused_when_measured_and_timed_on_the_
 
 
 def test_a_variant_that_fits_alone_is_stored_ok_after_the_pair_ran_out_of_memory(sim, tmp_path) -> None:
-    from attn_cost.profilers.profile import Measurer
+    from attn_cost.profilers.measure.profile import Measurer
 
     sizes = Sizes(N=2048, d=16, b=32)
     dry = SimGPU()
@@ -88,7 +88,7 @@ def test_a_speed_crossover_that_is_a_memory_limit_says_so(sim, tmp_path) -> None
     """softmax against latte where latte is slower until softmax no longer fits: no N0, a memory-limit note."""
     from attn_cost.costmodel.conventions import DEFAULT
     from attn_cost.costmodel.crossover import Setting
-    from attn_cost.profilers.profile import Measurer, profile_pair
+    from attn_cost.profilers.measure.profile import Measurer, profile_pair
 
     sim.cap = 4 << 30
     m = Measurer("cuda", _store(tmp_path), repeats=3)
@@ -107,7 +107,7 @@ def test_a_speed_crossover_that_is_a_memory_limit_says_so(sim, tmp_path) -> None
 
 @pytest.mark.parametrize(("variant", "n"), [("softmax", 300), ("linear", 1000), (TS[1], 77)])
 def test_peak_memory_is_the_requested_bytes_and_the_allocators_blocks_are_kept(sim, tmp_path, variant, n) -> None:
-    from attn_cost.profilers.profile import Measurer
+    from attn_cost.profilers.measure.profile import Measurer
 
     m = Measurer("cuda", _store(tmp_path), dtype="bf16")
     sim.allocate(5 << 20)  # what ran before stays cached: it must not count
@@ -123,7 +123,7 @@ def test_peak_memory_is_the_requested_bytes_and_the_allocators_blocks_are_kept(s
 
 
 def test_the_cuda_fingerprint_records_the_timer_and_precision_and_tf32_is_part_of_the_name(sim, monkeypatch) -> None:
-    from attn_cost.profilers.device import fingerprint, slug
+    from attn_cost.profilers.measure.device import fingerprint, slug
 
     info = fingerprint("cuda")
     assert info["timer_version"] == gpu_timing.TIMER_VERSION and "back-to-back" in info["timer"]
@@ -138,7 +138,7 @@ def test_the_cuda_fingerprint_records_the_timer_and_precision_and_tf32_is_part_o
 
 
 def test_shipped_cpu_profiles_keep_their_names() -> None:
-    from attn_cost.profilers.device import CPU_TIMER_VERSION, slug
+    from attn_cost.profilers.measure.device import CPU_TIMER_VERSION, slug
 
     root = Path(__file__).resolve().parents[1] / "profilers" / "data" / "devices"
     for path in root.glob("*.json"):
@@ -154,7 +154,7 @@ def test_shipped_cpu_profiles_keep_their_names() -> None:
 
 
 def _plan(out: Path, **changes):
-    from attn_cost.profilers.campaign import Plan
+    from attn_cost.profilers.campaign.run import Plan
 
     base = {"out": str(out), "device": "cuda", "pairs": [TS, ("softmax", "linear")], "ds": [16, 32, 64],
             "dtypes": ["fp32"], "calibrate": False, "store": str(out.parent / f"store-{out.name}")}  # fmt: skip
@@ -162,14 +162,14 @@ def _plan(out: Path, **changes):
 
 
 def _run(plan) -> dict:
-    from attn_cost.profilers.campaign import run_campaign
+    from attn_cost.profilers.campaign.run import run_campaign
 
     return run_campaign(plan, sink=lambda line: None)
 
 
 @pytest.mark.slow  # a whole campaign on the simulated H100: 1-1.5 min each on 2 cores
 def test_the_campaign_on_a_simulated_h100_finds_the_devices_own_crossovers(sim, tmp_path) -> None:
-    from attn_cost.profilers.corrections import load_profile
+    from attn_cost.profilers.devicemodel.corrections import load_profile
 
     out = tmp_path / "c"
     summary = _run(_plan(out, ds=[16, 64]))
@@ -183,7 +183,7 @@ def test_the_campaign_on_a_simulated_h100_finds_the_devices_own_crossovers(sim, 
     records = [json.loads(line) for line in (out / "measurements.jsonl").read_text().splitlines()]
     timed = {r["sizes"]["N"] for r in records if r["kind"] == "time"}
     assert all(n % 8 == 0 for n in timed)  # CUDA probes multiples of 8 tokens
-    from attn_cost.profilers.device import slug
+    from attn_cost.profilers.measure.device import slug
 
     assert load_profile(summary["profiles"]["fp32"]).slug == slug(summary["device"])
     assert len(list(out.iterdir())) <= 8
@@ -211,7 +211,7 @@ def test_the_budget_counts_start_up_and_calls_continue_each_other(sim, tmp_path)
     """6-second calls with 2 s of start-up each (simulated time): no timing starts after 97 % of a call's budget
     (the one under way then ends the call: up to 1.6 s here, where a sweep times long calls; a real 9-minute call
     keeps 16 s for it); together the calls finish the plan, with the transitions of the simulated device."""
-    from attn_cost.profilers.campaign import STOP_SHARE, run_campaign
+    from attn_cost.profilers.campaign.run import STOP_SHARE, run_campaign
 
     out = tmp_path / "c"
     begin = sim.host
@@ -244,7 +244,7 @@ def test_the_budget_counts_start_up_and_calls_continue_each_other(sim, tmp_path)
 
 
 def test_a_library_error_ends_its_unit_not_the_run(sim, tmp_path, monkeypatch) -> None:
-    from attn_cost.profilers import profile
+    from attn_cost.profilers.measure import profile
 
     build = profile.build_case
 
@@ -264,7 +264,7 @@ def test_a_library_error_ends_its_unit_not_the_run(sim, tmp_path, monkeypatch) -
 
 
 def test_an_error_that_breaks_the_device_stops_the_run_cleanly(sim, tmp_path, monkeypatch) -> None:
-    from attn_cost.profilers import profile
+    from attn_cost.profilers.measure import profile
 
     def broken(*args, **kwargs):
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
@@ -277,7 +277,7 @@ def test_an_error_that_breaks_the_device_stops_the_run_cleanly(sim, tmp_path, mo
 
 def test_inputs_are_drawn_on_the_device_when_there_is_one(monkeypatch) -> None:
     """build_case draws CUDA inputs with a generator on the device, in the case's dtype (no host copy)."""
-    from attn_cost.profilers.cases import build_case
+    from attn_cost.profilers.measure.cases import build_case
 
     seen = []
     real = torch.randn
@@ -303,7 +303,9 @@ def test_the_budget_starts_with_the_process() -> None:
     import subprocess
     import sys
 
-    code = "import time; time.sleep(1.5); from attn_cost.profilers.campaign import process_age; print(process_age())"
+    code = (
+        "import time; time.sleep(1.5); from attn_cost.profilers.campaign.run import process_age; print(process_age())"
+    )
     age = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout)
     assert 1.5 <= age < 30
 
@@ -311,11 +313,11 @@ def test_the_budget_starts_with_the_process() -> None:
 def test_the_calibration_times_host_terms_on_the_host_clock_on_a_gpu(tmp_path, monkeypatch) -> None:
     """The op model's call, loop-step and chain costs are host work: on a GPU, events around them see ~0 (and are
     refused), so the calibration times them with the host clock; kernels keep the device's events."""
-    from attn_cost.profilers import calibrate as cal
-    from attn_cost.profilers.device import prepare
-    from attn_cost.profilers.kernels import CALL, LOOP_STEP
-    from attn_cost.profilers.store import ResultStore
-    from attn_cost.profilers.timing import TimeStats
+    from attn_cost.profilers.devicemodel import calibrate as cal
+    from attn_cost.profilers.devicemodel.kernels import CALL, LOOP_STEP
+    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.measure.timing import TimeStats
+    from attn_cost.profilers.store.store import ResultStore
 
     asked: dict[str, dict] = {}
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from attn_cost.profilers.datasheet import SHIPPED, datasheets, get_datasheet
-from attn_cost.profilers.gpumodel import GpuModel, fitted
+from attn_cost.profilers.devicemodel.datasheet import SHIPPED, datasheets, get_datasheet
+from attn_cost.profilers.devicemodel.gpumodel import GpuModel, fitted
 
 ROOT = Path(__file__).parents[1]
 ISSUE_NAMES = {"a100-sxm4-40gb", "a100-sxm4-80gb", "h100-sxm5-80gb", "h100-pcie-80gb", "h200-sxm-141gb", "l4", "a10",
@@ -56,7 +56,7 @@ def _user_table(home: Path, **changes) -> Path:
 
 @pytest.fixture
 def home(tmp_path, monkeypatch) -> Path:
-    from attn_cost.profilers import datasheet
+    from attn_cost.profilers.devicemodel import datasheet
 
     monkeypatch.setenv("ATTN_COST_HOME", str(tmp_path / "home"))
     datasheet._load.cache_clear()
@@ -134,7 +134,7 @@ def test_fused_attention_is_query_blocks_in_waves_with_its_exponentials(a100) ->
 
 
 def test_every_launch_costs_and_a_recurrence_launches_every_step(a100) -> None:
-    from attn_cost.profilers.oppredict import row_dims
+    from attn_cost.profilers.devicemodel.oppredict import row_dims
 
     dims = row_dims({"d": 16})
     ops = 7  # linear-recurrent's step: φ(k), φ(k)vᵀ, s +=, z +=, φ(q), two products, a divide, the store
@@ -144,7 +144,7 @@ def test_every_launch_costs_and_a_recurrence_launches_every_step(a100) -> None:
 
 
 def test_training_adds_each_ops_backward(a100) -> None:
-    from attn_cost.profilers.oppredict import row_dims
+    from attn_cost.profilers.devicemodel.oppredict import row_dims
 
     dims = row_dims({"d": 128, "h": 16, "b": 8})
     n = np.array([8192.0])
@@ -159,7 +159,7 @@ def test_training_adds_each_ops_backward(a100) -> None:
 def test_predict_gives_seconds_with_an_interval_and_the_engines_peak(cli) -> None:
     from attn_cost.costmodel.symbols import BY_NAME
     from attn_cost.costmodel.variants import derive
-    from attn_cost.profilers.oppredict import row_dims
+    from attn_cost.profilers.devicemodel.oppredict import row_dims
 
     r = cli("predict", "--device", "h100-sxm5-80gb", "--variant", "softmax", "--variant", "linear", "--n", "512",
             "--n", "4096", "--d", "64", "--h", "8", "--b", "2", "--dtype", "bf16", "--json")  # fmt: skip
@@ -204,8 +204,8 @@ def test_bad_input_is_one_line_and_exit_2(cli, args) -> None:
 
 def test_validation_rows_of_a_measured_gpu_get_its_datasheet_prediction() -> None:
     from attn_cost.costmodel.crossover import Setting
-    from attn_cost.profilers.oppredict import row_dims
-    from attn_cost.profilers.validate import _datasheet
+    from attn_cost.profilers.devicemodel.oppredict import row_dims
+    from attn_cost.profilers.devicemodel.validate import _datasheet
 
     dims = row_dims({"d": 64, "h": 1, "b": 32})
     h200 = {"kind": "cuda", "name": "NVIDIA H200"}
@@ -247,7 +247,7 @@ def test_published_crossovers_are_within_a_fifth_and_held_out_times_within_the_t
 
 def test_a_report_on_a_datasheet_gpu_carries_its_predictions_and_says_so() -> None:
     from attn_cost.costmodel.crossover import Setting
-    from attn_cost.profilers.report import gather
+    from attn_cost.profilers.report.gather import gather
 
     pair = ("softmax-fused", "linear")
     data = gather(list(pair), [pair], [64], 64, 256, "l4", Setting(dtype="bf16"))

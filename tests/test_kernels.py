@@ -7,8 +7,8 @@ import warnings
 import pytest
 import sympy as sp
 from attn_cost.costmodel.errors import PricingWarning
-from attn_cost.profilers import kernels
-from attn_cost.profilers.kernels import KERNELS, kernel_of, twins
+from attn_cost.profilers.devicemodel import kernels
+from attn_cost.profilers.devicemodel.kernels import KERNELS, kernel_of, twins
 
 SMALL = {"rows": 6, "cols": 5}
 PRODUCT = {"batch": 2, "m": 3, "k": 4, "n": 5}
@@ -66,7 +66,7 @@ def test_a_declaration_builds_its_own_op_and_torch_runs_it_at_that_shape(name: s
 
 
 def test_layout_twins_and_stand_ins() -> None:
-    from attn_cost.profilers.opmodel import pricing
+    from attn_cost.profilers.devicemodel.opmodel import pricing
 
     assert twins("exp") == ["exp!"] and twins("sub!") == ["sub!", "sub"]
     assert twins("teleport") == []
@@ -77,7 +77,7 @@ def test_layout_twins_and_stand_ins() -> None:
 def test_a_kernel_the_calibration_never_timed_is_a_named_warning() -> None:
     """A calibration that predates the row-sum kernel (the synthetic one of test_opmodel.py times none):
     Performer's sum is priced, and said to be priced, as a copy; a pair without it gives no warning."""
-    from attn_cost.profilers.oppredict import predict_n0, row_dims
+    from attn_cost.profilers.devicemodel.oppredict import predict_n0, row_dims
     from test_opmodel import synthetic_model
 
     model = synthetic_model()
@@ -157,7 +157,7 @@ def test_traced_code_and_the_catalogue_price_the_same_product_alike(tmp_path, re
     import numpy as np
     from attn_cost.costmodel.symbols import N
     from attn_cost.costmodel.variants import derive
-    from attn_cost.profilers.opcalls import op_features
+    from attn_cost.profilers.devicemodel.opcalls import op_features
     from attn_cost.profilers.trace import register
     from test_opmodel import synthetic_model
 

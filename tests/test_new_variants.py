@@ -13,11 +13,11 @@ from attn_cost.costmodel.conventions import get_convention
 from attn_cost.costmodel.iotraffic import Tiles, fused_op_traffic, io_traffic
 from attn_cost.costmodel.symbols import C, N, b, c, d, h, h_kv, k, m, w
 from attn_cost.costmodel.variants import derive
-from attn_cost.profilers import reference as ref
-from attn_cost.profilers.cases import build_case
-from attn_cost.profilers.flops import counted, derived
-from attn_cost.profilers.memory import LiveTensorTracer, traced_peak
-from attn_cost.profilers.sizes import Sizes
+from attn_cost.profilers.measure import reference as ref
+from attn_cost.profilers.measure.cases import build_case
+from attn_cost.profilers.measure.flops import counted, derived
+from attn_cost.profilers.measure.memory import LiveTensorTracer, traced_peak
+from attn_cost.profilers.measure.sizes import Sizes
 from torch.utils.flop_counter import FlopCounterMode
 
 MATMUL = get_convention("matmul")
@@ -190,7 +190,7 @@ def test_linear_chunked_is_exact_at_every_length(n: int, chunk: int) -> None:
 
 def test_measured_lengths_need_no_whole_chunks() -> None:
     """The formulas hold at every N: a measured search probes any length (on CUDA, multiples of 8 only)."""
-    from attn_cost.profilers.profile import length_grain
+    from attn_cost.profilers.measure.profile import length_grain
 
     assert length_grain("cpu") == 1 and length_grain("cuda") == 8
 

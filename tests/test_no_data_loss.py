@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from attn_cost.cli.app import main
 from attn_cost.costmodel.errors import UserError
-from attn_cost.profilers.store import Database, ResultStore, read_jsonl
+from attn_cost.profilers.store.store import Database, ResultStore, read_jsonl
 
 RESULTS = Path(__file__).parent / "data" / "results.jsonl"
 """Records of the tests' own made-up CPU (tests/data/make_device.py), not the shipped measurements of one CPU."""
@@ -234,7 +234,7 @@ def test_a_measurement_the_database_refuses_is_kept_elsewhere(tmp_path, monkeypa
 
 
 def test_a_campaign_rerun_keeps_another_devices_measurements(tmp_path) -> None:
-    from attn_cost.profilers.campaign import Plan, open_campaign
+    from attn_cost.profilers.campaign.run import Plan, open_campaign
 
     out = tmp_path / "campaign"
     out.mkdir()
@@ -257,7 +257,7 @@ def test_a_campaign_rerun_keeps_another_devices_measurements(tmp_path) -> None:
 
 @pytest.mark.parametrize("name", ["measurements.jsonl", "summary.json", "campaign.log"])
 def test_a_campaign_never_writes_over_a_users_file_in_its_folder(tmp_path, name) -> None:
-    from attn_cost.profilers.campaign import Plan, open_campaign
+    from attn_cost.profilers.campaign.run import Plan, open_campaign
 
     out = tmp_path / "campaign"
     out.mkdir()
@@ -342,7 +342,7 @@ def test_export_follows_a_link_at_its_output_path_and_keeps_the_link(tmp_path, c
 
 
 def test_every_writer_follows_a_link_and_keeps_permissions(tmp_path) -> None:
-    from attn_cost.profilers.files import claim, is_json_of, write_atomic
+    from attn_cost.profilers.store.files import claim, is_json_of, write_atomic
 
     target = tmp_path / "real.json"
     target.write_text('{"kind": "mine"}\n')
@@ -379,10 +379,10 @@ def _campaign_files(slug: str) -> list[str]:
 
 
 def test_a_campaign_checks_every_file_it_writes_before_measuring(tmp_path, monkeypatch) -> None:
-    from attn_cost.profilers.campaign import Plan, open_campaign
-    from attn_cost.profilers.device import prepare, slug
+    from attn_cost.profilers.campaign.run import Plan, open_campaign
+    from attn_cost.profilers.measure.device import prepare, slug
 
-    monkeypatch.setattr("attn_cost.profilers.store.ResultStore.add", lambda *a: pytest.fail("measured"))
+    monkeypatch.setattr("attn_cost.profilers.store.store.ResultStore.add", lambda *a: pytest.fail("measured"))
     name = slug(prepare("cpu"))
     out, store = tmp_path / "campaign", tmp_path / "store"
     user_calibration = tmp_path / "home" / "opmodels" / f"{name}.json"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.symbols import BY_NAME
-from attn_cost.profilers.opmodel import (
+from attn_cost.profilers.devicemodel.opmodel import (
     COPY,
     Gemm,
     Line,
@@ -21,8 +21,8 @@ from attn_cost.profilers.opmodel import (
     kernel_calls,
     load_opmodel,
 )
-from attn_cost.profilers.oppredict import last_crossing, predict_n0, predicted_seconds, row_dims
-from attn_cost.profilers.tunables import DEFAULT
+from attn_cost.profilers.devicemodel.oppredict import last_crossing, predict_n0, predicted_seconds, row_dims
+from attn_cost.profilers.devicemodel.tunables import DEFAULT
 
 DEVICE = {"kind": "cpu", "name": "Test CPU", "torch": "2.13.0", "threads": 2, "family": "1"}
 LAUNCH, PER_BYTE = 2e-6, 1e-10  # 2 µs per kernel, 10 GB/s
@@ -222,7 +222,7 @@ def test_a_gzipped_calibration_loads_like_the_plain_one(tmp_path) -> None:
 
 
 def test_line_grid_times_a_variant_s_ops_at_their_shapes() -> None:
-    from attn_cost.profilers import calibrate as cal
+    from attn_cost.profilers.devicemodel import calibrate as cal
 
     points = cal.line_grid(["softmax"], [{"d": 24}], {"L3": 1 << 20})
     qk = [p for p in points if p.shape.kernel == "matmul-NT"]
@@ -235,7 +235,7 @@ def test_line_grid_times_a_variant_s_ops_at_their_shapes() -> None:
 
 
 def test_off_trend_finds_slow_spikes_but_not_dips_a_power_law_or_a_step() -> None:
-    from attn_cost.profilers.trend import off_trend
+    from attn_cost.profilers.devicemodel.trend import off_trend
 
     n = [100, 200, 400, 800, 1600]
     assert off_trend(n, [x**1.5 for x in n]) == []
@@ -252,7 +252,7 @@ def test_off_trend_finds_slow_spikes_but_not_dips_a_power_law_or_a_step() -> Non
 
 
 def test_a_spike_along_a_line_is_timed_again_and_the_faster_timing_kept() -> None:
-    from attn_cost.profilers import calibrate as cal
+    from attn_cost.profilers.devicemodel import calibrate as cal
 
     class Again:
         """Times a shape again as 10 µs per 64 rows (the undisturbed power law), and remembers which."""
@@ -286,7 +286,7 @@ def test_a_spike_along_a_line_is_timed_again_and_the_faster_timing_kept() -> Non
 
 
 def test_the_chain_cost_recovers_its_fixed_part_and_its_share() -> None:
-    from attn_cost.profilers.opmodel import CALL, SEQUENCE, Chain
+    from attn_cost.profilers.devicemodel.opmodel import CALL, SEQUENCE, Chain
 
     call, launch, share = 1e-6, 2e-6, 0.05
     alone = [2e-5, 4e-5, 5e-4, 3e-3]  # eight ops alone, from launch-bound to large
@@ -308,7 +308,7 @@ def test_the_chain_cost_recovers_its_fixed_part_and_its_share() -> None:
 
 
 def test_the_chain_cost_is_paid_per_dispatched_kernel() -> None:
-    from attn_cost.profilers.opmodel import CALL, SEQUENCE, Chain
+    from attn_cost.profilers.devicemodel.opmodel import CALL, SEQUENCE, Chain
 
     call, launch = 1e-6, 5e-7
     alone = [2e-5, 4e-5]
@@ -334,7 +334,7 @@ def test_the_chain_cost_is_paid_per_dispatched_kernel() -> None:
 
 
 def test_dispatches_are_counted_from_what_pytorch_runs() -> None:
-    from attn_cost.profilers import calibrate as cal
+    from attn_cost.profilers.devicemodel import calibrate as cal
 
     # l2normalize: vector_norm, reciprocal_, mul_, mul; poly2: x·x, ·0.5, +x, +1; a product is one bmm (its
     # transposes, expands and reshapes are views); augment: new_empty, fill_ of the first column, mul into the rest
@@ -348,7 +348,7 @@ def test_dispatches_are_counted_from_what_pytorch_runs() -> None:
 
 def test_operand_layout_is_read_from_the_op_list() -> None:
     from attn_cost.costmodel.variants import derive
-    from attn_cost.profilers.opmodel import kernel_of, operand_layout
+    from attn_cost.profilers.devicemodel.opmodel import kernel_of, operand_layout
 
     def layouts(variant: str) -> list[tuple[str, dict]]:
         return [(kernel_of(op), operand_layout(op)) for op in derive(variant, "core").ops if operand_layout(op)]
@@ -368,7 +368,7 @@ def test_operand_layout_is_read_from_the_op_list() -> None:
 
 def test_an_op_is_timed_with_the_operands_its_variant_gives_it() -> None:
     import torch
-    from attn_cost.profilers import calibrate as cal
+    from attn_cost.profilers.devicemodel import calibrate as cal
 
     calls = kernel_calls("taylorshift-efficient", "core", "fp32", dims_of(8))
     timed = 0
@@ -552,10 +552,10 @@ def test_calibrate_rejects_an_output_that_is_a_file(cli, tmp_path) -> None:
 
 
 def test_calibration_stores_points_and_resumes(monkeypatch, tmp_path) -> None:
-    from attn_cost.profilers import calibrate as cal
-    from attn_cost.profilers.device import prepare
-    from attn_cost.profilers.store import ResultStore
-    from attn_cost.profilers.timing import TimeStats
+    from attn_cost.profilers.devicemodel import calibrate as cal
+    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.measure.timing import TimeStats
+    from attn_cost.profilers.store.store import ResultStore
 
     shapes = [cal._s(COPY, rows=r, cols=64) for r in (1, 16, 256, 4096)]
     shapes += [cal._s("matmul-NT", batch=1, m=m, k=8, n=m) for m in (8, 64, 512)]
@@ -580,10 +580,10 @@ def test_calibration_stores_points_and_resumes(monkeypatch, tmp_path) -> None:
 
 
 def test_every_exact_shape_is_timed_twice_and_the_faster_timing_kept(monkeypatch, tmp_path) -> None:
-    from attn_cost.profilers import calibrate as cal
-    from attn_cost.profilers.device import prepare
-    from attn_cost.profilers.store import ResultStore
-    from attn_cost.profilers.timing import TimeStats
+    from attn_cost.profilers.devicemodel import calibrate as cal
+    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.measure.timing import TimeStats
+    from attn_cost.profilers.store.store import ResultStore
 
     monkeypatch.setattr(cal, "grid", lambda caches, dtype, tune: [cal._s(COPY, rows=r, cols=64) for r in (1, 16, 256)])
     monkeypatch.setattr(cal, "held_out_grid", lambda caches, dtype, tune: [])
@@ -623,7 +623,7 @@ def test_quick_calibration_of_this_cpu(cli, tmp_path) -> None:
 def test_report_draws_predicted_time_beside_measured(cli, fixture_device, tmp_path) -> None:
     import re
 
-    from attn_cost.profilers.corrections import load_profile
+    from attn_cost.profilers.devicemodel.corrections import load_profile
 
     profile = load_profile(fixture_device)
     model = lean_synthetic_model()
@@ -651,7 +651,7 @@ def test_off_grid_error_widens_the_interval() -> None:
 
 
 def test_the_chain_error_widens_the_interval() -> None:
-    from attn_cost.profilers.opfit import Chain, Overheads
+    from attn_cost.profilers.devicemodel.opfit import Chain, Overheads
 
     model = synthetic_model()
     args = (model, "taylorshift-direct", "taylorshift-efficient", dims_of(16))
@@ -820,8 +820,8 @@ def test_the_gap_is_what_following_a_missed_n0_costs() -> None:
 def test_a_chain_takes_the_first_kinds_of_the_chain_list() -> None:
     """The grid's chains keep their eight ops (and their stored keys); a chain of `kinds` takes that many
     distinct runnable ops, every one at r × r."""
-    from attn_cost.profilers import calibrate as cal
-    from attn_cost.profilers.opmodel import SEQUENCE
+    from attn_cost.profilers.devicemodel import calibrate as cal
+    from attn_cost.profilers.devicemodel.opmodel import SEQUENCE
 
     eight = cal.sequence_parts(cal._s(SEQUENCE, rows=16))
     assert [p.kernel for p in eight] == ["matmul-NT", "scale!", "softmax", "matmul-NN", "l2normalize", "poly2",
@@ -835,7 +835,7 @@ def test_a_chain_takes_the_first_kinds_of_the_chain_list() -> None:
 def test_the_calibration_is_sized_to_the_device_it_probes() -> None:
     """A device a thousand times faster (a GPU's rates) gets exact-shape lines to lengths the first calibrations'
     CPU rates stop far short of, and fewer calls per timed sample at the same shape."""
-    from attn_cost.profilers import calibrate as cal
+    from attn_cost.profilers.devicemodel import calibrate as cal
 
     fast = cal.Rates(launch_s=5e-6, bytes_per_s=2e12, flops_per_s=5e13)
     slow_lines = cal.line_grid(["softmax"], [{"d": 64}], {"L2": 50 << 20}, rates=cal.FIRST_RATES)
@@ -849,10 +849,10 @@ def test_the_calibration_is_sized_to_the_device_it_probes() -> None:
 
 
 def test_stored_timings_are_divided_by_the_calls_they_were_timed_with(tmp_path, monkeypatch) -> None:
-    from attn_cost.profilers import calibrate as cal
-    from attn_cost.profilers.device import prepare
-    from attn_cost.profilers.store import ResultStore
-    from attn_cost.profilers.timing import TimeStats
+    from attn_cost.profilers.devicemodel import calibrate as cal
+    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.measure.timing import TimeStats
+    from attn_cost.profilers.store.store import ResultStore
 
     stats = TimeStats(1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 3, 1)
     monkeypatch.setattr(cal, "time_cases", lambda cases, repeats, warmup: [stats])
@@ -867,7 +867,7 @@ def test_stored_timings_are_divided_by_the_calls_they_were_timed_with(tmp_path, 
 
 def test_a_calibration_loads_its_fitted_parameters_without_refitting(tmp_path, monkeypatch) -> None:
     """A change to the fitting code cannot change what a saved calibration predicts: loading never fits."""
-    from attn_cost.profilers import opmodel as om
+    from attn_cost.profilers.devicemodel import opmodel as om
 
     model = om.load_opmodel(str(synthetic_model().save(tmp_path / "fitted")))
     calls = om.kernel_calls("taylorshift-efficient", "core", "fp32", row_dims({"d": 16}))
@@ -887,7 +887,7 @@ def test_a_calibration_of_another_fit_version_is_refitted_only_when_asked(tmp_pa
     import json
     from pathlib import Path
 
-    from attn_cost.profilers import opmodel as om
+    from attn_cost.profilers.devicemodel import opmodel as om
 
     data = json.loads(synthetic_model().save(tmp_path / "fitted").read_text())
     data.pop("fitted")

@@ -6,8 +6,8 @@ import math
 
 import pytest
 import torch
-from attn_cost.profilers.cases import build_case
-from attn_cost.profilers.sizes import Sizes
+from attn_cost.profilers.measure.cases import build_case
+from attn_cost.profilers.measure.sizes import Sizes
 
 EQUIVALENT = [
     ("taylorshift-direct", "taylorshift-efficient"),
@@ -98,7 +98,7 @@ def test_a_decoding_step_continues_the_sequence(recurrent: str, full: str) -> No
     q, k, v = whole.make_inputs()
     with torch.no_grad():
         expected = whole.run([q.clone(), k.clone(), v.clone()])[:, :, -1]
-        from attn_cost.profilers import reference as ref
+        from attn_cost.profilers.measure import reference as ref
 
         if recurrent == "linear-recurrent":
             s = q.new_zeros(1, 2, 4, 4)

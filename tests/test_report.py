@@ -24,9 +24,9 @@ def report(tmp_path_factory) -> Path:
     """One report for the module, made in-process with the tests' own device: its profile (tests/data), an op
     calibration (test_opmodel.py's synthetic model) and a few made-up timings and peaks in the results store."""
     from attn_cost.cli.app import main
-    from attn_cost.profilers.corrections import load_profile
-    from attn_cost.profilers.opmodel import OpModel
-    from attn_cost.profilers.store import ResultStore
+    from attn_cost.profilers.devicemodel.corrections import load_profile
+    from attn_cost.profilers.devicemodel.opmodel import OpModel
+    from attn_cost.profilers.store.store import ResultStore
     from conftest import FIXTURE_PROFILE
     from test_opmodel import lean_synthetic_model
 
@@ -183,7 +183,7 @@ def test_variants_with_their_own_sizes_are_reported_at_their_defaults() -> None:
     from attn_cost.costmodel.conventions import DEFAULT
     from attn_cost.costmodel.crossover import Setting, transition_row
     from attn_cost.costmodel.symbols import DEFAULTS, L
-    from attn_cost.profilers.report import gather, report_dims
+    from attn_cost.profilers.report.gather import gather, report_dims
 
     pairs = [
         ("softmax-causal", "sliding-window"), ("softmax", "nystromformer"), ("softmax", "gqa"),

@@ -8,11 +8,11 @@ import random
 import pytest
 from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.errors import UserError
-from attn_cost.profilers.device import fingerprint
-from attn_cost.profilers.profile import Measurer, profile_pair
-from attn_cost.profilers.search import Probe, find_transition
-from attn_cost.profilers.sizes import Sizes
-from attn_cost.profilers.store import ResultStore, read_records
+from attn_cost.profilers.measure.device import fingerprint
+from attn_cost.profilers.measure.profile import Measurer, profile_pair
+from attn_cost.profilers.measure.search import Probe, find_transition
+from attn_cost.profilers.measure.sizes import Sizes
+from attn_cost.profilers.store.store import ResultStore, read_records
 
 # -- search ----------------------------------------------------------------------------------
 
@@ -181,8 +181,8 @@ def test_records_of_another_device_stay_with_that_device(store_dir) -> None:
 
 def test_an_interrupted_profile_resumes_without_repeating_measurements(store_dir, monkeypatch) -> None:
     """Timings are synthetic (A = N², B = 300N, no noise) so the count of measurements is exact."""
-    import attn_cost.profilers.profile as prof
-    from attn_cost.profilers.timing import TimeStats
+    import attn_cost.profilers.measure.profile as prof
+    from attn_cost.profilers.measure.timing import TimeStats
 
     calls = {"n": 0, "limit": 3}
 
@@ -217,8 +217,8 @@ def test_an_interrupted_profile_resumes_without_repeating_measurements(store_dir
 
 
 def test_a_shipped_file_with_hundreds_of_foreign_records_warns_once(tmp_path, monkeypatch) -> None:
-    import attn_cost.profilers.store as store_module
-    from attn_cost.profilers.device import slug
+    import attn_cost.profilers.store.store as store_module
+    from attn_cost.profilers.measure.device import slug
 
     device = fingerprint("cpu")
     other = {**device, "name": "Some Other CPU"}

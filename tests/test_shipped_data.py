@@ -8,11 +8,11 @@ import json
 import pytest
 from attn_cost.costmodel.crossover import Setting, crossover
 from attn_cost.costmodel.symbols import DEFAULTS, L, b, d, h
-from attn_cost.profilers.corrections import SHIPPED as PROFILES
-from attn_cost.profilers.corrections import corrected_points, load_profile
-from attn_cost.profilers.opmodel import SHIPPED as OPMODELS
-from attn_cost.profilers.store import SHIPPED as RESULTS
-from attn_cost.profilers.store import ResultStore
+from attn_cost.profilers.devicemodel.corrections import SHIPPED as PROFILES
+from attn_cost.profilers.devicemodel.corrections import corrected_points, load_profile
+from attn_cost.profilers.devicemodel.opmodel import SHIPPED as OPMODELS
+from attn_cost.profilers.store.store import SHIPPED as RESULTS
+from attn_cost.profilers.store.store import ResultStore
 
 PROFILE_FILES = sorted(PROFILES.glob("*.json"))
 
@@ -27,9 +27,9 @@ def test_every_shipped_profile_has_its_measurements(shipped) -> None:
 
 
 def test_refitting_the_shipped_measurements_gives_the_shipped_constants(shipped, tmp_path) -> None:
-    from attn_cost.profilers.profile import Measurer
-    from attn_cost.profilers.sizes import Sizes
-    from attn_cost.profilers.validate import fit_profile
+    from attn_cost.profilers.devicemodel.validate import fit_profile
+    from attn_cost.profilers.measure.profile import Measurer
+    from attn_cost.profilers.measure.sizes import Sizes
 
     store = ResultStore(shipped.device, tmp_path)  # reads the shipped results for this device
     fit_d = next(iter(shipped.time.values())).fit_d
@@ -61,7 +61,7 @@ def test_measured_peaks_are_the_model_s_where_it_is_exact_and_explained_where_no
     """Every shipped peak against the engine's at the same sizes: equal, or (CUDA) the known differences."""
     from attn_cost.costmodel.symbols import BY_NAME
     from attn_cost.costmodel.variants import derive
-    from attn_cost.profilers.sizes import Sizes
+    from attn_cost.profilers.measure.sizes import Sizes
 
     for line in path.read_text().splitlines():
         rec = json.loads(line)
@@ -103,7 +103,7 @@ def test_shipped_validation_rows_match_a_fresh_computation(shipped) -> None:
 def test_crossover_with_the_shipped_device(cli, shipped, monkeypatch) -> None:
     """`crossover --device` prints the profile's own validated points for one of its pairs (whichever it has). The op
     model's bootstrap intervals (tested on the tests' own calibration) are left out: 15 s a device."""
-    from attn_cost.profilers import opmodel
+    from attn_cost.profilers.devicemodel import opmodel
 
     monkeypatch.setattr(opmodel, "BOOTSTRAP", 0)
     expected = shipped.validation[0]
@@ -128,8 +128,8 @@ def test_results_file_lines_are_all_valid_records() -> None:
 @pytest.mark.parametrize("path", sorted(OPMODELS.glob("*.json")), ids=lambda p: p.stem)
 def test_every_shipped_op_calibration_loads_its_fitted_parameters_and_predicts(path, monkeypatch) -> None:
     import numpy as np
-    from attn_cost.profilers import opmodel as om
-    from attn_cost.profilers.oppredict import row_dims
+    from attn_cost.profilers.devicemodel import opmodel as om
+    from attn_cost.profilers.devicemodel.oppredict import row_dims
 
     def no_fitting(*args, **kwargs):
         raise AssertionError("a shipped calibration was refitted on loading")

@@ -34,7 +34,7 @@ def _register(spec: str) -> str:
 
 def _measure(fn, n: int, dd: int, hh: int = 2, bb: int = 1) -> tuple[int, int]:
     """Peak live bytes (tracer) and FlopCounterMode's count of one call fn(q, k, v), the caller holding q, k, v."""
-    from attn_cost.profilers.memory import LiveTensorTracer
+    from attn_cost.profilers.measure.memory import LiveTensorTracer
     from torch.utils.flop_counter import FlopCounterMode
 
     gen = torch.Generator().manual_seed(1)

@@ -5,7 +5,7 @@ Each module below uses what real attention classes use: dropout in eval, heads s
 arange and comparisons, positions converted with `.to`, SDPA with an attn_mask, einsum with '...' and three
 operands, F.pad, an embedding (relative position bias), eye, a full max, torch.cat of a list. The expected
 values are measured on the same code, at sizes other than the example sizes the trace ran at (b = 2, N = 13):
-FLOPs by torch.utils.flop_counter.FlopCounterMode, the peak by the live-tensor tracer (profilers/memory.py).
+FLOPs by torch.utils.flop_counter.FlopCounterMode, the peak by the live-tensor tracer (profilers/measure/memory.py).
 """
 
 from __future__ import annotations
@@ -223,8 +223,8 @@ def code(tmp_path_factory) -> tuple[Path, object]:
 def measured(fn, inputs: list) -> tuple[int, int]:
     """FlopCounterMode's count (the CPU SDPA kernel mapped to PyTorch's sdpa_flop_count) and the live-tensor
     tracer's peak of one call, the caller holding the inputs."""
-    from attn_cost.profilers.flops import CPU_SDPA
-    from attn_cost.profilers.memory import LiveTensorTracer
+    from attn_cost.profilers.measure.flops import CPU_SDPA
+    from attn_cost.profilers.measure.memory import LiveTensorTracer
     from torch.utils.flop_counter import FlopCounterMode
 
     with torch.no_grad():

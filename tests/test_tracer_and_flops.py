@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 from attn_cost.costmodel.variants import all_variants, derive
-from attn_cost.profilers.cases import build_case
-from attn_cost.profilers.flops import GRID, counted, derived
-from attn_cost.profilers.memory import traced_peak
-from attn_cost.profilers.sizes import Sizes
+from attn_cost.profilers.measure.cases import build_case
+from attn_cost.profilers.measure.flops import GRID, counted, derived
+from attn_cost.profilers.measure.memory import traced_peak
+from attn_cost.profilers.measure.sizes import Sizes
 
 CASES = [(v.name, scope) for v in all_variants() for scope in v.scopes]
 TRACE_SIZES = [Sizes(N=13, d=4, h=2, b=2, L=3, D=2), Sizes(N=40, d=8, L=5, D=2), Sizes(N=64, d=16, h=1, b=1, L=16, D=3)]

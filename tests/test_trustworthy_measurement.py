@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.errors import UserError
-from attn_cost.profilers.search import Probe, crossing_of, replicate_interval, trend_breaks
-from attn_cost.profilers.sizes import Sizes
-from attn_cost.profilers.store import ResultStore, open_database
-from attn_cost.profilers.timing import Clocks, Detector, DisturbedError, Seen, TimeStats, time_cases
+from attn_cost.profilers.measure.search import Probe, crossing_of, replicate_interval, trend_breaks
+from attn_cost.profilers.measure.sizes import Sizes
+from attn_cost.profilers.measure.timing import Clocks, Detector, DisturbedError, Seen, TimeStats, time_cases
+from attn_cost.profilers.store.store import ResultStore, open_database
 
 # -- the detector, fed samples -------------------------------------------------------------------
 
@@ -58,7 +58,7 @@ def test_one_steal_tick_in_a_long_call_is_not_a_disturbance() -> None:
 
 
 class _Case:
-    """A stand-in for profilers.cases.Case: runs nothing."""
+    """A stand-in for profilers.measure.cases.Case: runs nothing."""
 
     device = "cpu"
     variant = "fake"
@@ -107,7 +107,7 @@ def test_a_device_that_stays_disturbed_raises_with_what_was_seen() -> None:
 
 
 def test_a_batch_timed_by_a_harness_is_watched_as_a_whole() -> None:
-    from attn_cost.profilers.timing import watched_batch
+    from attn_cost.profilers.measure.timing import watched_batch
 
     detector, slept = _fed(disturbed_calls=1)  # the first batch waited 4 ms for a CPU in 1 ms of wall time
     batches = []
@@ -131,7 +131,7 @@ def test_a_short_call_is_timed_after_an_untimed_call_of_its_own(call_s, sample, 
     """Between the detector's reads and the timed call comes an untimed call of the same case when the case is
     shorter than SETTLE_S (so the timed one does not pay for the reads with cold caches); a long case is not
     called twice, and the untimed call lies inside the window the detector judges."""
-    from attn_cost.profilers import timing
+    from attn_cost.profilers.measure import timing
 
     events: list[str] = []
     now = {"t": 0.0}
@@ -186,7 +186,7 @@ def test_the_interval_covers_further_runs_at_its_level() -> None:
 
 
 def test_a_disturbed_device_gives_no_crossover_and_says_why(tmp_path, monkeypatch) -> None:
-    import attn_cost.profilers.profile as prof
+    import attn_cost.profilers.measure.profile as prof
 
     def disturbed(cases, repeats, warmup, **kwargs):
         raise DisturbedError("the cpu stayed disturbed: 31 of 31 timed runs disturbed", {"calls": 31})
@@ -214,7 +214,7 @@ def test_a_point_that_breaks_the_trend_or_the_bracket_is_measured_again(
     tmp_path, monkeypatch, slow_variant, slow_n, timings
 ) -> None:
     """A = N², B = 300 N (no noise); the first timing of one variant at one length is 50× too slow."""
-    import attn_cost.profilers.profile as prof
+    import attn_cost.profilers.measure.profile as prof
 
     timed: list[int] = []
 
@@ -246,7 +246,7 @@ def _device() -> dict:
 
 WRITER = """
 import sys
-from attn_cost.profilers.store import ResultStore
+from attn_cost.profilers.store.store import ResultStore
 root, tag, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 store = ResultStore({"kind": "cpu", "name": "Test CPU", "threads": 1, "torch": "2.13.0"}, root)
 for i in range(count):
@@ -437,9 +437,9 @@ def test_ls_and_rm_with_filters(cli, tmp_path) -> None:
 
 
 def test_a_stored_timing_off_its_neighbours_trend_is_timed_again_and_the_faster_kept(tmp_path) -> None:
-    from attn_cost.profilers.device import prepare
-    from attn_cost.profilers.profile import Measurer
-    from attn_cost.profilers.validate import recheck_spikes
+    from attn_cost.profilers.devicemodel.validate import recheck_spikes
+    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.measure.profile import Measurer
 
     measurer = Measurer("cpu", ResultStore(prepare("cpu"), tmp_path / "store", shipped=False))
     law = {n: 1e-5 * (n / 64) ** 2 for n in (64, 128, 256, 512, 1024)}  # t ∝ N², as a product's time grows
@@ -485,8 +485,8 @@ def test_the_cpu_timer_is_part_of_the_device_name_where_recorded() -> None:
     name. Devices fingerprinted before it was recorded (the shipped files) keep the names they ship under."""
     from pathlib import Path
 
-    from attn_cost.profilers.device import CPU_TIMER, TIMER_VERSION, prepare, slug
-    from attn_cost.profilers.timing import SETTLE_S
+    from attn_cost.profilers.measure.device import CPU_TIMER, TIMER_VERSION, prepare, slug
+    from attn_cost.profilers.measure.timing import SETTLE_S
 
     here = prepare("cpu")
     assert f"{1e3 * SETTLE_S:g} ms" in here[CPU_TIMER] and here[TIMER_VERSION] == 1

@@ -10,7 +10,7 @@ from functools import cache
 import numpy as np
 import sympy as sp
 from attn_cost.costmodel.errors import UserError
-from attn_cost.profilers.kernels import BINARY, kernel_of
+from attn_cost.profilers.devicemodel.kernels import BINARY, kernel_of
 
 
 @dataclass

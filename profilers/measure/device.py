@@ -51,7 +51,7 @@ def prepare(device: str) -> dict:
     """Make measurements on `device` repeatable and return its fingerprint."""
     info = fingerprint(device)
     if device == "cpu":
-        from attn_cost.profilers.timing import SETTLE_S
+        from attn_cost.profilers.measure.timing import SETTLE_S
 
         info["allocator"] = steady_cpu_allocator()
         info[CPU_TIMER] = f"calls under {1e3 * SETTLE_S:g} ms timed after an untimed call"
@@ -99,7 +99,7 @@ def fingerprint(device: str) -> dict:
             memory_bytes=props.total_memory,
             cuda=torch.version.cuda,
         )
-        from attn_cost.profilers import gpu_timing
+        from attn_cost.profilers.measure import gpu_timing
 
         info[TIMER_VERSION] = gpu_timing.TIMER_VERSION
         info.update(gpu_timing.device_properties())  # SM count, L2, clocks, timer's meaning, TF32 and cuDNN
@@ -133,7 +133,7 @@ def _timer_identity(info: dict) -> str:
         return LEGACY_CPU_TIMER[version]
     timer = f"{info.get('kind')} timer v{version}"
     if info.get("kind") == "cuda":
-        from attn_cost.profilers.gpu_timing import precision_key
+        from attn_cost.profilers.measure.gpu_timing import precision_key
 
         timer += f", {precision_key(info)}"
     return timer

@@ -18,8 +18,8 @@ import torch.nn.functional as F  # noqa: N812
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.symbols import L, h
 from attn_cost.costmodel.variants import get_variant
-from attn_cost.profilers.reference import REFERENCES, Reference, softmax, take
-from attn_cost.profilers.sizes import Sizes
+from attn_cost.profilers.measure.reference import REFERENCES, Reference, softmax, take
+from attn_cost.profilers.measure.sizes import Sizes
 from torch import Tensor
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}

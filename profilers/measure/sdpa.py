@@ -143,7 +143,7 @@ def probe_backend(name: str | None, device: str, dtype: str, head_dim: int, caus
 
     With a forced backend, a UserError if the dispatcher refuses it; returns the backend's name."""
     import torch
-    from attn_cost.profilers.cases import DTYPES
+    from attn_cost.profilers.measure.cases import DTYPES
     from torch.nn.attention import sdpa_kernel
 
     q = torch.zeros(1, 1, 16, head_dim, device=device, dtype=DTYPES[dtype])

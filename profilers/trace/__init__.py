@@ -49,7 +49,7 @@ from attn_cost.costmodel.errors import UserError, printable
 from attn_cost.costmodel.graph import Graph, Storage, Tensor
 from attn_cost.costmodel.paths import check_input, real
 from attn_cost.costmodel.symbols import N, Pads, b, d, h, padded
-from attn_cost.profilers.files import read_input
+from attn_cost.profilers.store.files import read_input
 from torch.multiprocessing.reductions import StorageWeakRef
 
 aten = torch.ops.aten
@@ -63,7 +63,7 @@ D_TRIES = (8, 16, 32, 64)
 SYMBOLS = {"b": b, "h": h, "N": N, "d": d}
 CORE_DIMS = ("b", "h", "N", "d")
 LAYER_DIMS = ("b", "N")
-_HERE = (str(Path(torch.__file__).parent), str(Path(__file__).resolve().parent.parent))
+_HERE = (str(Path(torch.__file__).parent), str(Path(__file__).resolve().parents[2]))
 _PLUMBING = ("/typer/", "/click/", "runpy.py", "<frozen", "/_pytest/", "/pluggy/")
 """Frames under these folders (torch, attn-cost) are not the user's: an op is located in the frame below."""
 
@@ -2236,8 +2236,8 @@ def measure(t: Traced, sizes: dict[str, int]) -> dict[str, int]:
     PyTorch's own sdpa_flop_count) and the live-tensor tracer's peak, the caller holding the inputs."""
     import gc
 
-    from attn_cost.profilers.flops import CPU_SDPA
-    from attn_cost.profilers.memory import LiveTensorTracer
+    from attn_cost.profilers.measure.flops import CPU_SDPA
+    from attn_cost.profilers.measure.memory import LiveTensorTracer
     from torch.utils.flop_counter import FlopCounterMode
 
     gen = torch.Generator().manual_seed(1)

@@ -1,6 +1,6 @@
 """Op-level device model: predict a variant's time as the sum of its ops, from op microbenchmarks.
 
-`attn-cost calibrate` times every op kind the engine emits on a grid of shapes (`profilers.calibrate`);
+`attn-cost calibrate` times every op kind the engine emits on a grid of shapes (`profilers.devicemodel.calibrate`);
 this module turns those timings into a per-op time model and evaluates it on any variant's op list.
 It is zero-shot: it never sees a timing of a whole variant. numpy and scipy only (no torch), so
 `crossover --device` can use it on the analytic path.
@@ -49,7 +49,8 @@ from typing import Literal
 
 import numpy as np
 from attn_cost.costmodel.errors import PricingWarning, UserError
-from attn_cost.profilers.kernels import (  # noqa: F401
+from attn_cost.profilers import DATA
+from attn_cost.profilers.devicemodel.kernels import (  # noqa: F401
     CALL,
     LOOP_STEP,
     MATMUL_LAYOUTS,
@@ -58,9 +59,19 @@ from attn_cost.profilers.kernels import (  # noqa: F401
     kernel_of,
     twins,
 )
-from attn_cost.profilers.opcalls import KernelCalls, kernel_calls, line_of, op_features, operand_layout  # noqa: F401
-from attn_cost.profilers.opfit import MAD_TO_SIGMA, Chain, Curve, Gemm, Line, Overheads, Point, Scaled, Streaming
-from attn_cost.profilers.schema import Fingerprint, SchemaError, check, load_error, rule
+from attn_cost.profilers.devicemodel.opcalls import KernelCalls, kernel_calls, line_of, op_features, operand_layout  # noqa: F401
+from attn_cost.profilers.devicemodel.opfit import (
+    MAD_TO_SIGMA,
+    Chain,
+    Curve,
+    Gemm,
+    Line,
+    Overheads,
+    Point,
+    Scaled,
+    Streaming,
+)
+from attn_cost.profilers.store.schema import Fingerprint, SchemaError, check, load_error, rule
 
 SCHEMA = 1
 FIT_VERSION = 1
@@ -68,7 +79,7 @@ FIT_VERSION = 1
 this version, and loads them as they are; one of another version is refitted only when asked (`--refit`)."""
 OPMODEL_KIND = "attn-cost op model"
 """The `kind` field that marks a JSON file as an op calibration."""
-SHIPPED = Path(__file__).parent / "data" / "opmodels"
+SHIPPED = DATA / "opmodels"
 MIN_POINTS = 3
 """Fewest calibration points of one kernel the model accepts."""
 BOOTSTRAP = 100
@@ -131,7 +142,7 @@ class OpModel:
 
     @property
     def slug(self) -> str:
-        from attn_cost.profilers.device import slug
+        from attn_cost.profilers.measure.device import slug
 
         return slug(self.device)
 
@@ -355,8 +366,8 @@ class OpModel:
 
     def save(self, root: Path) -> Path:
         """Write the calibration as root/<slug>.json (atomically; never over a file that is not a calibration)."""
-        from attn_cost.profilers.corrections import make_folder
-        from attn_cost.profilers.files import claim, is_json_of, write_atomic
+        from attn_cost.profilers.devicemodel.corrections import make_folder
+        from attn_cost.profilers.store.files import claim, is_json_of, write_atomic
 
         make_folder(root)
         path = root / f"{self.slug}.json"
@@ -471,14 +482,14 @@ def _from_parameters(fitted: dict, overheads: dict | None) -> tuple[dict, Overhe
 
 
 def user_dir() -> Path:
-    from attn_cost.profilers.store import user_data_dir
+    from attn_cost.profilers.store.store import user_data_dir
 
     return user_data_dir("opmodels")
 
 
 def known_opmodels() -> dict[str, Path]:
     """Op calibrations by device slug: shipped ones, overridden by the user's own."""
-    from attn_cost.profilers.store import named_files
+    from attn_cost.profilers.store.store import named_files
 
     return named_files(SHIPPED, "opmodels")
 
@@ -490,7 +501,7 @@ def read_calibration(path: Path) -> dict:
     import io
     import zlib
 
-    from attn_cost.profilers.files import MAX_INPUT_BYTES, read_input
+    from attn_cost.profilers.store.files import MAX_INPUT_BYTES, read_input
 
     raw = read_input(path, "an op calibration")
     try:
@@ -534,7 +545,7 @@ def opmodel_for(slug: str) -> OpModel | None:
 
 def check_device(model: OpModel, device: dict) -> None:
     """A calibration applies only to the device (and, on a CPU, the thread count) it was made on."""
-    from attn_cost.profilers.device import slug
+    from attn_cost.profilers.measure.device import slug
 
     if model.slug != slug(device):
         raise UserError(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import gc
 
 import torch
-from attn_cost.profilers.cases import Case
+from attn_cost.profilers.measure.cases import Case
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten

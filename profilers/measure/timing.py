@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 from attn_cost.costmodel.errors import UserError
-from attn_cost.profilers.cases import Case
+from attn_cost.profilers.measure.cases import Case
 
 
 class OutOfMemoryError(Exception):
@@ -314,7 +314,7 @@ def time_cases(
     if detector is DEFAULT_DETECTOR and os.environ.get("ATTN_COST_DISTURBANCE", "").lower() == "off":
         detector = None
     if cases[0].device == "cuda":  # CUDA events around blocks of calls, or the host clock: gpu_timing.py
-        from attn_cost.profilers.gpu_timing import time_cases_cuda
+        from attn_cost.profilers.measure.gpu_timing import time_cases_cuda
 
         return watched_batch(lambda: time_cases_cuda(cases, repeats, warmup, host_clock), detector, seen, "cuda")
     once = _timer(detector)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from attn_cost.profilers.tunables import DEFAULT
+from attn_cost.profilers.devicemodel.tunables import DEFAULT
 
 
 def off_trend(n: list[float], seconds: list[float], factor: float = DEFAULT.spike) -> list[int]:

@@ -174,7 +174,7 @@ def _torch(name: str) -> Callable:
     return call
 
 
-_REF = "attn_cost.profilers.reference"
+_REF = "attn_cost.profilers.measure.reference"
 
 
 def _normalize_rows(x):
@@ -270,7 +270,7 @@ def _check_coverage() -> None:
     covered = {k.kind for k in DECLARED} | {kind for k in DECLARED for kind in k.kinds}
     missing = sorted(set(KINDS) - covered)
     if missing:
-        raise AssertionError(f"op kinds without a kernel in profilers/kernels.py: {', '.join(missing)}")
+        raise AssertionError(f"op kinds without a kernel in profilers/devicemodel/kernels.py: {', '.join(missing)}")
 
 
 _check_coverage()
@@ -307,7 +307,7 @@ def build_runner(at: Shape, dtype: str, device: str, parts: Callable[[Shape], li
     """(run, make) of the kernel at a shape, as the reference implementations run it; `parts` gives the ops an
     op-sequence chains (`calibrate.sequence_parts`)."""
     import torch
-    from attn_cost.profilers.cases import DTYPES
+    from attn_cost.profilers.measure.cases import DTYPES
 
     dt = DTYPES[dtype]
     gen = torch.Generator(device="cpu").manual_seed(0)
@@ -372,7 +372,7 @@ def build_runner(at: Shape, dtype: str, device: str, parts: Callable[[Shape], li
 
 def _overhead_runner(at: Shape, rand: Callable, dtype: str, device: str, parts: Callable | None) -> Runner:
     """PyTorch code of what `calibrate` times beside the kernels (`OVERHEADS`)."""
-    from attn_cost.profilers import reference as ref
+    from attn_cost.profilers.measure import reference as ref
 
     if at.kernel == LOOP_STEP:
         its = at.get("iterations")
@@ -409,7 +409,7 @@ def engine_features(at: Shape, dtype: str) -> tuple[str, dict[str, float]]:
     """The kernel's engine op at a shape, built with the DSL the variants use, and its features as the op model
     reads them (`opmodel.op_features`); a kernel whose op maps to another kernel is a declaration error."""
     from attn_cost.costmodel.derive import Derived
-    from attn_cost.profilers.opmodel import op_features
+    from attn_cost.profilers.devicemodel.opmodel import op_features
 
     kernel = KERNELS[at.kernel]
     g = Graph(f"calibrate {at.kernel}")

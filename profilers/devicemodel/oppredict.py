@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 from attn_cost.costmodel.crossover import DeviceColumns, TransitionRow
 from attn_cost.costmodel.errors import UserError
-from attn_cost.profilers.opcalls import kernel_calls
-from attn_cost.profilers.opmodel import BOOTSTRAP, OpModel, load_opmodel, opmodel_for, pricing
+from attn_cost.profilers.devicemodel.opcalls import kernel_calls
+from attn_cost.profilers.devicemodel.opmodel import BOOTSTRAP, OpModel, load_opmodel, opmodel_for, pricing
 
 
 def last_crossing(f, lo: float, hi: float, grid: int = 240) -> float | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from attn_cost.costmodel.errors import UserError
-from attn_cost.profilers.campaign import Plan, run_campaign
+from attn_cost.profilers.campaign.run import Plan, run_campaign
 
 EXECUTORS = ("slurm", "local")
 SPLITS = ("device", "pair")

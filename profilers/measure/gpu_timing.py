@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 
 from attn_cost.costmodel.errors import UserError
-from attn_cost.profilers.timing import OutOfMemoryError, TimeStats
+from attn_cost.profilers.measure.timing import OutOfMemoryError, TimeStats
 
 TIMER_VERSION = 2
 """Bumped whenever what a CUDA time means changes: part of the device's identity (its slug), so that times of

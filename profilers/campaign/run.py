@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from attn_cost.costmodel.errors import UserError
-from attn_cost.profilers.files import claim, is_html_report, is_json_of, write_atomic
+from attn_cost.profilers.store.files import claim, is_html_report, is_json_of, write_atomic
 
 PAIRS = (
     ("softmax-fused-causal", "linear-chunked"),
@@ -157,7 +157,7 @@ LOG_LINE = re.compile(rb"\[ *\d+\.\d s\] ")
 
 def is_campaign_log(path: Path) -> bool:
     """Whether a file is a campaign's log (so a rerun may append to it)."""
-    from attn_cost.profilers.files import head
+    from attn_cost.profilers.store.files import head
 
     return LOG_LINE.match(head(path)) is not None
 
@@ -288,7 +288,7 @@ class Campaign:
             self.checkpoint()
 
     def measurer(self, dtype: str):
-        from attn_cost.profilers.profile import Measurer
+        from attn_cost.profilers.measure.profile import Measurer
 
         return Measurer(
             self.device, self.store, scope="core", dtype=dtype, repeats=self.plan.repeats,
@@ -332,7 +332,7 @@ class Campaign:
 
     def checkpoint(self) -> None:
         """Rewrite DIR/measurements.jsonl and DIR/summary.json (atomically)."""
-        from attn_cost.profilers.store import is_results_file
+        from attn_cost.profilers.store.store import is_results_file
 
         records = export_records(self.store, self.devices | {self.store.slug})
         text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in records)
@@ -344,7 +344,7 @@ class Campaign:
 
 def export_records(store, devices: set[str]) -> list[dict]:
     """Every stored record of the given devices (replicate timings included), oldest first."""
-    from attn_cost.profilers.store import select
+    from attn_cost.profilers.store.store import select
 
     rows = [rec for slug in sorted(devices) for _, rec in select(store.db, {"device": slug})]
     return sorted(rows, key=lambda r: (r.get("at", ""), r.get("key", "")))
@@ -355,7 +355,7 @@ def resume_from(camp: Campaign, path: Path) -> None:
     devices found there are kept in every later rewrite of the file (an H200 rerun keeps the H100's records)."""
     if not path.exists():
         return
-    from attn_cost.profilers.store import is_results_file, read_jsonl
+    from attn_cost.profilers.store.store import is_results_file, read_jsonl
 
     claim(path, is_results_file, "a results file")
     records, _ = read_jsonl(path)
@@ -382,9 +382,9 @@ def report_file(dtype: str) -> str:
 def outputs(plan: Plan, device_slug: str) -> list[tuple[Path, Callable[[Path], bool], str]]:
     """Every file a campaign may write, with the recogniser of its kind and what it is: DIR's log, export,
     summary, profiles, reports and op calibration, and the op calibration where `validate` looks for it."""
-    from attn_cost.profilers.corrections import PROFILE_KIND
-    from attn_cost.profilers.opmodel import OPMODEL_KIND, user_dir
-    from attn_cost.profilers.store import is_results_file
+    from attn_cost.profilers.devicemodel.corrections import PROFILE_KIND
+    from attn_cost.profilers.devicemodel.opmodel import OPMODEL_KIND, user_dir
+    from attn_cost.profilers.store.store import is_results_file
 
     out = Path(plan.out)
     files = [
@@ -406,9 +406,9 @@ def open_campaign(plan: Plan, sink: Callable[[str], None]) -> Campaign:
     Every file the campaign may write is checked first: a user's file among them ends the run before anything
     is measured or written."""
     import torch
-    from attn_cost.profilers.device import prepare, select_device, slug
-    from attn_cost.profilers.sdpa import validate_choice
-    from attn_cost.profilers.store import ResultStore
+    from attn_cost.profilers.measure.device import prepare, select_device, slug
+    from attn_cost.profilers.measure.sdpa import validate_choice
+    from attn_cost.profilers.store.store import ResultStore
 
     device = select_device(plan.device == "cuda", plan.device == "cpu")
     validate_choice(plan.sdpa_backend, device, plan.dtypes, plan.ds)
@@ -481,9 +481,9 @@ def calibrate_step(camp: Campaign) -> None:
     if not plan.calibrate:
         camp.steps["calibrate"] = "not asked for (--no-calibrate)"
         return
-    from attn_cost.profilers.calibrate import Calibrator, cache_sizes, calibrate, line_grid
-    from attn_cost.profilers.opmodel import OPMODEL_KIND, user_dir
-    from attn_cost.profilers.tunables import DEFAULT, QUICK
+    from attn_cost.profilers.devicemodel.calibrate import Calibrator, cache_sizes, calibrate, line_grid
+    from attn_cost.profilers.devicemodel.opmodel import OPMODEL_KIND, user_dir
+    from attn_cost.profilers.devicemodel.tunables import DEFAULT, QUICK
 
     dtype = plan.dtypes[0]
     caches = cache_sizes(camp.device)
@@ -530,8 +530,8 @@ def profile_step(camp: Campaign, tier: int, share: float) -> int:
     first; no unit starts after `share` of the time budget. Returns how many units were profiled."""
     from attn_cost.costmodel.conventions import DEFAULT
     from attn_cost.costmodel.crossover import Setting
-    from attn_cost.profilers.profile import profile_pair
-    from attn_cost.profilers.sizes import Sizes
+    from attn_cost.profilers.measure.profile import profile_pair
+    from attn_cost.profilers.measure.sizes import Sizes
 
     plan = camp.plan
     measurers = {dt: camp.measurer(dt) for dt in plan.dtypes}
@@ -581,9 +581,9 @@ def validate_step(camp: Campaign, again: bool = False) -> None:
     model's predictions); every timing is then a lookup, apart from a re-timed spike."""
     from attn_cost.costmodel.conventions import DEFAULT
     from attn_cost.costmodel.crossover import Setting
-    from attn_cost.profilers.corrections import PROFILE_KIND
-    from attn_cost.profilers.sizes import Sizes
-    from attn_cost.profilers.validate import validate
+    from attn_cost.profilers.devicemodel.corrections import PROFILE_KIND
+    from attn_cost.profilers.devicemodel.validate import validate
+    from attn_cost.profilers.measure.sizes import Sizes
 
     plan = camp.plan
     if len(plan.fit_d) < 2:
@@ -648,8 +648,8 @@ def report_step(camp: Campaign) -> None:
         return
     from attn_cost.costmodel.conventions import DEFAULT
     from attn_cost.costmodel.crossover import Setting
-    from attn_cost.profilers.html_report import render
-    from attn_cost.profilers.report import gather
+    from attn_cost.profilers.report.gather import gather
+    from attn_cost.profilers.report.page import render
 
     written = []
     for dtype, profile in camp.profiles.items():

@@ -45,10 +45,11 @@ from attn_cost.costmodel.derive import DTYPE_BYTES
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.scopes import MODES, SCOPES
 from attn_cost.costmodel.variants import derive
-from attn_cost.profilers.schema import Fingerprint, SchemaError, check, load_error, rule
+from attn_cost.profilers import DATA
+from attn_cost.profilers.store.schema import Fingerprint, SchemaError, check, load_error, rule
 
 SCHEMA = 1
-SHIPPED = Path(__file__).parent / "data" / "devices"
+SHIPPED = DATA / "devices"
 TIME_MODEL = "t = t_launch·K + F/P + B/W  (K kernels, F matmul FLOPs, B unfused bytes; fitted per variant)"
 MEMORY_MODEL = "measured = scale · modelled + offset"
 MIN_POINTS = 4
@@ -206,7 +207,7 @@ class DeviceProfile:
 
     @property
     def slug(self) -> str:
-        from attn_cost.profilers.device import slug
+        from attn_cost.profilers.measure.device import slug
 
         return slug(self.device)
 
@@ -251,7 +252,7 @@ class DeviceProfile:
 
     def save(self, root: Path) -> Path:
         """Write the profile as root/<slug>.json (atomically; never over a file that is not a profile)."""
-        from attn_cost.profilers.files import claim, write_atomic
+        from attn_cost.profilers.store.files import claim, write_atomic
 
         make_folder(root)
         path = root / f"{self.slug}.json"
@@ -262,7 +263,7 @@ class DeviceProfile:
 
 def is_profile_file(path: Path) -> bool:
     """Whether a file is a device profile attn-cost wrote (profiles before `kind` was written: by their fields)."""
-    from attn_cost.profilers.files import json_data
+    from attn_cost.profilers.store.files import json_data
 
     data = json_data(path)
     if not isinstance(data, dict):
@@ -315,14 +316,14 @@ class ProfileFile:
 
 
 def user_profiles_dir() -> Path:
-    from attn_cost.profilers.store import user_data_dir
+    from attn_cost.profilers.store.store import user_data_dir
 
     return user_data_dir("devices")
 
 
 def known_profiles() -> dict[str, Path]:
     """Device profiles by name: shipped ones, overridden by the user's own."""
-    from attn_cost.profilers.store import named_files
+    from attn_cost.profilers.store.store import named_files
 
     return named_files(SHIPPED, "devices")
 
@@ -331,8 +332,8 @@ def shipped_elsewhere(fingerprint: dict) -> str | None:
     """A note when attn-cost ships measurements of a device with this one's name but another
     fingerprint (another CPU model or core count sold under the same name): they are not reused
     for this device, and the note says so once and points at them as a reference."""
-    from attn_cost.profilers.device import CPU_TIMER, IDENTITY, slug
-    from attn_cost.profilers.files import json_data, regular_files
+    from attn_cost.profilers.measure.device import CPU_TIMER, IDENTITY, slug
+    from attn_cost.profilers.store.files import json_data, regular_files
 
     mine = slug(fingerprint)
     if not SHIPPED.is_dir() or (SHIPPED / f"{mine}.json").exists():
@@ -361,7 +362,7 @@ def shipped_elsewhere(fingerprint: dict) -> str | None:
 def load_profile(name: str) -> DeviceProfile:
     """A device profile by name (see `attn-cost devices`) or by path to its JSON file."""
     from attn_cost.costmodel.errors import unknown
-    from attn_cost.profilers.files import read_input
+    from attn_cost.profilers.store.files import read_input
 
     path = Path(name)
     if not (path.suffix == ".json" and os.path.lexists(path)):
@@ -380,13 +381,13 @@ def add_device_columns(rows: list[TransitionRow], name: str, replicates: int | N
     """Give crossover table rows a device's columns: corrected and measured N0/N1 of its profile, and the op
     model's predicted_n0 with its interval (from `replicates` bootstrap replicates; default: the op model's own)
     where the device has an op calibration (`attn-cost calibrate`). A device with an op calibration and no profile
-    gets the op model's columns alone; a datasheet GPU (`profilers.datasheet`) the datasheet model's N0."""
-    from attn_cost.profilers.datasheet import is_datasheet
-    from attn_cost.profilers.opmodel import BOOTSTRAP, known_opmodels
-    from attn_cost.profilers.oppredict import add_predicted_columns
+    gets the op model's columns alone; a datasheet GPU (`profilers.devicemodel.datasheet`) the datasheet model's N0."""
+    from attn_cost.profilers.devicemodel.datasheet import is_datasheet
+    from attn_cost.profilers.devicemodel.opmodel import BOOTSTRAP, known_opmodels
+    from attn_cost.profilers.devicemodel.oppredict import add_predicted_columns
 
     if is_datasheet(name) and name not in known_profiles():
-        from attn_cost.profilers.gpumodel import add_datasheet_columns
+        from attn_cost.profilers.devicemodel.gpumodel import add_datasheet_columns
 
         add_datasheet_columns(rows, name)
         return

@@ -15,9 +15,10 @@ from functools import cache
 from pathlib import Path
 
 from attn_cost.costmodel.errors import UserError, unknown
-from attn_cost.profilers.schema import SchemaError, check, rule
+from attn_cost.profilers import DATA
+from attn_cost.profilers.store.schema import SchemaError, check, rule
 
-SHIPPED = Path(__file__).parent / "data" / "gpus.json"
+SHIPPED = DATA / "gpus.json"
 KIND = "attn-cost datasheet GPUs"
 
 
@@ -121,7 +122,7 @@ def _checked(row: object, where: str) -> Datasheet:
 
 def read_table(path: Path) -> list[Datasheet]:
     """The rows of one table file, each checked; one line naming the file and the row that does not fit."""
-    from attn_cost.profilers.files import read_input
+    from attn_cost.profilers.store.files import read_input
 
     try:
         data = json.loads(read_input(path, "a datasheet table").decode("utf-8"))
@@ -134,7 +135,7 @@ def read_table(path: Path) -> list[Datasheet]:
 
 
 def user_dir() -> Path:
-    from attn_cost.profilers.opmodel import user_dir as opmodels
+    from attn_cost.profilers.devicemodel.opmodel import user_dir as opmodels
 
     return opmodels().parent / "gpus"
 
@@ -142,7 +143,7 @@ def user_dir() -> Path:
 @cache
 def _load(folder: str) -> dict[str, Datasheet]:
     out: dict[str, Datasheet] = {}
-    from attn_cost.profilers.files import regular_files
+    from attn_cost.profilers.store.files import regular_files
 
     paths = [SHIPPED, *regular_files(Path(folder), "*.json")]
     for path in paths:

@@ -11,13 +11,13 @@ from dataclasses import replace
 from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.variants import all_variants, derive
-from attn_cost.profilers.corrections import DeviceProfile, corrected_points, fit_memory, fit_time
-from attn_cost.profilers.opmodel import OpModel
-from attn_cost.profilers.oppredict import Prediction, predict_n0, predicted_seconds
-from attn_cost.profilers.profile import Measurer, length_grain, profile_pair, snap
-from attn_cost.profilers.reference import REFERENCES
-from attn_cost.profilers.sizes import Sizes
-from attn_cost.profilers.trend import spikes
+from attn_cost.profilers.devicemodel.corrections import DeviceProfile, corrected_points, fit_memory, fit_time
+from attn_cost.profilers.devicemodel.opmodel import OpModel
+from attn_cost.profilers.devicemodel.oppredict import Prediction, predict_n0, predicted_seconds
+from attn_cost.profilers.devicemodel.trend import spikes
+from attn_cost.profilers.measure.profile import Measurer, length_grain, profile_pair, snap
+from attn_cost.profilers.measure.reference import REFERENCES
+from attn_cost.profilers.measure.sizes import Sizes
 
 SWEEP = [2 ** (k / 2) for k in range(-6, 4)]
 """Lengths timed for a fit, as multiples of the transition point: N*/8 ... 2.8·N*."""
@@ -160,10 +160,10 @@ def _predicted(opmodel: OpModel | None, a: str, b: str, dims: dict, setting: Set
 
 
 def _datasheet(device: dict, a: str, b: str, dims: dict, setting: Setting, n_max: int) -> dict:
-    """The datasheet model's N0 for this GPU, where it has a datasheet (`profilers.datasheet`): predicted from the
-    datasheet and published measurements, never fitted on this device's, beside what was measured."""
-    from attn_cost.profilers.datasheet import for_device
-    from attn_cost.profilers.gpumodel import GpuModel, fitted, predict_n0
+    """The datasheet model's N0 for this GPU, where it has a datasheet (`profilers.devicemodel.datasheet`): predicted
+    from the datasheet and published measurements, never fitted on this device's, beside what was measured."""
+    from attn_cost.profilers.devicemodel.datasheet import for_device
+    from attn_cost.profilers.devicemodel.gpumodel import GpuModel, fitted, predict_n0
 
     sheet = for_device(device.get("name", "")) if device.get("kind") == "cuda" else None
     if sheet is None:

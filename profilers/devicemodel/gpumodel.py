@@ -28,15 +28,15 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, replace
 from functools import cache
-from pathlib import Path
 
 import numpy as np
 import sympy as sp
 from attn_cost.costmodel.errors import UserError
-from attn_cost.profilers.datasheet import Datasheet, get_datasheet
-from attn_cost.profilers.schema import SchemaError, check, rule
+from attn_cost.profilers import DATA
+from attn_cost.profilers.devicemodel.datasheet import Datasheet, get_datasheet
+from attn_cost.profilers.store.schema import SchemaError, check, rule
 
-FIT_FILE = Path(__file__).parent / "data" / "gpumodel.json"
+FIT_FILE = DATA / "gpumodel.json"
 FIT_KIND = "attn-cost datasheet model fit"
 KERNELS = ("fa2", "fa1")
 """Fused attention kernels the model knows: FlashAttention-2 (PyTorch's SDPA on sm80+) and FlashAttention (1),
@@ -205,7 +205,7 @@ def predict_n0(model: GpuModel, a: str, b: str, dims: dict, scope: str = "core",
                mode: str = "inference", n_max: int = 1 << 20):  # fmt: skip
     """Where B's predicted time falls to A's (the last crossing up to n_max), with the interval of the model's
     spread: the crossings of B's time over A's at e^(±1.96σ)."""
-    from attn_cost.profilers.oppredict import Prediction, _ceil, last_crossing
+    from attn_cost.profilers.devicemodel.oppredict import Prediction, _ceil, last_crossing
 
     def at(ratio: float):
         return lambda n: model.time(a, dims, n, scope, dtype, mode) * ratio - model.time(b, dims, n, scope, dtype, mode)
@@ -218,7 +218,7 @@ def predict_n0(model: GpuModel, a: str, b: str, dims: dict, scope: str = "core",
 def add_datasheet_columns(rows: list, name: str) -> None:
     """Give crossover rows a datasheet GPU's predicted N0 and its interval (`crossover --device a100-sxm4-80gb`)."""
     from attn_cost.costmodel.crossover import DeviceColumns
-    from attn_cost.profilers.oppredict import row_dims
+    from attn_cost.profilers.devicemodel.oppredict import row_dims
 
     model = GpuModel.named(name)
     for row in rows:
@@ -254,7 +254,7 @@ def _ops(variant: str, scope: str, dtype: str, dims_key: tuple) -> list[tuple]:
     from attn_cost.costmodel.counting import F_bwd
     from attn_cost.costmodel.symbols import N
     from attn_cost.costmodel.variants import derive
-    from attn_cost.profilers.opcalls import kernel_calls
+    from attn_cost.profilers.devicemodel.opcalls import kernel_calls
 
     calls = kernel_calls(variant, scope, dtype, dict(dims_key))
     values = dict(dims_key)

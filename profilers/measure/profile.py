@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from attn_cost.costmodel.crossover import Setting, crossover
-from attn_cost.profilers import sdpa
-from attn_cost.profilers.cases import build_case
-from attn_cost.profilers.memory import cuda_peak, traced_peak
-from attn_cost.profilers.search import (
+from attn_cost.profilers.measure import sdpa
+from attn_cost.profilers.measure.cases import build_case
+from attn_cost.profilers.measure.memory import cuda_peak, traced_peak
+from attn_cost.profilers.measure.search import (
     Probe,
     Transition,
     crossing_of,
@@ -22,9 +22,16 @@ from attn_cost.profilers.search import (
     replicate_interval,
     trend_breaks,
 )
-from attn_cost.profilers.sizes import Sizes
-from attn_cost.profilers.store import ResultStore, record_key
-from attn_cost.profilers.timing import DisturbedError, OutOfMemoryError, Seen, TimeStats, cuda_clocks, time_cases
+from attn_cost.profilers.measure.sizes import Sizes
+from attn_cost.profilers.measure.timing import (
+    DisturbedError,
+    OutOfMemoryError,
+    Seen,
+    TimeStats,
+    cuda_clocks,
+    time_cases,
+)
+from attn_cost.profilers.store.store import ResultStore, record_key
 
 Notify = Callable[[str], None]
 
@@ -41,7 +48,7 @@ class Measurer:
     warmup: int = 2
     notify: Notify = lambda message: None
     sdpa_backend: str | None = None
-    """SDPA kernel forced for softmax-fused (None: PyTorch's choice); see profilers/sdpa.py."""
+    """SDPA kernel forced for softmax-fused (None: PyTorch's choice); see profilers/measure/sdpa.py."""
     measured: int = 0
     """Measurements actually run and stored (not found in the store)."""
     reused: int = 0
@@ -167,13 +174,13 @@ def _release(device: str) -> None:
     """Garbage-collect, and on CUDA empty the caching allocator: the next attempt starts from free memory."""
     gc.collect()
     if device == "cuda":
-        from attn_cost.profilers.gpu_timing import release
+        from attn_cost.profilers.measure.gpu_timing import release
 
         release()
 
 
 def _precision() -> dict:
-    from attn_cost.profilers.gpu_timing import precision_settings
+    from attn_cost.profilers.measure.gpu_timing import precision_settings
 
     return {"precision": precision_settings()}
 

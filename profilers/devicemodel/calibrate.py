@@ -18,9 +18,8 @@ from functools import cache
 from pathlib import Path
 
 import torch
-from attn_cost.profilers import kernels
-from attn_cost.profilers.cases import DTYPES, Case
-from attn_cost.profilers.kernels import (
+from attn_cost.profilers.devicemodel import kernels
+from attn_cost.profilers.devicemodel.kernels import (
     CALL,
     KERNELS,
     LAYOUT,
@@ -31,12 +30,13 @@ from attn_cost.profilers.kernels import (
     Shape,
     runnable,
 )
-from attn_cost.profilers.opmodel import Point
-from attn_cost.profilers.sizes import Sizes
-from attn_cost.profilers.store import ResultStore, record_key
-from attn_cost.profilers.timing import OutOfMemoryError, time_cases
-from attn_cost.profilers.trend import spikes
-from attn_cost.profilers.tunables import DEFAULT, Tunables
+from attn_cost.profilers.devicemodel.opmodel import Point
+from attn_cost.profilers.devicemodel.trend import spikes
+from attn_cost.profilers.devicemodel.tunables import DEFAULT, Tunables
+from attn_cost.profilers.measure.cases import DTYPES, Case
+from attn_cost.profilers.measure.sizes import Sizes
+from attn_cost.profilers.measure.timing import OutOfMemoryError, time_cases
+from attn_cost.profilers.store.store import ResultStore, record_key
 from torch.utils._python_dispatch import TorchDispatchMode
 
 ELEMENTWISE = tuple(kernels.family(kernels.ELEMENTWISE))
@@ -147,8 +147,8 @@ def line_grid(variants: list[str], sizes: list[dict[str, int]], caches: dict[str
     a call at the device's `rates` (default: those of the first calibrations). A variant that needs a size it
     is not given, or has no core scope, is skipped."""
     from attn_cost.costmodel.errors import UserError
-    from attn_cost.profilers.opmodel import kernel_calls
-    from attn_cost.profilers.oppredict import row_dims
+    from attn_cost.profilers.devicemodel.opmodel import kernel_calls
+    from attn_cost.profilers.devicemodel.oppredict import row_dims
 
     top = tune.cache_multiple * max(caches.values())
     rates = rates or FIRST_RATES
@@ -162,7 +162,9 @@ def line_grid(variants: list[str], sizes: list[dict[str, int]], caches: dict[str
             for kernel, feats, line in zip(calls.kernels, calls.features, calls.lines, strict=True):
                 if not runnable(kernel):
                     if not kernels.twins(kernel):  # nothing times it, nothing prices it: a registry gap
-                        raise UserError(f"{variant}: its {kernel} op has no kernel to calibrate (profilers/kernels.py)")
+                        raise UserError(
+                            f"{variant}: its {kernel} op has no kernel to calibrate (profilers/devicemodel/kernels.py)"
+                        )
                     continue  # priced by its twin's grid model
                 for n in tune.lengths:
                     f = {k: float(fn(float(n))) for k, fn in feats.items() if k not in ("repeat",)}
@@ -450,7 +452,7 @@ def calibrate(
     stored points; fit the op model; measure its error off the grid, and each line's leave-one-out error.
     Returns the model and the numbers of grid, line and held-out shapes."""
     import numpy as np
-    from attn_cost.profilers.opmodel import LINES, fit_points
+    from attn_cost.profilers.devicemodel.opmodel import LINES, fit_points
 
     tune = calibrator.tune
     shapes = grid(caches, calibrator.dtype, tune)

@@ -32,16 +32,17 @@ from typing import Literal
 
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.paths import check_input, os_reason, real
-from attn_cost.profilers.device import slug
-from attn_cost.profilers.files import head, is_regular, new_file_mode, read_input, regular_files
-from attn_cost.profilers.schema import Fingerprint, SchemaError, check, rule
+from attn_cost.profilers import DATA
+from attn_cost.profilers.measure.device import slug
+from attn_cost.profilers.store.files import head, is_regular, new_file_mode, read_input, regular_files
+from attn_cost.profilers.store.schema import Fingerprint, SchemaError, check, rule
 
 SCHEMA = 1
 """Version of one record's JSON layout."""
 DB_SCHEMA = 1
 """Version of the database's tables (kept in its `schema_version` table)."""
 DB_NAME = "results.db"
-SHIPPED = Path(__file__).parent / "data" / "results"
+SHIPPED = DATA / "results"
 """Measurements that ship with attn-cost (read-only): the devices its authors measured."""
 BUSY_TIMEOUT_S = 60.0
 KINDS = ("time", "memory")

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
-from attn_cost.profilers.schema import rule
-from attn_cost.profilers.tunables import DEFAULT
+from attn_cost.profilers.devicemodel.tunables import DEFAULT
+from attn_cost.profilers.store.schema import rule
 
 if TYPE_CHECKING:
-    from attn_cost.profilers.opmodel import OpModel
+    from attn_cost.profilers.devicemodel.opmodel import OpModel
 
 MAD_TO_SIGMA = 1.4826
 """A normal distribution's σ over its median absolute deviation: robust spreads from median errors."""
