@@ -141,3 +141,18 @@ def test_every_shipped_op_calibration_loads_its_fitted_parameters_and_predicts(p
     calls = om.kernel_calls("taylorshift-efficient", "core", "fp32", row_dims({"d": 16}))
     seconds = model.time(calls, np.array([64.0, 4096.0]))
     assert np.all(np.isfinite(seconds)) and 0 < seconds[0] < seconds[1]  # longer sequences take longer
+
+
+def test_every_shipped_data_file_is_installed() -> None:
+    """Every file under profilers/data/ matches a glob of pyproject.toml's package-data, so `pip install .` (not
+    only an editable install) ships it: gpus.json and gpumodel.json were once left out."""
+    from pathlib import Path
+
+    from attn_cost.profilers import DATA
+
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    root = Path(__file__).parents[1]
+    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    files = [p.relative_to(DATA.parent) for p in DATA.rglob("*") if p.is_file()]
+    left_out = [str(f) for f in files if not any(f.match(g) for g in globs["attn_cost.profilers"])]
+    assert files and not left_out, f"not in package-data: {left_out}"
