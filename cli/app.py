@@ -38,7 +38,7 @@ app = typer.Typer(
     name="attn-cost",
     help=HELP,
     add_completion=False,
-    no_args_is_help=True,
+    invoke_without_command=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
@@ -93,13 +93,22 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+def help_without_command(ctx: typer.Context) -> None:
+    """A group called without a command prints its help and exits 0 (`attn-cost`, `attn-cost results`): the
+    group's callback, with `invoke_without_command`, on click's public Context in every click and typer."""
+    if ctx.invoked_subcommand is None:
+        print(ctx.get_help())
+        raise typer.Exit()
+
+
 @app.callback()
 def _top(
+    ctx: typer.Context,
     version: Optional[bool] = typer.Option(
         None, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
-    pass
+    help_without_command(ctx)
 
 
 METAVARS = {
@@ -236,9 +245,6 @@ def main(argv: list[str] | None = None) -> int:
         once_each(command)
         result = command.main(args=argv, prog_name="attn-cost", standalone_mode=False)
     except click_errors.ClickException as e:  # click's usage and parameter errors (typer's own copy or click)
-        if isinstance(e, getattr(click_errors, "NoArgsIsHelpError", ())):  # `attn-cost` alone: help, exit 0
-            print(e.ctx.get_help())
-            return 0
         return _error(_with_help_hint(e), code=Status.BAD_INPUT)
     except UserError as e:
         return _error(f"{e}{kept()}")

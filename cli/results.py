@@ -13,7 +13,7 @@ from typing import Optional
 
 import typer
 from attn_cost.cli import render
-from attn_cost.cli.app import app, fail
+from attn_cost.cli.app import app, fail, help_without_command
 from attn_cost.cli.render import emit
 from rich.console import Console
 from rich.markup import escape
@@ -22,9 +22,14 @@ err = Console(stderr=True, highlight=False)
 
 results_app = typer.Typer(
     help="Inspect, drop, export and import stored measurements (one SQLite database; JSON lines to share).",
-    no_args_is_help=True,
+    invoke_without_command=True,
 )
 app.add_typer(results_app, name="results")
+
+
+@results_app.callback()
+def _results(ctx: typer.Context) -> None:
+    help_without_command(ctx)
 
 STORE = typer.Option(
     None,
