@@ -1,4 +1,4 @@
-"""One command that a GPU session only has to start: profile, calibrate, validate, export, report.
+"""The one command a user runs on their GPU: profile, calibrate, validate, export, report.
 
 A campaign measures, on one device and in one process, plain and fused softmax against the variants that
 are meant to overtake them on a GPU (linear attention, Latte, efficient TaylorShift; chunked linear
@@ -18,7 +18,7 @@ op-level device model (`attn-cost calibrate`, in the first dtype), and writes:
     DIR/report-<dtype>.html     the offline HTML report per fitted dtype, where plotly is installed
 
 That is at most 8 files of a few MiB. The measured transition points come first because they are what a
-GPU session is for, then the fitted profiles; the calibration, which only refines the predictions, comes
+user's time on the GPU is for, then the fitted profiles; the calibration, which only refines the predictions, comes
 last (and the validation is repeated, from stored timings, to add its predictions).
 
 It checkpoints as it goes: the measurements and the summary are rewritten (atomically: a
