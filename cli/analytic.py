@@ -12,7 +12,9 @@ import typer
 from attn_cost.cli import options as o
 from attn_cost.cli import render
 from attn_cost.cli.app import app, fail
+from attn_cost.cli.measure import progress
 from attn_cost.cli.render import Col, emit, glue, right
+from attn_cost.cli.trace import own_widths
 from attn_cost.costmodel import display
 from attn_cost.costmodel.conventions import CONVENTIONS, PUBLISHED_CONVENTIONS, Convention, get_convention
 from attn_cost.costmodel.counting import (
@@ -47,6 +49,8 @@ from attn_cost.costmodel.scopes import MODES, SCOPES
 from attn_cost.costmodel.symbols import BY_NAME, L, b
 from attn_cost.costmodel.symbols import DESCRIPTIONS as SYMBOLS
 from attn_cost.costmodel.variants import all_variants, derive, get_variant
+from attn_cost.profilers.devicemodel.corrections import add_device_columns
+from attn_cost.profilers.devicemodel.gpumodel import record_line
 from attn_cost.profilers.report.gather import op_model_n0
 from rich.console import Console
 from rich.markup import escape
@@ -94,7 +98,6 @@ def crossover(
     ds = o.head_dims(d_values, embed, heads, default=o.D_DEFAULT["crossover"])
     pairs = _pairs(pair, every, baseline, causal, scope)
     names = sorted({n for p in pairs for n in p})
-    from attn_cost.cli.trace import own_widths
 
     ds, heads = own_widths(names, ds, heads)  # a traced module is compared at its own width and heads
     st = o.setting(convention, dtype, scope, mode, names, {"--L": latents, "--r": ratio, "--depth": depth})
@@ -105,8 +108,6 @@ def crossover(
         for dv in ds
     ]
     if device is not None:
-        from attn_cost.cli.measure import progress
-        from attn_cost.profilers.devicemodel.corrections import add_device_columns
 
         with progress() as notify:  # the op model's bootstrap intervals take seconds a row
             notify(f"predicting on {device}: corrected fits, op model with its 95 % interval")
@@ -190,7 +191,6 @@ def _device_table(rows: list[TransitionRow], heads: int, batch: int, device: str
 
 def _datasheet_table(rows: list[TransitionRow], heads: int, batch: int, device: str) -> None:
     """N0 per pair and head dim: FLOPs beside the datasheet model's prediction for a GPU one does not own."""
-    from attn_cost.profilers.devicemodel.gpumodel import record_line
 
     first = rows[0].setting
     columns = [Col("A"), Col("B"), right("d"), right("N0 FLOPs"), right("N0 datasheet [95 %]"), right("N1")]

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import NoReturn, Optional
 
 import typer
+from attn_cost.cli.entry import run as entry_run
+from attn_cost.cli.render import one_line
 from attn_cost.costmodel.errors import PricingWarning, UserError
 
 HELP = """FLOPs, peak memory and traffic of attention variants, their crossovers, and checks on real kernels.
@@ -267,7 +269,6 @@ def main(argv: list[str] | None = None) -> int:
         return interrupted()
     code = result if isinstance(result, int) else 0
     if code == 0:
-        from attn_cost.cli.render import one_line
 
         for text in _state["notes"]:
             sys.stderr.write(f"{one_line(text)}\n")
@@ -314,7 +315,6 @@ def _with_help_hint(e: Exception) -> str:
 
 
 def _error(message: str, code: int = Status.BAD_INPUT) -> int:
-    from attn_cost.cli.render import one_line
 
     try:
         sys.stderr.write(f"attn-cost: error: {one_line(message)}\n")
@@ -345,6 +345,5 @@ def _silence_stdout() -> None:
 
 def run() -> None:
     """setuptools entry point (kept for `python -m`; the console script uses `attn_cost.cli.entry`)."""
-    from attn_cost.cli.entry import run as entry_run
 
     entry_run()

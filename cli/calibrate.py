@@ -8,10 +8,15 @@ from typing import Optional
 import typer
 from attn_cost.cli import options as o
 from attn_cost.cli import render
-from attn_cost.cli.app import app
+from attn_cost.cli.app import app, fail
 from attn_cost.cli.measure import CPU, FRESH, GPU, STORE, THREADS, err, open_measurer
 from attn_cost.cli.render import Col, emit, right
 from attn_cost.costmodel.derive import dtype_bytes
+from attn_cost.costmodel.paths import check_input
+from attn_cost.costmodel.variants import all_variants
+from attn_cost.profilers.devicemodel.opmodel import FIT_VERSION, LINES, OPMODEL_KIND, load_opmodel, user_dir
+from attn_cost.profilers.devicemodel.tunables import DEFAULT, QUICK
+from attn_cost.profilers.store.files import claim, is_json_of, not_stdout, same_file
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 
@@ -68,9 +73,6 @@ def calibrate(
     dtype_bytes(dtype)
     from attn_cost.profilers.devicemodel.calibrate import Calibrator, cache_sizes, line_grid
     from attn_cost.profilers.devicemodel.calibrate import calibrate as run_calibration
-    from attn_cost.profilers.devicemodel.opmodel import LINES, OPMODEL_KIND, user_dir
-    from attn_cost.profilers.devicemodel.tunables import DEFAULT, QUICK
-    from attn_cost.profilers.store.files import claim, is_json_of, same_file
 
     target = out or user_dir()
     _check_dir(target)
@@ -81,7 +83,6 @@ def calibrate(
     calibrator = Calibrator(measurer.store, measurer.device, dtype, repeats, tune=tune)
     lines = []
     if exact:
-        from attn_cost.costmodel.variants import all_variants
 
         every = names or [v.name for v in all_variants()]
         lines = line_grid(every, [{"d": d} for d in ds or tune.line_d], caches, dtype, tune, calibrator.rates)
@@ -155,8 +156,6 @@ def calibrate(
 
 def _refit(path: Path, out: Path | None, as_json: bool) -> None:
     """Refit a calibration file from its points (no timing) and save it where attn-cost looks, or to --out."""
-    from attn_cost.costmodel.paths import check_input
-    from attn_cost.profilers.devicemodel.opmodel import FIT_VERSION, load_opmodel, user_dir
 
     model = load_opmodel(str(check_input(path, "an op calibration")), refit=True)
     target = out or user_dir()
@@ -170,8 +169,6 @@ def _refit(path: Path, out: Path | None, as_json: bool) -> None:
 
 
 def _check_dir(path: Path) -> None:
-    from attn_cost.cli.app import fail
-    from attn_cost.profilers.store.files import not_stdout
 
     not_stdout(path, "--out")
     if path.exists() and not path.is_dir():

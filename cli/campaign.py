@@ -17,6 +17,8 @@ from attn_cost.cli import render
 from attn_cost.cli.app import Status, app, fail
 from attn_cost.cli.measure import CPU, GPU, SDPA_BACKEND, STORE, THREADS, measurable
 from attn_cost.cli.render import emit
+from attn_cost.profilers.measure.sdpa import get_backend
+from attn_cost.profilers.store.files import not_stdout
 
 
 def _err(line: str) -> None:
@@ -61,7 +63,6 @@ def campaign(
 ) -> None:
     """Profile the TaylorShift pair and softmax against linear, Latte and efficient TaylorShift at several d and
     dtypes, fit and check the device's corrections, and write the measurements, profiles, report and log to --out."""
-    from attn_cost.profilers.measure.sdpa import get_backend
 
     plan = _plan(out, gpu, cpu, quick, d_values, dtypes, pair, heads, batch, repeats, max_lengths, max_n, minutes)
     if sdpa_backend is not None:
@@ -87,7 +88,6 @@ def campaign(
 
 def _plan(out, gpu, cpu, quick, d_values, dtypes, pair, heads, batch, repeats, max_lengths, max_n, minutes):
     from attn_cost.profilers.campaign.run import DTYPES, PAIRS, Plan
-    from attn_cost.profilers.store.files import not_stdout
 
     not_stdout(out, "--out")
     if gpu and cpu:

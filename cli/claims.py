@@ -5,6 +5,7 @@ No torch, no plotly: the derived values come from the symbolic engine at run tim
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import typer
@@ -98,7 +99,6 @@ def claims_command(
     as_markdown: bool = typer.Option(False, "--markdown", help="Print docs/claims.md: the claims as a Markdown table."),
 ) -> None:
     """Every quantitative efficiency claim of the five source papers: the paper's value, attn-cost's, a verdict."""
-    import json
 
     records = claims()
     if as_json:

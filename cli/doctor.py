@@ -8,6 +8,7 @@ missing piece is one line that says what it costs.
 
 from __future__ import annotations
 
+import os
 import time
 from importlib import metadata
 from typing import Any
@@ -18,6 +19,10 @@ from attn_cost.cli import render
 from attn_cost.cli.app import app
 from attn_cost.cli.measure import CPU, GPU
 from attn_cost.cli.render import emit
+from attn_cost.costmodel.errors import UserError
+from attn_cost.profilers.measure import sdpa
+from attn_cost.profilers.measure.device import CPU_TIMER_VERSION, cpu_info, select_device
+from attn_cost.profilers.measure.sizes import Sizes
 
 HEAD_DIMS = (16, 32, 64, 96, 128, 256)
 SDPA_DTYPES = ("fp32", "bf16", "fp16")
@@ -39,7 +44,6 @@ def doctor(
 ) -> None:
     """Check this machine before measuring: versions, device, SDPA backends, timer, peak memory, TF32, a mini
     profile. Run it first on a new machine; --gpu makes a missing GPU an error."""
-    from attn_cost.profilers.measure.device import select_device
 
     device = select_device(gpu, cpu)
     report = examine(device, profile)
@@ -94,7 +98,6 @@ def examine(device: str, profile: bool = True) -> dict:
 
 def _device(device: str) -> dict:
     import torch
-    from attn_cost.profilers.measure.device import cpu_info
 
     if device == "cuda":
         props = torch.cuda.get_device_properties(0)
@@ -103,7 +106,6 @@ def _device(device: str) -> dict:
             "memory_gib": round(props.total_memory / 2**30, 1), "sm_count": props.multi_processor_count,
             "l2_mib": round(getattr(props, "L2_cache_size", 0) / 2**20, 1) or None,
         }  # fmt: skip
-    import os
 
     info = cpu_info()
     return {"kind": "cpu", "name": info.get("name"), "cpus": os.cpu_count(), "threads": torch.get_num_threads(),
@@ -113,8 +115,6 @@ def _device(device: str) -> dict:
 def _sdpa(device: str) -> dict:
     """Per backend and dtype, the head dims (of HEAD_DIMS) at which PyTorch's dispatcher runs it here."""
     import torch
-    from attn_cost.costmodel.errors import UserError
-    from attn_cost.profilers.measure import sdpa
 
     capability = torch.cuda.get_device_capability(0) if device == "cuda" else None
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
@@ -140,7 +140,6 @@ def _sdpa(device: str) -> dict:
 
 
 def _timer(device: str) -> dict:
-    from attn_cost.profilers.measure.device import CPU_TIMER_VERSION
 
     if device == "cuda":
         from attn_cost.profilers.measure import gpu_timing
@@ -202,7 +201,6 @@ def _mini_profile(device: str) -> dict:
     """softmax against linear attention at d = 64 on a few lengths, time and peak memory, within PROFILE_S."""
     from attn_cost.profilers.measure.cases import build_case
     from attn_cost.profilers.measure.memory import cuda_peak, traced_peak
-    from attn_cost.profilers.measure.sizes import Sizes
     from attn_cost.profilers.measure.timing import OutOfMemoryError, time_cases
 
     batch = 8 if device == "cuda" else 1

@@ -12,6 +12,23 @@ from attn_cost.cli import options as o
 from attn_cost.cli import render
 from attn_cost.cli.app import Status, app, fail, measuring_started, note
 from attn_cost.cli.render import Col, emit, right
+from attn_cost.costmodel.conventions import MATMUL
+from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.scopes import SCOPES
+from attn_cost.costmodel.variants import derive, get_variant
+from attn_cost.profilers.devicemodel.corrections import (
+    VALIDATION_COLUMNS,
+    known_profiles,
+    load_profile,
+    shipped_elsewhere,
+    user_profiles_dir,
+)
+from attn_cost.profilers.devicemodel.datasheet import datasheets
+from attn_cost.profilers.devicemodel.opmodel import check_device, known_opmodels, load_opmodel, opmodel_for
+from attn_cost.profilers.measure.device import IDENTITY, prepare, select_device, slug
+from attn_cost.profilers.measure.sdpa import get_backend, validate_choice
+from attn_cost.profilers.measure.sizes import Sizes
+from attn_cost.profilers.store.store import ResultStore
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -91,17 +108,12 @@ def open_measurer(
     cannot run here at these head dims (one line, before anything is measured)."""
     measuring_args(gpu, cpu, threads, repeats)
     if sdpa_backend is not None:
-        from attn_cost.profilers.measure.sdpa import get_backend
 
         get_backend(sdpa_backend)
     import torch
-    from attn_cost.profilers.devicemodel.corrections import shipped_elsewhere
-    from attn_cost.profilers.measure.device import prepare, select_device
     from attn_cost.profilers.measure.profile import Measurer
-    from attn_cost.profilers.store.store import ResultStore
 
     device = select_device(gpu, cpu)
-    from attn_cost.profilers.measure.sdpa import validate_choice
 
     validate_choice(sdpa_backend, device, [dtype], head_dims or [])
     if threads is not None:
@@ -158,7 +170,6 @@ def profile(
     measuring_args(gpu, cpu, threads, repeats, max_n)
     measurable(sorted({n for p in pairs for n in p}), st)
     from attn_cost.profilers.measure.profile import profile_pair
-    from attn_cost.profilers.measure.sizes import Sizes
 
     measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats, fresh, sdpa_backend, ds)
     n_max = max_n or (65536 if measurer.device == "cuda" else 16384)
@@ -260,8 +271,6 @@ def measure(
     as_json: bool = o.JSON,
 ) -> None:
     """Time and peak memory of variants at given lengths (a sweep for plots and fits), with the model's prediction."""
-    from attn_cost.costmodel.conventions import MATMUL
-    from attn_cost.costmodel.variants import derive
 
     names = o.variant_names(variant, False)
     ds = o.head_dims(d_values, None, heads, default=o.D_DEFAULT["measure"])
@@ -270,7 +279,6 @@ def measure(
     o.positive(batch, "--b"), o.positive(latents, "--L")
     measuring_args(gpu, cpu, threads, repeats)
     measurable(names, st)
-    from attn_cost.profilers.measure.sizes import Sizes
 
     measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats, fresh, sdpa_backend, ds)
     rows = []
@@ -326,8 +334,6 @@ def check_flops(
 ) -> None:
     """Count FLOPs of every reference implementation with PyTorch's FlopCounterMode over a grid of
     (N, d, h, b) and compare with the engine's `matmul` convention. Exit code 1 on any mismatch."""
-    from attn_cost.costmodel.scopes import SCOPES
-    from attn_cost.costmodel.variants import get_variant
 
     names = [get_variant(v).name for v in variant] if variant else None
     for s in scope or []:
@@ -435,7 +441,6 @@ def validate(
     """Fit per-device corrections on some head dims; print analytic, fitted, op-model (zero-shot, from
     `attn-cost calibrate`) and measured N0/N1 side by side, and the op model's error on every timed point.
     A stored timing much slower than its neighbours' trend along N is timed again, and the faster one kept."""
-    from attn_cost.profilers.devicemodel.corrections import load_profile, user_profiles_dir
 
     existing = load_profile(use) if use else None
     if catalogue and pair:
@@ -458,7 +463,6 @@ def validate(
     measurable(sorted({n for p in pairs for n in p}), st)
     from attn_cost.profilers.devicemodel.validate import time_errors
     from attn_cost.profilers.devicemodel.validate import validate as run_validation
-    from attn_cost.profilers.measure.sizes import Sizes
 
     measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats, fresh, sdpa_backend, check + fit)
     n_max = max_n or (65536 if measurer.device == "cuda" else 16384)
@@ -484,9 +488,6 @@ def validate(
 
 def _calibration(name: str | None, device: dict):
     """The op model `validate` checks: the named one (which must be of this device), else this device's own."""
-    from attn_cost.costmodel.errors import UserError
-    from attn_cost.profilers.devicemodel.opmodel import check_device, load_opmodel, opmodel_for
-    from attn_cost.profilers.measure.device import slug
 
     if name is not None:
         named = load_opmodel(name)
@@ -521,7 +522,6 @@ def _op_model_summary(opmodel, errors: dict) -> None:
 
 
 def _validation_tables(profile, rows: list[dict], fit: list[int], path) -> None:
-    from attn_cost.profilers.devicemodel.corrections import VALIDATION_COLUMNS
 
     dev = profile.device
     cells = []
@@ -587,8 +587,6 @@ def _with_err(value, err) -> str:
 def devices(as_json: bool = o.JSON) -> None:
     """List the devices: measured profiles (shipped, or fitted here by `attn-cost validate`) and datasheet GPUs
     (predicted from their datasheets: `predict`, `crossover --device`)."""
-    from attn_cost.profilers.devicemodel.corrections import known_profiles, load_profile
-    from attn_cost.profilers.devicemodel.datasheet import datasheets
 
     found = [(name, path, load_profile(str(path))) for name, path in known_profiles().items()]
     sheets = datasheets()
@@ -610,7 +608,6 @@ def devices(as_json: bool = o.JSON) -> None:
         render.prose("No measured device profiles yet: `attn-cost validate` measures this device and writes one.")
         _datasheet_table(sheets)
         return
-    from attn_cost.profilers.devicemodel.opmodel import known_opmodels
 
     calibrated = known_opmodels()
     cells = [
@@ -649,7 +646,6 @@ def _datasheet_table(sheets: dict) -> None:
 
 def _device_label(device: dict, every: list[dict]) -> str:
     """The device's name, with the fingerprint fields that tell it from other profiles of the same name."""
-    from attn_cost.profilers.measure.device import IDENTITY
 
     namesakes = [o for o in every if o.get("name") == device.get("name") and o is not device]
     differ = [k for k in (*IDENTITY, "torch") if any(str(o.get(k)) != str(device.get(k)) for o in namesakes)]

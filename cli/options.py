@@ -10,7 +10,7 @@ from typing import Any, Optional, overload
 
 import sympy as sp
 import typer
-from attn_cost.cli.app import fail, note
+from attn_cost.cli.app import _commands, fail, note
 from attn_cost.costmodel.conventions import DEFAULT, FULL, get_convention
 from attn_cost.costmodel.counting import Counting, F_bwd, F_causal
 from attn_cost.costmodel.crossover import Setting, cost_branches
@@ -158,7 +158,6 @@ def positive(value: int | None, flag: str) -> int | None:
 def bound_sizes(command) -> None:
     """Check every option named in LIMITS, in every command below `command`, as click reads it: a positive integer
     no larger than its limit (each value of a repeated one), so that no command can take a size unchecked."""
-    from attn_cost.cli.app import _commands
 
     for sub in _commands(command):
         for param in getattr(sub, "params", []):
@@ -170,7 +169,6 @@ def bound_sizes(command) -> None:
 def once_each(command) -> None:
     """Every repeatable option of every command below `command` keeps each value once, in the order given, and
     says so (a note after the output): `--n 1024 --n 1024` is one length, not two columns of one key."""
-    from attn_cost.cli.app import _commands
 
     for sub in _commands(command):
         for param in getattr(sub, "params", []):

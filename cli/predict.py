@@ -5,13 +5,17 @@ No torch: the datasheet model prices the engine's op list with numpy (`profilers
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Optional
 
+import numpy as np
 import typer
 from attn_cost.cli import options as o
 from attn_cost.cli import render
 from attn_cost.cli.app import app, fail
 from attn_cost.cli.render import Col, emit, right
+from attn_cost.profilers.devicemodel.datasheet import get_datasheet
+from attn_cost.profilers.devicemodel.gpumodel import GpuModel, fitted, peak_bytes, record_line
 
 
 @app.command()
@@ -34,9 +38,6 @@ def predict(
     as_json: bool = o.JSON,
 ) -> None:
     """Predicted seconds (with a 95 % interval) and peak bytes of variants on a datasheet GPU, per variant and N."""
-    import numpy as np
-    from attn_cost.profilers.devicemodel.datasheet import get_datasheet
-    from attn_cost.profilers.devicemodel.gpumodel import GpuModel, fitted, peak_bytes, record_line
 
     names = o.variant_names(variant, causal)
     lengths = sorted(n)
@@ -50,7 +51,6 @@ def predict(
     if launch_us is not None:
         if not 0 < launch_us < 1e6:
             fail(f"--launch-us must be a positive number of microseconds, got {launch_us}")
-        from dataclasses import replace
 
         eff = replace(eff, launch_s=launch_us * 1e-6)
     model = GpuModel(sheet, eff, sigma)

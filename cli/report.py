@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 from pathlib import Path
 from typing import Optional
 
 import typer
 from attn_cost.cli import options as o
 from attn_cost.cli.app import app, fail
+from attn_cost.cli.measure import progress
 from attn_cost.cli.render import emit, line
 from attn_cost.costmodel.crossover import DEFAULT_PAIRS
 from attn_cost.costmodel.paths import real
@@ -52,7 +54,6 @@ def report(
     o.positive(embed, "--d-embed"), o.positive(n, "--n")
     st = o.setting(convention, dtype, scope, "inference", sorted(set(names) | {v for p in pairs for v in p}))
     writable_report(html)
-    from attn_cost.cli.measure import progress
 
     with progress() as notify:  # the op model's bootstrap intervals take seconds a row
         notify(f"computing the report{f' with {device}' if device else ''}")
@@ -71,7 +72,6 @@ def writable_report(html: Path) -> None:
 
     A probe file is created and removed in the folder, so /proc, /sys, read-only mounts and full
     disks are answered in one line before the report is computed."""
-    import tempfile
 
     if html.suffix.lower() not in (".html", ".htm"):
         fail(f"--html wants a file name ending in .html, got {html}")

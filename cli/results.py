@@ -15,6 +15,22 @@ import typer
 from attn_cost.cli import render
 from attn_cost.cli.app import app, fail, help_without_command
 from attn_cost.cli.render import emit
+from attn_cost.profilers.measure.device import slug
+from attn_cost.profilers.store.files import STDOUT, claim, regular_files, write_atomic
+from attn_cost.profilers.store.store import (
+    KINDS,
+    MAX_SIZE,
+    STATUSES,
+    database_path,
+    device_matches,
+    is_results_file,
+    open_database,
+    read_jsonl,
+    select,
+    stored_names,
+    write_jsonl,
+)
+from attn_cost.profilers.store.store import SHIPPED as SHIPPED_DIR
 from rich.console import Console
 from rich.markup import escape
 
@@ -51,7 +67,6 @@ JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
 def _filters(device, variant, kind, status, scope, dtype, d, n) -> dict:
     """The filters given, each checked: a value no record can have is refused, not matched against nothing, and an
     empty one (which would match every device name) is refused before anything is removed."""
-    from attn_cost.profilers.store.store import KINDS, MAX_SIZE, STATUSES, stored_names
 
     for value, flag in ((device, "--device"), (variant, "--variant")):
         if value is not None and not value.strip():
@@ -71,7 +86,6 @@ def _filters(device, variant, kind, status, scope, dtype, d, n) -> dict:
 
 
 def _open(store: Path | None, writable: bool):
-    from attn_cost.profilers.store.store import open_database
 
     db = open_database(store, writable)
     _warn(db)
@@ -89,9 +103,6 @@ def _matching(
     store: Path | None, filters: dict, shipped: bool, writable: bool = False
 ) -> tuple[object, list[tuple[int | None, dict]]]:
     """(database, [(row id or None for a shipped record, record)]) of every record matching the filters."""
-    from attn_cost.profilers.store.files import regular_files
-    from attn_cost.profilers.store.store import SHIPPED as SHIPPED_DIR
-    from attn_cost.profilers.store.store import read_jsonl, select
 
     db = _open(store, writable)
     rows: list[tuple[int | None, dict]] = list(select(db, filters))
@@ -104,7 +115,6 @@ def _matching(
 
 
 def _match(r, filters: dict) -> bool:
-    from attn_cost.profilers.store.store import device_matches
 
     fields = {"variant": r.variant, "kind": r.kind, "status": r.status, "scope": r.scope, "dtype": r.dtype}
     fields.update(d=r.d, n=r.n)
@@ -129,7 +139,6 @@ def ls(
     as_json: bool = JSON,
 ) -> None:
     """List stored measurements, newest last, filtered by device, variant, kind, status, scope, dtype, d, N."""
-    from attn_cost.profilers.measure.device import slug
 
     if limit < 0:
         fail(f"--limit must be 0 or more, got {limit}")
@@ -212,8 +221,6 @@ def export(
     store: Optional[Path] = STORE,
 ) -> None:
     """Write the matching records as JSON lines: the format to share measurements and to ship them."""
-    from attn_cost.profilers.store.files import STDOUT, claim, write_atomic
-    from attn_cost.profilers.store.store import database_path, is_results_file, write_jsonl
 
     if output is not None and str(output) == STDOUT:
         output = None
@@ -241,7 +248,6 @@ def import_(
     as_json: bool = JSON,
 ) -> None:
     """Add the records of JSON-lines files to the database (a record with the same device and key is replaced)."""
-    from attn_cost.profilers.store.store import read_jsonl
 
     read = [(path, *read_jsonl(path)) for path in paths]  # every file checked before the store is touched
     db = _open(store, writable=True)

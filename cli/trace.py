@@ -7,17 +7,24 @@ the command bodies do not change. torch is imported only when something is trace
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Optional
 
+import sympy as sp
 import typer
 from attn_cost.cli import options as o
-from attn_cost.cli.app import app
+from attn_cost.cli import render
+from attn_cost.cli.app import app, fail, note
+from attn_cost.cli.render import emit
+from attn_cost.costmodel import display
+from attn_cost.costmodel.formula import formula_data
+from attn_cost.costmodel.plugins import load_file
+from attn_cost.costmodel.variants import derive
 
 
 def load_variant_files(paths: Optional[list[Path]]) -> None:
     """--variants callback: register the variants of each file (no torch)."""
-    from attn_cost.costmodel.plugins import load_file
 
     for p in paths or []:
         load_file(p)
@@ -108,9 +115,6 @@ def trace(
     args += ["--latex"] if latex else []
     ideal, why = tr.exported_peak(t, dtype)
     if as_json:
-        from attn_cost.cli.render import emit
-        from attn_cost.costmodel import display
-        from attn_cost.costmodel.formula import formula_data
 
         st = o.setting(convention, dtype, scope, mode, [name])
         data = formula_data(name, st.convention, dtype, st.scope, mode, st.counting)
@@ -136,10 +140,6 @@ def trace(
 
 def _report(t, ideal, why: str, dtype: str, checks: list[dict]) -> None:
     """What the formulas assume and where the code's peak and the exported graph's differ."""
-    import sympy as sp
-    from attn_cost.cli import render
-    from attn_cost.costmodel import display
-    from attn_cost.costmodel.variants import derive
 
     render.line("[bold]Traced[/]")
     shown = {k: v for k, v in t.example.items() if t.kind == "core" or k in ("b", "N")}
@@ -167,11 +167,9 @@ def _report(t, ideal, why: str, dtype: str, checks: list[dict]) -> None:
 def own_widths(names: list[str], ds: list[int], heads: int) -> tuple[list[int], int]:
     """A traced module keeps its own width and heads (its weights fix them): compare the other variants of a
     crossover at that width, h = the module's heads and d = d_embed / h, and say so on stderr."""
-    import sys
 
     if "attn_cost.profilers.trace" not in sys.modules:  # nothing was traced: no torch import
         return ds, heads
-    from attn_cost.cli.app import fail, note
     from attn_cost.profilers.trace import traced
 
     found = [(n, t) for n in names if (t := traced(n)) is not None and t.width is not None]

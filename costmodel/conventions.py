@@ -17,6 +17,7 @@ from attn_cost.costmodel.counting import F_bwd, score_op
 from attn_cost.costmodel.errors import UserError, unknown
 from attn_cost.costmodel.graph import Op
 from attn_cost.costmodel.opkinds import KINDS
+from attn_cost.costmodel.symbols import BY_NAME, b
 
 Rule = Callable[[Op], sp.Expr]
 
@@ -222,7 +223,6 @@ class PublishedConvention:
     """Variant -> total per sample in sympy syntax over N, d, h (multiplied by the batch b)."""
 
     def total(self, variant: str) -> sp.Expr:
-        from attn_cost.costmodel.symbols import BY_NAME, b
 
         if variant not in self.formulas:
             raise UserError(

@@ -22,6 +22,7 @@ import sympy as sp
 from attn_cost.costmodel.conventions import DEFAULT, PublishedConvention, get_convention, op_convention
 from attn_cost.costmodel.counting import DEFAULT_COUNTING, Counting, N_kv
 from attn_cost.costmodel.derive import dominant_for_large, prune_dominated
+from attn_cost.costmodel.display import plain
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.polyterms import Stepped, in_n, terms
 from attn_cost.costmodel.symbols import BY_NAME, N, Pads, d
@@ -599,7 +600,6 @@ def transition_row(
     a: str, b: str, dims: dict[sp.Symbol, int], setting: Setting = Setting(), tied_to_d: tuple[sp.Symbol, ...] = ()
 ) -> TransitionRow:
     """All three transition points of one pair at fixed dims."""
-    from attn_cost.costmodel.display import plain
 
     used = {s for name in (a, b) for c in TABLE_COSTS for e in cost_branches(name, c, setting) for s in e.free_symbols}
     sizes = {JSON_DIM_NAMES.get(str(k), str(k)): int(v) for k, v in dims.items() if k in used or str(k) in "dhb"}

@@ -15,6 +15,7 @@ from attn_cost.costmodel.counting import DEFAULT_COUNTING, Counting, causal_fact
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.graph import Graph, Op, Storage
 from attn_cost.costmodel.polyterms import leads_for_large_n, nonneg_when_at_least_one, subtract, terms
+from attn_cost.costmodel.symbols import d, d_embed, h
 
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2}
 
@@ -301,6 +302,5 @@ class Derived:
 
 def multihead(expr: sp.Expr) -> sp.Expr:
     """Rewrite a per-head-dimension formula in terms of the embedding width: d = d_embed / h."""
-    from attn_cost.costmodel.symbols import d, d_embed, h
 
     return sp.expand(expr.xreplace({d: d_embed / h}))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sympy as sp
+from attn_cost.costmodel.symbols import N, Pads
 
 _SUP = str.maketrans("0123456789-/", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻ᐟ")
 _ORDER = {"b": 0, "h": 1, "D": 2, "N": 3, "L": 5, "d": 6, "d_embed": 7, "r": 8}
@@ -30,7 +31,6 @@ def text(expr: sp.Expr) -> str:
 
 def padded_lengths(*exprs: sp.Expr) -> list[sp.Expr]:
     """The multiples D that N is padded to in these expressions (⌈N/D⌉, ⌊N/D⌋, N mod D, [D∤N]), sorted."""
-    from attn_cost.costmodel.symbols import N, Pads
 
     found: set[sp.Expr] = set()
     for e in exprs:
@@ -51,7 +51,6 @@ def step_legend(multiples: list[sp.Expr]) -> list[str]:
 def _readable(expr: sp.Expr) -> sp.Expr:
     """D·⌈N/D⌉ as one symbol ⌈N⌉_D (N rounded up to a multiple of D); the bracket [D∤N] or its complement
     [D|N] = 1 − [D∤N], whichever needs fewer negative terms."""
-    from attn_cost.costmodel.symbols import N, Pads
 
     if not expr.has(sp.ceiling, Pads):
         return expr
@@ -134,7 +133,6 @@ def _mul(expr: sp.Expr) -> str:
 
 def _step(e: sp.Expr) -> str | None:
     """⌈N/C⌉, ⌊N/C⌋, N mod C and the bracket [C∤N] (1 where N is not a multiple of C) of code that pads N."""
-    from attn_cost.costmodel.symbols import Pads
 
     if isinstance(e, (sp.ceiling, sp.floor)):
         left, right = ("⌈", "⌉") if isinstance(e, sp.ceiling) else ("⌊", "⌋")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import unicodedata
 from collections.abc import Mapping
 
@@ -21,7 +22,6 @@ class PricingWarning(UserWarning):
 
 def unknown(what: str, name: str, known: Mapping[str, object] | list[str]) -> str:
     """One line naming the unknown thing, the closest known names, and where to list them all."""
-    import difflib
 
     names = list(known)
     close = difflib.get_close_matches(name, names, n=2, cutoff=0.5) or [k for k in names if name and name in k][:2]

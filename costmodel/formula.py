@@ -7,6 +7,7 @@ import dataclasses
 from attn_cost.costmodel import display
 from attn_cost.costmodel.conventions import CONVENTIONS, FULL, op_convention
 from attn_cost.costmodel.counting import DEFAULT_COUNTING, Counting
+from attn_cost.costmodel.published import compare_published
 from attn_cost.costmodel.variants import derive, get_variant
 
 
@@ -25,7 +26,6 @@ def formula_data(
     counting: Counting = DEFAULT_COUNTING,
 ) -> dict:
     """Everything `formula --json` prints, as plain data."""
-    from attn_cost.costmodel.published import compare_published
 
     derived = derive(name, scope, mode, counting.n_kv is not None, counting.bias)
     conv = op_convention(convention)

@@ -19,12 +19,17 @@ import re
 import sys
 import traceback
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from importlib.metadata import EntryPoint, distributions
 from pathlib import Path
 
 import sympy as sp
+from attn_cost.costmodel.counting import N_kv
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.paths import check_input, real
+from attn_cost.costmodel.polyterms import _without_steps
+from attn_cost.costmodel.scopes import build_graph
+from attn_cost.costmodel.symbols import BY_NAME, N
 
 ENV = "ATTN_COST_VARIANTS"
 """Variant files to load in every command, separated by os.pathsep (':' on Linux and macOS)."""
@@ -166,7 +171,6 @@ def _registering(run, files: list[Path], what: str | None = None) -> list[str]:
 
 def _altered(was, now) -> bool:
     """A registered variant removed or changed, other than given the decoding step it lacked."""
-    from dataclasses import replace
 
     return now is None or (now is not was and (was.decode is not None or replace(now, decode=None) != was))
 
@@ -285,7 +289,6 @@ def _forget(before: dict) -> None:
 def _guarded(v, files: list[Path], what: str | None):
     """The variant with its functions run as `foreign` code: a print in them never lands in --json, and an error
     they raise only at another scope or mode (training) is one line naming the file and line."""
-    from dataclasses import replace
 
     def guard(fn):
         if fn is None:
@@ -320,7 +323,6 @@ def check_name(name: object) -> None:
 def check(v) -> None:
     """Build a variant's graphs once (its core or its layer, and its decoding step) so that shape and
     kind errors, unknown symbols and sizes that are not non-negative polynomials surface now."""
-    from attn_cost.costmodel.scopes import build_graph
 
     graphs = [build_graph(v, "core" if v.core is not None else "layer", "inference")]
     if v.decode is not None:
@@ -332,8 +334,6 @@ def check(v) -> None:
 def check_sizes(g) -> None:
     """Every shape, loop count and workspace of a graph: a polynomial (or a ratio of polynomials, such as N/w
     windows, never dividing by N) in the known size symbols that is not negative."""
-    from attn_cost.costmodel.counting import N_kv
-    from attn_cost.costmodel.symbols import BY_NAME, N
 
     known = {*BY_NAME.values(), N_kv}
     names = ", ".join(sorted(BY_NAME)) + ", N_kv"
@@ -371,7 +371,6 @@ def check_sizes(g) -> None:
 def _stepless(where: str, size: sp.Expr) -> tuple[sp.Expr, bool]:
     """A size with N padded to a multiple (⌈N/D⌉, [D∤N]) with those written as symbols of their own, and whether
     it had any; one line for a step of anything but N/D."""
-    from attn_cost.costmodel.polyterms import _without_steps
 
     try:
         plain, steps = _without_steps(sp.expand(size))
@@ -405,7 +404,6 @@ PADDED_LENGTHS = (1, 2, 3, 7, 8, 33, 64, 4097)
 
 def _negative_at_lengths(size) -> dict[str, int] | None:
     """Sizes at which a size with ⌈N/D⌉ in it is negative, among PADDED_LENGTHS for N and CORNERS for the rest."""
-    from attn_cost.costmodel.symbols import N
 
     symbols = sorted(size.free_symbols - {N}, key=str)
     for n in PADDED_LENGTHS:

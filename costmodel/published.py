@@ -15,6 +15,7 @@ from attn_cost.costmodel.conventions import HOSSEINI_EQ24, op_convention
 from attn_cost.costmodel.derive import multihead
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.symbols import BY_NAME, b, h
+from attn_cost.costmodel.variants import derive
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,6 @@ PUBLISHED: tuple[Published, ...] = (
 
 def derived_counterpart(pub: Published) -> sp.Expr:
     """The engine's value for what a published formula states."""
-    from attn_cost.costmodel.variants import derive
 
     scope = "layer" if pub.form == "layer" else "core"
     mode = "training" if pub.quantity == "flops:hosseini-eq24" else "inference"

@@ -6,6 +6,10 @@ imported when the tests run, so a lazy import that points upward is caught too."
 from __future__ import annotations
 
 import ast
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -83,3 +87,159 @@ def test_no_import_cycle_at_module_level() -> None:
         if name not in state:
             visit(name, [name])
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+# -- imports at the top, except at the torch and plotly boundary -----------------------------------------------------
+
+CORE_PACKAGES = {"sympy", "numpy", "scipy", "typer", "click", "rich", "torch"}
+"""attn-cost's declared dependencies (pyproject.toml); any other package is an optional extra (plotly, submitit,
+pynvml, transformers) and is imported where it is used, inside a function, so attn-cost runs without it."""
+HEAVY = {"torch", "plotly"}
+CYCLES = {
+    ("costmodel.plugins", "costmodel.variants"): "the registry checks a user's variants; it loads them in turn",
+    ("cli.app", "cli.commands"): "the command modules register on `app`, which main() runs once they have",
+    ("cli.app", "cli.options"): "the options' checks are attached to the commands `app` holds",
+    ("cli.app", "cli.trace"): "--trace and --variants are added to the commands `app` holds",
+    ("profilers.devicemodel.kernels", "profilers.devicemodel.opmodel"): "the op model prices the kernels' features",
+    ("profilers.devicemodel.opmodel", "profilers.devicemodel.corrections"): "both save to one device folder",
+    ("profilers.measure.timing", "profilers.measure.gpu_timing"): "the CUDA timer returns the CPU timer's stats",
+}
+"""Function-level imports that break a module-level cycle, each with why the two modules need each other."""
+ELSEWHERE = {"attn_cost": "`__version__` reads the installed metadata only when asked"}
+STARTUP = {"cli.entry"}
+"""The console script's entry: it installs its Ctrl-C handler before importing anything of attn-cost's."""
+
+
+def _function_imports(path: Path) -> list[tuple[int, set[str], set[str]]]:
+    """(line, attn_cost modules, other top-level packages) of every import inside a function."""
+    out = []
+
+    def walk(node: ast.AST, inside: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if inside and isinstance(child, (ast.Import, ast.ImportFrom)):
+                own = {m for m in _imports_of(child) if m in MODULES or m == "attn_cost"}
+                names = [child.module or ""] if isinstance(child, ast.ImportFrom) else [a.name for a in child.names]
+                other = {n.split(".")[0] for n in names if not n.startswith("attn_cost")}
+                out.append((child.lineno, own, other))
+            walk(child, inside or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+    walk(ast.parse(path.read_text(encoding="utf-8")), False)
+    return out
+
+
+def _imports_of(node: ast.AST) -> set[str]:
+    if isinstance(node, ast.ImportFrom) and node.module == "attn_cost":
+        return {"attn_cost"}
+    tree = ast.Module(body=[node], type_ignores=[])
+    found = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("attn_cost."):
+            base = n.module.removeprefix("attn_cost.")
+            found.add(base)
+            found.update(f"{base}.{a.name}" for a in n.names)
+        elif isinstance(n, ast.Import):
+            found.update(a.name.removeprefix("attn_cost.") for a in n.names if a.name.startswith("attn_cost."))
+    return found
+
+
+def _module_level_packages(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = set()
+    for node in tree.body:
+        for n in ast.walk(node) if isinstance(node, (ast.Import, ast.ImportFrom, ast.Try, ast.If)) else ():
+            if isinstance(n, ast.ImportFrom) and n.module and not n.level:
+                found.add(n.module.split(".")[0])
+            elif isinstance(n, ast.Import):
+                found.update(a.name.split(".")[0] for a in n.names)
+    return found
+
+
+def _heavy_modules() -> set[str]:
+    """The modules that import torch or plotly at module level, themselves or through another module."""
+    heavy = {name for name, path in MODULES.items() if _module_level_packages(path) & HEAVY}
+    graph = {name: _imports(path, top_level_only=True) & set(MODULES) for name, path in MODULES.items()}
+    grew = True
+    while grew:
+        grew = False
+        for name, deps in graph.items():
+            if name not in heavy and deps & heavy:
+                heavy.add(name)
+                grew = True
+    return heavy
+
+
+def test_imports_are_at_the_top_except_at_the_torch_and_plotly_boundary() -> None:
+    """An import sits inside a function only where a torch-free module reaches torch, plotly, an optional package
+    or a module that imports them (the boundary that keeps `crossover` and `predict` light), where it breaks a
+    cycle listed in CYCLES, or in the console script's entry. Everywhere else it is at the top of the module, so
+    that a module's imports say what it depends on."""
+    heavy = _heavy_modules()
+    plotly = {name for name, path in MODULES.items() if "plotly" in _module_level_packages(path)}
+    wrong = []
+    for name, path in MODULES.items():
+        if name in STARTUP:
+            continue
+        for line, own, other in _function_imports(path):
+            own = {m for m in own if not any(o.startswith(f"{m}.") for o in own)}  # `from pkg import module`
+            optional = other - CORE_PACKAGES - set(sys.stdlib_module_names) or own & plotly
+            boundary = name not in heavy and bool(other & HEAVY or own & heavy)
+            registration = own and all(m.startswith(f"{name}.") for m in own)  # a registry loading its modules
+            excused = own and all((name, m) in CYCLES or m in ELSEWHERE for m in own)
+            if optional or boundary or registration or excused:
+                continue
+            wrong.append(f"{path.relative_to(ROOT)}:{line}")
+    assert not wrong, "imports that belong at the top of their module: " + ", ".join(wrong)
+
+
+def test_the_import_check_sees_an_import_inside_a_function(tmp_path) -> None:
+    """The check itself: a light import inside a function is seen, with what it imports."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("import os\n\ndef f():\n    import json\n    from attn_cost.costmodel.symbols import N\n")
+    assert [(line, other) for line, _, other in _function_imports(bad)] == [(4, {"json"}), (5, set())]
+    assert _function_imports(bad)[1][1] == {"costmodel.symbols"}
+
+
+def test_costmodel_never_imports_torch_or_plotly() -> None:
+    """The engine is symbolic: no module of costmodel imports torch or plotly, at module level or inside a
+    function."""
+    users = []
+    for name, path in MODULES.items():
+        if name.startswith("costmodel"):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for n in ast.walk(tree):
+                names = [n.module or ""] if isinstance(n, ast.ImportFrom) else (
+                    [a.name for a in n.names] if isinstance(n, ast.Import) else [])
+                if {x.split(".")[0] for x in names} & HEAVY:
+                    users.append(name)
+    assert not users
+
+
+ANALYTIC = [
+    ["crossover", "--d", "64"],
+    ["crossover", "--device", "h100-sxm5-80gb"],
+    ["predict", "--device", "l4", "--variant", "softmax", "--n", "64"],
+    ["formula", "taylorshift-efficient"],
+    ["claims"],
+    ["devices"],
+]
+
+
+@pytest.mark.integration
+def test_the_analytic_commands_import_no_torch_and_no_plotly(tmp_path) -> None:
+    """The analytic path, run as a user runs it (a new process, each command in turn), loads neither torch nor
+    plotly: the commands answer in a second on a machine where importing torch takes several."""
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from attn_cost.cli.app import main\n"
+        "codes = []\n"
+        "for args in json.loads(sys.argv[1]):\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        codes.append(main(args))\n"
+        "print(json.dumps([codes, sorted(m for m in ('torch', 'plotly') if m in sys.modules)]))\n"
+    )
+    env = {**os.environ, "ATTN_COST_HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(ANALYTIC)], capture_output=True, text=True,
+                         env=env, timeout=300, check=True)  # fmt: skip
+    codes, loaded = json.loads(out.stdout.splitlines()[-1])
+    assert codes == [0] * len(ANALYTIC)
+    assert loaded == []

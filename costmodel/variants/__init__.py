@@ -16,6 +16,8 @@ import sympy as sp
 from attn_cost.costmodel.derive import Derived
 from attn_cost.costmodel.errors import UserError, unknown
 from attn_cost.costmodel.graph import Graph, Tensor
+from attn_cost.costmodel.plugins import load_configured
+from attn_cost.costmodel.scopes import SCOPES, build_graph
 from attn_cost.costmodel.symbols import d, h
 
 CoreFn = Callable[[Graph, Tensor, Tensor, Tensor], Tensor]
@@ -49,7 +51,6 @@ class Variant:
 
     @property
     def scopes(self) -> list[str]:
-        from attn_cost.costmodel.scopes import SCOPES
 
         return [s for s in SCOPES if (s != "core" or self.core) and (s != "decode" or self.decode)]
 
@@ -123,7 +124,6 @@ def derive(
     """Build a variant's graph at a scope and mode and derive its costs (cached per process);
     kv: keys and values of their own length N_kv (`--n-kv`); bias: which projections carry a bias
     (None: the variant's own, `Variant.bias`)."""
-    from attn_cost.costmodel.scopes import build_graph
 
     return Derived(build_graph(get_variant(name), scope, mode, kv, bias))
 
@@ -147,6 +147,5 @@ def _load() -> None:
 
 def _load_user_files() -> None:
     """The user's own variant files: ATTN_COST_VARIANTS and the `attn_cost.variants` entry points."""
-    from attn_cost.costmodel.plugins import load_configured
 
     load_configured()

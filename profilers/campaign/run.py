@@ -36,6 +36,7 @@ unless the device is unusable after it (an illegal address): then the run stops 
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
@@ -44,8 +45,22 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+import torch
+from attn_cost.costmodel.conventions import DEFAULT as CONVENTION
+from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.errors import UserError
-from attn_cost.profilers.store.files import claim, is_html_report, is_json_of, write_atomic
+from attn_cost.profilers.devicemodel.calibrate import Calibrator, cache_sizes, calibrate, line_grid
+from attn_cost.profilers.devicemodel.corrections import PROFILE_KIND
+from attn_cost.profilers.devicemodel.opmodel import OPMODEL_KIND, user_dir
+from attn_cost.profilers.devicemodel.tunables import DEFAULT, QUICK
+from attn_cost.profilers.devicemodel.validate import validate
+from attn_cost.profilers.measure.device import prepare, select_device, slug
+from attn_cost.profilers.measure.profile import Measurer, profile_pair
+from attn_cost.profilers.measure.sdpa import validate_choice
+from attn_cost.profilers.measure.sizes import Sizes
+from attn_cost.profilers.report.gather import gather
+from attn_cost.profilers.store.files import claim, head, is_html_report, is_json_of, write_atomic
+from attn_cost.profilers.store.store import ResultStore, is_results_file, read_jsonl, select
 
 PAIRS = (
     ("softmax-fused-causal", "linear-chunked"),
@@ -157,7 +172,6 @@ LOG_LINE = re.compile(rb"\[ *\d+\.\d s\] ")
 
 def is_campaign_log(path: Path) -> bool:
     """Whether a file is a campaign's log (so a rerun may append to it)."""
-    from attn_cost.profilers.store.files import head
 
     return LOG_LINE.match(head(path)) is not None
 
@@ -202,7 +216,6 @@ def settle_garbage() -> None:
     """Collect garbage, then freeze what is alive (imports, sympy's caches, earlier units' results) out of the
     collector's reach: the measuring code collects before every timing, and in a long campaign that walk over
     every object took a tenth of a second a call. Garbage made after the freeze is still collected."""
-    import gc
 
     gc.collect()
     gc.freeze()
@@ -288,7 +301,6 @@ class Campaign:
             self.checkpoint()
 
     def measurer(self, dtype: str):
-        from attn_cost.profilers.measure.profile import Measurer
 
         return Measurer(
             self.device, self.store, scope="core", dtype=dtype, repeats=self.plan.repeats,
@@ -332,7 +344,6 @@ class Campaign:
 
     def checkpoint(self) -> None:
         """Rewrite DIR/measurements.jsonl and DIR/summary.json (atomically)."""
-        from attn_cost.profilers.store.store import is_results_file
 
         records = export_records(self.store, self.devices | {self.store.slug})
         text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in records)
@@ -344,7 +355,6 @@ class Campaign:
 
 def export_records(store, devices: set[str]) -> list[dict]:
     """Every stored record of the given devices (replicate timings included), oldest first."""
-    from attn_cost.profilers.store.store import select
 
     rows = [rec for slug in sorted(devices) for _, rec in select(store.db, {"device": slug})]
     return sorted(rows, key=lambda r: (r.get("at", ""), r.get("key", "")))
@@ -355,7 +365,6 @@ def resume_from(camp: Campaign, path: Path) -> None:
     devices found there are kept in every later rewrite of the file (an H200 rerun keeps the H100's records)."""
     if not path.exists():
         return
-    from attn_cost.profilers.store.store import is_results_file, read_jsonl
 
     claim(path, is_results_file, "a results file")
     records, _ = read_jsonl(path)
@@ -382,9 +391,6 @@ def report_file(dtype: str) -> str:
 def outputs(plan: Plan, device_slug: str) -> list[tuple[Path, Callable[[Path], bool], str]]:
     """Every file a campaign may write, with the recogniser of its kind and what it is: DIR's log, export,
     summary, profiles, reports and op calibration, and the op calibration where `validate` looks for it."""
-    from attn_cost.profilers.devicemodel.corrections import PROFILE_KIND
-    from attn_cost.profilers.devicemodel.opmodel import OPMODEL_KIND, user_dir
-    from attn_cost.profilers.store.store import is_results_file
 
     out = Path(plan.out)
     files = [
@@ -405,10 +411,6 @@ def open_campaign(plan: Plan, sink: Callable[[str], None]) -> Campaign:
     """Resolve the device, fix the threads, open DIR, the log and the store (importing an earlier export).
     Every file the campaign may write is checked first: a user's file among them ends the run before anything
     is measured or written."""
-    import torch
-    from attn_cost.profilers.measure.device import prepare, select_device, slug
-    from attn_cost.profilers.measure.sdpa import validate_choice
-    from attn_cost.profilers.store.store import ResultStore
 
     device = select_device(plan.device == "cuda", plan.device == "cpu")
     validate_choice(plan.sdpa_backend, device, plan.dtypes, plan.ds)
@@ -481,9 +483,6 @@ def calibrate_step(camp: Campaign) -> None:
     if not plan.calibrate:
         camp.steps["calibrate"] = "not asked for (--no-calibrate)"
         return
-    from attn_cost.profilers.devicemodel.calibrate import Calibrator, cache_sizes, calibrate, line_grid
-    from attn_cost.profilers.devicemodel.opmodel import OPMODEL_KIND, user_dir
-    from attn_cost.profilers.devicemodel.tunables import DEFAULT, QUICK
 
     dtype = plan.dtypes[0]
     caches = cache_sizes(camp.device)
@@ -528,11 +527,6 @@ def calibrate_step(camp: Campaign) -> None:
 def profile_step(camp: Campaign, tier: int, share: float) -> int:
     """Measured N0 and N1 of every pair at the head dims of `tier` (`Plan.units`) in every dtype, the most wanted
     first; no unit starts after `share` of the time budget. Returns how many units were profiled."""
-    from attn_cost.costmodel.conventions import DEFAULT
-    from attn_cost.costmodel.crossover import Setting
-    from attn_cost.profilers.measure.profile import profile_pair
-    from attn_cost.profilers.measure.sizes import Sizes
-
     plan = camp.plan
     measurers = {dt: camp.measurer(dt) for dt in plan.dtypes}
     planned = plan.units(tier)
@@ -545,7 +539,7 @@ def profile_step(camp: Campaign, tier: int, share: float) -> int:
             continue
         camp.log(f"profile {what}")
         sizes = Sizes(N=1, d=dv, h=plan.heads, b=plan.batch)
-        setting = Setting(DEFAULT, dtype, "core", "inference")
+        setting = Setting(CONVENTION, dtype, "core", "inference")
         settle_garbage()
         camp.unit_ends = camp.log.elapsed + plan.unit_s
         try:
@@ -579,12 +573,6 @@ def validate_step(camp: Campaign, again: bool = False) -> None:
     """Fit the corrections on the plan's first two head dims, check them on the others, save the profiles.
     `again`: after the other head dims were profiled (to check the fit on them) or the calibration (to add the op
     model's predictions); every timing is then a lookup, apart from a re-timed spike."""
-    from attn_cost.costmodel.conventions import DEFAULT
-    from attn_cost.costmodel.crossover import Setting
-    from attn_cost.profilers.devicemodel.corrections import PROFILE_KIND
-    from attn_cost.profilers.devicemodel.validate import validate
-    from attn_cost.profilers.measure.sizes import Sizes
-
     plan = camp.plan
     if len(plan.fit_d) < 2:
         camp.steps["validate"] = "needs at least two head dims to fit on"
@@ -607,7 +595,7 @@ def validate_step(camp: Campaign, again: bool = False) -> None:
         check = [dv for dv in plan.check_d if all((a, b, dv) in profiled for a, b in pairs)]
         camp.log(f"validate {dtype}: fit on d = {plan.fit_d}, check on d = {check or 'none'}")
         template = Sizes(N=1, d=1, h=plan.heads, b=plan.batch)
-        setting = Setting(DEFAULT, dtype, "core", "inference")
+        setting = Setting(CONVENTION, dtype, "core", "inference")
         args = (pairs, check, plan.fit_d, template, camp.measurer(dtype), setting)
         kwargs = {"n_max": camp.n_max, "max_lengths": plan.max_lengths, "replicates": plan.replicates}
         try:
@@ -646,15 +634,12 @@ def report_step(camp: Campaign) -> None:
         )
         camp.log(f"report: {camp.steps['report']}")
         return
-    from attn_cost.costmodel.conventions import DEFAULT
-    from attn_cost.costmodel.crossover import Setting
-    from attn_cost.profilers.report.gather import gather
     from attn_cost.profilers.report.page import render
 
     written = []
     for dtype, profile in camp.profiles.items():
         variants = list(dict.fromkeys(v for pair in camp.plan.pairs for v in pair))
-        setting = Setting(DEFAULT, dtype, "core", "inference")
+        setting = Setting(CONVENTION, dtype, "core", "inference")
         try:
             data = gather(variants, list(camp.plan.pairs), sorted(set(camp.plan.ds)), 256, 1024, profile, setting)
         except UserError as e:  # the measurements and profiles are written already: a report must not cost them

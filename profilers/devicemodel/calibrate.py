@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+import numpy as np
 import torch
+from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers.devicemodel import kernels
 from attn_cost.profilers.devicemodel.kernels import (
     CALL,
@@ -30,7 +32,8 @@ from attn_cost.profilers.devicemodel.kernels import (
     Shape,
     runnable,
 )
-from attn_cost.profilers.devicemodel.opmodel import Point
+from attn_cost.profilers.devicemodel.opmodel import LINES, Point, fit_points, kernel_calls
+from attn_cost.profilers.devicemodel.oppredict import row_dims
 from attn_cost.profilers.devicemodel.trend import spikes
 from attn_cost.profilers.devicemodel.tunables import DEFAULT, Tunables
 from attn_cost.profilers.measure.cases import DTYPES, Case
@@ -146,9 +149,6 @@ def line_grid(variants: list[str], sizes: list[dict[str, int]], caches: dict[str
     exact shapes along `tune.lengths`, up to `tune.cache_multiple` × the last-level cache and `tune.line_max_s`
     a call at the device's `rates` (default: those of the first calibrations). A variant that needs a size it
     is not given, or has no core scope, is skipped."""
-    from attn_cost.costmodel.errors import UserError
-    from attn_cost.profilers.devicemodel.opmodel import kernel_calls
-    from attn_cost.profilers.devicemodel.oppredict import row_dims
 
     top = tune.cache_multiple * max(caches.values())
     rates = rates or FIRST_RATES
@@ -451,8 +451,6 @@ def calibrate(
     """Time the grid and the variants' ops at their exact shapes (`lines`, from `line_grid`), reusing
     stored points; fit the op model; measure its error off the grid, and each line's leave-one-out error.
     Returns the model and the numbers of grid, line and held-out shapes."""
-    import numpy as np
-    from attn_cost.profilers.devicemodel.opmodel import LINES, fit_points
 
     tune = calibrator.tune
     shapes = grid(caches, calibrator.dtype, tune)

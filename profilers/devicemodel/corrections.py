@@ -40,13 +40,23 @@ from attn_cost.costmodel.crossover import (
     TransitionRow,
     at_sizes,
     compare,
+    cost_branches,
 )
 from attn_cost.costmodel.derive import DTYPE_BYTES
-from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.errors import UserError, unknown
 from attn_cost.costmodel.scopes import MODES, SCOPES
+from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS
 from attn_cost.costmodel.variants import derive
 from attn_cost.profilers import DATA
+from attn_cost.profilers.devicemodel.datasheet import is_datasheet
+from attn_cost.profilers.devicemodel.gpumodel import add_datasheet_columns
+from attn_cost.profilers.devicemodel.opmodel import BOOTSTRAP, known_opmodels
+from attn_cost.profilers.devicemodel.oppredict import add_predicted_columns
+from attn_cost.profilers.measure.device import CPU_TIMER, IDENTITY, slug
+from attn_cost.profilers.store.files import claim, json_data, read_input, regular_files, write_atomic
 from attn_cost.profilers.store.schema import Fingerprint, SchemaError, check, load_error, rule
+from attn_cost.profilers.store.store import named_files, user_data_dir
+from scipy.optimize import nnls
 
 SCHEMA = 1
 SHIPPED = DATA / "devices"
@@ -111,7 +121,6 @@ class MemoryFit:
 
 def fit_time(samples: list[tuple[dict, float]], variant: str, scope: str = "core", dtype: str = "fp32") -> TimeFit:
     """Fit t_launch, 1/P, 1/W to (sizes, seconds) samples by NNLS on relative residuals."""
-    from scipy.optimize import nnls
 
     if len(samples) < MIN_POINTS:
         raise UserError(f"need at least {MIN_POINTS} timings of {variant} to fit 3 constants; have {len(samples)}")
@@ -151,7 +160,6 @@ def fit_memory(samples: list[tuple[int, int]]) -> MemoryFit:
 def _value(expr: sp.Expr, sizes: dict) -> float:
     """An expression at sizes keyed by name; a variant-specific size not given (Performer's m, a window w) takes
     its default, as the measurement that `sizes` describes did."""
-    from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS
 
     values = {**DEFAULTS, **{BY_NAME[k]: v for k, v in sizes.items() if k in BY_NAME}}
     return float(expr.xreplace(values))
@@ -165,7 +173,6 @@ def corrected_time_curve(fit: TimeFit, variant: str, dims: dict, setting: Settin
 
 
 def corrected_memory_curve(fit: MemoryFit, variant: str, dims: dict, setting: Setting) -> list[Poly]:
-    from attn_cost.costmodel.crossover import cost_branches
 
     scale, offset = sp.Rational(Fraction(fit.scale)), sp.Rational(Fraction(fit.offset_bytes))
     branches = tuple(sp.expand(scale * e + offset) for e in cost_branches(variant, "memory", setting))
@@ -207,7 +214,6 @@ class DeviceProfile:
 
     @property
     def slug(self) -> str:
-        from attn_cost.profilers.measure.device import slug
 
         return slug(self.device)
 
@@ -252,7 +258,6 @@ class DeviceProfile:
 
     def save(self, root: Path) -> Path:
         """Write the profile as root/<slug>.json (atomically; never over a file that is not a profile)."""
-        from attn_cost.profilers.store.files import claim, write_atomic
 
         make_folder(root)
         path = root / f"{self.slug}.json"
@@ -263,7 +268,6 @@ class DeviceProfile:
 
 def is_profile_file(path: Path) -> bool:
     """Whether a file is a device profile attn-cost wrote (profiles before `kind` was written: by their fields)."""
-    from attn_cost.profilers.store.files import json_data
 
     data = json_data(path)
     if not isinstance(data, dict):
@@ -316,14 +320,12 @@ class ProfileFile:
 
 
 def user_profiles_dir() -> Path:
-    from attn_cost.profilers.store.store import user_data_dir
 
     return user_data_dir("devices")
 
 
 def known_profiles() -> dict[str, Path]:
     """Device profiles by name: shipped ones, overridden by the user's own."""
-    from attn_cost.profilers.store.store import named_files
 
     return named_files(SHIPPED, "devices")
 
@@ -332,8 +334,6 @@ def shipped_elsewhere(fingerprint: dict) -> str | None:
     """A note when attn-cost ships measurements of a device with this one's name but another
     fingerprint (another CPU model or core count sold under the same name): they are not reused
     for this device, and the note says so once and points at them as a reference."""
-    from attn_cost.profilers.measure.device import CPU_TIMER, IDENTITY, slug
-    from attn_cost.profilers.store.files import json_data, regular_files
 
     mine = slug(fingerprint)
     if not SHIPPED.is_dir() or (SHIPPED / f"{mine}.json").exists():
@@ -361,8 +361,6 @@ def shipped_elsewhere(fingerprint: dict) -> str | None:
 
 def load_profile(name: str) -> DeviceProfile:
     """A device profile by name (see `attn-cost devices`) or by path to its JSON file."""
-    from attn_cost.costmodel.errors import unknown
-    from attn_cost.profilers.store.files import read_input
 
     path = Path(name)
     if not (path.suffix == ".json" and os.path.lexists(path)):
@@ -382,12 +380,8 @@ def add_device_columns(rows: list[TransitionRow], name: str, replicates: int | N
     model's predicted_n0 with its interval (from `replicates` bootstrap replicates; default: the op model's own)
     where the device has an op calibration (`attn-cost calibrate`). A device with an op calibration and no profile
     gets the op model's columns alone; a datasheet GPU (`profilers.devicemodel.datasheet`) the datasheet model's N0."""
-    from attn_cost.profilers.devicemodel.datasheet import is_datasheet
-    from attn_cost.profilers.devicemodel.opmodel import BOOTSTRAP, known_opmodels
-    from attn_cost.profilers.devicemodel.oppredict import add_predicted_columns
 
     if is_datasheet(name) and name not in known_profiles():
-        from attn_cost.profilers.devicemodel.gpumodel import add_datasheet_columns
 
         add_datasheet_columns(rows, name)
         return

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from attn_cost.costmodel.errors import UserError, unknown
 from attn_cost.profilers import DATA
+from attn_cost.profilers.devicemodel.opmodel import user_dir as opmodels
+from attn_cost.profilers.store.files import read_input, regular_files
 from attn_cost.profilers.store.schema import SchemaError, check, rule
 
 SHIPPED = DATA / "gpus.json"
@@ -122,7 +124,6 @@ def _checked(row: object, where: str) -> Datasheet:
 
 def read_table(path: Path) -> list[Datasheet]:
     """The rows of one table file, each checked; one line naming the file and the row that does not fit."""
-    from attn_cost.profilers.store.files import read_input
 
     try:
         data = json.loads(read_input(path, "a datasheet table").decode("utf-8"))
@@ -135,7 +136,6 @@ def read_table(path: Path) -> list[Datasheet]:
 
 
 def user_dir() -> Path:
-    from attn_cost.profilers.devicemodel.opmodel import user_dir as opmodels
 
     return opmodels().parent / "gpus"
 
@@ -143,7 +143,6 @@ def user_dir() -> Path:
 @cache
 def _load(folder: str) -> dict[str, Datasheet]:
     out: dict[str, Datasheet] = {}
-    from attn_cost.profilers.store.files import regular_files
 
     paths = [SHIPPED, *regular_files(Path(folder), "*.json")]
     for path in paths:

@@ -31,9 +31,18 @@ from functools import cache
 
 import numpy as np
 import sympy as sp
+from attn_cost.costmodel.conventions import backward_factor
+from attn_cost.costmodel.counting import F_bwd
+from attn_cost.costmodel.crossover import DeviceColumns
 from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.iotraffic import KERNEL_HEAD_DIMS, Gpu, fa2_tiles
+from attn_cost.costmodel.symbols import N
+from attn_cost.costmodel.variants import derive
 from attn_cost.profilers import DATA
 from attn_cost.profilers.devicemodel.datasheet import Datasheet, get_datasheet
+from attn_cost.profilers.devicemodel.opcalls import kernel_calls
+from attn_cost.profilers.devicemodel.oppredict import Prediction, last_crossing, row_dims
+from attn_cost.profilers.devicemodel.oppredict import _ceil as ceil_n
 from attn_cost.profilers.store.schema import SchemaError, check, rule
 
 FIT_FILE = DATA / "gpumodel.json"
@@ -129,7 +138,6 @@ class GpuModel:
     def attention(self, f: dict, dtype: str, causal: bool, backward: bool = False) -> np.ndarray:
         """Seconds of fused attention's forward (or backward) on the device: query blocks in waves over the SMs,
         each block's products at the tensor peak and its scores' exponentials at the special-function units."""
-        from attn_cost.costmodel.iotraffic import KERNEL_HEAD_DIMS, Gpu, fa2_tiles
 
         sheet, eff = self.sheet, self.eff
         batch, nq, d, nk = (np.asarray(f[x], dtype=float) for x in ("batch", "m", "k", "n"))
@@ -195,8 +203,6 @@ def peak_bytes(
 ) -> int:
     """Peak bytes of one call: the engine's peak of the op list at the dtype (in training, with what autograd
     keeps for backward)."""
-    from attn_cost.costmodel.symbols import N
-    from attn_cost.costmodel.variants import derive
 
     return int(derive(variant, scope, mode).peak(dtype).at({**dims, N: n})[0])
 
@@ -205,20 +211,16 @@ def predict_n0(model: GpuModel, a: str, b: str, dims: dict, scope: str = "core",
                mode: str = "inference", n_max: int = 1 << 20):  # fmt: skip
     """Where B's predicted time falls to A's (the last crossing up to n_max), with the interval of the model's
     spread: the crossings of B's time over A's at e^(±1.96σ)."""
-    from attn_cost.profilers.devicemodel.oppredict import Prediction, _ceil, last_crossing
-
     def at(ratio: float):
         return lambda n: model.time(a, dims, n, scope, dtype, mode) * ratio - model.time(b, dims, n, scope, dtype, mode)
 
     spread = math.exp(Z95 * model.sigma)
     n0, low, high = (last_crossing(at(r), 2.0, float(n_max)) for r in (1.0, spread, 1 / spread))
-    return Prediction(_ceil(n0), _ceil(low), _ceil(high), 0)
+    return Prediction(ceil_n(n0), ceil_n(low), ceil_n(high), 0)
 
 
 def add_datasheet_columns(rows: list, name: str) -> None:
     """Give crossover rows a datasheet GPU's predicted N0 and its interval (`crossover --device a100-sxm4-80gb`)."""
-    from attn_cost.costmodel.crossover import DeviceColumns
-    from attn_cost.profilers.devicemodel.oppredict import row_dims
 
     model = GpuModel.named(name)
     for row in rows:
@@ -241,7 +243,6 @@ def record_line() -> str:
 
 
 def _key(dims: dict) -> tuple:
-    from attn_cost.costmodel.symbols import N
 
     return tuple(sorted(((s, int(v)) for s, v in dims.items() if s != N), key=lambda kv: kv[0].name))
 
@@ -250,11 +251,6 @@ def _key(dims: dict) -> tuple:
 def _ops(variant: str, scope: str, dtype: str, dims_key: tuple) -> list[tuple]:
     """Per op: kernel, features (functions of N), repeat (a function of N) and, where it has a backward, its
     factor (backward device time per forward) and how many kernels it launches."""
-    from attn_cost.costmodel.conventions import backward_factor
-    from attn_cost.costmodel.counting import F_bwd
-    from attn_cost.costmodel.symbols import N
-    from attn_cost.costmodel.variants import derive
-    from attn_cost.profilers.devicemodel.opcalls import kernel_calls
 
     calls = kernel_calls(variant, scope, dtype, dict(dims_key))
     values = dict(dims_key)

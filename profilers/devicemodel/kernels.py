@@ -13,10 +13,13 @@ runners import torch when the calibration calls them.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from attn_cost.costmodel.derive import Derived
 from attn_cost.costmodel.graph import Graph, Tensor
+from attn_cost.costmodel.opkinds import KINDS
 
 ELEMENTWISE, ROWWISE, PRODUCT, ATTENTION = "elementwise", "rowwise", "product", "attention"
 """Kernel families. Element-wise kernels are timed at one row width (their time does not depend on it), row-wise
@@ -166,7 +169,6 @@ def _torch(name: str) -> Callable:
     """A torch function by dotted name, imported when first called (no torch at import of this module)."""
 
     def call(*args, **kwargs):
-        import importlib
 
         module, _, attr = name.rpartition(".")
         return getattr(importlib.import_module(module), attr)(*args, **kwargs)
@@ -265,7 +267,6 @@ def twins(name: str) -> list[str]:
 
 def _check_coverage() -> None:
     """Every op kind the engine can emit has a kernel (as `conventions.py` checks its rules)."""
-    from attn_cost.costmodel.opkinds import KINDS
 
     covered = {k.kind for k in DECLARED} | {kind for k in DECLARED for kind in k.kinds}
     missing = sorted(set(KINDS) - covered)
@@ -408,7 +409,6 @@ def _takes_two(kernel: Kernel) -> bool:
 def engine_features(at: Shape, dtype: str) -> tuple[str, dict[str, float]]:
     """The kernel's engine op at a shape, built with the DSL the variants use, and its features as the op model
     reads them (`opmodel.op_features`); a kernel whose op maps to another kernel is a declaration error."""
-    from attn_cost.costmodel.derive import Derived
     from attn_cost.profilers.devicemodel.opmodel import op_features
 
     kernel = KERNELS[at.kernel]

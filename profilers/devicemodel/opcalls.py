@@ -9,7 +9,10 @@ from functools import cache
 
 import numpy as np
 import sympy as sp
+from attn_cost.costmodel.derive import dtype_bytes
 from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.symbols import N, Pads
+from attn_cost.costmodel.variants import derive
 from attn_cost.profilers.devicemodel.kernels import BINARY, kernel_of
 
 
@@ -124,7 +127,6 @@ def line_of(kernel: str, feats: dict) -> str:
 
 
 def _fn(expr, values: dict):
-    from attn_cost.costmodel.symbols import N, Pads
 
     e = sp.sympify(sp.sympify(expr).xreplace(values))
     free = e.free_symbols - {N}
@@ -188,8 +190,6 @@ def op_features(derived, op, dtype: str) -> tuple[str, dict]:
 
 @cache
 def _calls(variant: str, scope: str, dtype: str, dims_key: tuple) -> KernelCalls:
-    from attn_cost.costmodel.derive import dtype_bytes
-    from attn_cost.costmodel.variants import derive
 
     derived = derive(variant, scope)
     values = dict(dims_key)
@@ -217,7 +217,6 @@ def _calls(variant: str, scope: str, dtype: str, dims_key: tuple) -> KernelCalls
 
 def kernel_calls(variant: str, scope: str, dtype: str, dims: dict) -> KernelCalls:
     """The kernel calls of a variant with every size but N fixed (`dims` keyed by sympy symbols)."""
-    from attn_cost.costmodel.symbols import N
 
     key = tuple(sorted(((s, int(v)) for s, v in dims.items() if s != N), key=lambda kv: kv[0].name))
     return _calls(variant, scope, dtype, key)

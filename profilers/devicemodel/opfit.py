@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from attn_cost.profilers.devicemodel.tunables import DEFAULT
 from attn_cost.profilers.store.schema import rule
+from scipy.optimize import least_squares, nnls
 
 if TYPE_CHECKING:
     from attn_cost.profilers.devicemodel.opmodel import OpModel
@@ -117,7 +118,6 @@ class Chain:
         """Non-negative least squares of (whole − call − alone) = launch·dispatches + share·alone, each chain
         weighted by its own time (relative errors: a chain of large ops must not drown the small ones).
         Chains timed before dispatches were counted carry their ops instead."""
-        from scipy.optimize import nnls
 
         a = np.array([[p.dims.get("dispatches", p.dims["ops"]), p.dims["isolated_s"]] for p in points])
         y = np.array([p.seconds - call - p.dims["isolated_s"] for p in points])
@@ -220,7 +220,6 @@ class Gemm:
 
     @classmethod
     def fit(cls, points: list[Point], copy: Streaming | None) -> Gemm:
-        from scipy.optimize import least_squares
 
         f = {k: np.array([p.dims[k] for p in points]) for k in ("batch", "m", "k", "n", "bytes")}
         t = np.array([p.seconds for p in points])

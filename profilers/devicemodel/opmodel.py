@@ -39,11 +39,15 @@ ops timed whole (`Chain.sigma`).
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import math
 import warnings
+import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
@@ -71,7 +75,10 @@ from attn_cost.profilers.devicemodel.opfit import (
     Scaled,
     Streaming,
 )
+from attn_cost.profilers.measure.device import slug
+from attn_cost.profilers.store.files import MAX_INPUT_BYTES, claim, is_json_of, read_input, write_atomic
 from attn_cost.profilers.store.schema import Fingerprint, SchemaError, check, load_error, rule
+from attn_cost.profilers.store.store import named_files, user_data_dir
 
 SCHEMA = 1
 FIT_VERSION = 1
@@ -142,7 +149,6 @@ class OpModel:
 
     @property
     def slug(self) -> str:
-        from attn_cost.profilers.measure.device import slug
 
         return slug(self.device)
 
@@ -293,7 +299,6 @@ class OpModel:
         return MAD_TO_SIGMA * float(self.held_out[family].get("median_abs_error", 0.0))
 
     def as_json(self) -> dict:
-        from datetime import datetime, timezone
 
         return {
             "schema": SCHEMA,
@@ -367,7 +372,6 @@ class OpModel:
     def save(self, root: Path) -> Path:
         """Write the calibration as root/<slug>.json (atomically; never over a file that is not a calibration)."""
         from attn_cost.profilers.devicemodel.corrections import make_folder
-        from attn_cost.profilers.store.files import claim, is_json_of, write_atomic
 
         make_folder(root)
         path = root / f"{self.slug}.json"
@@ -482,14 +486,12 @@ def _from_parameters(fitted: dict, overheads: dict | None) -> tuple[dict, Overhe
 
 
 def user_dir() -> Path:
-    from attn_cost.profilers.store.store import user_data_dir
 
     return user_data_dir("opmodels")
 
 
 def known_opmodels() -> dict[str, Path]:
     """Op calibrations by device slug: shipped ones, overridden by the user's own."""
-    from attn_cost.profilers.store.store import named_files
 
     return named_files(SHIPPED, "opmodels")
 
@@ -497,11 +499,7 @@ def known_opmodels() -> dict[str, Path]:
 def read_calibration(path: Path) -> dict:
     """The JSON of an op calibration file, plain or gzipped (`.json.gz`, as kept in benchmarks/data/calibrations);
     an unreadable or ill-formed one is bad input."""
-    import gzip
-    import io
-    import zlib
 
-    from attn_cost.profilers.store.files import MAX_INPUT_BYTES, read_input
 
     raw = read_input(path, "an op calibration")
     try:
@@ -545,7 +543,6 @@ def opmodel_for(slug: str) -> OpModel | None:
 
 def check_device(model: OpModel, device: dict) -> None:
     """A calibration applies only to the device (and, on a CPU, the thread count) it was made on."""
-    from attn_cost.profilers.measure.device import slug
 
     if model.slug != slug(device):
         raise UserError(

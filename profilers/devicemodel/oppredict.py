@@ -10,15 +10,16 @@ from dataclasses import dataclass
 import numpy as np
 from attn_cost.costmodel.crossover import DeviceColumns, TransitionRow
 from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS, MEASURED_DEPTH
 from attn_cost.profilers.devicemodel.opcalls import kernel_calls
 from attn_cost.profilers.devicemodel.opmodel import BOOTSTRAP, OpModel, load_opmodel, opmodel_for, pricing
+from scipy.optimize import brentq
 
 
 def last_crossing(f, lo: float, hi: float, grid: int = 240) -> float | None:
     """Smallest x from which f(x) >= 0 on [lo, hi] (bracketing on a log grid, then brentq).
 
     lo when f >= 0 throughout, None when f < 0 at hi (B is still dearer at the end of the range)."""
-    from scipy.optimize import brentq
 
     xs = np.geomspace(lo, hi, grid)
     ys = np.asarray(f(xs), dtype=float)
@@ -99,7 +100,6 @@ def predicted_seconds(
 def row_dims(sizes: dict[str, int]) -> dict:
     """Sizes keyed by name (a crossover row's, a validation row's: heads and batch spelt out or not) keyed by
     symbol, the missing ones defaulting as `Sizes` does (L to d, r to 4, D to the measured depth)."""
-    from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS, MEASURED_DEPTH
 
     values: dict[str, int | None] = {
         "h": sizes.get("heads", sizes.get("h", 1)),
@@ -140,7 +140,6 @@ def predicted_curve(
     model: OpModel, variant: str, sizes: dict[str, int], ns: list[int], scope: str = "core", dtype: str = "fp32"
 ) -> list[float]:
     """Predicted seconds of one call of a variant at every N of `ns` (other sizes keyed by name)."""
-    from attn_cost.costmodel.symbols import BY_NAME
 
     dims = {BY_NAME[k]: v for k, v in sizes.items() if k in BY_NAME and k != "N"}
     return [float(t) for t in model.time(kernel_calls(variant, scope, dtype, dims), np.array(ns, dtype=float))]

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 from attn_cost.profilers.devicemodel.tunables import DEFAULT
+from scipy.stats import theilslopes
 
 
 def off_trend(n: list[float], seconds: list[float], factor: float = DEFAULT.spike) -> list[int]:
@@ -14,7 +15,6 @@ def off_trend(n: list[float], seconds: list[float], factor: float = DEFAULT.spik
     than `factor` slower than the robust (Theil–Sen) line through up to `Tunables.trend_reach` timings on each side, in
     log time over log n. A disturbance slows a timing down, often over two or three lengths timed in the same
     slow spell, which a robust line sees through; a real change of speed along N spans more lengths than that."""
-    from scipy.stats import theilslopes
 
     if len(n) < 3:
         return []

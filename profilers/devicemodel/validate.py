@@ -11,7 +11,9 @@ from dataclasses import replace
 from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.variants import all_variants, derive
+from attn_cost.profilers.devicemodel import gpumodel
 from attn_cost.profilers.devicemodel.corrections import DeviceProfile, corrected_points, fit_memory, fit_time
+from attn_cost.profilers.devicemodel.datasheet import for_device
 from attn_cost.profilers.devicemodel.opmodel import OpModel
 from attn_cost.profilers.devicemodel.oppredict import Prediction, predict_n0, predicted_seconds
 from attn_cost.profilers.devicemodel.trend import spikes
@@ -162,14 +164,12 @@ def _predicted(opmodel: OpModel | None, a: str, b: str, dims: dict, setting: Set
 def _datasheet(device: dict, a: str, b: str, dims: dict, setting: Setting, n_max: int) -> dict:
     """The datasheet model's N0 for this GPU, where it has a datasheet (`profilers.devicemodel.datasheet`): predicted
     from the datasheet and published measurements, never fitted on this device's, beside what was measured."""
-    from attn_cost.profilers.devicemodel.datasheet import for_device
-    from attn_cost.profilers.devicemodel.gpumodel import GpuModel, fitted, predict_n0
-
     sheet = for_device(device.get("name", "")) if device.get("kind") == "cuda" else None
     if sheet is None:
         return {}
-    eff, sigma, _ = fitted()
-    p = predict_n0(GpuModel(sheet, eff, sigma), a, b, dims, setting.scope, setting.dtype, setting.mode, n_max)
+    eff, sigma, _ = gpumodel.fitted()
+    model = gpumodel.GpuModel(sheet, eff, sigma)
+    p = gpumodel.predict_n0(model, a, b, dims, setting.scope, setting.dtype, setting.mode, n_max)
     return {"datasheet": sheet.name, "datasheet_n0": p.n0, "datasheet_n0_low": p.low, "datasheet_n0_high": p.high}
 
 

@@ -14,6 +14,7 @@ import torch
 from attn_cost.costmodel.conventions import MATMUL
 from attn_cost.costmodel.variants import all_variants, derive
 from attn_cost.profilers.measure.cases import Case, build_case
+from attn_cost.profilers.measure.reference import REFERENCES
 from attn_cost.profilers.measure.sizes import Sizes
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
@@ -76,7 +77,6 @@ def check_flops(
     variants: list[str] | None = None, scopes: tuple[str, ...] = ("core", "layer", "decode"), grid: list[Sizes] = GRID
 ) -> list[FlopCheck]:
     """Every (variant, scope, size) of the grid, counted both ways."""
-    from attn_cost.profilers.measure.reference import REFERENCES
 
     names = variants or [v.name for v in all_variants() if v.name in REFERENCES]  # traced or plugin: no reference
     out = []

@@ -29,6 +29,7 @@ import statistics
 import time
 from collections.abc import Callable
 
+import torch
 from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers.measure.timing import OutOfMemoryError, TimeStats
 
@@ -76,7 +77,6 @@ def _seconds(value_ms: float, what: str) -> float:
 
 def event_block(call: Callable[[], object], k: int = 1, flush: Callable[[], object] | None = None) -> float:
     """Seconds per call of k back-to-back calls between two CUDA events (after `flush`, outside the events)."""
-    import torch
 
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     if flush is not None:
@@ -100,7 +100,6 @@ _FLUSH: dict = {}
 
 def l2_flush() -> Callable[[], object]:
     """A call that evicts the L2 cache: zeroing a buffer of twice its size (64 MiB where the size is unknown)."""
-    import torch
 
     if "buffer" not in _FLUSH:
         l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or (32 << 20)
@@ -128,7 +127,6 @@ def host_seconds(call: Callable[[], object], rep_ms: float | None = None) -> flo
     """Host time of one call: perf_counter around a block of calls synchronised at both ends, per call (median
     over the blocks of one run of `rep_ms`). For host-side terms (a Python call, a loop step): what the
     host spends, whether or not it launches anything."""
-    import torch
 
     rep_ms = rep_ms or REP_MS
 
@@ -183,7 +181,6 @@ def time_cases_cuda(cases: list, repeats: int = 7, warmup: int = 2, host: bool =
     """`timing.time_cases` on CUDA (`host`: host times, `host_seconds`); raises timing.OutOfMemoryError if any
     case does not fit, *after* the failed attempt's tensors are gone (inputs deleted, garbage collected, the
     allocator's cache emptied), so that a retry of one case alone finds the memory free."""
-    import torch
 
     failure = None
     inputs = calls = None
@@ -206,7 +203,6 @@ def time_cases_cuda(cases: list, repeats: int = 7, warmup: int = 2, host: bool =
 
 def release() -> None:
     """Free what a failed or finished attempt left: garbage-collect, then empty the caching allocator."""
-    import torch
 
     gc.collect()
     if torch.cuda.is_available():
@@ -222,7 +218,6 @@ def _bound(case, inputs: list) -> Callable[[], object]:
 
 def precision_settings() -> dict:
     """TF32 and cuDNN settings that change what an fp32 or a convolution-backed kernel computes and how fast."""
-    import torch
 
     backends = torch.backends
     info = {
@@ -251,7 +246,6 @@ def precision_key(info: dict) -> str:
 
 def device_properties(index: int = 0) -> dict:
     """The GPU's properties and, where NVML answers, its clocks, temperature and power now."""
-    import torch
 
     props = torch.cuda.get_device_properties(index)
     info: dict = {

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from attn_cost.costmodel.crossover import Setting, crossover
 from attn_cost.profilers.measure import sdpa
 from attn_cost.profilers.measure.cases import build_case
+from attn_cost.profilers.measure.gpu_timing import precision_settings, release
 from attn_cost.profilers.measure.memory import cuda_peak, traced_peak
 from attn_cost.profilers.measure.search import (
     Probe,
@@ -174,13 +175,11 @@ def _release(device: str) -> None:
     """Garbage-collect, and on CUDA empty the caching allocator: the next attempt starts from free memory."""
     gc.collect()
     if device == "cuda":
-        from attn_cost.profilers.measure.gpu_timing import release
 
         release()
 
 
 def _precision() -> dict:
-    from attn_cost.profilers.measure.gpu_timing import precision_settings
 
     return {"precision": precision_settings()}
 

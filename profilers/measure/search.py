@@ -21,6 +21,9 @@ import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+from scipy.stats import linregress
+from scipy.stats import t as student_t
+
 
 @dataclass
 class Probe:
@@ -172,7 +175,6 @@ def trend_breaks(probes: list[Probe], tol: float = 0.02, sigmas: float = 3.0) ->
 
 def crossing_of(points: list[Probe]) -> float | None:
     """Where a least-squares line through (n, (a - b)/a) crosses zero; None if it does not rise with n."""
-    from scipy.stats import linregress
 
     usable = [p for p in points if p.a is not None and p.b is not None]
     if len({p.n for p in usable}) < 2:
@@ -187,7 +189,6 @@ def replicate_interval(values: list[float], floor: float = 0.0, level: float = 0
     The crossings of separate replicates differ by run-to-run drift as well as noise; the interval
     for a further run is t_{(1+level)/2, k-1} · s · sqrt(1 + 1/k) wide on each side of the mean, and
     never narrower than `floor` (the resolution of the search)."""
-    from scipy.stats import t as student_t
 
     k = len(values)
     centre = statistics.median(values)

@@ -6,9 +6,17 @@ from __future__ import annotations
 
 from attn_cost.costmodel.claims import claims
 from attn_cost.costmodel.crossover import COSTS, Setting, at_sizes, cost_branches, evaluate, transition_row
+from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.formula import formula_data
 from attn_cost.costmodel.heads import heads as head_tradeoff
 from attn_cost.costmodel.symbols import DEFAULT_DEPTH, DEFAULTS, D, L, b, d, h, r
+from attn_cost.costmodel.variants import get_variant
+from attn_cost.profilers.devicemodel.corrections import add_device_columns, known_profiles, load_profile
+from attn_cost.profilers.devicemodel.datasheet import get_datasheet, is_datasheet
+from attn_cost.profilers.devicemodel.gpumodel import record_line
+from attn_cost.profilers.devicemodel.opmodel import opmodel_for
+from attn_cost.profilers.devicemodel.oppredict import predicted_curve
+from attn_cost.profilers.store.store import ResultStore
 
 
 def report_dims(dv: int) -> dict:
@@ -37,7 +45,6 @@ def gather(
     dims = {dv: report_dims(dv) for dv in ds}
     rows = [transition_row(a, bb, dims[dv], setting, (L,)) for a, bb in pairs for dv in ds]
     if (profile is not None or sheet) and device is not None:
-        from attn_cost.profilers.devicemodel.corrections import add_device_columns
 
         add_device_columns(rows, device)
     top = max([4096] + [4 * (n or 0) for row in rows for n in (row.n0, row.n1)])
@@ -96,19 +103,15 @@ def gather(
 
 
 def _scopes(variant: str) -> list[str]:
-    from attn_cost.costmodel.variants import get_variant
 
     return get_variant(variant).scopes
 
 
 def _datasheet(device: str | None) -> dict | None:
     """A datasheet GPU chosen as the report's device: its name and what its predictions are (None otherwise)."""
-    from attn_cost.profilers.devicemodel.corrections import known_profiles
-    from attn_cost.profilers.devicemodel.datasheet import get_datasheet, is_datasheet
 
     if device is None or not is_datasheet(device) or device in known_profiles():
         return None
-    from attn_cost.profilers.devicemodel.gpumodel import record_line
 
     return {"name": device, "title": get_datasheet(device).title, "about": record_line()}
 
@@ -116,7 +119,6 @@ def _datasheet(device: str | None) -> dict | None:
 def _device_profile(device: str | None):
     if device is None:
         return None
-    from attn_cost.profilers.devicemodel.corrections import load_profile
 
     return load_profile(device)
 
@@ -125,7 +127,6 @@ def _versus_d(a: str, bb: str, d_grid: list[int], setting: Setting, device: str 
     rows = [transition_row(a, bb, report_dims(dv), setting, (L,)) for dv in d_grid]
     out: dict[str, list | str] = {"n0": [row.n0 for row in rows], "n1": [row.n1 for row in rows]}
     if device is not None:
-        from attn_cost.profilers.devicemodel.corrections import add_device_columns
 
         add_device_columns(rows, device, replicates=0)  # a curve over d: point estimates, no intervals
         columns = [row.device for row in rows]
@@ -138,7 +139,6 @@ def _versus_d(a: str, bb: str, d_grid: list[int], setting: Setting, device: str 
 
 def _measured(profile, variants: list[str], ds: list[int], setting: Setting) -> dict:
     """Measured time and memory points of the device, per head dim and variant (single head, batch 1)."""
-    from attn_cost.profilers.store.store import ResultStore
 
     store = ResultStore(profile.device, writable=False)
     out: dict[str, dict] = {str(dv): {v: {"time": [], "memory": []} for v in variants} for dv in ds}
@@ -165,9 +165,6 @@ def _measured(profile, variants: list[str], ds: list[int], setting: Setting) -> 
 
 def _predicted_times(out: dict, profile, variants: list[str], ds: list[int], setting: Setting) -> None:
     """The op model's predicted time of every variant over the measured range (lines beside the markers)."""
-    from attn_cost.costmodel.errors import UserError
-    from attn_cost.profilers.devicemodel.opmodel import opmodel_for
-    from attn_cost.profilers.devicemodel.oppredict import predicted_curve
 
     model = opmodel_for(profile.slug)
     if model is None or setting.mode != "inference" or setting.dtype != model.dtype:
@@ -188,7 +185,6 @@ def _predicted_times(out: dict, profile, variants: list[str], ds: list[int], set
 def _devices(device: str | None) -> list[dict]:
     """The chosen device profile, or every one available when none is chosen: constants and predicted vs
     measured (a report on one device never shows another's numbers beside its own)."""
-    from attn_cost.profilers.devicemodel.corrections import known_profiles, load_profile
 
     profiles = [load_profile(device)] if device else [load_profile(str(p)) for p in known_profiles().values()]
     return [

@@ -30,8 +30,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
+from attn_cost.costmodel.derive import DTYPE_BYTES
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.paths import check_input, os_reason, real
+from attn_cost.costmodel.scopes import SCOPES
 from attn_cost.profilers import DATA
 from attn_cost.profilers.measure.device import slug
 from attn_cost.profilers.store.files import head, is_regular, new_file_mode, read_input, regular_files
@@ -56,8 +58,6 @@ FILTERS = ("device", "variant", "kind", "status", "scope", "dtype", "d", "n")
 def stored_names() -> dict[str, tuple[str, ...]]:
     """The dtypes and scopes a record may have (the model's scopes, and `op`: one op of the calibration grid), read
     from the cost model when first needed: opening the store does not import sympy."""
-    from attn_cost.costmodel.derive import DTYPE_BYTES
-    from attn_cost.costmodel.scopes import SCOPES
 
     return {"dtype": tuple(DTYPE_BYTES), "scope": (*SCOPES, "op")}
 

@@ -25,6 +25,7 @@ tracer); the arguments (q, k, v or x) are held by the caller for the whole call.
 from __future__ import annotations
 
 import ast
+import gc
 import importlib.util
 import inspect
 import json
@@ -40,17 +41,33 @@ import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from itertools import product
 from pathlib import Path
 from typing import Any
 
 import sympy as sp
 import torch
+from attn_cost.costmodel.conventions import MATMUL
+from attn_cost.costmodel.derive import Derived
 from attn_cost.costmodel.errors import UserError, printable
 from attn_cost.costmodel.graph import Graph, Storage, Tensor
 from attn_cost.costmodel.paths import check_input, real
-from attn_cost.costmodel.symbols import N, Pads, b, d, h, padded
+from attn_cost.costmodel.plugins import check, located, state_kept
+from attn_cost.costmodel.symbols import BY_NAME, N, Pads, b, d, h, padded
+from attn_cost.costmodel.variants import REGISTRY, Variant, _add, all_variants, derive
+from attn_cost.profilers.measure.flops import CPU_SDPA
+from attn_cost.profilers.measure.memory import LiveTensorTracer
 from attn_cost.profilers.store.files import read_input
+from torch._dynamo.source import ConstantSource
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.export import Dim
+from torch.export import export as torch_export
+from torch.export.graph_signature import InputKind
+from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, statically_known_true
 from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils.flop_counter import FlopCounterMode
 
 aten = torch.ops.aten
 
@@ -79,7 +96,6 @@ def user_code(what: str) -> Iterator[None]:
     missing package become one line (exit 2). nn.MultiheadAttention runs its slow path: the fused fast path
     (eval, no grad) computes the same products inside one kernel that neither FlopCounterMode nor a
     live-tensor tracer can see into."""
-    from attn_cost.costmodel.plugins import state_kept
 
     stdout = sys.stdout
     sys.stdout = sys.stderr
@@ -148,7 +164,6 @@ def _dotted(path: Path) -> str | None:
 def load_object(path: Path, name: str) -> tuple[Any, Any]:
     """Import the user's file (its folder on sys.path, as `python PATH` has it; a file of an installed package
     by its module name) and return (module, object)."""
-    from attn_cost.costmodel.plugins import located
 
     dotted = _dotted(path)
     module_name = dotted or f"attn_cost_traced_{path.stem}_{abs(hash(str(real(path))))}"
@@ -619,7 +634,6 @@ class _Recorder:
     """A TorchDispatchMode (made lazily: torch.utils._python_dispatch is heavy to import) recording ops."""
 
     def __new__(cls, fake: Any):
-        from torch.utils._python_dispatch import TorchDispatchMode
 
         class Mode(TorchDispatchMode):
             def __init__(self) -> None:
@@ -668,8 +682,6 @@ class _Recorder:
                 return self.leaf(t, "const", f"constant{len(self.leaf_refs)}")
 
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                from torch._subclasses.fake_tensor import FakeTensor
-                from torch.utils._pytree import tree_flatten, tree_map
 
                 kwargs = kwargs or {}
                 self.sweep()
@@ -740,16 +752,12 @@ def _stack() -> str:
 
 
 def _fake_env() -> tuple[Any, Any]:
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
     env = ShapeEnv(duck_shape=False)
     return env, FakeTensorMode(shape_env=env, allow_non_fake_inputs=True)
 
 
 def _sizes(env: Any, example: dict[str, int], dims: tuple[str, ...]) -> tuple[dict[str, Any], dict[Any, str]]:
-    from torch._dynamo.source import ConstantSource
-    from torch.fx.experimental.symbolic_shapes import DimDynamic
 
     sym, names = {}, {}
     for k in dims:
@@ -967,7 +975,6 @@ def _run_sizes(nodes: list[_EagerNode]) -> list[Any]:
 
 def _always(guard: Any, divisors: dict[str, int]) -> bool:
     """The guard holds at every sample size (dims from 2, multiples of the required divisors): not worth saying."""
-    from itertools import product
 
     dims = [k for k in SYMBOLS if SYMBOLS[k] in guard.free_symbols]
     grids = [[divisors.get(k, 1) * v for v in (2, 3, 5, 8, 13, 64, 1000, 4099)] for k in dims]
@@ -1080,8 +1087,6 @@ def export(module: torch.nn.Module, kind: str, example: dict[str, int], width: i
     """Export with as many symbolic dims as the code allows (the exported graph is the ideal's source); N a
     multiple of `divisor['N']` and at most `upper` where the code's run required it."""
     divisor = divisor or {}
-    from torch.export import Dim
-    from torch.export import export as torch_export
 
     symbolic = list(CORE_DIMS if kind == "core" else LAYER_DIMS)
     gen = torch.Generator().manual_seed(0)
@@ -1617,7 +1622,6 @@ def _is_tensor(v: Any) -> bool:
 def replay_export(t: Traced, g: Graph, inputs: list[Tensor], program: Any = None) -> Tensor:
     """Write the exported program's ops into an engine graph, starting from `inputs` (q, k, v, or x)."""
     ep = program if program is not None else t.exported.program
-    from torch.export.graph_signature import InputKind
 
     kinds = {spec.arg.name: spec.kind for spec in ep.graph_signature.input_specs}
     targets = {spec.arg.name: spec.target for spec in ep.graph_signature.input_specs}
@@ -1769,7 +1773,6 @@ def _transposed_view(v: Any) -> bool:
     """Whether a view has its last two dimensions swapped against row-major order (a transpose or permute of them),
     read from its strides, as `Tensor.T` marks it: `q @ k.transpose(-2, -1)` is then the catalogue's `Q @ K.T`.
     Only what the strides say for every size counts: no size is specialised to decide it."""
-    from torch.fx.experimental.symbolic_shapes import statically_known_true
 
     if isinstance(v, _Meta):
         return v.transposed
@@ -1988,8 +1991,6 @@ def _padded_or_whole(rec: Recording, module: torch.nn.Module, kind: str, width: 
     """The run that pads N, where its formulas (its padding copies made only where N is not a multiple of m)
     equal the run at multiples of m there, FLOPs and peak at several sizes; else the run at multiples, whose
     formulas hold for multiples of m only (as they say)."""
-    from attn_cost.costmodel.conventions import MATMUL
-    from attn_cost.costmodel.derive import Derived
 
     def derived(r: Recording) -> Derived:
         t = Traced(name, path, kind, module, r, Exported(), sizes, {}, width)
@@ -2093,8 +2094,6 @@ def _user_line(e: BaseException | None) -> str:
 
 def register(spec: str, init: list[str] | None = None, config: Path | None = None, example: str | None = None) -> str:
     """Trace PATH:NAME and register it as a variant named NAME; returns the name."""
-    from attn_cost.costmodel.plugins import check
-    from attn_cost.costmodel.variants import REGISTRY, Variant, _add, all_variants
 
     all_variants()
     path, name = split_spec(spec)
@@ -2124,9 +2123,6 @@ def register(spec: str, init: list[str] | None = None, config: Path | None = Non
     _add(v)
     try:
         check(v)
-        from attn_cost.costmodel.conventions import MATMUL
-        from attn_cost.costmodel.variants import derive
-
         derive(name, t.kind).peak("fp32").expr.free_symbols  # noqa: B018 (polynomial in the sizes?)
         derive(name, t.kind).flops(MATMUL)
     except UserError:
@@ -2171,7 +2167,6 @@ def exported_peak(t: Traced, dtype: str = "fp32") -> tuple[sp.Expr | None, str]:
 
 
 def _exported_peak(t: Traced, program: Any, dtype: str) -> tuple[sp.Expr | None, str]:
-    from attn_cost.costmodel.derive import Derived
 
     g = Graph(f"{t.name} (exported)")
     try:
@@ -2198,9 +2193,6 @@ def checked(t: Traced, text: str) -> dict[str, Any]:
     """--check N=..,b=..: the formulas and the real code (FlopCounterMode, the live-tensor tracer) at those sizes,
     refused before anything runs where the formulas say the code would need more than half this machine's memory
     or more than CHECK_FLOPS."""
-    from attn_cost.costmodel.conventions import MATMUL
-    from attn_cost.costmodel.symbols import BY_NAME
-    from attn_cost.costmodel.variants import derive
 
     sizes = sizes_for(t.kind, parse_example(text, "--check"), t.example, t.width, "--check", t.recording.fixed)
     dv = derive(t.name, t.kind)
@@ -2234,11 +2226,7 @@ def _memory_bytes() -> int:
 def measure(t: Traced, sizes: dict[str, int]) -> dict[str, int]:
     """Run the real module at concrete sizes: FlopCounterMode's FLOPs (the CPU SDPA kernel mapped to
     PyTorch's own sdpa_flop_count) and the live-tensor tracer's peak, the caller holding the inputs."""
-    import gc
 
-    from attn_cost.profilers.measure.flops import CPU_SDPA
-    from attn_cost.profilers.measure.memory import LiveTensorTracer
-    from torch.utils.flop_counter import FlopCounterMode
 
     gen = torch.Generator().manual_seed(1)
     if t.kind == "core":
