@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import os
 import platform
 import re
 from pathlib import Path
@@ -104,7 +105,6 @@ def fingerprint(device: str) -> dict:
         info[TIMER_VERSION] = gpu_timing.TIMER_VERSION
         info.update(gpu_timing.device_properties())  # SM count, L2, clocks, timer's meaning, TF32 and cuDNN
     else:
-        import os
 
         cpu = cpu_info()
         info.update(name=cpu.pop("name"), machine=platform.machine(), cpus=os.cpu_count(), **cpu)
