@@ -1,18 +1,21 @@
 """Every quantitative efficiency claim of the five source papers, checked against the engine.
 
-Each claim holds the paper's value as the paper prints it (typed: it is what is being checked), the
-paper's sentence quoted verbatim where there is one (`quote`; the seeds' math markup rendered as
-plain symbols), and a check that derives attn-cost's value at run time from the op lists, the crossovers, the heads
-trade-off or the decoding step, never from a typed total. The verdict is one of `VERDICTS`, and
-the reason says why, with the numbers it rests on.
+The claims are data (claims.json, beside this module): each holds the paper's value as the paper prints it (typed:
+it is what is being checked), the paper's sentence quoted verbatim where there is one (`quote`; the seeds' math
+markup rendered as plain symbols), and the check, with its parameters, that derives attn-cost's value at run time
+from the op lists, the crossovers, the heads trade-off or the decoding step, never from a typed total. This module
+holds the checks (`@check`). The verdict is one of `VERDICTS`, and the reason says why, with the numbers it rests
+on.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from pathlib import Path
 
 import sympy as sp
 from attn_cost.costmodel import display
@@ -33,11 +36,6 @@ VERDICTS = (HOLDS, ASSUMING, FAILS, INCONSISTENT, MEASURED, UNCHECKABLE)
 """A measured claim (a GPU timing, a measured memory peak) is judged against a measurement, never a FLOP
 count: attn-cost ships CPU device profiles only, so such claims are MEASURED, with the model they need."""
 
-TS = "TaylorShift (Nauen et al., arXiv v1)"
-TS_ICPR = "TaylorShift (ICPR)"
-HOS = "Cost-Effective Attention (Hosseini et al.)"
-KAT = "Transformers are RNNs (Katharopoulos et al.)"
-LATTE = "Latte (Dolga et al.)"
 TABLE2_D = (8, 16, 32, 64, 128)
 ONE = {b: 1, h: 1}
 
@@ -73,6 +71,16 @@ class Claim:
         }
 
 
+CHECKS: dict[str, Callable[..., Result | Callable[[], Result]]] = {}
+"""The checks a claim in claims.json may name, by name (the function's, without its leading underscore)."""
+
+
+def check(fn: Callable) -> Callable:
+    """Register a function as a check that claims.json can name."""
+    CHECKS[fn.__name__.removeprefix("_")] = fn
+    return fn
+
+
 def _parse(text: str) -> sp.Expr:
     return sp.sympify(text, locals=dict(BY_NAME))
 
@@ -84,6 +92,7 @@ def _n(values: list[int | None]) -> str:
 # -- TaylorShift ---------------------------------------------------------------------------------
 
 
+@check
 def _published_formula(where: str, variant: str, quantity: str, form: str = "single") -> Callable[[], Result]:
     """A formula of costmodel.published against the engine's counterpart."""
 
@@ -119,6 +128,7 @@ def _published_formula(where: str, variant: str, quantity: str, form: str = "sin
     return check
 
 
+@check
 def _closed_form(cost: str, published: str, convention: str = "taylorshift-v1") -> Callable[[], Result]:
     def check() -> Result:
         c = crossover("taylorshift-direct", "taylorshift-efficient", cost, {d: 64, h: 1, b: 1}, Setting(convention))
@@ -131,6 +141,7 @@ def _closed_form(cost: str, published: str, convention: str = "taylorshift-v1") 
     return check
 
 
+@check
 def _table2(cost: str, published: list[int], convention: str = "taylorshift-v1") -> Callable[[], Result]:
     def check() -> Result:
         got = [
@@ -149,6 +160,7 @@ def _table2(cost: str, published: list[int], convention: str = "taylorshift-v1")
     return check
 
 
+@check
 def _heads_optimum(convention: str, published: float) -> Callable[[], Result]:
     """The paper's root as printed, to its last digit: it holds when it is the exact root rounded (±0.005)."""
 
@@ -175,6 +187,7 @@ def _heads_optimum(convention: str, published: float) -> Callable[[], Result]:
     return check
 
 
+@check
 def _memory_optimum() -> Result:
     r = heads("taylorshift-efficient", "memory", 256, n=1024)
     roots = ", ".join(f"{x:.3f}" for x in r.d_star)
@@ -193,6 +206,7 @@ def _memory_optimum() -> Result:
     )
 
 
+@check
 def _direct_grows_with_h() -> Result:
     trends = {c: heads("taylorshift-direct", c, 256, n=1024).trend for c in ("flops", "memory")}
     ok = all(t == "increases with h" for t in trends.values())
@@ -203,17 +217,13 @@ def _direct_grows_with_h() -> Result:
     )
 
 
-FIG2_QUOTE = (
-    "At a sequence length of 900 tokens efficient-TaylorShift needs less memory and at 1800 tokens it surpasses "
-    "the standard Transformer in speed. Note that at 1500 tokens it only needs half and at 2000 tokens only 35% of "
-    "the Transformer’s memory."
-)
 FIG2 = {d: 32, h: 8, b: 1, D: 12, r: 4, L: 32}
 """Figure 2's encoder as attn-cost builds it: d = 32 (8 heads of 32, d_embed = 256), depth 12, MLP ratio 4.
 The claim's own configuration (the paper does not state one), written out: its depth equals
 `symbols.DEFAULT_DEPTH` today and must not follow a change of that default."""
 
 
+@check
 def _figure2(cost: str, published: int) -> Callable[[], Result]:
     def check() -> Result:
         pair = ("softmax", "taylorshift-efficient")
@@ -242,6 +252,7 @@ def _figure2(cost: str, published: int) -> Callable[[], Result]:
     return check
 
 
+@check
 def _figure2_ratio(n: int, published: float) -> Callable[[], Result]:
     def check() -> Result:
         st = Setting(scope="model")
@@ -261,6 +272,7 @@ def _figure2_ratio(n: int, published: float) -> Callable[[], Result]:
     return check
 
 
+@check
 def _measured(analytic: Callable[[], Result], device: str, needs: str) -> Callable[[], Result]:
     """A claim the paper measured: the analytic value is shown, but it is not a verdict on a measurement."""
 
@@ -277,19 +289,12 @@ def _measured(analytic: Callable[[], Result], device: str, needs: str) -> Callab
 
 
 A100 = "NVIDIA A100 GPUs"
-ENCODER = "an op-level device model calibrated on an A100 (`attn-cost calibrate`) predicting the authors' encoder"
 
 
 ABLATION_H = (4, 8, 16, 32, 64)
-TABLE6_H = (1, 2, 4, 8, 16, 32, 64)
-ABLATION_TP = "the measured throughput of the ViT at h = 4..64 on an A100"
-ABLATION_MEM = "the measured memory of the ViT at h = 4..64 on an A100"
-ABLATION_QUOTE = (
-    "We see that increasing the number of attention heads h increases the speed and decreases the memory needed by "
-    "efficient-TaylorShift, as predicted."
-)
 
 
+@check
 def _ablation(variant: str, cost: str, published_h: int, hs: tuple[int, ...] = ABLATION_H) -> Callable[[], Result]:
     def check() -> Result:
         res = heads(variant, cost, 256, n=1024)
@@ -317,16 +322,13 @@ def _ablation(variant: str, cost: str, published_h: int, hs: tuple[int, ...] = A
 # -- Hosseini et al. -----------------------------------------------------------------------------
 
 PARAM_VARIANTS = ("softmax", "optimized-attention", "efficient-attention")
-SIZE_QUOTE = (
-    "Optimized and Efficient Attention replace one (values) and two (values and keys) linear transformations with "
-    "slicing, resulting in 25% and 50% size reductions and fewer matrix multiplications, respectively."
-)
 
 
 def _params(variant: str, dm: int, ell: int = 1) -> int:
     return int(derive(variant, "layer").params.xreplace({h: 1, d: dm, N: ell}))
 
 
+@check
 def _param_table(dm: int, published: list[int]) -> Callable[[], Result]:
     def check() -> Result:
         got = [_params(v, dm) for v in PARAM_VARIANTS]
@@ -342,6 +344,7 @@ def _param_table(dm: int, published: list[int]) -> Callable[[], Result]:
     return check
 
 
+@check
 def _super_params(cases: list[tuple[int, int, int]]) -> Result:
     got = [_params("super-attention", dm, ell) for ell, dm, _ in cases]
     published = [p for _, _, p in cases]
@@ -352,6 +355,7 @@ def _super_params(cases: list[tuple[int, int, int]]) -> Result:
     )
 
 
+@check
 def _amazon_length() -> Result:
     target = 42336
     stated = _params("super-attention", 128, 64)
@@ -366,6 +370,7 @@ def _amazon_length() -> Result:
     )
 
 
+@check
 def _savings(variant: str, published: float) -> Callable[[], Result]:
     def check() -> Result:
         saves = {dm: 1 - _params(variant, dm) / _params("softmax", dm) for dm in (32, 128, 1024)}
@@ -379,6 +384,7 @@ def _savings(variant: str, published: float) -> Callable[[], Result]:
     return check
 
 
+@check
 def _super_savings() -> Result:
     cases = ((32, 32), (64, 128), (96, 128))
     saves = [(ell, dm, 1 - _params("super-attention", dm, ell) / _params("softmax", dm)) for ell, dm in cases]
@@ -389,6 +395,7 @@ def _super_savings() -> Result:
     )
 
 
+@check
 def _eq24(variant: str) -> Callable[[], Result]:
     def check() -> Result:
         pub = next(p for p in PUBLISHED if p.variant == variant and p.quantity == "flops:hosseini-eq24")
@@ -403,6 +410,7 @@ def _eq24(variant: str) -> Callable[[], Result]:
     return check
 
 
+@check
 def _super_vs_optimized() -> Result:
     full = {
         v: derive(v, "layer", "training").flops(FULL).xreplace({b: 1})
@@ -417,6 +425,7 @@ def _super_vs_optimized() -> Result:
     )
 
 
+@check
 def _projections() -> Result:
     count = {
         v: sum(op.kind == "linear" for op in derive(v, "layer").ops)
@@ -474,6 +483,7 @@ def _big_o(ms: set[sp.Expr]) -> str:
     return "O(" + " + ".join(sorted((display.text(m) for m in ms), key=lambda t: (-len(t), t))) + ")"
 
 
+@check
 def _complexity(variant: str, cost: str, published: str, scope: str = "core", note: str = "") -> Callable[[], Result]:
     """Compare the paper's O(·) with the O(·) of the derived cost (b = h = 1, per head)."""
 
@@ -505,6 +515,7 @@ def _complexity(variant: str, cost: str, published: str, scope: str = "core", no
     return check
 
 
+@check
 def _decode_growth(variants: tuple[str, ...]) -> Result:
     st = Setting(scope="decode")
     dims = {d: 64, h: 1, b: 1, L: 64}
@@ -525,6 +536,7 @@ def _decode_growth(variants: tuple[str, ...]) -> Result:
     )
 
 
+@check
 def _per_step_square() -> Result:
     """Sec. 3.3.2: without a cache, step i recomputes attention over all previous steps: the causal core at N."""
     dims = {d: 64, h: 1, b: 1}
@@ -545,6 +557,7 @@ def _per_step_square() -> Result:
     )
 
 
+@check
 def _latte_crossover_grows() -> Result:
     latents = (16, 32, 64, 128)
     got = [
@@ -561,6 +574,7 @@ def _latte_crossover_grows() -> Result:
     )
 
 
+@check
 def _polynomial_kernel() -> Result:
     order = _order("taylorshift-efficient", "flops")
     c = crossover("taylorshift-direct", "taylorshift-efficient", "flops", {d: 64, h: 1, b: 1}, Setting())
@@ -576,11 +590,13 @@ def _polynomial_kernel() -> Result:
 # -- claims added in round 2 (the review's list of missing quantitative claims) ----------------------
 
 
+@check
 def _note(verdict: str, derived: str, reason: str) -> Callable[[], Result]:
     """A claim attn-cost cannot derive: the verdict and the reason, stated."""
     return lambda: Result(derived, verdict, reason)
 
 
+@check
 def _standard_vs_direct() -> Result:
     got = {v: derive(v).flops(op_convention("taylorshift-v1")) for v in ("softmax", "taylorshift-direct")}
     diff = sp.expand(got["softmax"] - got["taylorshift-direct"])
@@ -593,6 +609,7 @@ def _standard_vs_direct() -> Result:
     )
 
 
+@check
 def _n1_bound() -> Result:
     ok = []
     for dv in TABLE2_D:
@@ -608,6 +625,7 @@ def _n1_bound() -> Result:
     )
 
 
+@check
 def _icpr_heads_trend() -> Result:
     tp = {4: 2975, 8: 5749, 16: 9713, 32: 14087, 64: 13480}
     mem = {4: 840, 8: 585, 16: 459, 32: 397, 64: 125}
@@ -622,6 +640,7 @@ def _icpr_heads_trend() -> Result:
     )
 
 
+@check
 def _icpr_n1_text() -> Result:
     c = crossover("taylorshift-direct", "taylorshift-efficient", "memory", {d: 32, h: 1, b: 1}, Setting())
     assert c.exact is not None, "the memory crossing of the TaylorShift pair has a closed form"
@@ -642,6 +661,7 @@ def _token_reduction(scope: str) -> Result:
     return Result(f"{saved:.1%} fewer FLOPs ({scope}, ViT-S/16: N = 197, 6 heads of 64)", HOLDS, "")
 
 
+@check
 def _thirty_percent() -> Result:
     core, layer = _token_reduction("core"), _token_reduction("layer")
     return Result(
@@ -652,6 +672,7 @@ def _thirty_percent() -> Result:
     )
 
 
+@check
 def _super_beats_standard() -> Result:
     rows = []
     for dm, heads_, ells in ((128, 4, (32, 64, 128)), (768, 12, (256, 512, 768))):
@@ -672,6 +693,7 @@ def _super_beats_standard() -> Result:
     )
 
 
+@check
 def _nanogpt_layers() -> Result:
     got = [_params(v, 768) for v in PARAM_VARIANTS]
     shown = [f"{x / 1e6:.2f}M" for x in got]
@@ -682,6 +704,7 @@ def _nanogpt_layers() -> Result:
     )
 
 
+@check
 def _imagenet_super() -> Result:
     got = _params("super-attention", 768, 256)
     fits = [n for n in range(1, 4097) if round(_params("super-attention", 768, n) / 1e6, 2) == 1.22]
@@ -695,6 +718,7 @@ def _imagenet_super() -> Result:
     )
 
 
+@check
 def _caption_fractions() -> Result:
     got = {v: _params(v, 128) / _params("softmax", 128) for v in ("optimized-attention", "efficient-attention")}
     return Result(
@@ -705,6 +729,7 @@ def _caption_fractions() -> Result:
     )
 
 
+@check
 def _constant_memory_gradient() -> Result:
     peak = derive("linear-causal-fused", "core", "training").peak().branches
     terms = {t.as_coeff_Mul()[1] for e in peak for t in sp.Add.make_args(sp.expand(e.xreplace(ONE)))}
@@ -717,6 +742,7 @@ def _constant_memory_gradient() -> Result:
     )
 
 
+@check
 def _eq5_terms() -> Result:
     terms = 4 * N * d**2 * (d + 1) + 2 * N * d**2 + 4 * N * d * (d + 1) + 3 * N * (d + 1) + N * d
     got = derive("taylorshift-efficient").flops(op_convention("taylorshift-v1")).xreplace(ONE)
@@ -730,6 +756,7 @@ def _eq5_terms() -> Result:
     )
 
 
+@check
 def _cardano() -> Result:
     alpha = sp.cbrt(199 + 18 * sp.sqrt(74))
     closed = float(alpha / 12 + sp.Rational(25, 12) / alpha - sp.Rational(5, 12))
@@ -741,6 +768,7 @@ def _cardano() -> Result:
     )
 
 
+@check
 def _remarks_params() -> Result:
     dm = sp.Symbol("d_m", positive=True)
     diff = {
@@ -758,6 +786,7 @@ def _remarks_params() -> Result:
     )
 
 
+@check
 def _model_sizes() -> Result:
     step = _params("softmax", 768) - _params("optimized-attention", 768)
     sizes = [124, 124 - 12 * step / 1e6, 124 - 24 * step / 1e6]
@@ -770,6 +799,7 @@ def _model_sizes() -> Result:
     )
 
 
+@check
 def _mt_arithmetic() -> Result:
     slower = (600 - 523) / 523
     faster = (556.5 - 472.7) / 556.6
@@ -782,6 +812,7 @@ def _mt_arithmetic() -> Result:
     )
 
 
+@check
 def _eq24_slopes() -> Result:
     slopes = {v: sp.diff(HOSSEINI_EQ24.total(v), d).xreplace({b: 1, h: 1}) for v in HOSSEINI_EQ24.formulas}
     ratio = sp.simplify(slopes["efficient-attention"] / slopes["softmax"])
@@ -799,6 +830,7 @@ def _eq24_slopes() -> Result:
     )
 
 
+@check
 def _figure6() -> Result:
     avg = {}
     for hv in (1, 2, 4, 8):
@@ -825,6 +857,7 @@ def _figure6() -> Result:
     )
 
 
+@check
 def _in_n(variant: str, cost: str, power: int) -> Callable[[], Result]:
     """A complexity stated in the sequence length only (the paper's O(N^k))."""
 
@@ -840,6 +873,7 @@ def _in_n(variant: str, cost: str, power: int) -> Callable[[], Result]:
     return check
 
 
+@check
 def _icpr_memory_derivative() -> Result:
     pub = next(
         p
@@ -858,6 +892,7 @@ def _icpr_memory_derivative() -> Result:
     )
 
 
+@check
 def _training_time() -> Result:
     got = _monomials([derive("linear-causal-fused", "core", "training").flops(FULL)])
     return Result(
@@ -868,6 +903,7 @@ def _training_time() -> Result:
     )
 
 
+@check
 def _latte_step() -> Result:
     g = derive("latte-recurrent", "decode")
     flops = _monomials([g.flops(FULL)])
@@ -880,626 +916,42 @@ def _latte_step() -> Result:
     )
 
 
-PTS, PTS_ICPR = "TaylorShift arXiv v1", "TaylorShift (ICPR)"
-"""How costmodel.published names its sources."""
+PTS = "TaylorShift arXiv v1"
+"""How costmodel.published names the TaylorShift paper."""
 
-CLAIMS: tuple[Claim, ...] = (
-    Claim(
-        TS,
-        "Eq. 4: FLOPs of direct-TaylorShift",
-        "4N²d + 6N²",
-        _published_formula(f"{PTS}, Eq. 4", "taylorshift-direct", "flops:taylorshift-v1"),
-    ),
-    Claim(
-        TS,
-        "Eq. 5: FLOPs of efficient-TaylorShift",
-        "N(4d³ + 10d² + 8d + 3)",
-        _published_formula(f"{PTS}, Eq. 5", "taylorshift-efficient", "flops:taylorshift-v1"),
-    ),
-    Claim(
-        TS_ICPR,
-        "FLOPs of efficient-TaylorShift, the column sum counted",
-        "N(4d³ + 10d² + 9d + 4)",
-        _published_formula(PTS_ICPR, "taylorshift-efficient", "flops:taylorshift-icpr"),
-    ),
-    Claim(
-        TS,
-        "Sec. 4.2: peak memory (entries) of direct-TaylorShift",
-        "dN + 2N²",
-        _published_formula(f"{PTS}, Sec. 4.2", "taylorshift-direct", "peak"),
-    ),
-    Claim(
-        TS,
-        "Sec. 4.2: peak memory (entries) of efficient-TaylorShift",
-        "d³ + (N + 1)d² + 3Nd + N",
-        _published_formula(f"{PTS}, Sec. 4.2", "taylorshift-efficient", "peak"),
-    ),
-    Claim(
-        TS,
-        "Sec. 4.3: multi-head FLOPs of efficient-TaylorShift (d = d_embed/h)",
-        "N(4d_embed³/h² + 10d_embed²/h + 8d_embed + 3h)",
-        _published_formula(f"{PTS}, Sec. 4.3", "taylorshift-efficient", "flops:taylorshift-v1", "heads"),
-    ),
-    Claim(
-        TS,
-        "Sec. 4.3: multi-head peak memory of efficient-TaylorShift",
-        "d_embed³/h² + (N + 1)d_embed²/h + 3Nd_embed + Nh",
-        _published_formula(f"{PTS}, Sec. 4.3", "taylorshift-efficient", "peak", "heads"),
-    ),
-    Claim(TS, "Eq. 6: FLOP transition point N0", "d² + d + 1/2", _closed_form("flops", "d**2 + d + 1/2")),
-    Claim(
-        TS,
-        "Eq. 7: memory transition point N1",
-        "¼[d² + 2d + 1 + √(d⁴ + 12d³ + 14d² + 4d + 1)]",
-        _closed_form("memory", "(d**2 + 2*d + 1 + sqrt(d**4 + 12*d**3 + 14*d**2 + 4*d + 1))/4"),
-    ),
-    Claim(
-        TS,
-        "Table 2: N0 for d = 8..128",
-        "73, 273, 1057, 4161, 16513",
-        _table2("flops", [73, 273, 1057, 4161, 16513]),
-    ),
-    Claim(TS, "Table 2: N1 for d = 8..128", "47, 159, 574, 2174, 8446", _table2("memory", [47, 159, 574, 2174, 8446])),
-    Claim(
-        TS_ICPR,
-        "N0 <= d² + d + 3/4 gives the same integer Table 2",
-        "73, 273, 1057, 4161, 16513",
-        _table2("flops", [73, 273, 1057, 4161, 16513], "taylorshift-icpr"),
-    ),
-    Claim(
-        TS,
-        "Sec. 4.3: FLOP-optimal heads of efficient-TaylorShift",
-        "d ≈ 0.47 (3 = 8d³ + 10d²), so h₀ > d_embed",
-        _heads_optimum("taylorshift-v1", 0.47),
-    ),
-    Claim(
-        TS_ICPR,
-        "FLOP-optimal heads, ICPR counting",
-        "d ≈ 0.52",
-        _heads_optimum("taylorshift-icpr", 0.52),
-        quote="By setting d = d_emb/h, we find that the above is zero at d ≈ 0.52.",
-    ),
-    Claim(
-        TS,
-        "Sec. 4.3: memory-optimal heads of efficient-TaylorShift",
-        "0 = −2d³ − (N + 1)d² + N ⇒ d < 1 ⇒ h₁ > d_embed",
-        _memory_optimum,
-    ),
-    Claim(TS, "Sec. 4.3: direct-TaylorShift FLOPs and memory grow with h", "increase with h", _direct_grows_with_h),
-    Claim(
-        TS,
-        "Sec. 5.2, Figure 2: a d = 32 encoder needs less memory from",
-        "900 tokens",
-        _measured(_figure2("memory", 900), A100, ENCODER + "'s peak memory"),
-        quote=FIG2_QUOTE,
-    ),
-    Claim(
-        TS,
-        "Sec. 5.2, Figure 2: a d = 32 encoder is faster from",
-        "1800 tokens",
-        _measured(_figure2("flops", 1800), A100, ENCODER + "'s time"),
-        quote=FIG2_QUOTE,
-    ),
-    Claim(
-        TS,
-        "Sec. 5.2, Figure 2: memory of the efficient encoder at 1500 tokens",
-        "half",
-        _measured(_figure2_ratio(1500, 0.5), A100, "measured peaks of both encoders on an A100"),
-        quote=FIG2_QUOTE,
-    ),
-    Claim(
-        TS,
-        "Sec. 5.2, Figure 2: memory of the efficient encoder at 2000 tokens",
-        "35%",
-        _measured(_figure2_ratio(2000, 0.35), A100, "measured peaks of both encoders on an A100"),
-        quote=FIG2_QUOTE,
-    ),
-    Claim(
-        TS_ICPR,
-        "Heads ablation table (TP [ims/s], Mem [MiB@16]) (d_embed = 256): fastest direct model",
-        "h = 4 (12060 ims/s)",
-        _measured(
-            _ablation("taylorshift-direct", "flops", 4),
-            A100,
-            ABLATION_TP,
-        ),
-        quote=ABLATION_QUOTE,
-    ),
-    Claim(
-        TS_ICPR,
-        "Heads ablation table (TP [ims/s], Mem [MiB@16]): fastest efficient model",
-        "h = 32 (14087 ims/s)",
-        _measured(
-            _ablation("taylorshift-efficient", "flops", 32),
-            A100,
-            ABLATION_TP,
-        ),
-        quote=ABLATION_QUOTE,
-    ),
-    Claim(
-        TS_ICPR,
-        "Heads ablation table (TP [ims/s], Mem [MiB@16]): least memory, direct",
-        "h = 4 (596 MiB)",
-        _measured(_ablation("taylorshift-direct", "memory", 4), A100, ABLATION_MEM),
-        quote=ABLATION_QUOTE,
-    ),
-    Claim(
-        TS_ICPR,
-        "Heads ablation table (TP [ims/s], Mem [MiB@16]): least memory, efficient",
-        "h = 64 (125 MiB)",
-        _measured(
-            _ablation("taylorshift-efficient", "memory", 64),
-            A100,
-            ABLATION_MEM,
-        ),
-        quote=ABLATION_QUOTE,
-    ),
-    Claim(
-        HOS,
-        "Parameters at d_m = 32 (standard / Optimized / Efficient)",
-        "4,224 / 3,168 / 2,112",
-        _param_table(32, [4224, 3168, 2112]),
-    ),
-    Claim(HOS, "Parameters at d_m = 128", "66,048 / 49,536 / 33,024", _param_table(128, [66048, 49536, 33024])),
-    Claim(
-        HOS,
-        "Parameters at d_m = 1024",
-        "4,198,400 / 3,148,800 / 2,099,200",
-        _param_table(1024, [4198400, 3148800, 2099200]),
-    ),
-    Claim(
-        HOS,
-        "Super parameters: IMDB (ℓ = 32, d_m = 32), MNIST (ℓ = 64, d_m = 128)",
-        "3,168 / 37,184",
-        lambda: _super_params([(32, 32, 3168), (64, 128, 37184)]),
-    ),
-    Claim(
-        HOS,
-        "App. B.4.1 and Table 9: Super parameters, Amazon",
-        "42,336",
-        _amazon_length,
-        quote="The Transformer models, used in this experiment, all have three attention layers with model dimension "
-        "and context length 64.",
-    ),
-    Claim(
-        HOS,
-        "Sec. 4: Optimized attention saves parameters",
-        "25%",
-        _savings("optimized-attention", 0.25),
-        quote=SIZE_QUOTE,
-    ),
-    Claim(
-        HOS,
-        "Sec. 4: Efficient attention saves parameters",
-        "50%",
-        _savings("efficient-attention", 0.5),
-        quote=SIZE_QUOTE,
-    ),
-    Claim(HOS, "Sec. 1: Super attention saves parameters", "∼ 25%", _super_savings),
-    *(
-        Claim(
-            HOS,
-            f"Eq. 24: FLOPs of the {v} layer, forward + backward",
-            display.text(_parse(HOSSEINI_EQ24.formulas[v])),
-            _eq24(v),
-        )
-        for v in HOSSEINI_EQ24.formulas
-    ),
-    Claim(HOS, "Eq. 24: Super costs the FLOPs of Optimized", "C = 12 for both", _super_vs_optimized),
-    Claim(
-        HOS, "Matrix products: Optimized h fewer, Efficient 2h fewer, Super h fewer", "h / 2h / h fewer", _projections
-    ),
-    Claim(
-        KAT,
-        "Sec. 3.2: softmax attention time",
-        "O(N² max(D, M))",
-        _complexity("softmax", "flops", "N**2*d"),
-        quote="For softmax attention, the total cost in terms of multiplications and additions scales as "
-        "O(N² max(D, M)), where D is the dimensionality of the queries and keys and M is the dimensionality of the "
-        "values.",
-    ),
-    Claim(
-        KAT,
-        "Sec. 1: softmax attention memory",
-        "O(N²)",
-        _complexity("softmax", "memory", "N**2"),
-        quote="The bottleneck is mainly caused by the global receptive field of self-attention, which processes "
-        "contexts of N inputs with a quadratic memory and time complexity O(N²).",
-    ),
-    Claim(
-        KAT,
-        "Sec. 3.2.1: linear attention time (elu + 1 feature map)",
-        "O(NDM)",
-        _complexity("linear", "flops", "N*d**2"),
-        quote="This feature map results in an attention function that requires O(NDM) multiplications and additions.",
-    ),
-    Claim(
-        KAT,
-        "Causal linear attention memory, custom kernel",
-        "O(N max(C, M))",
-        _complexity("linear-recurrent", "memory", "N*d", note="; the materialised cumulative sum needs N·d²"),
-    ),
-    Claim(
-        KAT,
-        "Sec. 3.3.1: storing every Sᵢ (a plain cumulative sum) multiplies memory by max(D, M)",
-        "max(D, M) times",
-        _complexity("linear-causal", "memory", "N*d**2", note=": N·d² against the inputs' N·d: d = max(D, M) times"),
-        quote="This increases the memory consumption by max(D, M) times; thus hindering the applicability of causal "
-        "linear attention to longer sequences or deeper models.",
-    ),
-    Claim(
-        KAT,
-        "Sec. 3.3.2: the cost per timestep of a transformer",
-        "scales with the square of the current sequence length",
-        _per_step_square,
-        quote="Moreover, the cost per timestep for transformers is not constant; instead, it scales with the square "
-        "of the current sequence length because attention must be computed for all previous timesteps.",
-    ),
-    Claim(
-        KAT,
-        "Sec. 3.2: a degree-2 polynomial kernel, cheaper when N > D²",
-        "O(ND²M)",
-        _polynomial_kernel,
-        quote="The computational cost for a linearized polynomial transformer of degree 2 is O(ND²M). This makes the "
-        "computational complexity favorable when N > D².",
-    ),
-    Claim(LATTE, "Bidirectional Latte time", "O(T L D)", _complexity("latte", "flops", "L*N*d")),
-    Claim(LATTE, "Bidirectional Latte memory", "O(T L + L D)", _complexity("latte", "memory", "L*N + L*d")),
-    Claim(LATTE, "Causal Latte, vectorised: memory", "O(T L D)", _complexity("latte-causal", "memory", "L*N*d")),
-    Claim(LATTE, "Causal Latte, sequential: time", "O(T L D)", _complexity("latte-recurrent", "flops", "L*N*d")),
-    Claim(
-        LATTE, "Causal Latte, sequential: memory", "O(T L + L D)", _complexity("latte-recurrent", "memory", "L*N + L*d")
-    ),
-    Claim(LATTE, "Table 1: standard attention time", "O(T² D)", _complexity("softmax", "flops", "N**2*d")),
-    Claim(LATTE, "Table 1: standard attention memory", "O(T² D)", _complexity("softmax", "memory", "N**2*d")),
-    Claim(
-        LATTE,
-        "Table 1: sequential (fused) attention memory",
-        "O(T D)",
-        _complexity("softmax-fused", "memory", "N*d", note=" (the fused kernel: no N×N matrix)"),
-    ),
-    Claim(
-        LATTE,
-        "Next-token inference: O(L D) for Latte against O(T D) for attention",
-        "O(L D) vs O(T D)",
-        lambda: _decode_growth(("softmax-causal", "latte-recurrent")),
-    ),
-    Claim(
-        LATTE,
-        "Sec. 2.3: the crossover point increases with the number of latents L",
-        "increase with the number of latent variables L",
-        _latte_crossover_grows,
-        quote="the crossover point, will increase with the number of latent variables L",
-    ),
-)
+CLAIMS_FILE = Path(__file__).with_name("claims.json")
+"""The claims as data: each one's paper, the claim with its place in the paper, the paper's sentence verbatim
+(`quote`, empty where the paper prints a value without one), the value it prints (`published`) and the check
+that derives attn-cost's value: a function of this module registered with `@check`, and its parameters."""
 
 
-WTF = "Which Transformer to Favor (Nauen et al.)"
-GPU_4090 = "an NVIDIA RTX 4090 or A100 GPU"
-MORE: tuple[Claim, ...] = (
-    Claim(
-        TS,
-        "Abstract: memory-efficient for sequences as short as",
-        "800 tokens",
-        _measured(_figure2("memory", 800), A100, ENCODER + "'s peak memory"),
-        quote="Specifically, our findings demonstrate that TaylorShift enhances memory efficiency for sequences as "
-        "short as 800 tokens and accelerates inference for inputs of approximately 1700 tokens and beyond.",
-    ),
-    Claim(
-        TS,
-        "Abstract: faster for inputs of approximately",
-        "1700 tokens",
-        _measured(_figure2("flops", 1700), A100, ENCODER + "'s time"),
-        quote="Specifically, our findings demonstrate that TaylorShift enhances memory efficiency for sequences as "
-        "short as 800 tokens and accelerates inference for inputs of approximately 1700 tokens and beyond.",
-    ),
-    Claim(
-        TS,
-        "Sec. 4.1: standard attention needs more operations than direct-TaylorShift",
-        "slightly higher",
-        _standard_vs_direct,
-        quote="the number of operations needed for calculation of standard attention is slightly higher.",
-    ),
-    Claim(TS, "Eq. 7: bound on the memory transition point", "N1 ≤ ½d² + 2d + ½", _n1_bound),
-    Claim(
-        TS,
-        "Sec. 4.3: multi-head FLOPs of direct-TaylorShift",
-        "4N²d_embed + 6hN²",
-        _published_formula(f"{PTS}, Sec. 4.3", "taylorshift-direct", "flops:taylorshift-v1", "heads"),
-    ),
-    Claim(
-        TS,
-        "Sec. 4.3: multi-head peak memory of direct-TaylorShift",
-        "d_embed·N + 2N²h",
-        _published_formula(f"{PTS}, Sec. 4.3", "taylorshift-direct", "peak", "heads"),
-    ),
-    Claim(
-        TS,
-        "Sec. 5.1: measured speed crossover after the theoretical one",
-        "N̂0 − N0 ≈ 18d",
-        _note(
-            MEASURED,
-            "N0 = d² + d + 1/2 (Eq. 6)",
-            "measured on the authors' GPU; needs an op-level device "
-            "model of that GPU running the authors' module (the FLOP model gives N0 by construction)",
-        ),
-    ),
-    Claim(
-        TS,
-        "Sec. 5.1: measured memory crossover against Eq. 7",
-        "error of at most 0.6%",
-        _note(
-            MEASURED,
-            "N1 from the liveness walk = Eq. 7",
-            "measured peaks on the authors' GPU; needs measured "
-            "CUDA-allocator peaks of the authors' module on such a GPU",
-        ),
-    ),
-    Claim(
-        TS,
-        "Table 6 (heads ablation, h = 1..64): fastest direct model",
-        "h = 1 (23847 ims/s)",
-        _measured(_ablation("taylorshift-direct", "flops", 1, TABLE6_H), A100, "the measured throughput at h = 1..64"),
-    ),
-    Claim(
-        TS,
-        "Table 6 (heads ablation, h = 1..64): least memory, direct",
-        "h = 1 (327 MiB)",
-        _measured(_ablation("taylorshift-direct", "memory", 1, TABLE6_H), A100, "the measured memory at h = 1..64"),
-    ),
-    Claim(
-        TS_ICPR,
-        "Heads ablation text: more heads, more speed and less memory for efficient-TaylorShift",
-        "increases the speed",
-        _icpr_heads_trend,
-        quote=ABLATION_QUOTE,
-    ),
-    Claim(TS_ICPR, "Calculator text: the transition points at d = 32", "N_1 = 577", _icpr_n1_text),
-    Claim(
-        WTF,
-        "Token reduction: 30 % fewer tokens, about half the attention cost",
-        "approximately 50%",
-        _thirty_percent,
-        quote="Removing 30% of the tokens reduces the computational cost of self-attention by approximately 50%.",
-    ),
-    Claim(
-        WTF,
-        "Correlation of FLOPs with inference time over the benchmarked models",
-        "0.48",
-        _note(
-            UNCHECKABLE,
-            "—",
-            "a correlation over the paper's measured model zoo; attn-cost predicts single "
-            "variants, it has no such population to correlate",
-        ),
-    ),
-    Claim(
-        HOS,
-        "Abstract: Optimized Attention reduces the inference time by",
-        "2.5–7.5%",
-        _note(
-            MEASURED,
-            "1 / 0 / 0 fewer projections",
-            f"measured on {GPU_4090}; needs an op-level device model of that GPU predicting the paper's models",
-        ),
-        quote="Optimized Attention reduces the inference time by 2.5–7.5%, with little or no performance "
-        "degradation (§\u00a04).",
-    ),
-    Claim(
-        HOS,
-        "Abstract: Efficient Attention reduces the inference time by",
-        "5–15%",
-        _note(
-            MEASURED,
-            "2 fewer projections",
-            f"measured on {GPU_4090}; needs an op-level device model of that GPU predicting the paper's models",
-        ),
-        quote="Efficient Attention reduces the inference time by 5–15%, with no/little performance "
-        "degradation (§\u00a04).",
-    ),
-    Claim(
-        HOS,
-        "Abstract: Super Attention reduces the training and inference time by",
-        "2.5–10%",
-        _note(
-            MEASURED,
-            "2 fewer projections, one ℓ×ℓ product more",
-            f"measured on {GPU_4090}; needs an op-level device model of that GPU predicting the paper's models",
-        ),
-        quote="Super Attention outperforms standard attention by 2–10% in NLP and vision tasks and reduces the "
-        "training and inference time by 2.5–10% (§\u00a04).",
-    ),
-    Claim(HOS, "Remark 3.6: Super is more efficient than standard", "whenever d_m ≥ ℓ", _super_beats_standard),
-    Claim(HOS, "Table 3: NanoGPT attention layer sizes (d_m = 768)", "2.36M / 1.77M / 1.18M", _nanogpt_layers),
-    Claim(
-        HOS,
-        "Table 4: ImageNet Super attention layer size (d_m = 768)",
-        "1.22M",
-        _imagenet_super,
-        quote="their context length ranges from 64 (MNIST) to 256 (CIFAR100 and ImageNet)",
-    ),
-    Claim(
-        HOS,
-        "Tables 2 and 10, captions: Optimized and Efficient parameter fractions",
-        "1/2 and 3/4",
-        _caption_fractions,
-        quote="Optimized and Efficient Attentions perform on par or better than Standard Attention on most "
-        "benchmarks with 1/2 and 3/4 as many attention parameters.",
-    ),
-    Claim(
-        KAT,
-        "Abstract: faster on autoregressive prediction",
-        "up to 4000x",
-        _note(
-            MEASURED,
-            "per-token cost: softmax with a cache ×2 per doubling, linear-recurrent ×1",
-            "a measured speed-up of very long image generation on the authors' GPU; needs an op-level device "
-            "model of that GPU",
-        ),
-        quote="they are up to 4000x faster on autoregressive prediction of very long sequences.",
-    ),
-    Claim(
-        KAT,
-        "Sec. 3.3.1: the causal gradient in linear time and constant memory",
-        "linear time and constant memory",
-        _constant_memory_gradient,
-    ),
-    Claim(
-        KAT,
-        "Sec. 3.2: linear attention memory",
-        "O(N)",
-        _complexity("linear", "memory", "N*d"),
-        quote="In contrast, our proposed linear transformer from equation 5 has time and memory complexity O(N)",
-    ),
-    Claim(LATTE, "Table 1: causal Latte time", "O(T L D)", _complexity("latte-causal", "flops", "L*N*d")),
-    Claim(LATTE, "Table 1: Linformer time", "O(T L D)", _complexity("linformer", "flops", "N*k*d")),
-    Claim(LATTE, "Table 1: Linformer memory", "O(T L D)", _complexity("linformer", "memory", "N*k*d")),
-    Claim(LATTE, "Table 1: Performer time", "O(T S D)", _complexity("performer", "flops", "N*m*d")),
-    Claim(LATTE, "Table 1: Performer memory", "O(T D + T S)", _complexity("performer", "memory", "N*d + N*m")),
-    Claim(
-        LATTE,
-        "App. B.2, Figure 4: Latte against standard causal attention at T = 5000, L = D = 512",
-        "slightly slower",
-        _measured(
-            _latte_crossover_grows,
-            "the authors' GPU",
-            "an op-level device model of that GPU running the "
-            "authors' JAX code (the FLOP model puts the crossover far below T = 5000)",
-        ),
-        quote="however, it is slightly slower than the standard causal attention when L=D=512",
-    ),
-    Claim(TS, "Sec. 4.1: the terms that sum to Eq. 5", "4Nd²(d + 1) + 2Nd²", _eq5_terms),
-    Claim(
-        TS,
-        "Abstract: full token-to-token interactions in",
-        "linear time and space",
-        _in_n("taylorshift-efficient", "flops", 1),
-        quote="This paper introduces TaylorShift, a novel reformulation of the Taylor softmax that enables computing "
-        "full token-to-token interactions in linear time and space.",
-    ),
-    Claim(TS, "Sec. 4: efficient-TaylorShift time", "O(Nd³)", _complexity("taylorshift-efficient", "flops", "N*d**3")),
-    Claim(TS, "Sec. 4: direct-TaylorShift time", "O(N²d)", _complexity("taylorshift-direct", "flops", "N**2*d")),
-    Claim(TS, "App. A.2: the FLOP-optimal d in closed form", "α/12 + 25/(12α) − 5/12", _cardano),
-    Claim(
-        TS,
-        "Table 6 (heads ablation, h = 1..64): efficient at h = 1 and 2",
-        "417 ims/s, 2655 MiB; 1150 ims/s, 1353 MiB",
-        _measured(
-            _ablation("taylorshift-efficient", "flops", 64, TABLE6_H), A100, "the measured throughput at h = 1..64"
-        ),
-    ),
-    Claim(
-        TS,
-        "Sec. 5.4 (ablations): the heads' efficiency gains for longer sequences",
-        "longer than 1025 tokens",
-        _note(
-            MEASURED,
-            "—",
-            "the ablation was measured at one length; the trend beyond it is a statement about "
-            "measurements on the authors' GPU, which needs that GPU's op-level model at several lengths",
-        ),
-        quote="These efficiency gains will become more significant for sequences longer than 1025 tokens.",
-    ),
-    Claim(
-        TS_ICPR,
-        "Multi-head FLOPs of efficient-TaylorShift, ICPR counting (decreasing in h)",
-        "N(4d_emb³/h² + 10d_emb²/h + 9d_emb + 4h)",
-        _published_formula(PTS_ICPR, "taylorshift-efficient", "flops:taylorshift-icpr", "heads"),
-    ),
-    Claim(
-        TS_ICPR,
-        "Mathematical details: the derivative of the efficient peak in h",
-        "−2d² − (N + 1)d + N",
-        _icpr_memory_derivative,
-    ),
-    Claim(WTF, "Self-attention complexity", "O(N²)", _in_n("softmax", "flops", 2)),
-    Claim(
-        WTF,
-        "Correlation of FLOPs with training time, training memory and inference memory",
-        "0.72, 0.85, 0.42",
-        _note(
-            UNCHECKABLE,
-            "—",
-            "correlations over the paper's measured model zoo; attn-cost predicts single "
-            "variants, it has no such population to correlate",
-        ),
-    ),
-    Claim(
-        WTF,
-        "Fourier attention complexity",
-        "O(N log N)",
-        _note(UNCHECKABLE, "—", "Fourier (FFT) attention is not in attn-cost's catalogue: its FFT is no op kind"),
-    ),
-    Claim(
-        HOS,
-        "Remarks 3.2 and 3.4: parameters dropped per projection",
-        "d_m²",
-        _remarks_params,
-    ),
-    Claim(HOS, "Table 3: NanoGPT model sizes", "124M / 117M / 110M", _model_sizes),
-    Claim(
-        HOS,
-        "Sec. 4, NLP results analysis: standard attention slower than Efficient",
-        "14.72%",
-        _mt_arithmetic,
-    ),
-    Claim(
-        HOS,
-        "App. B.2: Efficient's FLOPs grow with the projection dimension",
-        "3/5 as fast",
-        _eq24_slopes,
-    ),
-    Claim(
-        HOS,
-        "App. B.2 and Figure 6: standard's FLOPs over Efficient's",
-        "up to 66%",
-        _figure6,
-        quote="In all scenarios, standard attention requires up to 66% more FLOPs in comparison to Efficient "
-        "Attention. On average, Standard Efficient requires 30%, 25%, 20%, and 16% more FLOPs in comparison to "
-        "Efficient Attention when using 1, 2, 4, and 8 heads, respectively.",
-    ),
-    Claim(
-        KAT,
-        "Abstract and Sec. 1: faster during inference",
-        "three orders of magnitude",
-        _note(
-            MEASURED,
-            "per-token cost: softmax with a cache ×2 per doubling, linear-recurrent ×1",
-            "measured on the authors' GPU; needs an op-level device model of that GPU",
-        ),
-    ),
-    Claim(
-        KAT, "Sec. 3.3: causal linear attention time", "O(N C M)", _complexity("linear-recurrent", "flops", "N*d**2")
-    ),
-    Claim(
-        KAT,
-        "Sec. 3.3.1: the causal gradient's time (the authors' kernel)",
-        "O(N C M)",
-        _training_time,
-    ),
-    Claim(
-        KAT,
-        "Sec. 1: sparse and LSH attention complexities",
-        "O(N√N), O(N log N)",
-        _note(
-            UNCHECKABLE,
-            "—",
-            "sparse factorised attention and Reformer's LSH attention are not in attn-cost's catalogue",
-        ),
-    ),
-    Claim(
-        LATTE, "Table 1: sequential (fused) attention time", "O(T² D)", _complexity("softmax-fused", "flops", "N**2*d")
-    ),
-    Claim(
-        LATTE,
-        "Table 1 and Sec. 2: Perceiver",
-        "O(T L D), O(L² D)",
-        _note(UNCHECKABLE, "—", "Perceiver's latent cross-attention is not in attn-cost's catalogue"),
-    ),
-    Claim(LATTE, "Sec. 2.3: one recurrent update of α", "O(LD) time, O(L) memory", _latte_step),
-)
+def _runner(spec: dict) -> Callable[[], Result]:
+    """A claim's check from its data: the named check called with its parameters (a parameter that is itself a
+    check, as `measured` takes the analytic check it stands on, is passed as a callable). A check either returns
+    its Result or, made with parameters, the callable that derives it."""
+    if spec.get("check") not in CHECKS or set(spec) - {"check", "args", "kwargs"}:
+        raise ValueError(f"{CLAIMS_FILE.name}: not a check: {spec!r}")
+    fn = CHECKS[spec["check"]]
+    args = [_runner(a) if isinstance(a, dict) else a for a in spec.get("args", [])]
+    kwargs = {k: _runner(v) if isinstance(v, dict) else v for k, v in spec.get("kwargs", {}).items()}
+
+    def run() -> Result:
+        out = fn(*args, **kwargs)
+        return out if isinstance(out, Result) else out()
+
+    return run
+
+
+def load_claims(path: Path = CLAIMS_FILE) -> tuple[Claim, ...]:
+    """Every claim of the data file, each with its check resolved (an unknown check is an error here, at load)."""
+    rows = json.loads(path.read_text(encoding="utf-8"))
+    fields = {"paper", "claim", "quote", "published", "check"}
+    for row in rows:
+        if set(row) != fields:
+            raise ValueError(f"{path.name}: claim {row.get('claim')!r} has fields {sorted(row)}, not {sorted(fields)}")
+    return tuple(Claim(r["paper"], r["claim"], r["published"], _runner(r["check"]), r["quote"]) for r in rows)
 
 
 def claims() -> list[dict]:
     """Every claim with its derived value, verdict and reason."""
-    return [c.record() for c in (*CLAIMS, *MORE)]
+    return [c.record() for c in load_claims()]

@@ -444,3 +444,21 @@ def test_tiles_never_count_more_than_dense(align: str) -> None:
     formula = 256 * m - 256 * (256 - 128) // 2 if kv else 256 * (256 + 128) // 2  # T | N: exact tile count
     assert evaluate(tiles, 256) == 4 * 64 * formula
     assert evaluate(tiles, 1) == 4 * 64 * (kv or 1)  # one query: its row, not half a tile more
+
+
+def test_a_claim_naming_no_check_is_refused_when_the_claims_are_loaded(tmp_path) -> None:
+    """claims.json names each claim's check; a name that is no check (or a field too many) fails at load, before
+    any claim is printed."""
+    import json
+
+    from attn_cost.costmodel.claims import CLAIMS_FILE, load_claims
+
+    rows = json.loads(CLAIMS_FILE.read_text(encoding="utf-8"))
+    assert len(load_claims()) == len(rows)
+    bad = tmp_path / "claims.json"
+    bad.write_text(json.dumps([{**rows[0], "check": {"check": "no_such_check"}}]), encoding="utf-8")
+    with pytest.raises(ValueError, match="not a check"):
+        load_claims(bad)
+    bad.write_text(json.dumps([{**rows[0], "page": 3}]), encoding="utf-8")
+    with pytest.raises(ValueError, match="has fields"):
+        load_claims(bad)

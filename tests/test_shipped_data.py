@@ -144,15 +144,17 @@ def test_every_shipped_op_calibration_loads_its_fitted_parameters_and_predicts(p
 
 
 def test_every_shipped_data_file_is_installed() -> None:
-    """Every file under profilers/data/ matches a glob of pyproject.toml's package-data, so `pip install .` (not
-    only an editable install) ships it: gpus.json and gpumodel.json were once left out."""
+    """Every data file of a package (profilers/data/, costmodel's claims.json) matches a glob of pyproject.toml's
+    package-data, so `pip install .` (not only an editable install) ships it: gpus.json and gpumodel.json were once
+    left out."""
     from pathlib import Path
-
-    from attn_cost.profilers import DATA
 
     tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
     root = Path(__file__).parents[1]
     globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    files = [p.relative_to(DATA.parent) for p in DATA.rglob("*") if p.is_file()]
-    left_out = [str(f) for f in files if not any(f.match(g) for g in globs["attn_cost.profilers"])]
-    assert files and not left_out, f"not in package-data: {left_out}"
+    left_out = []
+    for package, folder in (("attn_cost.profilers", root / "profilers"), ("attn_cost.costmodel", root / "costmodel")):
+        files = [p.relative_to(folder) for p in folder.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl")]
+        assert files
+        left_out += [f"{folder.name}/{f}" for f in files if not any(f.match(g) for g in globs.get(package, []))]
+    assert not left_out, f"not in package-data: {left_out}"
