@@ -3,7 +3,9 @@
 An example is a fenced block tagged `console` whose first line is `$ attn-cost ...`; the lines after it are the
 command's output at 80 columns, in a fresh home (no stored measurements), run from the repository's root. A last
 line `[...]` keeps only the first lines of a long output. `tests/test_docs.py` checks that every example still
-matches; after a change to the code or the shipped data, run
+matches. The README's screenshot of the report (docs/report.png) is made here too, from the command the README
+shows beside its link, in headless Chromium (playwright), so that it cannot go stale. After a change to the code or
+the shipped data, run
 
     python docs/regenerate.py
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -63,11 +66,48 @@ def regenerate(path: Path, home: Path) -> bool:
     return new != text
 
 
+SCREENSHOT = ROOT / "docs" / "report.png"
+SHOWN = re.compile(r"`(attn-cost report --html report\.html [^`]*)`.{0,200}?\[screenshot\]\(docs/report\.png\)", re.S)
+"""The README's report command, next to its link to the screenshot."""
+
+
+def screenshot(home: Path) -> str:
+    """Make the report the README shows, screenshot its top in headless Chromium and write it into
+    docs/report.png if it differs; returns what happened."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return "skipped (needs playwright: pip install -e '.[test]')"
+    if chromium is None:
+        return "skipped (needs Chromium: apt-get install chromium)"
+    match = SHOWN.search((ROOT / "README.md").read_text(encoding="utf-8"))
+    if match is None:
+        raise SystemExit("README.md: no `attn-cost report --html report.html ...` beside its [screenshot] link")
+    html = home / "report.html"
+    command = match.group(1).replace("report.html", str(html), 1)
+    output = run(f"$ {command}", home)
+    if not html.exists():
+        raise SystemExit(f"{command}: no report written\n{output}")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1280, "height": 1700})  # the tables and the first curves
+        page.goto(html.as_uri())
+        page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length > 0")
+        shot = page.screenshot()
+        browser.close()
+    if SCREENSHOT.exists() and SCREENSHOT.read_bytes() == shot:
+        return "unchanged"
+    SCREENSHOT.write_bytes(shot)
+    return "updated"
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as home:
         for path in FILES:
             if examples(path):
                 print(f"{path.relative_to(ROOT)}: {'updated' if regenerate(path, Path(home)) else 'unchanged'}")
+        print(f"{SCREENSHOT.relative_to(ROOT)}: {screenshot(Path(home))}")
 
 
 if __name__ == "__main__":
