@@ -19,6 +19,7 @@ from enum import IntEnum
 from pathlib import Path
 from typing import NoReturn, Optional
 
+import click
 import typer
 from attn_cost.cli.entry import run as entry_run
 from attn_cost.cli.render import one_line
@@ -308,7 +309,7 @@ def _click_exceptions():
     return sys.modules[typer.BadParameter.__module__]
 
 
-def _with_help_hint(e: Exception) -> str:
+def _with_help_hint(e: click.ClickException) -> str:
     ctx = getattr(e, "ctx", None)
     cmd = ctx.command_path if ctx is not None else "attn-cost"
     return f"{e.format_message()} (see '{cmd} --help')"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from attn_cost.cli import options as o
@@ -119,7 +119,7 @@ def _plan(out, gpu, cpu, quick, d_values, dtypes, pair, heads, batch, repeats, m
 
 
 def _submit(plan, partitions: list[str], executor: str, split: str, timeout_min: int, wait: bool, as_json: bool):
-    from attn_cost.profilers.campaign.run import slurm
+    from attn_cost.profilers.campaign import slurm
 
     o.positive(timeout_min, "--timeout-min")
     if executor == "slurm" and not partitions:
@@ -128,7 +128,7 @@ def _submit(plan, partitions: list[str], executor: str, split: str, timeout_min:
     for s in jobs:
         _err(f"submitted {s.label}: job {s.job_id}, writing to {s.out}")
     results = slurm.wait(jobs) if wait else [(s, None, None) for s in jobs]
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"label": s.label, "job": s.job_id, "out": str(s.out), "error": error, "summary": summary}
         for s, summary, error in results
     ]

@@ -21,6 +21,7 @@ from attn_cost.profilers.store.store import (
     KINDS,
     MAX_SIZE,
     STATUSES,
+    Database,
     database_path,
     device_matches,
     is_results_file,
@@ -85,7 +86,7 @@ def _filters(device, variant, kind, status, scope, dtype, d, n) -> dict:
     return {k: v for k, v in found.items() if v is not None}
 
 
-def _open(store: Path | None, writable: bool):
+def _open(store: Path | None, writable: bool) -> Database:
 
     db = open_database(store, writable)
     _warn(db)
@@ -101,7 +102,7 @@ def _warn(db) -> None:
 
 def _matching(
     store: Path | None, filters: dict, shipped: bool, writable: bool = False
-) -> tuple[object, list[tuple[int | None, dict]]]:
+) -> tuple[Database, list[tuple[int | None, dict]]]:
     """(database, [(row id or None for a shipped record, record)]) of every record matching the filters."""
 
     db = _open(store, writable)
@@ -251,7 +252,7 @@ def import_(
 
     read = [(path, *read_jsonl(path)) for path in paths]  # every file checked before the store is touched
     db = _open(store, writable=True)
-    counts = {}
+    counts: dict[str, int] = {}
     for path, records, problems in read:
         counts[str(path)] = db.put_many(records)
         for warning in problems.warnings():
@@ -259,5 +260,5 @@ def import_(
     if as_json:
         emit({"store": str(db.path), "imported": counts})
     else:
-        for path, count in counts.items():
-            render.line(f"Imported {count:,} records from {escape(path)} into {escape(str(db.path))}.")
+        for name, count in counts.items():
+            render.line(f"Imported {count:,} records from {escape(name)} into {escape(str(db.path))}.")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers.campaign.run import Plan, run_campaign
@@ -27,7 +28,8 @@ class Submitted:
 
     label: str
     out: Path
-    job: object
+    job: Any
+    """A submitit Job (submitit is the optional `cluster` extra: not imported here)."""
 
     @property
     def job_id(self) -> str:
@@ -39,8 +41,9 @@ def job_plans(plan: Plan, partitions: list[str], split: str) -> list[tuple[str, 
     if split not in SPLITS:
         raise UserError(f"--split takes {' or '.join(SPLITS)}, got {split!r}")
     out = Path(plan.out)
-    jobs = []
-    for part in partitions or [None]:
+    jobs: list[tuple[str, str | None, Plan]] = []
+    parts: list[str | None] = [*partitions] or [None]
+    for part in parts:
         base = part or "local"
         groups = (
             [(base, list(plan.pairs))] if split == "device" else [(f"{base}-{a}-{b}", [(a, b)]) for a, b in plan.pairs]
@@ -88,7 +91,7 @@ def submit(
 
 def wait(jobs: list[Submitted]) -> list[tuple[Submitted, dict | None, str | None]]:
     """Wait for every job: (job, its summary or None, the first line of its error or None)."""
-    done = []
+    done: list[tuple[Submitted, dict | None, str | None]] = []
     for s in jobs:
         try:
             done.append((s, s.job.result(), None))

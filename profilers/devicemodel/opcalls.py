@@ -4,6 +4,7 @@ functions of N, and the storages it touches (for the cache-reuse context). No to
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -11,6 +12,7 @@ import numpy as np
 import sympy as sp
 from attn_cost.costmodel.derive import dtype_bytes
 from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.graph import Storage
 from attn_cost.costmodel.symbols import N, Pads
 from attn_cost.costmodel.variants import derive
 from attn_cost.profilers.devicemodel.kernels import BINARY, kernel_of
@@ -23,7 +25,7 @@ class KernelCalls:
     kernels: list[str]
     features: list[dict]
     """Per op: sympy-lambdified functions of N for repeat, bytes, and the kernel's dims."""
-    loop_iterations: object
+    loop_iterations: Callable[[np.ndarray], np.ndarray | float]
     """Function of N: loop iterations per call (0 without loops)."""
     touches: list[list[tuple[int, bool]]] = field(default_factory=list)
     """Per op: the storages it touches, and whether each is a new allocation it writes (its output)."""
@@ -194,7 +196,7 @@ def _calls(variant: str, scope: str, dtype: str, dims_key: tuple) -> KernelCalls
     derived = derive(variant, scope)
     values = dict(dims_key)
     kernels, features, touches = [], [], []
-    storages: dict[int, object] = {}
+    storages: dict[int, Storage] = {}
     last_op: dict[int, int] = {}
     for op in derived.ops:
         kernel, feats = op_features(derived, op, dtype)

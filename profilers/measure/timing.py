@@ -236,16 +236,15 @@ def _timer(detector: Detector | None):
     for what came just before it (the detector's reads of /proc, the other case of a pair) with cold caches
     and branch predictors: 1 to 17 µs per call on the 2-core VM, up to a fifth of a small variant's time
     (`benchmarks/bench_settle.py`). Its ops are timed warm too, in tight loops (`calibrate`)."""
-    clock = detector.clock if detector else None
 
     def once(case: Case, inputs: list, settle: bool) -> tuple[float, Verdict | None]:
-        before = clock() if clock else None
+        before = detector.clock() if detector else None
         if settle:
             case.run(list(inputs))
         t0 = time.perf_counter()
         case.run(list(inputs))
         seconds = time.perf_counter() - t0
-        verdict = detector.judge(before, clock()) if detector else None
+        verdict = detector.judge(before, detector.clock()) if detector and before else None
         return seconds, verdict
 
     return once
@@ -338,6 +337,7 @@ def time_cases(
                 for v in verdicts:
                     seen.add(v)
                 if any(v.disturbed for v in verdicts):
+                    assert detector is not None  # verdicts come from the detector alone
                     discarded += 1
                     if discarded > detector.retries * repeats:
                         message = f"the {cases[0].device} stayed disturbed: {seen.summary()}"
