@@ -171,7 +171,8 @@ def run_one(what: str, spec: str, init: list[str], config: str | None, folder: P
     from attn_cost.costmodel.errors import UserError
     from attn_cost.costmodel.symbols import BY_NAME
     from attn_cost.costmodel.variants import REGISTRY, derive
-    from attn_cost.profilers import trace as tr
+    from attn_cost.profilers.trace.check import measure
+    from attn_cost.profilers.trace.register import _TRACED, exported_peak, register, traced
 
     row: dict = {"what": what, "spec": spec, "init": init, "config": CONFIGS.get(config) if config else None}
     package = spec.split(":")[0].split(".")[0]
@@ -184,23 +185,23 @@ def run_one(what: str, spec: str, init: list[str], config: str | None, folder: P
         config_file.write_text(json.dumps(CONFIGS[config]))
     name = spec.split(":")[1]
     REGISTRY.pop(name, None)
-    tr._TRACED.pop(name, None)
+    _TRACED.pop(name, None)
     derive.cache_clear()
     try:
-        name = tr.register(path, init, config_file)
+        name = register(path, init, config_file)
     except UserError as e:
         return {**row, "status": "refused", "message": str(e).replace(str(folder) + "/", "")}
-    t = tr.traced(name)
+    t = traced(name)
     dv = derive(name, t.kind)
     flops, peak = dv.flops(MATMUL), dv.peak("fp32").expr
     checks = []
     for sizes in CORE_SIZES if t.kind == "core" else LAYER_SIZES:
         sizes = {**sizes, **t.recording.fixed}
         at = {BY_NAME[k]: v for k, v in sizes.items()}
-        real = tr.measure(t, sizes)
+        real = measure(t, sizes)
         checks.append({"sizes": sizes, "flops": int(flops.xreplace(at)), "flops_measured": real["flops"],
                        "peak": int(peak.xreplace(at)), "peak_measured": real["peak_bytes"]})  # fmt: skip
-    ideal, why = tr.exported_peak(t)
+    ideal, why = exported_peak(t)
     return {
         **row,
         "status": "traced",

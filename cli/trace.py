@@ -34,7 +34,7 @@ def load_traces(specs: Optional[list[str]]) -> None:
     """--trace callback: export each PATH:NAME with torch.export and register it as NAME."""
     if not specs:
         return
-    from attn_cost.profilers.trace import register
+    from attn_cost.profilers.trace.register import register
 
     for spec in specs:
         register(spec)
@@ -105,15 +105,16 @@ def trace(
     of the code as written (Python names keep tensors alive); the exported graph's peak is shown beside it.
     Importing PATH runs its module-level code. Other commands take `--trace PATH:NAME` and then know NAME.
     """
-    from attn_cost.profilers import trace as tr
+    from attn_cost.profilers.trace.check import checked
+    from attn_cost.profilers.trace.register import exported_peak, register, traced
 
-    name = tr.register(spec, init, config, example)
-    t = tr.traced(name)
-    checks = [tr.checked(t, check)] if check is not None else []
+    name = register(spec, init, config, example)
+    t = traced(name)
+    checks = [checked(t, check)] if check is not None else []
     args = [name, "--convention", convention, "--dtype", dtype, "--mode", mode]
     args += ["--scope", scope] if scope else []
     args += ["--latex"] if latex else []
-    ideal, why = tr.exported_peak(t, dtype)
+    ideal, why = exported_peak(t, dtype)
     if as_json:
 
         st = o.setting(convention, dtype, scope, mode, [name])
@@ -168,9 +169,9 @@ def own_widths(names: list[str], ds: list[int], heads: int) -> tuple[list[int], 
     """A traced module keeps its own width and heads (its weights fix them): compare the other variants of a
     crossover at that width, h = the module's heads and d = d_embed / h, and say so on stderr."""
 
-    if "attn_cost.profilers.trace" not in sys.modules:  # nothing was traced: no torch import
+    if "attn_cost.profilers.trace.register" not in sys.modules:  # nothing was traced: no torch import
         return ds, heads
-    from attn_cost.profilers.trace import traced
+    from attn_cost.profilers.trace.register import traced
 
     found = [(n, t) for n in names if (t := traced(n)) is not None and t.width is not None]
     if not found:

@@ -688,7 +688,7 @@ def test_init_with_one_key_twice_is_refused() -> None:
     from attn_cost.costmodel.errors import UserError
 
     pytest.importorskip("torch")
-    from attn_cost.profilers.trace import parse_init
+    from attn_cost.profilers.trace.load import parse_init
 
     assert parse_init(["dim=8", "dim=8"]) == {"dim": 8}
     with pytest.raises(UserError, match="--init gives dim twice"):

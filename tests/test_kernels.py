@@ -158,7 +158,7 @@ def test_traced_code_and_the_catalogue_price_the_same_product_alike(tmp_path, re
     from attn_cost.costmodel.symbols import N
     from attn_cost.costmodel.variants import derive
     from attn_cost.profilers.devicemodel.opcalls import op_features
-    from attn_cost.profilers.trace import register
+    from attn_cost.profilers.trace.register import register
     from test_opmodel import synthetic_model
 
     code = tmp_path / "plain.py"

@@ -27,7 +27,7 @@ OTHERS = ["softmax-causal", "softmax-fused", "softmax-fused-causal", "linear", "
 
 
 def _register(spec: str) -> str:
-    from attn_cost.profilers.trace import register
+    from attn_cost.profilers.trace.register import register
 
     return register(spec)
 

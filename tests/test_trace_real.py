@@ -26,7 +26,7 @@ from test_trace_written import measured  # noqa: E402
 
 def _traced(spec: str, init: list[str] | None = None, config: Path | None = None, scope: str = "layer"):
     from attn_cost.costmodel.variants import derive
-    from attn_cost.profilers.trace import register, traced
+    from attn_cost.profilers.trace.register import register, traced
 
     name = register(spec, init, config)
     return derive(name, scope), traced(name)
@@ -106,7 +106,7 @@ def test_decoder_attentions_from_their_configs_run_as_their_model_runs_them(tmp_
     FlopCounterMode and the live-tensor peak of that call at other sizes."""
     folder, cls, settings = DECODERS[model_type]
     need(f"transformers.models.{folder}.modeling_{folder}")
-    from attn_cost.profilers.trace import build, load_config, load_object, split_spec
+    from attn_cost.profilers.trace.load import build, load_config, load_object, split_spec
     from transformers import AutoConfig, AutoModel
 
     spec = f"transformers.models.{folder}.modeling_{folder}:{cls}"

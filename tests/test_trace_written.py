@@ -243,7 +243,7 @@ def measured(fn, inputs: list) -> tuple[int, int]:
 
 def derived(spec: str, scope: str):
     from attn_cost.costmodel.variants import derive
-    from attn_cost.profilers.trace import register
+    from attn_cost.profilers.trace.register import register
 
     return derive(register(spec), scope)
 
@@ -297,7 +297,7 @@ def test_matmul_copies_and_held_names_are_in_the_peak_not_in_the_ideal(cli, code
 
 
 def test_a_branch_on_n_is_reported(code) -> None:
-    from attn_cost.profilers.trace import traced
+    from attn_cost.profilers.trace.register import traced
 
     path, _ = code
     derived(f"{path}:parity_branch", "core")
@@ -311,7 +311,7 @@ def test_a_branch_on_n_is_reported(code) -> None:
 def test_a_branch_on_n_that_pads_nothing_stays_a_branch(code, fn: str, condition: str, holds: int) -> None:
     """A branch on N % m, or on N > t, whose run does not pad N up to a multiple of m: its condition is
     reported as the code wrote it (the formulas hold where it does, as measured there), not taken for padding."""
-    from attn_cost.profilers.trace import traced
+    from attn_cost.profilers.trace.register import traced
 
     path, module = code
     dv = derived(f"{path}:{fn}", "core")
@@ -331,7 +331,7 @@ PADDED = {"PaddedByF": 4, "PaddedByCat": 3, "PaddedIntoZeros": 5}
 def test_code_that_pads_is_exact_at_every_length(code, cls: str) -> None:
     """F.pad, torch.cat with a zeros tensor, x.new_zeros and a slice assignment: the formulas are written in
     ⌈N/m⌉ and hold at lengths that are multiples of m and at lengths that are not, with no condition on N % m."""
-    from attn_cost.profilers.trace import traced
+    from attn_cost.profilers.trace.register import traced
 
     path, module = code
     scope = "layer" if cls == "PaddedIntoZeros" else "core"
