@@ -33,15 +33,19 @@ def _imports(path: Path, top_level_only: bool = False) -> set[str]:
     """The attn_cost modules a file imports (`attn_cost.` stripped), at module level only if asked."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     nodes = tree.body if top_level_only else list(ast.walk(tree))
-    found = set()
-    for node in nodes:
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("attn_cost."):
-            base = node.module.removeprefix("attn_cost.")
-            found.add(base)
-            found.update(f"{base}.{a.name}" for a in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(a.name.removeprefix("attn_cost.") for a in node.names if a.name.startswith("attn_cost."))
-    return found
+    return set().union(*(_imports_of(node) for node in nodes))
+
+
+def _imports_of(node: ast.AST) -> set[str]:
+    """The attn_cost modules one statement imports (`from attn_cost import __version__`: `attn_cost`)."""
+    if isinstance(node, ast.ImportFrom) and node.module == "attn_cost":
+        return {"attn_cost"}
+    if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("attn_cost."):
+        base = node.module.removeprefix("attn_cost.")
+        return {base, *(f"{base}.{a.name}" for a in node.names)}
+    if isinstance(node, ast.Import):
+        return {a.name.removeprefix("attn_cost.") for a in node.names if a.name.startswith("attn_cost.")}
+    return set()
 
 
 MODULES = _modules()
@@ -125,21 +129,6 @@ def _function_imports(path: Path) -> list[tuple[int, set[str], set[str]]]:
 
     walk(ast.parse(path.read_text(encoding="utf-8")), False)
     return out
-
-
-def _imports_of(node: ast.AST) -> set[str]:
-    if isinstance(node, ast.ImportFrom) and node.module == "attn_cost":
-        return {"attn_cost"}
-    tree = ast.Module(body=[node], type_ignores=[])
-    found = set()
-    for n in ast.walk(tree):
-        if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("attn_cost."):
-            base = n.module.removeprefix("attn_cost.")
-            found.add(base)
-            found.update(f"{base}.{a.name}" for a in n.names)
-        elif isinstance(n, ast.Import):
-            found.update(a.name.removeprefix("attn_cost.") for a in n.names if a.name.startswith("attn_cost."))
-    return found
 
 
 def _module_level_packages(path: Path) -> set[str]:
