@@ -312,6 +312,47 @@ def held_out_record(eff, sigma: float) -> list[dict]:
     return out
 
 
+def held_out_times(eff, sigma: float) -> list[dict]:
+    """Every timed point of a shipped measured GPU that has a datasheet, against the datasheet model's time (never
+    fitted on it): one row a point, with what bounds it in the model (`GpuModel.parts`: the kernel family with the
+    largest share of the predicted time, or the launches)."""
+    import json
+
+    from attn_cost.profilers.datasheet import for_device
+    from attn_cost.profilers.gpumodel import FAMILIES, GpuModel
+    from attn_cost.profilers.oppredict import row_dims
+    from attn_cost.profilers.store import SHIPPED
+
+    out = []
+    for path in sorted(SHIPPED.glob("cuda-*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            r = json.loads(line)
+            sheet = for_device(r["device"].get("name", ""))
+            if r.get("kind") != "time" or r.get("status") != "ok" or sheet is None:
+                continue
+            sizes = r["sizes"]
+            parts = GpuModel(sheet, eff, sigma).parts(r["variant"], row_dims(sizes), [sizes["N"]], r["scope"],
+                                                      r["dtype"])  # fmt: skip
+            seconds = {k: float(v[0]) for k, v in parts.items()}
+            out.append({"gpu": sheet.name, "dtype": r["dtype"], "variant": r["variant"],
+                        "bound": max(FAMILIES, key=lambda k: seconds[k]),
+                        "error": sum(seconds.values()) / r["time"]["median"] - 1})  # fmt: skip
+    return out
+
+
+def _grouped(points: list[dict], key: str) -> list[tuple[tuple, list[float]]]:
+    groups: dict[tuple, list[float]] = {}
+    for p in points:
+        groups.setdefault((p["gpu"], p["dtype"], p[key]), []).append(p["error"])
+    return sorted(groups.items())
+
+
+def _spread(errs: list[float]) -> str:
+    q = statistics.quantiles(errs, n=10) if len(errs) > 1 else errs * 9
+    return (f"{len(errs)} | {statistics.median(errs):+.0%} | {statistics.median(abs(e) for e in errs):.0%} | "
+            f"{q[0]:+.0%} … {q[-1]:+.0%}")  # fmt: skip
+
+
 def write_fit(eff, scored: list[tuple[Row, float, float]], path: Path) -> None:
     """profilers/data/gpumodel.json: the efficiencies, the spread on the judged rows, and where they came from."""
     import json
@@ -416,6 +457,17 @@ def record(rows: list[Row], eff, sigma: float) -> str:
         if errs:
             median = statistics.median(errs)
             lines += ["", f"Held-out crossovers: {len(errs)} measured, median |N0 error| {median:.0%}."]
+    times = held_out_times(eff, sigma)
+    if times:
+        head = "| points | median error | median \\|error\\| | 10th … 90th percentile |"
+        lines += ["", "Measured GPUs' timed points (held out) against the datasheet model's time, by what bounds "
+                  "the point in the model (the kernel family with the largest share of its predicted time, or the "
+                  "launches), and by variant:", "", "| GPU | dtype | bound by " + head, "|---" * 7 + "|"]  # fmt: skip
+        lines += [f"| {gpu} | {dtype} | {bound} | {_spread(errs)} |" for (gpu, dtype, bound), errs in
+                  _grouped(times, "bound")]  # fmt: skip
+        lines += ["", "| GPU | dtype | variant " + head, "|---" * 7 + "|"]
+        lines += [f"| {gpu} | {dtype} | {variant} | {_spread(errs)} |" for (gpu, dtype, variant), errs in
+                  _grouped(times, "variant")]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

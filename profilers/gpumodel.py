@@ -43,6 +43,8 @@ KERNELS = ("fa2", "fa1")
 which published tables of 2022 ran."""
 Z95 = 1.96
 _BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}
+FAMILIES = ("launch", "product", "attention", "streaming")
+"""What bounds a kernel in the model (`GpuModel.parts`): its launch, or its family's roofline."""
 
 
 @dataclass(frozen=True)
@@ -153,9 +155,10 @@ class GpuModel:
 
     def kernel_seconds(self, kernel: str, f: dict, dtype: str, backward: bool = False) -> np.ndarray:
         """Device seconds of one call of a kernel (of its backward, with `backward`), not counting its launch."""
-        if kernel.startswith("matmul"):
+        family = _family(kernel)
+        if family == "product":
             return self.product(f, dtype)
-        if kernel.startswith("sdpa"):
+        if family == "attention":
             return self.attention(f, dtype, kernel == "sdpa-causal", backward)
         return self.streaming(f)
 
@@ -165,21 +168,34 @@ class GpuModel:
              mode: str = "inference") -> np.ndarray:  # fmt: skip
         """Predicted seconds of one call of `variant` at every N of `ns` (sizes but N in `dims`, keyed by symbol);
         training: forward and backward."""
+        return sum(self.parts(variant, dims, ns, scope, dtype, mode).values())
+
+    def parts(self, variant: str, dims: dict, ns: np.ndarray, scope: str = "core", dtype: str = "fp32",
+              mode: str = "inference") -> dict[str, np.ndarray]:  # fmt: skip
+        """`time` split by what bounds each kernel: `launch` (the call, and every kernel shorter than its launch),
+        `product`, `attention` (fused SDPA) and `streaming` (every other op at the bandwidth)."""
         ns = np.atleast_1d(np.asarray(ns, dtype=float))
-        total = np.full_like(ns, self.eff.call_s * (2 if mode == "training" else 1))
+        parts = {k: np.zeros_like(ns) for k in FAMILIES}
+        parts["launch"] += self.eff.call_s * (2 if mode == "training" else 1)
+
+        def add(kernel: str, seconds: np.ndarray, launches: int, reps: np.ndarray) -> None:
+            bound = launches * self.eff.launch_s
+            parts["launch"] += reps * np.where(seconds <= bound, bound, 0.0)
+            parts[_family(kernel)] += reps * np.where(seconds > bound, seconds, 0.0)
+
         for kernel, f, repeat, backward in _ops(variant, scope, dtype, _key(dims)):
             feats = {k: np.broadcast_to(np.asarray(fn(ns), dtype=float), ns.shape) for k, fn in f.items()}
             reps = np.broadcast_to(np.asarray(repeat(ns), dtype=float), ns.shape)
             device = self.kernel_seconds(kernel, feats, dtype)
-            total += reps * np.maximum(self.eff.launch_s, device)
+            add(kernel, device, 1, reps)
             if mode == "training" and backward:
                 factor, launches = backward
                 if kernel.startswith("sdpa"):
                     grad = self.kernel_seconds(kernel, feats, dtype, backward=True)
                 else:
                     grad = factor * device
-                total += reps * np.maximum(launches * self.eff.launch_s, grad)
-        return total
+                add(kernel, grad, launches, reps)
+        return parts
 
     def interval(self, seconds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The 95 % interval of a predicted time: the model's spread on the published tables it was judged on."""
@@ -238,6 +254,13 @@ def record_line() -> str:
         f"{data['median_abs_error']:.0%} on the published sets it was judged on, 95 % interval ×/÷ "
         f"{math.exp(Z95 * sigma):.2f}; docs/gpumodel.md)."
     )
+
+
+def _family(kernel: str) -> str:
+    """The kernel family that prices a kernel: products, fused attention, or streaming at the bandwidth."""
+    if kernel.startswith("matmul"):
+        return "product"
+    return "attention" if kernel.startswith("sdpa") else "streaming"
 
 
 def _key(dims: dict) -> tuple:

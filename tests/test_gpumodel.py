@@ -143,6 +143,22 @@ def test_every_launch_costs_and_a_recurrence_launches_every_step(a100) -> None:
     assert a100.time("softmax", dims, np.array([8.0]))[0] == pytest.approx(a100.eff.call_s + 4 * a100.eff.launch_s)
 
 
+def test_a_time_splits_into_launches_and_the_kernel_family_that_bounds_each_kernel(a100) -> None:
+    """softmax at N = 8 is four launches and the call; fused attention at b·h = 108·8, N = 8,192 is the
+    query blocks' waves (the arithmetic of the test above), one launch beside them."""
+    from attn_cost.profilers.oppredict import row_dims
+
+    tiny = a100.parts("softmax", row_dims({"d": 16}), np.array([8.0]))
+    assert tiny["launch"][0] == pytest.approx(a100.eff.call_s + 4 * a100.eff.launch_s)
+    assert tiny["product"][0] == tiny["streaming"][0] == tiny["attention"][0] == 0
+    n, e, eff = 8192, 2, a100.eff
+    big = a100.parts("softmax-fused", row_dims({"d": 64, "h": 8, "b": 108}), np.array([float(n)]), dtype="bf16")
+    per_block = (4 * 128 * n * 64 / (312e12 * eff.attention / 108) + 128 * n / (16 * 108 * 1410e6 / 108)
+                 + 2 * 128 * 64 * e / (2039e9 * eff.stream / 108))  # fmt: skip
+    assert big["attention"][0] == pytest.approx(8 * (n // 128) * per_block)
+    assert big["launch"][0] == pytest.approx(eff.call_s)
+
+
 def test_training_adds_each_ops_backward(a100) -> None:
     from attn_cost.profilers.oppredict import row_dims
 
