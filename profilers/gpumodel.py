@@ -168,7 +168,7 @@ class GpuModel:
              mode: str = "inference") -> np.ndarray:  # fmt: skip
         """Predicted seconds of one call of `variant` at every N of `ns` (sizes but N in `dims`, keyed by symbol);
         training: forward and backward."""
-        return sum(self.parts(variant, dims, ns, scope, dtype, mode).values())
+        return np.sum(list(self.parts(variant, dims, ns, scope, dtype, mode).values()), axis=0)
 
     def parts(self, variant: str, dims: dict, ns: np.ndarray, scope: str = "core", dtype: str = "fp32",
               mode: str = "inference") -> dict[str, np.ndarray]:  # fmt: skip
