@@ -406,8 +406,8 @@ class Derived:
                 for v in reads[i]:
                     if v in born and born[v] > i:  # a further reader's contribution, added in after
                         extra = grads[v]
-                        t = Storage(next(ids), extra.numel, extra.dtype, -1, f"{extra.name} (contribution)")
-                        live[t.id] = t
+                        part = Storage(next(ids), extra.numel, extra.dtype, -1, f"{extra.name} (contribution)")
+                        live[part.id] = part
                 for s in backward_scratch(op, [v in born for v in reads[i]], ids):
                     live[s.id] = s
                 if op.kind in BROADCASTING:  # a broadcast operand's gradient exists once its temporary is summed

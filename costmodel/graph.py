@@ -457,8 +457,9 @@ class Graph:
     ) -> Tensor:
         out = Tensor(name, target.shape, target.storage)
         op = self._op(kind, (target, *others), out, True, workspace, attrs, label)
-        if target in attrs.get("saved", ()):  # backward needs the value it overwrites: autograd keeps a clone
-            clone = self._new(f"{target.name} (saved)", target.shape, producer=len(self.ops), dtype=target.storage.dtype)
+        if target in attrs.get("saved", ()) and not attrs.get("accumulate"):
+            # backward reads the value it overwrites: autograd keeps a clone (an accumulation out += a·b needs none)
+            clone = self._new(f"{target.name} (saved)", target.shape, len(self.ops), target.storage.dtype)
             attrs["saved"] = [clone if t is target else t for t in attrs["saved"]]
         self.ops.append(op)
         return out
