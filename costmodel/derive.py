@@ -65,7 +65,7 @@ class Step:
     @property
     def workspace(self) -> sp.Expr:
         """Scratch in activation elements while the step runs: the op's own forward; a backward step's scratch
-        is in its live set (fixed-dtype storages, `BACKWARD_SCRATCH`)."""
+        is in its live set (fixed-dtype storages, `backward_scratch`)."""
         return sp.Integer(0) if self.backward else self.op.workspace
 
     def share(self, s: Storage, dtype: str | None = None) -> sp.Expr:
@@ -355,7 +355,7 @@ class Derived:
           (`compare` makes a bool mask; fixed-dtype results and row statistics need none);
         - weights are frozen: their gradients, like the weights, are not activations;
         - fused attention's backward (FlashAttention) also holds its row statistics D = rowsum(dO∘O) and an fp32
-          accumulator for dQ, both fp32 (`BACKWARD_SCRATCH`).
+          accumulator for dQ, both fp32 (`backward_scratch`).
         """
         g = self.graph
         end = len(g.ops)
