@@ -199,7 +199,8 @@ MEMORY_SETUP = [
     "accumulator (flash-attention's `mha_bwd`: `softmax_d`, `dq_tmp`). FlashAttention-1 skips the accumulator "
     "where the keys fit one block (N ≤ 256 at d = 64, its `loop = seq_len > base_N`): the engine, which always "
     "holds it (as FlashAttention-2 does), is over by those 2 of 11 tensors there.",
-    "PyTorch Attention and Linformer: the paper benchmarks them with dropout and a padding mask (Section 4.3); "
+    "PyTorch Attention and Linformer: the paper runs its attention benchmarks with dropout and a padding mask "
+    "(Section 4.3; the CSV's header does not say it); "
     "attn-cost's softmax and linformer have neither (no dropout mask, no masked copy of the scores), so their "
     "setup is not the one modelled and their rows say how far a dropout-free description is from it. The "
     "caching allocator's rounding (512 B, 2 MiB blocks) is below 0.1 % at these sizes.",
