@@ -209,12 +209,25 @@ class GpuModel:
 def peak_bytes(
     variant: str, dims: dict, n: int, scope: str = "core", dtype: str = "fp32", mode: str = "inference"
 ) -> int:
-    """Peak bytes of one call: the engine's peak of the op list at the dtype (in training, with what autograd
-    keeps for backward)."""
+    """Peak bytes of one call: the engine's peak of the op list at the dtype (in training, the larger of the
+    forward walk and the backward walk, `Derived.backward_steps`)."""
     from attn_cost.costmodel.symbols import N
     from attn_cost.costmodel.variants import derive
 
     return int(derive(variant, scope, mode).peak(dtype).at({**dims, N: n})[0])
+
+
+def input_bytes(variant: str, dims: dict, n: int, scope: str = "core", dtype: str = "fp32") -> int:
+    """Bytes of the variant's inputs, and so of their gradients: what a harness that keeps the previous
+    backward's `.grad` (a benchmark loop that clears them only at its next call) holds besides one step."""
+    from attn_cost.costmodel.derive import STORAGE_BYTES, dtype_bytes
+    from attn_cost.costmodel.symbols import N
+    from attn_cost.costmodel.variants import derive
+
+    graph = derive(variant, scope, "training").graph
+    sizes = {**dims, N: n}
+    return sum(int(t.storage.numel.xreplace(sizes)) * (STORAGE_BYTES[t.storage.dtype] if t.storage.dtype
+               else dtype_bytes(dtype)) for t in graph.inputs)  # fmt: skip
 
 
 def predict_n0(model: GpuModel, a: str, b: str, dims: dict, scope: str = "core", dtype: str = "fp32",

@@ -191,6 +191,43 @@ def test_predict_gives_seconds_with_an_interval_and_the_engines_peak(cli) -> Non
     assert "predicted from the GPU's datasheet" in " ".join(table.out.split())
 
 
+def test_predict_in_training_gives_the_peak_of_forward_and_backward(cli) -> None:
+    """FlashAttention's training step holds Q, K, V, O, dO, dQ, dK, dV (b·h·N·d each, bf16), the row log-sum-exp,
+    D = rowsum(dO∘O) and the fp32 dQ accumulator (flash-attention's mha_bwd): written here from those sizes."""
+    b, h, n, d = 2, 8, 4096, 64
+    r = cli("predict", "--device", "h100-sxm5-80gb", "--variant", "softmax-fused", "--n", str(n), "--d", str(d),
+            "--h", str(h), "--b", str(b), "--dtype", "bf16", "--mode", "training", "--json")  # fmt: skip
+    assert r.code == 0, r.err
+    (row,) = r.json()["results"]
+    assert row["peak_bytes"] == 8 * b * h * n * d * 2 + 2 * b * h * n * 4 + b * h * n * d * 4
+
+
+def test_memory_crossover_in_training_follows_the_backward_walk(cli) -> None:
+    """softmax's training peak is its backward's P, dP, dS (3N², fp32) beside Q, K, V, O, dO, dV; linear's holds no
+    N×N: N1 is where 3N²·4 + 6Nd·4 passes linear's peak, above the forward-only crossing."""
+    import sympy as sp
+    from attn_cost.costmodel.symbols import BY_NAME
+
+    data = cli("formula", "softmax", "--mode", "training", "--json").json()["peak_elements"]
+    N, d, b, h = (BY_NAME[k] for k in ("N", "d", "b", "h"))
+    assert sp.expand(sp.sympify(data["large_n"], locals=BY_NAME) - b * h * (3 * N**2 + 6 * N * d)) == 0
+    assert data["large_n_pass"] == "backward"
+    train = cli("crossover", "--pair", "softmax:linear", "--d", "64", "--mode", "training", "--json").json()
+    infer = cli("crossover", "--pair", "softmax:linear", "--d", "64", "--json").json()
+    (t,), (i,) = train["results"], infer["results"]
+    assert t["n1"] != i["n1"]
+
+
+def test_flashattention_table_21_memory_within_5_percent_where_the_kernel_holds_its_accumulator() -> None:
+    """FlashAttention, Table 21 (A100 40GB, fp16, b = 16, h = 8, d = 64, MiB): every N ≥ 512 (FlashAttention-1
+    holds its fp32 dQ accumulator there) within 5 %."""
+    bench = _benchmark()
+    rows = [r for r in bench.all_rows() if r.quantity == "memory" and r.method == "FlashAttention" and r.n >= 512]
+    assert len(rows) == 8
+    for r in rows:
+        assert abs(bench.predict(r, None) / r.value - 1) <= 0.05, r
+
+
 def test_crossover_on_a_datasheet_gpu_says_it_is_a_prediction(cli) -> None:
     args = ("crossover", "--pair", "softmax-fused:linear", "--d", "128", "--h", "8", "--b", "4", "--dtype", "bf16",
             "--device", "a100-sxm4-80gb")  # fmt: skip
