@@ -405,7 +405,7 @@ def formula(
     fmt = display.latex if latex else display.text
     render.prose(f"[bold]{v.name}[/] ({st.scope}, {mode}) — {escape(v.summary)}\n  source: {escape(v.source)}")
     cells = []
-    for step, live in zip(derived.steps, derived.peak().per_step(), strict=True):
+    for step, live in derived.peak().forward():
         op = step.op
         lost = conv.left_out(op)
         cells.append(
@@ -444,12 +444,13 @@ def formula(
         kinds = sorted({op.kind for op in derived.ops if conv.left_out(op) != 0})
         render.line(f"  {conv.name} leaves out {fmt(lost)} (counted by full: {', '.join(kinds)})")
     peak = derived.peak()
-    render.line("[bold]Peak memory[/] (elements)")
+    render.line("[bold]Peak memory[/] (elements" + (", forward and backward walks)" if mode == "training" else ")"))
     render.line(f"  {fmt(peak.expr)}")
     dominant_step = peak.dominant_step()
     if peak.dominant is not None and dominant_step is not None:
         step = dominant_step
-        render.line(f"  for large N: {fmt(peak.dominant)}, at step {step.op.index + 1} ({escape(step.op.label)})")
+        where = "the backward of step" if step.backward else "step"
+        render.line(f"  for large N: {fmt(peak.dominant)}, at {where} {step.op.index + 1} ({escape(step.op.label)})")
     pb = derived.peak(dtype)
     shown = pb.dominant if pb.dominant is not None else pb.expr
     render.line(f"  bytes ({dtype}){' for large N' if pb.dominant is not None else ''}: {fmt(shown)}")

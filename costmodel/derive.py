@@ -6,6 +6,8 @@ variant's description produced.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -28,6 +30,15 @@ def dtype_bytes(dtype: str) -> int:
         raise UserError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPE_BYTES)})") from None
 
 
+FLOAT_DTYPES = (None, "fp32", "bf16", "fp16", "fp64")
+"""Storage dtypes a gradient can flow through (None: the activation dtype)."""
+
+NO_GRADIENT = ("compare", "fill")
+"""Op kinds whose result carries no gradient (a mask from a comparison, a fresh buffer)."""
+
+BROADCASTING = ("add", "sub", "mul", "div", "maximum")
+"""Element-wise kinds with two operands, either of which may be broadcast."""
+
 STORAGE_BYTES: dict[str, int] = {**DTYPE_BYTES, "bool": 1, "int32": 4, "int64": 8, "fp64": 8, "complex128": 16}
 """Fixed dtypes a storage may have besides the activation dtype (masks and indices in traced code)."""
 
@@ -49,6 +60,14 @@ class Step:
     stand_ins: tuple[tuple[Storage, sp.Expr], ...] = ()
     """Tensors alive in place of a padded copy where the length needs no padding, with the factor 1 − [m ∤ n]
     (`Graph.pad`): they count where the copy is alive and they are not."""
+    backward: bool = False
+    """A step of the backward walk (the op's gradient being computed), not of the forward pass."""
+
+    @property
+    def workspace(self) -> sp.Expr:
+        """Scratch in activation elements while the step runs: the op's own forward; a backward step's scratch
+        is in its live set (fixed-dtype storages, `backward_scratch`)."""
+        return sp.Integer(0) if self.backward else self.op.workspace
 
     def share(self, s: Storage, dtype: str | None = None) -> sp.Expr:
         """What one live storage counts at this step: its elements (dtype None) or bytes, times its copies."""
@@ -56,16 +75,43 @@ class Step:
         return size * self.copies.get(s.id, 1)
 
     def elements(self) -> sp.Expr:
-        return sp.expand(sp.Add(*(self.share(s) for s in self.live)) + self.standing_in() + self.op.workspace)
+        return sp.expand(sp.Add(*(self.share(s) for s in self.live)) + self.standing_in() + self.workspace)
 
     def nbytes(self, dtype: str) -> sp.Expr:
         live = sp.Add(*(self.share(s, dtype) for s in self.live)) + self.standing_in(dtype)
-        return sp.expand(live + self.op.workspace * dtype_bytes(dtype))
+        return sp.expand(live + self.workspace * dtype_bytes(dtype))
 
     def standing_in(self, dtype: str | None = None) -> sp.Expr:
         """What the stand-ins of padded copies count at this step (elements, or bytes of `dtype`)."""
         sizes = ((s.numel if dtype is None else _nbytes(s.numel, s.dtype, dtype), f) for s, f in self.stand_ins)
         return sp.Add(*(size * f for size, f in sizes))
+
+
+def backward_scratch(op: Op, grads: list[bool], ids: Iterator[int]) -> tuple[Storage, ...]:
+    """Storages an op's backward allocates besides its input gradients, alive while it runs (`grads`: which of
+    its distinct inputs get a gradient).
+
+    Element-wise ops with two operands (PyTorch's derivatives.yaml): an operand broadcast to the output's shape
+    gets its gradient made at the output's size, then summed down (one output-sized temporary); a division's
+    divisor gradient −grad·(a/b)/b holds a/b and −grad besides their product (two more).
+
+    Fused attention (FlashAttention-1/2's backward, Dao et al. 2022 Alg. 4; flash-attention's mha_bwd): the
+    row statistics D = rowsum(dO∘O) (`softmax_d`, fp32, one per query row) and the fp32 accumulator of dQ
+    (`dq_tmp` in FlashAttention-1, `dq_accum` in FlashAttention-2), which every key block adds its share into.
+    FlashAttention-1 skips the accumulator where all keys fit one block (N ≤ 256 at d = 64); FlashAttention-2 and
+    the engine always hold it. PyTorch's CPU kernel keeps these inside the kernel (the tracer does not see them)."""
+    if op.kind in BROADCASTING:
+        size = op.output.numel
+        broadcast = [t for t, g in zip(op.inputs, grads, strict=False) if g and sp.expand(t.numel - size) != 0]
+        temps = len(broadcast) + (2 if op.kind == "div" and len(grads) > 1 and grads[-1] else 0)
+        return tuple(Storage(next(ids), size, op.output.storage.dtype, -1, f"∂ temporary {k + 1} of {op.label}")
+                     for k in range(temps))  # fmt: skip
+    if op.kind != "fused_attention":
+        return ()
+    q = op.inputs[0]
+    rows = q.rows
+    return (Storage(next(ids), rows, "fp32", -1, f"D({op.output.name})"),
+            Storage(next(ids), q.numel, "fp32", -1, f"dQ accumulator ({q.name})"))  # fmt: skip
 
 
 def nonneg_for_dims_at_least_one(expr: sp.Expr) -> bool:
@@ -106,8 +152,13 @@ class PeakMemory:
     unit: str  # "elements" or a dtype name
 
     def per_step(self) -> list[sp.Expr]:
-        """What is alive at each step (elements, or bytes of the unit's dtype), workspace included."""
+        """What is alive at each step (elements, or bytes of the unit's dtype), workspace included; in training
+        the forward steps, then the backward walk's."""
         return list(self._totals)
+
+    def forward(self) -> list[tuple[Step, sp.Expr]]:
+        """The forward steps with what is alive at each (one per op, in order)."""
+        return [(s, e) for s, e in zip(self.steps, self._totals, strict=True) if not s.backward]
 
     @cached_property
     def _totals(self) -> tuple[sp.Expr, ...]:
@@ -126,7 +177,7 @@ class PeakMemory:
             for i, s in new.items():
                 before[i] = step.share(s, dtype)
             running = sp.expand(running + sp.Add(*(before[i] for i in new)) - sp.Add(*gone))
-            out.append(sp.expand(running + step.standing_in(dtype) + step.op.workspace * width))
+            out.append(sp.expand(running + step.standing_in(dtype) + step.workspace * width))
         return tuple(out)
 
     @cached_property
@@ -200,10 +251,11 @@ class Derived:
         return counting.apply(total) if counting is not None else sp.expand(total)
 
     def peak(self, unit: str = "elements") -> PeakMemory:
-        """Peak live memory in elements, or in bytes for a dtype name."""
+        """Peak live memory in elements, or in bytes for a dtype name: in training, the maximum over the forward
+        walk and the backward walk (`backward_steps`)."""
         if unit != "elements":
             dtype_bytes(unit)
-        return PeakMemory(self.steps, unit)
+        return PeakMemory(self.steps + self.backward_steps if self.graph.training else self.steps, unit)
 
     def traffic(self, dtype: str = "fp32", counting: Counting = DEFAULT_COUNTING) -> sp.Expr:
         """Bytes read plus bytes written when every op runs as its own kernel (backward passes as `counting` says)."""
@@ -240,22 +292,18 @@ class Derived:
             last_use[t.storage.id] = -1
         for op in g.ops:
             for t in (*op.inputs, *op.attrs.get("holds", ())):  # holds: alive through the op, not read by it
-                reach = op.index
-                for lp in self._loops_of(op.index):
-                    first, last = span[lp]
-                    carried = t.storage.id in self.graph.loops[lp].carried
-                    if t.storage.producer < first and not carried:  # made outside: needed for all of it
-                        reach = max(reach, last)
-                last_use[t.storage.id] = max(last_use.get(t.storage.id, -1), reach)
+                last_use[t.storage.id] = max(last_use.get(t.storage.id, -1), self._reach(op, t.storage, span))
             lse = op.attrs.get("lse")
             for t in (op.output, lse) if lse is not None else (op.output,):
                 storages.setdefault(t.storage.id, t.storage)
                 last_use[t.storage.id] = max(last_use.get(t.storage.id, op.index), op.index)
             for t in op.attrs.get("saved", ()):
+                storages.setdefault(t.storage.id, t.storage)  # a clone of an overwritten input starts here
                 saved.add(t.storage.id)
                 if t.storage.producer >= 0:
                     copies[t.storage.id] = g.ops[t.storage.producer].repeat
-        for sid in g.kept | saved:
+        leaves = {t.storage.id for t in g.inputs} if g.training else set()  # the caller holds them for their grads
+        for sid in g.kept | saved | leaves:
             last_use[sid] = end
         # a storage is live from its producer (an input: from the first op) to its last use; one sweep over the
         # ops, adding and dropping storages as they start and end, keeps this linear in the ops
@@ -280,6 +328,99 @@ class Derived:
             for sid in ends.get(op.index, ()):
                 del active[sid]
         return steps
+
+    def _reach(self, op: Op, s: Storage, span: dict[int, tuple[int, int]]) -> int:
+        """The last op index for which op's read of storage s keeps it needed: the op itself, or the end of every
+        loop around it that s was made outside of (and does not enter as the carried value)."""
+        reach = op.index
+        for lp in self._loops_of(op.index):
+            first, last = span[lp]
+            if s.producer < first and s.id not in self.graph.loops[lp].carried:
+                reach = max(reach, last)
+        return reach
+
+    @cached_property
+    def backward_steps(self) -> tuple[Step, ...]:
+        """The backward walk of a training graph: one step per op, in reverse, each the live set while autograd
+        computes that op's input gradients. The rules (PyTorch's autograd, what the tracer sees):
+
+        - held throughout: the graph's inputs (leaves the caller holds), its outputs and kept tensors, and dO, the
+          gradient of each output (the caller's);
+        - a saved tensor (`SAVES`, with its loop copies) is alive until the backward of the first op that saves it
+          has run, then freed;
+        - a value (a storage as one op wrote it: an in-place op makes a new value) that needs a gradient gets it
+          at the backward of its last reader (a reader in a loop it was made outside of: the loop's last op) and
+          keeps it until the backward of the op that wrote it (a graph input's: to the end, its .grad);
+          each further reader's contribution is a new tensor of the value's size while its backward runs (then
+          added in); a value needs a gradient if it is a float input, or an op wrote it from one that does
+          (`compare` makes a bool mask; fixed-dtype results and row statistics need none);
+        - weights are frozen: their gradients, like the weights, are not activations;
+        - fused attention's backward (FlashAttention) also holds its row statistics D = rowsum(dO∘O) and an fp32
+          accumulator for dQ, both fp32 (`backward_scratch`).
+        """
+        g = self.graph
+        end = len(g.ops)
+        span = self._loop_spans()
+        ids = itertools.count(-2, -1)
+        # values: (storage id, index of the op that wrote it, -1 for an input)
+        version: dict[int, int] = {t.storage.id: -1 for t in g.inputs}
+        reads: list[list[tuple[int, int]]] = []
+        floats = {t.storage.id for t in g.inputs if t.storage.dtype in FLOAT_DTYPES}
+        needs: set[tuple[int, int]] = {(sid, -1) for sid in floats}
+        first_save: dict[int, int] = {}
+        storages: dict[int, Storage] = {t.storage.id: t.storage for t in g.inputs}
+        for op in g.ops:
+            seen: list[tuple[int, int]] = []
+            for t in op.inputs:
+                v = (t.storage.id, version.get(t.storage.id, t.storage.producer))
+                if v not in seen:
+                    seen.append(v)
+            reads.append(seen)
+            out = op.output.storage
+            storages.setdefault(out.id, out)
+            version[out.id] = op.index
+            if out.dtype in FLOAT_DTYPES and op.kind not in NO_GRADIENT and any(v in needs for v in seen):
+                needs.add((out.id, op.index))
+            for t in op.attrs.get("saved", ()):
+                storages.setdefault(t.storage.id, t.storage)
+                first_save[t.storage.id] = min(first_save.get(t.storage.id, end), op.index)
+        # the gradient of each value: born at the backward of its last reader, freed after its writer's
+        outs = {(o.storage.id, version[o.storage.id]) for o in g.outputs} & needs
+        born: dict[tuple[int, int], int] = dict.fromkeys(outs, end)
+        for op in reversed(g.ops):
+            if (op.output.storage.id, op.index) not in born:
+                continue
+            for sid, w in reads[op.index]:
+                if (sid, w) in needs:
+                    born[(sid, w)] = max(born.get((sid, w), -1), self._reach(op, storages[sid], span))
+        grads = {v: Storage(next(ids), storages[v[0]].numel, storages[v[0]].dtype, -1, f"∂{storages[v[0]].name}")
+                 for v in born}  # fmt: skip
+        held = [storages[sid] for sid in dict.fromkeys([*(t.storage.id for t in g.inputs), *sorted(g.kept)])]
+        copies = {sid: g.ops[storages[sid].producer].repeat for sid in first_save if storages[sid].producer >= 0}
+        steps = []
+        for op in reversed(g.ops):
+            i = op.index
+            live = {s.id: s for s in held}
+            live.update({sid: storages[sid] for sid, first in first_save.items() if first <= i})
+            live.update({gs.id: gs for v, gs in grads.items() if (v[1] <= i or v in outs) and i <= born[v]})
+            if (op.output.storage.id, i) in born:
+                for v in reads[i]:
+                    if v in born and born[v] > i:  # a further reader's contribution, added in after
+                        extra = grads[v]
+                        part = Storage(next(ids), extra.numel, extra.dtype, -1, f"{extra.name} (contribution)")
+                        live[part.id] = part
+                for s in backward_scratch(op, [v in born for v in reads[i]], ids):
+                    live[s.id] = s
+                if op.kind in BROADCASTING:  # a broadcast operand's gradient exists once its temporary is summed
+                    for v in reads[i]:
+                        if born.get(v) == i and sp.expand(storages[v[0]].numel - op.output.numel) != 0:
+                            live.pop(grads[v].id)
+            stand_ins = {s.stands_for.id: (s.stands_for, 1 - s.when) for s in live.values()
+                         if s.stands_for is not None and s.stands_for.id not in live}  # fmt: skip
+            shown = tuple(live.values())
+            steps.append(Step(op, shown, {k: c for k, c in copies.items() if k in live}, tuple(stand_ins.values()),
+                              backward=True))  # fmt: skip
+        return tuple(steps)
 
     def _loop_spans(self) -> dict[int, tuple[int, int]]:
         """First and last op index of every loop (nested loops included in their parents)."""

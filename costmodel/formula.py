@@ -59,6 +59,7 @@ def formula_data(
             "branches": [display.plain(x) for x in peak.branches],
             "large_n": display.plain(peak.dominant) if peak.dominant is not None else None,
             "large_n_step": step.op.index + 1 if step is not None else None,
+            "large_n_pass": ("backward" if step.backward else "forward") if step is not None else None,
         },
         "peak_bytes": display.plain(derived.peak(dtype).expr),
         "traffic_bytes": display.plain(derived.traffic(dtype, counting)),
@@ -81,7 +82,7 @@ def formula_data(
                 "live_elements": display.plain(live),
                 "workspace": display.plain(s.op.workspace),
             }
-            for s, live in zip(derived.steps, peak.per_step(), strict=True)
+            for s, live in peak.forward()
         ],
         "published": compare_published(name) if (scope, mode) == ("core", "inference") or v.layer else [],
     }

@@ -456,7 +456,12 @@ class Graph:
         workspace: sp.Expr | int = 0,
     ) -> Tensor:
         out = Tensor(name, target.shape, target.storage)
-        self.ops.append(self._op(kind, (target, *others), out, True, workspace, attrs, label))
+        op = self._op(kind, (target, *others), out, True, workspace, attrs, label)
+        if target in attrs.get("saved", ()) and not attrs.get("accumulate"):
+            # backward reads the value it overwrites: autograd keeps a clone (an accumulation out += a·b needs none)
+            clone = self._new(f"{target.name} (saved)", target.shape, len(self.ops), target.storage.dtype)
+            attrs["saved"] = [clone if t is target else t for t in attrs["saved"]]
+        self.ops.append(op)
         return out
 
     def _broadcast(self, a: Shape, b: Shape) -> Shape:

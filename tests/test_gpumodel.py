@@ -143,6 +143,22 @@ def test_every_launch_costs_and_a_recurrence_launches_every_step(a100) -> None:
     assert a100.time("softmax", dims, np.array([8.0]))[0] == pytest.approx(a100.eff.call_s + 4 * a100.eff.launch_s)
 
 
+def test_a_time_splits_into_launches_and_the_kernel_family_that_bounds_each_kernel(a100) -> None:
+    """softmax at N = 8 is four launches and the call; fused attention at b·h = 108·8, N = 8,192 is the
+    query blocks' waves (the arithmetic of the test above), one launch beside them."""
+    from attn_cost.profilers.devicemodel.oppredict import row_dims
+
+    tiny = a100.parts("softmax", row_dims({"d": 16}), np.array([8.0]))
+    assert tiny["launch"][0] == pytest.approx(a100.eff.call_s + 4 * a100.eff.launch_s)
+    assert tiny["product"][0] == tiny["streaming"][0] == tiny["attention"][0] == 0
+    n, e, eff = 8192, 2, a100.eff
+    big = a100.parts("softmax-fused", row_dims({"d": 64, "h": 8, "b": 108}), np.array([float(n)]), dtype="bf16")
+    per_block = (4 * 128 * n * 64 / (312e12 * eff.attention / 108) + 128 * n / (16 * 108 * 1410e6 / 108)
+                 + 2 * 128 * 64 * e / (2039e9 * eff.stream / 108))  # fmt: skip
+    assert big["attention"][0] == pytest.approx(8 * (n // 128) * per_block)
+    assert big["launch"][0] == pytest.approx(eff.call_s)
+
+
 def test_training_adds_each_ops_backward(a100) -> None:
     from attn_cost.profilers.devicemodel.oppredict import row_dims
 
@@ -173,6 +189,43 @@ def test_predict_gives_seconds_with_an_interval_and_the_engines_peak(cli) -> Non
         assert row["peak_bytes"] == int(derive(row["variant"]).peak("bf16").at(dims)[0])
     table = cli("predict", "--device", "h100-sxm5-80gb", "--variant", "softmax", "--n", "512")
     assert "predicted from the GPU's datasheet" in " ".join(table.out.split())
+
+
+def test_predict_in_training_gives_the_peak_of_forward_and_backward(cli) -> None:
+    """FlashAttention's training step holds Q, K, V, O, dO, dQ, dK, dV (b·h·N·d each, bf16), the row log-sum-exp,
+    D = rowsum(dO∘O) and the fp32 dQ accumulator (flash-attention's mha_bwd): written here from those sizes."""
+    b, h, n, d = 2, 8, 4096, 64
+    r = cli("predict", "--device", "h100-sxm5-80gb", "--variant", "softmax-fused", "--n", str(n), "--d", str(d),
+            "--h", str(h), "--b", str(b), "--dtype", "bf16", "--mode", "training", "--json")  # fmt: skip
+    assert r.code == 0, r.err
+    (row,) = r.json()["results"]
+    assert row["peak_bytes"] == 8 * b * h * n * d * 2 + 2 * b * h * n * 4 + b * h * n * d * 4
+
+
+def test_memory_crossover_in_training_follows_the_backward_walk(cli) -> None:
+    """softmax's training peak is its backward's P, dP, dS (3N², fp32) beside Q, K, V, O, dO, dV; linear's holds no
+    N×N: N1 is where 3N²·4 + 6Nd·4 passes linear's peak, above the forward-only crossing."""
+    import sympy as sp
+    from attn_cost.costmodel.symbols import BY_NAME
+
+    data = cli("formula", "softmax", "--mode", "training", "--json").json()["peak_elements"]
+    N, d, b, h = (BY_NAME[k] for k in ("N", "d", "b", "h"))
+    assert sp.expand(sp.sympify(data["large_n"], locals=BY_NAME) - b * h * (3 * N**2 + 6 * N * d)) == 0
+    assert data["large_n_pass"] == "backward"
+    train = cli("crossover", "--pair", "softmax:linear", "--d", "64", "--mode", "training", "--json").json()
+    infer = cli("crossover", "--pair", "softmax:linear", "--d", "64", "--json").json()
+    (t,), (i,) = train["results"], infer["results"]
+    assert t["n1"] != i["n1"]
+
+
+def test_flashattention_table_21_memory_within_5_percent_where_the_kernel_holds_its_accumulator() -> None:
+    """FlashAttention, Table 21 (A100 40GB, fp16, b = 16, h = 8, d = 64, MiB): every N ≥ 512 (FlashAttention-1
+    holds its fp32 dQ accumulator there) within 5 %."""
+    bench = _benchmark()
+    rows = [r for r in bench.all_rows() if r.quantity == "memory" and r.method == "FlashAttention" and r.n >= 512]
+    assert len(rows) == 8
+    for r in rows:
+        assert abs(bench.predict(r, None) / r.value - 1) <= 0.05, r
 
 
 def test_crossover_on_a_datasheet_gpu_says_it_is_a_prediction(cli) -> None:

@@ -6,7 +6,7 @@ import pytest
 from attn_cost.costmodel.variants import all_variants, derive
 from attn_cost.profilers.measure.cases import build_case
 from attn_cost.profilers.measure.flops import GRID, counted, derived
-from attn_cost.profilers.measure.memory import traced_peak
+from attn_cost.profilers.measure.memory import traced_peak, traced_training_peak
 from attn_cost.profilers.measure.sizes import Sizes
 
 CASES = [(v.name, scope) for v in all_variants() for scope in v.scopes]
@@ -54,3 +54,34 @@ def test_training_flops_agree_with_autograd(variant: str) -> None:
         for sc in {scope, "layer"}:
             case = build_case(variant, sc, sizes)
             assert counted(case, training=True) == derived(variant, sc, sizes, "training")
+
+
+TRAINING_SIZES = [Sizes(N=40, d=8, h=2, b=2), Sizes(N=24, d=16, h=3, b=1)]
+TRAINING_CASES = [("softmax", "core"), ("softmax-causal", "core"), ("linear", "core"), ("linformer", "core"),
+                  ("latte", "core"), ("softmax", "layer"), ("linear", "layer"), ("efficient-attention", "layer"),
+                  ("softmax-fused", "layer")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("variant", "scope"), TRAINING_CASES)
+def test_training_peak_equals_the_traced_forward_and_backward(variant: str, scope: str) -> None:
+    """The engine's training peak (forward and backward walks) against the live bytes PyTorch holds through the
+    forward and `backward()`. Fused attention's backward scratch is inside the kernel, where the tracer does not
+    look: FlashAttention's D = rowsum(dO∘O) and fp32 dQ accumulator (flash-attention's mha_bwd, `softmax_d` and
+    `dq_tmp`/`dq_accum`), b·h·N·4 + b·h·N·d·4 bytes, written here from the sizes, are added to what is traced."""
+    for s in TRAINING_SIZES:
+        peak, op = traced_training_peak(build_case(variant, scope, s))
+        if variant.startswith("softmax-fused"):
+            peak += s.b * s.h * s.N * 4 + s.b * s.h * s.N * s.d * 4
+        modelled, step = derive(variant, scope, "training").peak("fp32").at(s.symbols())
+        assert peak == modelled, f"{s}: traced {peak} at {op}, modelled {modelled} at {step.op.label}"
+
+
+def test_training_peak_counts_the_backward_pass() -> None:
+    """softmax's backward holds P, dP and dS (three N×N) at once; its forward at most S and P: from N large
+    enough the traced training peak is above what the forward alone holds, and the engine says so."""
+    s = Sizes(N=64, d=4, h=2, b=1)
+    traced, op = traced_training_peak(build_case("softmax", "core", s))
+    assert op == "aten._softmax_backward_data.default"
+    assert traced >= 3 * s.b * s.h * s.N * s.N * 4
+    _, step = derive("softmax", "core", "training").peak("fp32").at(s.symbols())
+    assert step.backward and step.op.kind == "softmax"

@@ -34,6 +34,7 @@ import sympy as sp
 from attn_cost.costmodel.conventions import backward_factor
 from attn_cost.costmodel.counting import F_bwd
 from attn_cost.costmodel.crossover import DeviceColumns
+from attn_cost.costmodel.derive import STORAGE_BYTES, dtype_bytes
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.iotraffic import KERNEL_HEAD_DIMS, Gpu, fa2_tiles
 from attn_cost.costmodel.symbols import N
@@ -52,6 +53,8 @@ KERNELS = ("fa2", "fa1")
 which published tables of 2022 ran."""
 Z95 = 1.96
 _BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}
+FAMILIES = ("launch", "product", "attention", "streaming")
+"""What bounds a kernel in the model (`GpuModel.parts`): its launch, or its family's roofline."""
 
 
 @dataclass(frozen=True)
@@ -161,9 +164,10 @@ class GpuModel:
 
     def kernel_seconds(self, kernel: str, f: dict, dtype: str, backward: bool = False) -> np.ndarray:
         """Device seconds of one call of a kernel (of its backward, with `backward`), not counting its launch."""
-        if kernel.startswith("matmul"):
+        family = _family(kernel)
+        if family == "product":
             return self.product(f, dtype)
-        if kernel.startswith("sdpa"):
+        if family == "attention":
             return self.attention(f, dtype, kernel == "sdpa-causal", backward)
         return self.streaming(f)
 
@@ -173,21 +177,34 @@ class GpuModel:
              mode: str = "inference") -> np.ndarray:  # fmt: skip
         """Predicted seconds of one call of `variant` at every N of `ns` (sizes but N in `dims`, keyed by symbol);
         training: forward and backward."""
+        return np.sum(list(self.parts(variant, dims, ns, scope, dtype, mode).values()), axis=0)
+
+    def parts(self, variant: str, dims: dict, ns: np.ndarray, scope: str = "core", dtype: str = "fp32",
+              mode: str = "inference") -> dict[str, np.ndarray]:  # fmt: skip
+        """`time` split by what bounds each kernel: `launch` (the call, and every kernel shorter than its launch),
+        `product`, `attention` (fused SDPA) and `streaming` (every other op at the bandwidth)."""
         ns = np.atleast_1d(np.asarray(ns, dtype=float))
-        total = np.full_like(ns, self.eff.call_s * (2 if mode == "training" else 1))
+        parts = {k: np.zeros_like(ns) for k in FAMILIES}
+        parts["launch"] += self.eff.call_s * (2 if mode == "training" else 1)
+
+        def add(kernel: str, seconds: np.ndarray, launches: int, reps: np.ndarray) -> None:
+            bound = launches * self.eff.launch_s
+            parts["launch"] += reps * np.where(seconds <= bound, bound, 0.0)
+            parts[_family(kernel)] += reps * np.where(seconds > bound, seconds, 0.0)
+
         for kernel, f, repeat, backward in _ops(variant, scope, dtype, _key(dims)):
             feats = {k: np.broadcast_to(np.asarray(fn(ns), dtype=float), ns.shape) for k, fn in f.items()}
             reps = np.broadcast_to(np.asarray(repeat(ns), dtype=float), ns.shape)
             device = self.kernel_seconds(kernel, feats, dtype)
-            total += reps * np.maximum(self.eff.launch_s, device)
+            add(kernel, device, 1, reps)
             if mode == "training" and backward:
                 factor, launches = backward
                 if kernel.startswith("sdpa"):
                     grad = self.kernel_seconds(kernel, feats, dtype, backward=True)
                 else:
                     grad = factor * device
-                total += reps * np.maximum(launches * self.eff.launch_s, grad)
-        return total
+                add(kernel, grad, launches, reps)
+        return parts
 
     def interval(self, seconds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The 95 % interval of a predicted time: the model's spread on the published tables it was judged on."""
@@ -201,10 +218,20 @@ class GpuModel:
 def peak_bytes(
     variant: str, dims: dict, n: int, scope: str = "core", dtype: str = "fp32", mode: str = "inference"
 ) -> int:
-    """Peak bytes of one call: the engine's peak of the op list at the dtype (in training, with what autograd
-    keeps for backward)."""
+    """Peak bytes of one call: the engine's peak of the op list at the dtype (in training, the larger of the
+    forward walk and the backward walk, `Derived.backward_steps`)."""
 
     return int(derive(variant, scope, mode).peak(dtype).at({**dims, N: n})[0])
+
+
+def input_bytes(variant: str, dims: dict, n: int, scope: str = "core", dtype: str = "fp32") -> int:
+    """Bytes of the variant's inputs, and so of their gradients: what a harness that keeps the previous
+    backward's `.grad` (a benchmark loop that clears them only at its next call) holds besides one step."""
+
+    graph = derive(variant, scope, "training").graph
+    sizes = {**dims, N: n}
+    return sum(int(t.storage.numel.xreplace(sizes)) * (STORAGE_BYTES[t.storage.dtype] if t.storage.dtype
+               else dtype_bytes(dtype)) for t in graph.inputs)  # fmt: skip
 
 
 def predict_n0(model: GpuModel, a: str, b: str, dims: dict, scope: str = "core", dtype: str = "fp32",
@@ -240,6 +267,13 @@ def record_line() -> str:
         f"{data['median_abs_error']:.0%} on the published sets it was judged on, 95 % interval ×/÷ "
         f"{math.exp(Z95 * sigma):.2f}; docs/gpumodel.md)."
     )
+
+
+def _family(kernel: str) -> str:
+    """The kernel family that prices a kernel: products, fused attention, or streaming at the bandwidth."""
+    if kernel.startswith("matmul"):
+        return "product"
+    return "attention" if kernel.startswith("sdpa") else "streaming"
 
 
 def _key(dims: dict) -> tuple:

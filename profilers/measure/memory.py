@@ -74,6 +74,28 @@ def traced_peak(case: Case) -> tuple[int, str]:
     return tracer.peak, tracer.peak_op
 
 
+def traced_training_peak(case: Case) -> tuple[int, str]:
+    """Peak live bytes of one training step of `case`: its forward, then `backward(dO)` with dO = 1, the inputs
+    made leaves that require gradients (the weights stay frozen), and the aten op at which it was reached.
+
+    The tracer sees the backward pass's ops as it sees the forward's (autograd dispatches them through the mode):
+    the saved tensors, the gradients and the temporaries of each backward formula. The caller holds the inputs,
+    the output and dO throughout, as a training step's caller does."""
+    with torch.no_grad():
+        case.run(case.make_inputs())
+    gc.collect()
+    inputs = [t.requires_grad_(True) for t in case.make_inputs()]
+    tracer = LiveTensorTracer()
+    for t in inputs:
+        tracer.track(t)
+    del t
+    with tracer:
+        out = case.run(list(inputs))
+        out.backward(torch.ones_like(out))
+    del out
+    return tracer.peak, tracer.peak_op
+
+
 def cuda_peak(case: Case) -> dict[str, int]:
     """Peak bytes of one call on CUDA, inputs included, above what was held before the inputs existed
     (parameters, constants and library workspaces made by a warm-up call excluded).

@@ -362,7 +362,8 @@ def _formulas(data: dict) -> str:
     out = []
     for name, f in data["formulas"].items():
         peak = f["peak_elements"]
-        large = f"; for large N {fmt(peak['large_n'])} (step {peak['large_n_step']})" if peak["large_n"] else ""
+        where = f"{peak['large_n_step']}{', backward' if peak.get('large_n_pass') == 'backward' else ''}"
+        large = f"; for large N {fmt(peak['large_n'])} (step {where})" if peak["large_n"] else ""
         body = [
             f"<p>{html.escape(f['summary'])} <span class='note'>({html.escape(f['source'])})</span></p>",
             _table(["FLOPs convention", "count"], [[c, fmt(v)] for c, v in f["flops"].items()], left=2),
