@@ -74,6 +74,8 @@ def test_arguments_show_their_help(cli) -> None:
 def test_no_arguments_is_the_help_and_exit_0(cli) -> None:
     r = cli()
     assert r.code == 0 and "Usage: attn-cost" in r.out and "crossover" in r.out
+    r = cli("results")  # a group of commands alone: its help, on every declared typer and click
+    assert r.code == 0 and "Usage: attn-cost results" in r.out and "export" in r.out and r.err == ""
 
 
 @pytest.mark.parametrize(
