@@ -865,6 +865,32 @@ def test_stored_timings_are_divided_by_the_calls_they_were_timed_with(tmp_path, 
     assert again.seconds == pytest.approx(first.seconds)
 
 
+def test_an_in_place_kernel_is_priced_net_of_the_copy_that_restores_its_input(tmp_path, monkeypatch) -> None:
+    """exp! is timed together with the copy that gives it fresh inputs, and that copy alone in alternation: the
+    point is their difference (3 ms − 1 ms per sample), keyed apart from timings made on reused inputs."""
+    from attn_cost.profilers.devicemodel import calibrate as cal
+    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.measure.timing import TimeStats
+    from attn_cost.profilers.store.store import ResultStore
+
+    seen: list[list[str]] = []
+
+    def fake(cases, repeats, warmup):
+        seen.append([c.variant for c in cases])
+        return [TimeStats(t, t, t, t, t, 3, 1) for t in (3e-3, 1e-3)[: len(cases)]]
+
+    monkeypatch.setattr(cal, "time_cases", fake)
+    store = ResultStore(prepare("cpu"), tmp_path / "results", shipped=False)
+    rates = cal.Rates(1e-6, 1e9, 1e9)
+    at = cal._s("exp!", rows=4, cols=64)
+    p = cal.Calibrator(store, "cpu", rates=rates).point(at)
+    inner = rates.inner(cal.engine_op(at, "fp32"))
+    assert seen == [["op:exp!", "op:exp!:restore"]]
+    assert p.seconds == pytest.approx(2e-3 / inner)
+    assert "fresh=1" in cal.Calibrator(store, "cpu", rates=rates).key(at, "op")
+    assert "fresh" not in cal.Calibrator(store, "cpu", rates=rates).key(cal._s("copy", rows=4, cols=64), "op")
+
+
 def test_a_calibration_loads_its_fitted_parameters_without_refitting(tmp_path, monkeypatch) -> None:
     """A change to the fitting code cannot change what a saved calibration predicts: loading never fits."""
     from attn_cost.profilers.devicemodel import opmodel as om

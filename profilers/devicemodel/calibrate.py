@@ -268,13 +268,18 @@ def dispatches(shape: Shape, dtype: str = "fp32") -> int:
     kernels pays the cost of running inside a chain once per kernel (`opmodel.Chain`)."""
     if shape.kernel == SEQUENCE:
         return sum(dispatches(part, dtype) for part in sequence_parts(shape))
-    run, make = _runner(shape, dtype, "cpu")
+    runner = kernels.build_runner(shape, dtype, "cpu", sequence_parts)
     with torch.no_grad():
-        run(make())
-        inputs = make()
+        runner.run(runner.make())
+        inputs = runner.make()
         with _CountDispatches() as counted:
-            run(inputs)
-    return max(1, counted.count)
+            runner.run(inputs)
+        restored = 0
+        if runner.restore is not None:  # the copy that restores an in-place kernel's input is not the kernel's
+            with _CountDispatches() as copies:
+                runner.restore(inputs)
+            restored = copies.count
+    return max(1, counted.count - restored)
 
 
 def dispatch_table(shapes: list[Shape], dtype: str) -> dict[str, int]:
@@ -368,8 +373,7 @@ class Calibrator:
         return self._rates
 
     def key(self, shape: Shape, tag: str) -> str:
-        sizes = {**dict(shape.dims), "rank": RANK}
-        return record_key("time", f"{tag}:{shape.kernel}", "op", self.dtype, sizes, self.store.device)
+        return record_key("time", f"{tag}:{shape.kernel}", "op", self.dtype, _sizes(shape), self.store.device)
 
     def point(self, shape: Shape, tag: str = "op") -> Point | None:
         """The timing of one grid point (None: out of memory), measured unless stored."""
@@ -383,7 +387,12 @@ class Calibrator:
         t = rec["time"]
         per = rec.get("calls_per_sample") or FIRST_RATES.inner(p)
         per *= max(1, int(p.dims.get("iterations", 1)))
-        se = 1.2533 * ((t["q3"] - t["q1"]) / 1.349) / max(1, t["runs"]) ** 0.5
+        se = _se(t)
+        median = t["median"]
+        restore = rec.get("restore")
+        if restore:  # an in-place kernel: its input restored before each call, that copy's time taken off
+            median = max(median - restore["median"], RESTORE_FLOOR * median)
+            se = math.hypot(se, _se(restore))
         dims = {k: v for k, v in p.dims.items() if k != "iterations"}
         if shape.kernel == SEQUENCE:  # the same ops timed alone, as the grid times them
             alone = [self.point(part, tag) for part in sequence_parts(shape)]
@@ -391,10 +400,11 @@ class Calibrator:
                 return None
             dims["isolated_s"] = sum(a.seconds for a in alone)
             dims["dispatches"] = float(dispatches(shape, self.dtype))
-        return Point(shape.kernel, dims, t["median"] / per, se / per)
+        return Point(shape.kernel, dims, median / per, se / per)
 
     def _measure(self, shape: Shape, p: Point, key: str, tag: str) -> dict:
-        run, make = _runner(shape, self.dtype, self.device)
+        runner = kernels.build_runner(shape, self.dtype, self.device, sequence_parts)
+        run, make = runner.run, runner.make
         inner = self.rates.inner(p, self.tune)
         repeats = self.repeats if self.rates.estimate(p) * p.dims.get("iterations", 1) < self.tune.slow_call_s else 3
         if p.kernel in (CALL, SEQUENCE):  # one call per sample, a few µs each: the noisiest points of all
@@ -405,18 +415,47 @@ class Calibrator:
                 run(box)
 
         size = Sizes(N=int(p.dims.get("rows", p.dims.get("m", 1))), d=int(p.dims.get("cols", p.dims.get("k", 1))))
-        case = Case(f"{tag}:{shape.kernel}", "op", size, self.dtype, self.device, many, make)
+        cases = [Case(f"{tag}:{shape.kernel}", "op", size, self.dtype, self.device, many, make)]
+        if runner.restore is not None:  # the restoring copy alone, timed in alternation with the kernel
+            restore = runner.restore
+
+            def restores(box: list) -> None:
+                for _ in range(inner):
+                    restore(box)
+
+            cases.append(Case(f"{tag}:{shape.kernel}:restore", "op", size, self.dtype, self.device, restores, make))
         # a call, a loop step or a chain is host-side work: on CUDA the host clock times it (GPU events see ~0)
         host = {"host_clock": True} if self.device == "cuda" and p.kernel in (CALL, LOOP_STEP, SEQUENCE) else {}
         try:
-            (stats,) = time_cases([case], repeats, 1, **host)
-            values = {"time": stats.as_json(), "status": "ok"}
+            stats = time_cases(cases, repeats, 1, **host)
+            values = {"time": stats[0].as_json(), "status": "ok"}
+            if len(stats) > 1:
+                values["restore"] = stats[1].as_json()
         except OutOfMemoryError:
             values = {"time": None, "status": "oom"}
         self.measured += 1
         record = {"kind": "time", "key": key, "variant": f"{tag}:{shape.kernel}", "scope": "op", "dtype": self.dtype,
-                  "sizes": {**dict(shape.dims), "rank": RANK}, "calls_per_sample": inner, **values}  # fmt: skip
+                  "sizes": _sizes(shape), "calls_per_sample": inner, **values}  # fmt: skip
         return self.store.add(record)
+
+
+RESTORE_FLOOR = 0.05
+"""An in-place kernel's time net of its restoring copy is at least this share of the two together (two noisy
+timings of nearly the same cost may differ by less than nothing)."""
+
+
+def _sizes(shape: Shape) -> dict[str, int]:
+    """A timing's sizes in the result store: the shape's dims, the rank, and `fresh` for an in-place kernel
+    whose input is restored before every call (`kernels.fresh_inputs`), so that timings made on reused inputs
+    are never taken for them."""
+    fresh = {"fresh": 1} if shape.kernel in KERNELS and KERNELS[shape.kernel].inplace else {}
+    return {**dict(shape.dims), "rank": RANK, **fresh}
+
+
+def _se(t: dict) -> float:
+    """Standard error of a timing's median, from its quartiles (a normal's IQR is 1.349 σ; the median's SE is
+    1.2533 σ/√n)."""
+    return 1.2533 * ((t["q3"] - t["q1"]) / 1.349) / max(1, t["runs"]) ** 0.5
 
 
 def _recheck_lines(

@@ -153,11 +153,14 @@ def operand_layout(op) -> dict[str, int]:
     second operand broadcast as a column (bcast 1: one value per row), a row (2: one per column) or a scalar
     per matrix (3); an operand that is a slice of a wider tensor (xview, zview: a view made on every call and
     read with a stride; outside loops, where a loop step already pays for slicing the token); a product
-    accumulated into an existing tensor (accumulate: baddbmm). Empty for plain operands, so their lines keep
+    accumulated into an existing tensor (accumulate: baddbmm); a product whose B matrices are overlapping
+    windows of one buffer (window: a banded kernel's `as_strided` K or V, read once, `kernels.window_rows`). Empty for plain operands, so their lines keep
     their names."""
     out: dict[str, int] = {}
     if op.kind == "matmul" and op.attrs.get("accumulate"):
         out["accumulate"] = 1
+    if op.kind == "matmul" and len(op.inputs) > 1 and any(t is op.inputs[1] for t in op.attrs.get("read_once", ())):
+        out["window"] = 1
     if op.kind not in BINARY or len(op.inputs) < 2:
         return out
     x, z = op.inputs[0], op.inputs[1]
