@@ -154,8 +154,8 @@ def operand_layout(op) -> dict[str, int]:
     per matrix (3); an operand that is a slice of a wider tensor (xview, zview: a view made on every call and
     read with a stride; outside loops, where a loop step already pays for slicing the token); a product
     accumulated into an existing tensor (accumulate: baddbmm); a product whose B matrices are overlapping
-    windows of one buffer (window: a banded kernel's `as_strided` K or V, read once, `kernels.window_rows`). Empty for plain operands, so their lines keep
-    their names."""
+    windows of one buffer (window: a banded kernel's `as_strided` K or V, read once, `kernels.window_rows`).
+    Empty for plain operands, so their lines keep their names."""
     out: dict[str, int] = {}
     if op.kind == "matmul" and op.attrs.get("accumulate"):
         out["accumulate"] = 1
