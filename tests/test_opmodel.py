@@ -60,6 +60,27 @@ def test_streaming_model_interpolates_between_row_widths() -> None:
     assert model.predict(f)[0] == pytest.approx(expected, rel=1e-9)
 
 
+def test_a_page_aligned_row_stride_is_its_own_class_of_widths() -> None:
+    """A column scan down rows whose stride is a multiple of 4 KiB runs through one cache set: on the shipped CPU
+    cumsum down rows of 1,024 floats ran at 1.5 GB/s, down rows of 576 at 16. Rows of 1,600 (6,400 B) are priced
+    between the fast widths 64 and 2,000, never from 1,024's curve; rows of 2,048 between 1,024 and 4,096; a width
+    past its class's widest is held there and said to be (`beyond`)."""
+    fast, slow = 1e-10, 1e-9
+    points = [*streaming_points("cumsum!", 64, per_byte=fast), *streaming_points("cumsum!", 2000, per_byte=fast),
+              *streaming_points("cumsum!", 1024, per_byte=slow), *streaming_points("cumsum!", 4096, per_byte=3 * slow)]
+    model = Streaming.fit(points)
+    at = 2.0**20
+
+    def price(cols: float) -> float:
+        return float(model.predict({"bytes": np.array([at]), "cols": np.array([cols])})[0])
+
+    assert price(1600) == pytest.approx(LAUNCH + at * fast, rel=1e-9)
+    assert price(2048) == pytest.approx(LAUNCH + at * 2 * slow, rel=1e-9)  # log2 2048 halfway from 1024 to 4096
+    beyond = model.beyond({"bytes": np.full(4, at), "cols": np.array([1600.0, 2048.0, 3000.0, 8192.0])})
+    assert beyond.tolist() == [False, False, True, True]
+    assert price(3000) == pytest.approx(LAUNCH + at * fast, rel=1e-9)  # held at 2,000, not at 4,096's curve
+
+
 def gemm_time(m: float, k: float, n: float, peak: float = 1e11, half: float = 16.0) -> float:
     eff = (m / (m + half)) * (k / (k + half)) * (n / (n + half))
     return 3e-6 + max(2 * m * k * n / (peak * eff), 4 * (m * k + k * n + m * n) * PER_BYTE)
@@ -469,6 +490,39 @@ def test_predicted_crossover_lies_in_its_bootstrap_interval() -> None:
     below, above = np.array([pred.n0 * 0.9]), np.array([pred.n0 * 1.1])
     assert model.time(ca, below)[0] < model.time(cb, below)[0]
     assert model.time(ca, above)[0] > model.time(cb, above)[0]
+
+
+def test_a_tie_is_the_stretch_where_the_ratio_is_within_its_error_of_one() -> None:
+    """Independent arithmetic: ln(tB/tA) falls linearly in log N through 0 at N = 100; with σ = 0.05 the tie is
+    where |ratio| ≤ 1.96 · 0.05, i.e. the lengths within 2^±(0.098/0.1) octaves of 100... read on the grid."""
+    from attn_cost.profilers.devicemodel.oppredict import tie_interval
+
+    xs = np.geomspace(2.0, 65536.0, 240)
+    ratio = -0.1 * np.log2(xs / 100.0)  # 10 % per octave
+    tie = tie_interval(xs, ratio, np.full_like(xs, 0.05), 100.0)
+    half = 1.96 * 0.05 / 0.1  # octaves either side
+    assert tie is not None
+    assert tie[0] == pytest.approx(100 * 2**-half, rel=0.05) and tie[1] == pytest.approx(100 * 2**half, rel=0.05)
+    assert tie_interval(xs, ratio, np.full_like(xs, 1e-6), 100.0) is None  # no grid point that close
+    far = np.where(xs > 5000, 0.0, 1.0)  # never crosses; a near-tie at the end of the range
+    assert tie_interval(xs, far, np.full_like(xs, 0.01), None) == (math.floor(xs[xs > 5000][0]), 65536)
+
+
+def test_a_prediction_says_which_ops_it_priced_off_their_own_shape() -> None:
+    """Without exact-shape lines every timeable op is named; with a line for an op that op is not."""
+    base = synthetic_model()
+    pred = predict_n0(base, "softmax", "linear", dims_of(16), replicates=0)
+    assert "matmul-NT (no exact-shape line)" in pred.extrapolated
+    calls = kernel_calls("softmax", "core", "fp32", dims_of(16))
+    i = calls.kernels.index("matmul-NT")
+    ns = [64, 256, 1024]
+    timed = base.op_seconds("matmul-NT", calls.at(np.array(ns, dtype=float))[i][1])
+    lined = fit_points(DEVICE, "fp32", base.points + _line_points(calls, i, ns, timed))
+    n = np.array([100.0, 1000.0])
+    assert "matmul-NT (no exact-shape line)" in base.extrapolated(calls, n)
+    assert "matmul-NT (no exact-shape line)" not in lined.extrapolated(calls, n)
+    assert "softmax (no exact-shape line)" in lined.extrapolated(calls, n)
+    assert pred.as_json()["predicted_extrapolated"] == list(pred.extrapolated)
 
 
 def test_a_saved_model_round_trips(tmp_path) -> None:

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
+from attn_cost.costmodel.derive import STORAGE_BYTES
 from attn_cost.costmodel.errors import PricingWarning, UserError
 from attn_cost.profilers import DATA
 from attn_cost.profilers.devicemodel.kernels import (  # noqa: F401
@@ -57,6 +58,7 @@ from attn_cost.profilers.devicemodel.kernels import (  # noqa: F401
     OVERHEADS,
     SEQUENCE,
     kernel_of,
+    runnable,
     twins,
 )
 from attn_cost.profilers.devicemodel.opcalls import KernelCalls, kernel_calls, line_of, op_features, operand_layout  # noqa: F401
@@ -136,7 +138,7 @@ class OpModel:
 
     def __post_init__(self) -> None:
         if not self.kernels:
-            self.kernels, self.overheads = self._fit([p for p in self.points if not p.line])
+            self.kernels, self.overheads = self._fit([p for p in self.points if not p.line], self.elem)
         if not self.lines:
             self.lines = Line.group([p for p in self.points if p.line])
 
@@ -146,20 +148,25 @@ class OpModel:
 
         return slug(self.device)
 
+    @property
+    def elem(self) -> int:
+        """Bytes per element of the calibration's dtype."""
+        return STORAGE_BYTES.get(self.dtype, 4)
+
     @staticmethod
-    def _fit(points: list[Point]) -> tuple[dict, Overheads]:
+    def _fit(points: list[Point], elem: int = 4) -> tuple[dict, Overheads]:
         by_kernel: dict[str, list[Point]] = defaultdict(list)
         for p in points:
             by_kernel[p.kernel].append(p)
         kernels: dict = {}
-        copy = Streaming.fit(by_kernel[COPY]) if len(by_kernel.get(COPY, ())) >= MIN_POINTS else None
+        copy = Streaming.fit(by_kernel[COPY], elem) if len(by_kernel.get(COPY, ())) >= MIN_POINTS else None
         for name, pts in by_kernel.items():
             if name in OVERHEADS or len(pts) < MIN_POINTS:
                 continue
             if name.startswith("matmul") or name.startswith("sdpa"):
                 kernels[name] = Gemm.fit(pts, copy)
             else:
-                kernels[name] = copy if name == COPY and copy is not None else Streaming.fit(pts)
+                kernels[name] = copy if name == COPY and copy is not None else Streaming.fit(pts, elem)
         return kernels, _fit_overheads(by_kernel)
 
     def kernel(self, name: str) -> Streaming | Gemm:
@@ -204,6 +211,23 @@ class OpModel:
         if self.context and COPY in self.kernels:
             total = total + self.context_seconds(calls, n)
         return total
+
+    def extrapolated(self, calls: KernelCalls, n: np.ndarray) -> list[str]:
+        """The ops of a variant this model prices at lengths `n` without a timing of their own shape: an op a
+        calibration could time that has no exact-shape line at these sizes (another head dim than `calibrate
+        --d` timed), or, off every line, a row width outside the calibrated widths of its stride class (held at
+        the nearest).
+        A prediction says so (`oppredict.Prediction.extrapolated`), never silently."""
+        out: list[str] = []
+        for i, (kernel, f) in enumerate(calls.at(np.atleast_1d(np.asarray(n, dtype=float)))):
+            if calls.lines[i] in self.lines:  # timed at its own shapes: the line's ratio carries the width too
+                continue
+            if runnable(kernel):
+                out.append(f"{kernel} (no exact-shape line)")
+            model = next((self.kernels[k] for k in pricing(kernel) if k in self.kernels), None)
+            if isinstance(model, Streaming) and model.beyond(f).any():
+                out.append(f"{kernel} (rows of {f['cols'].max():,.0f} beyond the calibrated widths)")
+        return list(dict.fromkeys(out))
 
     def context_seconds(self, calls: KernelCalls, n: np.ndarray) -> np.ndarray:
         """What the ops of a variant lose to cache misses that the same ops alone do not have: per tensor,
@@ -261,7 +285,7 @@ class OpModel:
                 continue
             pts = [self.points[i] for i in keep]
             picked += [Point(p.kernel, p.dims, p.seconds * math.exp(j), p.se) for p, j in zip(pts, jitter, strict=True)]
-        refit, fresh = self._fit(picked)
+        refit, fresh = self._fit(picked, self.elem)
         kept = self.overheads  # one this resample has no timings of stays as fitted
         overheads = Overheads(
             fresh.call_s or kept.call_s, fresh.loop_step_s or kept.loop_step_s, fresh.chain or kept.chain
@@ -426,7 +450,7 @@ def _parameters(model: Streaming | Gemm) -> dict:
         return {"form": "gemm", "launch": model.launch, "item": model.item, "peak": model.peak,
                 "half": list(model.half), "coords": model.coords.tolist(),
                 "residuals": model.residuals.tolist()}  # fmt: skip
-    return {"form": "streaming", "launch": model.launch, "widths": model.widths.tolist(),
+    return {"form": "streaming", "launch": model.launch, "widths": model.widths.tolist(), "elem": model.elem,
             "curves": [{"bytes": c.nbytes.tolist(), "seconds": c.seconds.tolist()} for c in model.curves]}  # fmt: skip
 
 
@@ -449,7 +473,7 @@ def _moving_nothing(model: Streaming | None) -> float:
 def _streaming(p: dict) -> Streaming:
     """A streaming kernel model from its stored parameters."""
     curves = [Curve(np.array(c["bytes"], dtype=float), np.array(c["seconds"], dtype=float)) for c in p["curves"]]
-    return Streaming(float(p["launch"]), np.array(p["widths"], dtype=float), curves)
+    return Streaming(float(p["launch"]), np.array(p["widths"], dtype=float), curves, int(p.get("elem", 4)))
 
 
 def _triple(values: list) -> tuple[float, float, float]:
