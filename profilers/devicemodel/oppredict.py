@@ -13,7 +13,6 @@ from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers.devicemodel.opcalls import kernel_calls
 from attn_cost.profilers.devicemodel.opmodel import BOOTSTRAP, OpModel, load_opmodel, opmodel_for, pricing
 
-
 GRID = 240
 """Lengths (log-spaced from 2 to n_max) a predicted crossing is bracketed on and a tie interval is read at."""
 TIE_Z = 1.96
