@@ -101,6 +101,8 @@ def calibrate(
         model, n_grid, n_lines, n_held = run_calibration(calibrator, caches, lines=lines, step=step)
     model.context = context
     path = model.save(target)
+    for suspect in model.suspects:  # on stderr, in text and JSON modes alike
+        render.warn(f"implausible timing: {suspect}: was the machine quiet? (`suspects` in {path})")
     summary = model.as_json()
     if as_json:
         summary.pop("points")

@@ -525,6 +525,34 @@ def test_a_prediction_says_which_ops_it_priced_off_their_own_shape() -> None:
     assert pred.as_json()["predicted_extrapolated"] == list(pred.extrapolated)
 
 
+def test_an_op_slower_than_a_copy_of_its_bytes_allows_is_named_at_calibration(tmp_path) -> None:
+    """exp! at 30× the copy's time for the same bytes (it was timed on its own overflow) is a suspect; one at 5×
+    is not, nor a softmax over rows of 8 (per-row work); a product 3× faster than the grid's best FLOP rate is."""
+    from attn_cost.profilers.devicemodel.opmodel import sanity
+
+    base = synthetic_model()
+    b = 2.0**22
+    copy_s = float(base.kernels[COPY].predict({"bytes": np.array([b])})[0])
+    best = max(2 * p.dims.get("batch", 1) * p.dims["m"] * p.dims["k"] * p.dims["n"] / p.seconds
+               for p in base.points if p.kernel.startswith("matmul"))  # fmt: skip
+    m = k = n = 256.0
+    extra = [
+        Point("exp!", {"bytes": b, "rows": b / 512, "cols": 64.0}, 30 * copy_s),
+        Point("gelu", {"bytes": b, "rows": b / 512, "cols": 64.0}, 5 * copy_s),
+        Point("softmax", {"bytes": b, "rows": b / 64, "cols": 8.0}, 50 * copy_s),
+        Point("matmul-NN", {"bytes": 4 * 3 * m * k, "batch": 1.0, "m": m, "k": k, "n": n},
+              2 * m * k * n / (3 * best), 0.0, "matmul-NN|line", 256.0),
+    ]
+    found = sanity(fit_points(DEVICE, "fp32", base.points + extra))
+    assert len(found) == 2, found
+    assert found[0].startswith("exp! over rows of 64: up to 30×")
+    assert found[1].startswith("matmul-NN: up to 3.0×")
+    model = fit_points(DEVICE, "fp32", base.points)
+    model.suspects = found
+    model.save(tmp_path)
+    assert load_opmodel(str(tmp_path / f"{model.slug}.json")).suspects == found
+
+
 def test_a_saved_model_round_trips(tmp_path) -> None:
     model = synthetic_model()
     path = model.save(tmp_path)

@@ -491,7 +491,7 @@ def calibrate(
     stored points; fit the op model; measure its error off the grid, and each line's leave-one-out error.
     Returns the model and the numbers of grid, line and held-out shapes."""
     import numpy as np
-    from attn_cost.profilers.devicemodel.opmodel import LINES, fit_points
+    from attn_cost.profilers.devicemodel.opmodel import LINES, fit_points, sanity
 
     tune = calibrator.tune
     shapes = grid(caches, calibrator.dtype, tune)
@@ -522,6 +522,7 @@ def calibrate(
     model.tunables = tune.as_json()
     model.dispatches = dispatch_table(shapes + [lp.shape for lp in lines], calibrator.dtype)
     model.rates = calibrator.rates.as_json()
+    model.suspects = sanity(model)
     errors: dict[str, list[float]] = {}
     for j, shape in enumerate(extra):
         step(f"held out: {shape.kernel} {dict(shape.dims)}", total - len(extra) + j, total)

@@ -135,6 +135,8 @@ class OpModel:
     flops_per_s."""
     tunables: dict = field(default_factory=dict)
     """The settings it was made with (`tunables.Tunables.as_json`); empty in calibrations older than them."""
+    suspects: list[str] = field(default_factory=list)
+    """Timings its bytes and FLOPs do not allow (`sanity`), as found when it was calibrated."""
 
     def __post_init__(self) -> None:
         if not self.kernels:
@@ -332,6 +334,7 @@ class OpModel:
             "dispatches": dict(sorted(self.dispatches.items())),
             "rates": self.rates,
             "tunables": self.tunables,
+            "suspects": self.suspects,
             "kernels": {k: _describe(v) for k, v in sorted(self.kernels.items())},
             "fit_version": FIT_VERSION,
             "overheads": self.overheads.as_json(),
@@ -377,6 +380,8 @@ class OpModel:
         model.dispatches = _dispatch_table(data.get("dispatches", {}), where)
         model.rates = {k: float(v) for k, v in data.get("rates", {}).items() if isinstance(v, (int, float))}
         model.tunables = data["tunables"] if isinstance(data.get("tunables"), dict) else {}
+        suspects = data.get("suspects", [])
+        model.suspects = [str(x) for x in suspects] if isinstance(suspects, list) else []
         return model
 
     def to_text(self) -> str:
@@ -398,6 +403,51 @@ class OpModel:
         claim(path, is_json_of(OPMODEL_KIND), "an op calibration")
         write_atomic(path, self.to_text())
         return path
+
+
+SANITY_SLOW = 20.0
+"""A timing of a streaming kernel over this many times a copy of the same bytes (at the same working set) is
+physically suspect: no element-wise or row-wise op of the catalogue does that much work per byte. On the shipped
+CPU it singles out `exp_` timed on its own overflow (22–30×) and column scans down page-aligned rows (25–100×);
+gelu, layernorm, softmax stay under 13×."""
+SANITY_MIN_COLS = 64
+"""Rows narrower than this are left out of the copy comparison: there the per-row work, not the bytes, sets the
+time (a softmax over rows of 8 costs 20× more per element than over rows of 64, and that is real)."""
+SANITY_FAST = 1.5
+"""A product timed faster than this times the best FLOP rate among the grid's products is suspect too."""
+
+
+def sanity(model: OpModel) -> list[str]:
+    """What the calibration timed that its bytes and FLOPs do not allow on this device, one line per kernel and
+    row width: a streaming op slower than `SANITY_SLOW` × a copy of its bytes (rows of at least `SANITY_MIN_COLS`,
+    beyond 4× the copy's launch cost), or a product faster than `SANITY_FAST` × the grid's best FLOP rate.
+    `calibrate` prints them as warnings and keeps them in the file (`suspects`)."""
+    copy = model.kernels.get(COPY)
+    slow: dict[tuple[str, int], list[float]] = defaultdict(list)
+    fast: dict[str, list[float]] = defaultdict(list)
+    rates = [_flop_rate(p) for p in model.points if not p.line and p.kernel.startswith("matmul")]
+    best = max(rates, default=0.0)
+    for p in model.points:
+        if p.kernel in OVERHEADS:
+            continue
+        if p.kernel.startswith(("matmul", "sdpa")):
+            if best and p.kernel.startswith("matmul") and _flop_rate(p) > SANITY_FAST * best:
+                fast[p.kernel].append(_flop_rate(p) / best)
+            continue
+        if copy is None or p.dims.get("cols", SANITY_MIN_COLS) < SANITY_MIN_COLS or p.seconds < 4 * copy.launch:
+            continue
+        ratio = p.seconds / float(copy.predict({"bytes": np.array([p.dims["bytes"]])})[0])
+        if ratio > SANITY_SLOW:
+            slow[(p.kernel, int(p.dims.get("cols", 0)))].append(ratio)
+    out = [f"{k} over rows of {w:,}: up to {max(r):.0f}× the time of a copy of its bytes ({len(r)} timing"
+           f"{'s' if len(r) != 1 else ''})" for (k, w), r in sorted(slow.items())]  # fmt: skip
+    out += [f"{k}: up to {max(r):.1f}× the best FLOP rate of the grid's products ({len(r)} timing"
+            f"{'s' if len(r) != 1 else ''})" for k, r in sorted(fast.items())]  # fmt: skip
+    return out
+
+
+def _flop_rate(p: Point) -> float:
+    return 2 * p.dims.get("batch", 1) * p.dims["m"] * p.dims["k"] * p.dims["n"] / p.seconds
 
 
 def _dispatch_table(table, where: str) -> dict[str, int]:
