@@ -430,6 +430,10 @@ def validate(
     calibration: Optional[str] = typer.Option(
         None, "--calibration", help="Op model to check (default: this device's own, from `attn-cost calibrate`)."
     ),
+    exact: bool = typer.Option(
+        True, "--exact/--no-exact", help="Time the ops' exact shapes at head dims the op calibration lacks "
+        "(else its predictions there are marked extrapolated)."
+    ),
     as_json: bool = o.JSON,
 ) -> None:
     """Fit per-device corrections on some head dims; print analytic, fitted, op-model (zero-shot, from
@@ -465,6 +469,8 @@ def validate(
     opmodel = _calibration(calibration, measurer.store.device)
     with progress() as notify:
         measurer.notify = notify
+        if opmodel is not None and exact:
+            opmodel = _complete_lines(opmodel, measurer, sorted({n for p in pairs for n in p}), check + fit)
         template = Sizes(N=1, d=1, h=heads, b=batch, L=latents)
         profile, rows = run_validation(
             pairs, check, fit, template, measurer, st, n_max=n_max, existing=existing, opmodel=opmodel
@@ -480,6 +486,21 @@ def validate(
     _validation_tables(profile, rows, fit, path)
     _op_model_summary(opmodel, errors)
     said(rows, measurer)
+
+
+def _complete_lines(opmodel, measurer, variants: list[str], ds: list[int]):
+    """The op model with the exact-shape lines it lacks for these variants at these head dims, timed now on this
+    device (into its result store: a rerun reuses them), with a progress line; unchanged where it lacks none."""
+    from attn_cost.profilers.devicemodel.calibrate import Calibrator, cache_sizes, missing_lines, time_lines
+
+    calibrator = Calibrator(measurer.store, measurer.device, opmodel.dtype, measurer.repeats)
+    todo = missing_lines(opmodel, variants, sorted(set(ds)), cache_sizes(measurer.device), calibrator.rates)
+    if not todo:
+        return opmodel
+    d_text = ", ".join(map(str, sorted(set(ds))))
+    err.print(f"Timing {len(todo):,} exact shapes of ops the op calibration {opmodel.slug} lacks (d = {d_text}).")
+    return opmodel.with_lines(time_lines(calibrator, todo, lambda message, done, total: measurer.notify(
+        f"exact shapes {done:,}/{total:,}: {message}")))  # fmt: skip
 
 
 def _calibration(name: str | None, device: dict):

@@ -480,6 +480,47 @@ def _keep_faster(points: list[Point], i: int, again: Point | None) -> None:
         points[i] = Point(p.kernel, p.dims, again.seconds, again.se, p.line, p.n)
 
 
+def _more_passes(
+    calibrator: Calibrator, points: list[Point], timed: list[Shape], step: Callable, done: int, total: int
+) -> None:
+    """Time every line point again, `line_passes` − 1 times, each pass in its own random order; keep the fastest."""
+    for later in range(2, calibrator.tune.line_passes + 1):
+        order = [i for i, p in enumerate(points) if p.line]
+        random.Random(later).shuffle(order)
+        for i in order:
+            step(f"exact, pass {later}: {timed[i].kernel} {dict(timed[i].dims)}", done, total)
+            _keep_faster(points, i, calibrator.point(timed[i], tag=f"op-pass{later}"))
+            done += 1
+
+
+def time_lines(
+    calibrator: Calibrator, lines: list[LinePoint], step: Callable[[str, int, int], None] = lambda m, d, t: None
+) -> list[Point]:
+    """Time exact-shape line points as `calibrate` does (random order, every pass, spikes again), without the
+    grid: the lines a calibration lacks, timed when a prediction needs them (`validate`)."""
+    todo = list(lines)
+    random.Random(0).shuffle(todo)
+    total = len(todo) * calibrator.tune.line_passes
+    points: list[Point] = []
+    timed: list[Shape] = []
+    for i, lp in enumerate(todo):
+        step(f"exact: {lp.shape.kernel} {dict(lp.shape.dims)}", i, total)
+        p = calibrator.point(lp.shape)
+        if p is not None:
+            points.append(Point(p.kernel, p.dims, p.seconds, p.se, lp.line, float(lp.n)))
+            timed.append(lp.shape)
+    _more_passes(calibrator, points, timed, step, len(todo), total)
+    _recheck_lines(calibrator, points, timed, step)
+    return points
+
+
+def missing_lines(model, variants: list[str], ds: list[int], caches: dict[str, int], rates: Rates,
+                  tune: Tunables = DEFAULT) -> list[LinePoint]:  # fmt: skip
+    """The exact shapes of `variants`' ops at head dims `ds` whose lines the op model `model` has none of."""
+    wanted = line_grid(variants, [{"d": d} for d in ds], caches or cache_sizes("cpu"), model.dtype, tune, rates)
+    return [lp for lp in wanted if lp.line not in model.lines]
+
+
 def calibrate(
     calibrator: Calibrator,
     caches: dict[str, int],
@@ -509,14 +550,7 @@ def calibrate(
         if p is not None:
             points.append(p if lp is None else Point(p.kernel, p.dims, p.seconds, p.se, lp.line, float(lp.n)))
             timed.append(shape)
-    done = len(todo)
-    for later in range(2, tune.line_passes + 1):
-        order = [i for i, p in enumerate(points) if p.line]
-        random.Random(later).shuffle(order)
-        for i in order:
-            step(f"exact, pass {later}: {timed[i].kernel} {dict(timed[i].dims)}", done, total)
-            _keep_faster(points, i, calibrator.point(timed[i], tag=f"op-pass{later}"))
-            done += 1
+    _more_passes(calibrator, points, timed, step, len(todo), total)
     _recheck_lines(calibrator, points, timed, step)
     model = fit_points(calibrator.store.device, calibrator.dtype, points, caches)
     model.tunables = tune.as_json()

@@ -310,6 +310,15 @@ class OpModel:
             self.context, drawn, self.dispatches, self.overheads.sigma, np.random.default_rng(rng.integers(1 << 32)),
         )  # fmt: skip
 
+    def with_lines(self, points: list[Point]) -> OpModel:
+        """This model with more exact-shape line points (timed on demand for a head dim its calibration did not
+        time): the kernel models and overheads as they are, the lines regrouped."""
+        model = fit_points(self.device, self.dtype, self.points + points, self.caches, kernels=self.kernels,
+                           overheads=self.overheads)  # fmt: skip
+        for name in ("held_out", "created", "context", "dispatches", "rates", "tunables", "suspects"):
+            setattr(model, name, getattr(self, name))
+        return model
+
     def off_grid_sigma(self, kernel: str) -> float:
         """Log-scale spread of the model's error on shapes off the grid (from the held-out shapes that
         `calibrate` times): MAD_TO_SIGMA × their median |relative error|, a robust σ."""

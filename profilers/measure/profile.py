@@ -371,12 +371,13 @@ def snap(n: int, grain: int) -> int:
 
 
 def _on_grid(speed, start: int, n_max: int, max_lengths: int, rel_tol: float, grain: int) -> Transition:
-    """find_transition over multiples of `grain` (lengths and the transition in tokens)."""
+    """find_transition over multiples of `grain` (lengths and the transition in tokens), scanning the whole
+    range first (`search.scan_lengths`): the last sign change decides, as the op model's `last_crossing` does."""
     if grain == 1:
-        return find_transition(speed, start, n_min=2, n_max=n_max, max_probes=max_lengths, rel_tol=rel_tol)
+        return find_transition(speed, start, n_min=2, n_max=n_max, max_probes=max_lengths, rel_tol=rel_tol, scan=True)
     t = find_transition(
         lambda m: replace(speed(m * grain), n=m), max(1, round(start / grain)), n_min=1,
-        n_max=max(1, n_max // grain), max_probes=max_lengths, rel_tol=rel_tol,
+        n_max=max(1, n_max // grain), max_probes=max_lengths, rel_tol=rel_tol, scan=True,
     )  # fmt: skip
     return replace(
         t,
