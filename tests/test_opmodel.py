@@ -881,6 +881,18 @@ def test_validation_summary_counts_what_the_issue_judges() -> None:
     assert figures["median_abs_time_error"] == pytest.approx(0.3) and figures["worst_abs_time_error"] == 0.5
 
 
+def test_a_row_whose_predicted_tie_holds_the_measured_crossing_meets_the_target() -> None:
+    """N0 200 % off (a near-tie: a 2 % ratio error moves it that far), but the measured 1,000 lies in the
+    predicted tie interval [800, 1,500]: met, and said to be met by the tie; the same row without it is not."""
+    mod = _validation_script()
+    row = {"a": "softmax", "b": "linear", "d": 8, "measured_n0": 1000, "predicted_n0": 3000}
+    tied = {**row, "predicted_tie": [800, 1500], "predicted_regret": 0.02}
+    outside = {**row, "d": 16, "predicted_tie": [1200, 1500], "predicted_regret": 0.02}
+    verdicts = mod.row_verdicts({"results": [tied, outside, {**row, "d": 32}]})
+    assert [(v["met"], v["tied"]) for v in verdicts] == [(True, True), (False, False), (False, False)]
+    assert "(tie 800–1,500)" in mod._cell(verdicts[0])
+
+
 def test_the_gap_is_what_following_a_missed_n0_costs() -> None:
     """The most the pair's measured times differ between the predicted and the measured N0 (lengths outside that
     span, other head dims and the op model's own guesses do not count); a miss with a gap ≤ 5 % is counted."""
