@@ -491,7 +491,13 @@ def validate(
 def _complete_lines(opmodel, measurer, variants: list[str], ds: list[int]):
     """The op model with the exact-shape lines it lacks for these variants at these head dims, timed now on this
     device (into its result store: a rerun reuses them), with a progress line; unchanged where it lacks none."""
-    from attn_cost.profilers.devicemodel.calibrate import Calibrator, cache_sizes, missing_lines, time_lines
+    from attn_cost.profilers.devicemodel.calibrate import (
+        Calibrator,
+        cache_sizes,
+        glue_points,
+        missing_lines,
+        time_lines,
+    )
 
     calibrator = Calibrator(measurer.store, measurer.device, opmodel.dtype, measurer.repeats)
     todo = missing_lines(opmodel, variants, sorted(set(ds)), cache_sizes(measurer.device), calibrator.rates)
@@ -499,8 +505,13 @@ def _complete_lines(opmodel, measurer, variants: list[str], ds: list[int]):
         return opmodel
     d_text = ", ".join(map(str, sorted(set(ds))))
     err.print(f"Timing {len(todo):,} exact shapes of ops the op calibration {opmodel.slug} lacks (d = {d_text}).")
-    return opmodel.with_lines(time_lines(calibrator, todo, lambda message, done, total: measurer.notify(
-        f"exact shapes {done:,}/{total:,}: {message}")))  # fmt: skip
+
+    def step(message: str, done: int, total: int) -> None:
+        measurer.notify(f"exact shapes {done:,}/{total:,}: {message}")
+
+    points = time_lines(calibrator, todo, step)
+    points += glue_points(calibrator, variants, [{"d": d} for d in sorted(set(ds))], step)
+    return opmodel.with_lines(points)
 
 
 def _calibration(name: str | None, device: dict):

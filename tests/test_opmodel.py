@@ -553,6 +553,51 @@ def test_an_op_slower_than_a_copy_of_its_bytes_allows_is_named_at_calibration(tm
     assert load_opmodel(str(tmp_path / f"{model.slug}.json")).suspects == found
 
 
+def test_glue_is_measured_per_variant_and_kept_beside_kernel_time(tmp_path) -> None:
+    """softmax timed whole at N = 8, 16, 32 at 5 µs above its ops' device time: the model keeps 5 µs of glue for
+    softmax at every N (held past 32), adds it on a CPU and overlaps it on a GPU; a variant without glue keeps the
+    chain's fitted overheads; the glue points survive a save and load."""
+    from attn_cost.profilers.devicemodel.opmodel import GLUE, glue_line, timeline
+
+    base = synthetic_model()
+    calls = kernel_calls("softmax", "core", "fp32", dims_of(16))
+    ns = np.array([8.0, 16.0, 32.0])
+    kernel_s = base._kernel_seconds(base._ops(calls, ns))
+    glue = [Point(GLUE, {"bytes": 1.0, "rows": 1.0}, float(t) + 5e-6, 0.0, glue_line(calls.key), float(n))
+            for n, t in zip(ns, kernel_s, strict=True)]  # fmt: skip
+    model = fit_points(DEVICE, "fp32", base.points + glue)
+    n = np.array([8.0, 100.0, 4096.0])
+    assert model.glue_seconds(calls, n) == pytest.approx([5e-6] * 3, rel=1e-6)
+    assert model.time(calls, n) == pytest.approx(model._kernel_seconds(model._ops(calls, n)) + 5e-6, rel=1e-9)
+    linear = kernel_calls("linear", "core", "fp32", dims_of(16))
+    assert model.glue_seconds(linear, n) is None
+    assert model.time(linear, n) == pytest.approx(base.time(linear, n), rel=1e-12)
+    assert timeline("cpu", np.array([2.0]), np.array([3.0])) == pytest.approx([5.0])
+    assert timeline("cuda", np.array([2.0]), np.array([3.0])) == pytest.approx([3.0])
+    model.save(tmp_path)
+    again = load_opmodel(str(tmp_path / f"{model.slug}.json"))
+    assert again.time(calls, n) == pytest.approx(model.time(calls, n), rel=1e-9)
+
+
+def test_glue_is_timed_under_the_key_predictions_ask_for(tmp_path, monkeypatch) -> None:
+    """calibrate keys a variant's glue by its op lines, so validate's sizes (h, b, L spelt out) find it."""
+    from dataclasses import replace
+
+    from attn_cost.profilers.devicemodel import calibrate as cal
+    from attn_cost.profilers.devicemodel.opmodel import glue_line
+    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.measure.sizes import Sizes
+    from attn_cost.profilers.measure.timing import TimeStats
+    from attn_cost.profilers.store.store import ResultStore
+
+    monkeypatch.setattr(cal, "time_cases", lambda cases, repeats, warmup, **kw: [TimeStats(*[2e-5] * 5, 3, 1)])
+    store = ResultStore(prepare("cpu"), tmp_path / "results", shipped=False)
+    calibrator = cal.Calibrator(store, "cpu", rates=cal.Rates(1e-6, 1e9, 1e9))
+    points = cal.glue_points(calibrator, ["softmax", "no-such-reference-variant"], [{"d": 8}])
+    asked = kernel_calls("softmax", "core", "fp32", replace(Sizes(N=1, d=8), N=1).symbols())
+    assert [(p.n, p.line) for p in points] == [(n, glue_line(asked.key)) for n in DEFAULT.glue_lengths]
+
+
 def test_a_saved_model_round_trips(tmp_path) -> None:
     model = synthetic_model()
     path = model.save(tmp_path)

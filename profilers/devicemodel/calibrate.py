@@ -18,6 +18,7 @@ from functools import cache
 from pathlib import Path
 
 import torch
+from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers.devicemodel import kernels
 from attn_cost.profilers.devicemodel.kernels import (
     CALL,
@@ -30,10 +31,12 @@ from attn_cost.profilers.devicemodel.kernels import (
     Shape,
     runnable,
 )
-from attn_cost.profilers.devicemodel.opmodel import Point
+from attn_cost.profilers.devicemodel.opcalls import kernel_calls
+from attn_cost.profilers.devicemodel.opmodel import GLUE, Point, glue_line
+from attn_cost.profilers.devicemodel.oppredict import row_dims
 from attn_cost.profilers.devicemodel.trend import spikes
 from attn_cost.profilers.devicemodel.tunables import DEFAULT, Tunables
-from attn_cost.profilers.measure.cases import DTYPES, Case
+from attn_cost.profilers.measure.cases import DTYPES, Case, build_case
 from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.measure.timing import OutOfMemoryError, time_cases
 from attn_cost.profilers.store.store import ResultStore, record_key
@@ -514,6 +517,42 @@ def time_lines(
     return points
 
 
+def glue_points(calibrator: Calibrator, variants: list[str], sizes: list[dict[str, int]],
+                step: Callable[[str, int, int], None] = lambda m, d, t: None) -> list[Point]:  # fmt: skip
+    """Each variant (core scope) timed whole at the short lengths `tune.glue_lengths`, at every size of `sizes`:
+    there its ops take microseconds and the rest of its time is glue (views, Python, dispatch between them),
+    which the op model keeps per variant (`OpModel.glue_seconds`) instead of one constant for every variant. A
+    variant without a reference implementation, or that needs a size it is not given, is skipped. Stored like
+    every timing (a resumed calibration reuses them)."""
+    todo = []
+    for size in sizes:
+        for variant in variants:
+            try:
+                calls = kernel_calls(variant, "core", calibrator.dtype, row_dims(size))
+                build_case(variant, "core", Sizes(N=8, **size), calibrator.dtype, calibrator.device)
+            except UserError:
+                continue
+            todo += [(variant, size, calls.key, n) for n in calibrator.tune.glue_lengths]
+    out = []
+    for i, (variant, size, key, n) in enumerate(todo):
+        step(f"glue: {variant} {size} N={n}", i, len(todo))
+        sizes_n = {**size, "N": n}
+        record_id = record_key("time", f"{GLUE}:{variant}", "core", calibrator.dtype, sizes_n, calibrator.store.device)
+        rec = calibrator.store.get(record_id)
+        if rec is None:
+            case = build_case(variant, "core", Sizes(N=n, **size), calibrator.dtype, calibrator.device)
+            host = {"host_clock": True} if calibrator.device == "cuda" else {}
+            repeats = calibrator.repeats * calibrator.tune.host_repeat_factor
+            (stats,) = time_cases([case], repeats, 2, **host)
+            rec = calibrator.store.add({"kind": "time", "key": record_id, "variant": f"{GLUE}:{variant}",
+                                        "scope": "core", "dtype": calibrator.dtype, "sizes": sizes_n,
+                                        "time": stats.as_json(), "status": "ok"})  # fmt: skip
+            calibrator.measured += 1
+        t = rec["time"]
+        out.append(Point(GLUE, {"bytes": 1.0, "rows": 1.0}, t["median"], _se(t), glue_line(key), float(n)))
+    return out
+
+
 def missing_lines(model, variants: list[str], ds: list[int], caches: dict[str, int], rates: Rates,
                   tune: Tunables = DEFAULT) -> list[LinePoint]:  # fmt: skip
     """The exact shapes of `variants`' ops at head dims `ds` whose lines the op model `model` has none of."""
@@ -526,11 +565,13 @@ def calibrate(
     caches: dict[str, int],
     *,
     lines: list[LinePoint] = (),
+    glue: tuple[list[str], list[dict[str, int]]] = ([], []),
     step: Callable[[str, int, int], None] = lambda message, done, total: None,
 ):
-    """Time the grid and the variants' ops at their exact shapes (`lines`, from `line_grid`), reusing
-    stored points; fit the op model; measure its error off the grid, and each line's leave-one-out error.
-    Returns the model and the numbers of grid, line and held-out shapes."""
+    """Time the grid and the variants' ops at their exact shapes (`lines`, from `line_grid`), and the `glue`
+    of (variants, sizes) (`glue_points`), reusing stored points; fit the op model; measure its error off the
+    grid, and each line's leave-one-out error. Returns the model and the numbers of grid, line and held-out
+    shapes."""
     import numpy as np
     from attn_cost.profilers.devicemodel.opmodel import LINES, fit_points, sanity
 
@@ -552,6 +593,7 @@ def calibrate(
             timed.append(shape)
     _more_passes(calibrator, points, timed, step, len(todo), total)
     _recheck_lines(calibrator, points, timed, step)
+    points += glue_points(calibrator, *glue, step=step)
     model = fit_points(calibrator.store.device, calibrator.dtype, points, caches)
     model.tunables = tune.as_json()
     model.dispatches = dispatch_table(shapes + [lp.shape for lp in lines], calibrator.dtype)

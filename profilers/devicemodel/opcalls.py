@@ -3,6 +3,7 @@ functions of N, and the storages it touches (for the cache-reuse context). No to
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
 from functools import cache
@@ -31,6 +32,9 @@ class KernelCalls:
     in_loop: list[bool] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
     """Per op: its line (`line_of`), the key under which `calibrate --d` times it at its exact shapes."""
+    key: str = ""
+    """The variant, scope and dtype with a digest of its ops' lines: what its glue timings are kept under
+    (`opmodel.glue_line`), the same however its sizes were spelt."""
     _reuse: dict = field(default_factory=dict, repr=False)
 
     def reuse(self, n: float) -> list[list[tuple[float, float, float]]]:
@@ -215,7 +219,9 @@ def _calls(variant: str, scope: str, dtype: str, dims_key: tuple) -> KernelCalls
     loops = sum((lp.count for lp in derived.graph.loops), sp.Integer(0))
     in_loop = [op.loop is not None for op in derived.ops]
     lines = [line_of(k, f) for k, f in zip(kernels, features, strict=True)]
-    return KernelCalls(kernels, features, _fn(loops, values), touches, sizes, freed, in_loop, lines)
+    digest = hashlib.sha1("\n".join(lines).encode()).hexdigest()[:12]
+    key = f"{variant}|{scope}|{dtype}|{digest}"
+    return KernelCalls(kernels, features, _fn(loops, values), touches, sizes, freed, in_loop, lines, key)
 
 
 def kernel_calls(variant: str, scope: str, dtype: str, dims: dict) -> KernelCalls:

@@ -130,6 +130,7 @@ class OpModel:
     """In a bootstrap replicate: the spread of the factor that scales each variant's whole time (`Chain.sigma`)."""
     whole_rng: np.random.Generator | None = field(default=None, repr=False)
     _whole: dict = field(default_factory=dict, repr=False)
+    _glue_at: dict = field(default_factory=dict, repr=False)
     rates: dict[str, float] = field(default_factory=dict)
     """The device's rough rates the calibration was sized with (`calibrate.probe`): launch_s, bytes_per_s,
     flops_per_s."""
@@ -142,7 +143,7 @@ class OpModel:
         if not self.kernels:
             self.kernels, self.overheads = self._fit([p for p in self.points if not p.line], self.elem)
         if not self.lines:
-            self.lines = Line.group([p for p in self.points if p.line])
+            self.lines = Line.group([p for p in self.points if p.line and p.kernel != GLUE])
 
     @property
     def slug(self) -> str:
@@ -198,14 +199,12 @@ class OpModel:
     def time(self, calls: KernelCalls, n: np.ndarray) -> np.ndarray:
         """Predicted seconds of one call of a variant at every N (with the cache context, if the model has it)."""
         n = np.atleast_1d(np.asarray(n, dtype=float))
-        ops = np.zeros_like(n)
-        for i, (kernel, f) in enumerate(calls.at(n)):
-            seconds = self.op_seconds(kernel, f)
-            line = self.lines.get(calls.lines[i])
-            if line is not None:
-                seconds = line.along(self, n, seconds)
-            ops = ops + f["repeat"] * seconds
-        total = ops + self.overheads.seconds(ops, calls.iterations(n), calls.dispatched(n, self.dispatches))
+        ops = self._ops(calls, n)
+        glue = self.glue_seconds(calls, n)
+        if glue is None:  # no glue measured for this variant: the chain's fitted costs per call and dispatch
+            total = ops + self.overheads.seconds(ops, calls.iterations(n), calls.dispatched(n, self.dispatches))
+        else:
+            total = timeline(self.device.get("kind", "cpu"), glue, self._kernel_seconds(ops))
         if self.whole_rng is not None:  # one draw per variant and replicate, the same at every N
             if id(calls) not in self._whole:
                 self._whole[id(calls)] = math.exp(self.whole_sigma * self.whole_rng.standard_normal())
@@ -213,6 +212,41 @@ class OpModel:
         if self.context and COPY in self.kernels:
             total = total + self.context_seconds(calls, n)
         return total
+
+    def _ops(self, calls: KernelCalls, n: np.ndarray) -> np.ndarray:
+        """Seconds of a variant's ops, each as timed alone (its line where it has one), summed at every N."""
+        ops = np.zeros_like(n)
+        for i, (kernel, f) in enumerate(calls.at(n)):
+            seconds = self.op_seconds(kernel, f)
+            line = self.lines.get(calls.lines[i])
+            if line is not None:
+                seconds = line.along(self, n, seconds)
+            ops = ops + f["repeat"] * seconds
+        return ops
+
+    def _kernel_seconds(self, ops: np.ndarray) -> np.ndarray:
+        """The ops' device time inside a variant: alone, plus the chain's share (caches no longer primed)."""
+        chain = self.overheads.chain
+        return ops * (1 + (chain.share if chain is not None else 0.0))
+
+    def glue_seconds(self, calls: KernelCalls, n: np.ndarray) -> np.ndarray | None:
+        """The host time of a variant between and around its ops (views, Python, dispatch), per call and loop
+        iteration, measured by `calibrate` at short lengths (`glue_points`) as the variant's time there less its
+        ops' device time; interpolated in log N and held beyond. None where it was not measured."""
+        timed = self._glue_at.get(calls.key)
+        if timed is None:
+            pts = [p for p in self.points if p.kernel == GLUE and p.line == glue_line(calls.key)]
+            if not pts:
+                self._glue_at[calls.key] = timed = ()
+            else:
+                ns = np.array(sorted({p.n for p in pts}))
+                best = np.array([min(p.seconds for p in pts if p.n == x) for x in ns])
+                per = np.maximum(best - self._kernel_seconds(self._ops(calls, ns)), 0.0) / (1 + calls.iterations(ns))
+                self._glue_at[calls.key] = timed = (np.log(ns), per)
+        if not timed:
+            return None
+        log_n, per = timed
+        return np.interp(np.log(n), log_n, per) * (1 + calls.iterations(n))
 
     def extrapolated(self, calls: KernelCalls, n: np.ndarray) -> list[str]:
         """The ops of a variant this model prices at lengths `n` without a timing of their own shape: an op a
@@ -311,8 +345,10 @@ class OpModel:
         )  # fmt: skip
 
     def with_lines(self, points: list[Point]) -> OpModel:
-        """This model with more exact-shape line points (timed on demand for a head dim its calibration did not
-        time): the kernel models and overheads as they are, the lines regrouped."""
+        """This model with more exact-shape line and glue points (timed on demand for a head dim its calibration
+        did not time; glue it already has is kept): the kernel models and overheads as they are, lines regrouped."""
+        have = {p.line for p in self.points if p.kernel == GLUE}
+        points = [p for p in points if p.kernel != GLUE or p.line not in have]
         model = fit_points(self.device, self.dtype, self.points + points, self.caches, kernels=self.kernels,
                            overheads=self.overheads)  # fmt: skip
         for name in ("held_out", "created", "context", "dispatches", "rates", "tunables", "suspects"):
@@ -412,6 +448,22 @@ class OpModel:
         claim(path, is_json_of(OPMODEL_KIND), "an op calibration")
         write_atomic(path, self.to_text())
         return path
+
+
+GLUE = "glue"
+"""The pseudo-kernel of a variant's glue timings (`calibrate.glue_points`): the variant timed whole at short
+lengths, on the line `glue_line(KernelCalls.key)`."""
+
+
+def glue_line(key: str) -> str:
+    return f"{GLUE}|{key}"
+
+
+def timeline(kind: str, host: np.ndarray, device: np.ndarray) -> np.ndarray:
+    """A call's time from its host time (glue: Python, views, dispatch) and its kernels' device time: on a CPU
+    one thread does both, so they add; on a GPU the host runs ahead of the kernels it queues, so the slower of
+    the two timelines sets the time."""
+    return np.maximum(host, device) if kind == "cuda" else host + device
 
 
 SANITY_SLOW = 20.0

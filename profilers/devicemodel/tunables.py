@@ -68,6 +68,9 @@ class Tunables:
     """Lengths at which an op is timed along its line: every half octave from 8 to 16,384."""
     line_stride: int = 1
     """Every how many of `line_lengths` are timed."""
+    glue_lengths: tuple[int, ...] = (8, 16, 32)
+    """Lengths at which each variant is timed whole for its glue (`calibrate.glue_points`): short enough that
+    its ops take microseconds, so that what is left is the host's work between them."""
     line_max_s: float = 0.03
     """Longest estimated time of one op along a line (the kernel model extrapolates beyond it)."""
     # -- the fit
