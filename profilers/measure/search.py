@@ -115,49 +115,55 @@ def find_transition(
             return Transition(verdict, probes=ordered)
         return _place(ordered, probes[lo], probes[hi], exact)
 
-    if scan:
+    budget = max_probes
+    if scan:  # the bracket of the last sign change over every octave; the bisection's budget beside the scan
         found = _scan(probe, scan_lengths(n_min, n_max))
         if isinstance(found, str):
             return done(found)
         lo, hi = found
-        budget = max_probes + len(probes)
-        while hi - lo > max(1, math.ceil(rel_tol * lo)) and len(probes) < budget:  # bisect the last sign change
-            mid = (lo + hi) // 2
-            if probe(mid).b_cheaper:
-                hi = mid
-            else:
-                lo = mid
-        return done("found", lo, hi)
-    n = max(n_min, min(n_max, start))
-    first = probe(n)
-    if first.a is None and first.b is None:
-        return done("out-of-memory")
-    lo: int | None = None if first.b_cheaper else n
-    hi: int | None = n if first.b_cheaper else None
-    step = 1
-    while lo is None or hi is None:  # bracket: steps of 1, 2, 4, ... when exact, else halve or double
-        if len(probes) >= max_probes:
-            return done("budget")
-        if hi is not None:
-            if hi <= n_min:
-                return done("b-cheaper-throughout")
-            n = max(n_min, hi - step if exact else hi // 2)
-        elif lo is not None:  # one end of the bracket is always known
-            if lo >= n_max:
-                return done("a-cheaper-throughout")
-            n = min(n_max, lo + step if exact else lo * 2)
-        step *= 2
-        if probe(n).b_cheaper:
-            hi = n
-        else:
-            lo = n
-    while hi - lo > (1 if exact else max(1, math.ceil(rel_tol * lo))) and len(probes) < max_probes:  # bisect
+        budget += len(probes)
+    else:
+        n = max(n_min, min(n_max, start))
+        first = probe(n)
+        if first.a is None and first.b is None:
+            return done("out-of-memory")
+        bracket = _bracket(probe, n, first.b_cheaper, n_min, n_max, max_probes, exact, probes)
+        if isinstance(bracket, str):
+            return done(bracket)
+        lo, hi = bracket
+    while hi - lo > (1 if exact else max(1, math.ceil(rel_tol * lo))) and len(probes) < budget:  # bisect
         mid = (lo + hi) // 2
         if probe(mid).b_cheaper:
             hi = mid
         else:
             lo = mid
     return done("found", lo, hi)
+
+
+def _bracket(probe: Callable[[int], Probe], n: int, b_cheaper: bool, n_min: int, n_max: int, max_probes: int,
+             exact: bool, probes: dict) -> tuple[int, int] | str:  # fmt: skip
+    """From a first length, halve or double (steps of 1, 2, 4, ... when exact) until the answer flips: the
+    bracket, or the verdict when the range or the budget ends first."""
+    lo: int | None = None if b_cheaper else n
+    hi: int | None = n if b_cheaper else None
+    step = 1
+    while lo is None or hi is None:  # bracket: steps of 1, 2, 4, ... when exact, else halve or double
+        if len(probes) >= max_probes:
+            return "budget"
+        if hi is not None:
+            if hi <= n_min:
+                return "b-cheaper-throughout"
+            n = max(n_min, hi - step if exact else hi // 2)
+        elif lo is not None:  # one end of the bracket is always known
+            if lo >= n_max:
+                return "a-cheaper-throughout"
+            n = min(n_max, lo + step if exact else lo * 2)
+        step *= 2
+        if probe(n).b_cheaper:
+            hi = n
+        else:
+            lo = n
+    return lo, hi
 
 
 def scan_lengths(n_min: int, n_max: int) -> list[int]:
