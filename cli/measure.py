@@ -549,7 +549,11 @@ def _op_model_summary(opmodel, errors: dict) -> None:
         cells,
         keys=1,
     )
-    console.print("N0 op model: predicted from op timings alone, [2.5 %–97.5 %] bootstrap interval in tokens.")
+    console.print(
+        "N0 op model: predicted from op timings (and each variant's glue at N ≤ 32 where calibrated), "
+        "[2.5 %–97.5 %] bootstrap interval in tokens; *: some op priced without a timing of its shape. "
+        "--json adds the tie interval (predicted_tie) and its regret."
+    )
 
 
 def _validation_tables(profile, rows: list[dict], fit: list[int], path) -> None:
@@ -601,12 +605,15 @@ def _validation_tables(profile, rows: list[dict], fit: list[int], path) -> None:
 
 
 def _predicted_cell(row: dict) -> str:
-    """The op model's N0, its error and its bootstrap interval: 1,162 (−3%) [681–1,448]."""
+    """The op model's N0, its error and its bootstrap interval: 1,162 (−3%) [681–1,448]; * where it priced an op
+    without a timing of its shape."""
     if row.get("predicted_n0") is None:
         return "—"
     low, high = row.get("predicted_n0_low"), row.get("predicted_n0_high")
     span = f" [{_n(low)}–{_n(high)}]" if low is not None or high is not None else ""
-    return _with_err(row["predicted_n0"], row.get("predicted_n0_error")) + span
+    return _with_err(row["predicted_n0"], row.get("predicted_n0_error")) + span + (
+        "*" if row.get("predicted_extrapolated") else ""
+    )
 
 
 def _with_err(value, err) -> str:
