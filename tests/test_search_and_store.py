@@ -55,6 +55,26 @@ def test_always_and_never_are_measured_at_every_octave(b: float, verdict: str) -
     assert [p.n for p in t.probes] == [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 3000]
 
 
+def test_validate_scans_the_whole_range_it_judges(monkeypatch) -> None:
+    """`validate` scores "always" and "never" verdicts: its searches scan every octave (profile's need not)."""
+    from attn_cost.profilers.devicemodel import validate as val
+
+    seen: list[dict] = []
+
+    class Stop(Exception):
+        pass
+
+    def fake(*args, **kwargs):
+        seen.append(kwargs)
+        raise Stop
+
+    monkeypatch.setattr(val, "profile_pair", fake)
+    measurer = Measurer("cpu", None)  # never used: the search is replaced
+    with pytest.raises(Stop):
+        val.validate([("softmax", "linear")], [32], [8, 16], Sizes(N=1, d=1), measurer, Setting())
+    assert seen[0]["scan"] is True
+
+
 def test_noisy_search_brackets_the_true_crossing() -> None:
     rng = random.Random(1)
     true = 1234.0
