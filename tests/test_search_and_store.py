@@ -61,16 +61,16 @@ def test_validate_scans_the_whole_range_it_judges(monkeypatch) -> None:
 
     seen: list[dict] = []
 
-    class Stop(Exception):
+    class StopError(Exception):
         pass
 
     def fake(*args, **kwargs):
         seen.append(kwargs)
-        raise Stop
+        raise StopError
 
     monkeypatch.setattr(val, "profile_pair", fake)
     measurer = Measurer("cpu", None)  # never used: the search is replaced
-    with pytest.raises(Stop):
+    with pytest.raises(StopError):
         val.validate([("softmax", "linear")], [32], [8, 16], Sizes(N=1, d=1), measurer, Setting())
     assert seen[0]["scan"] is True
 
