@@ -540,6 +540,7 @@ def test_an_op_slower_than_a_copy_of_its_bytes_allows_is_named_at_calibration(tm
         Point("exp!", {"bytes": b, "rows": b / 512, "cols": 64.0}, 30 * copy_s),
         Point("gelu", {"bytes": b, "rows": b / 512, "cols": 64.0}, 5 * copy_s),
         Point("softmax", {"bytes": b, "rows": b / 64, "cols": 8.0}, 50 * copy_s),
+        Point("glue", {"bytes": 1.0, "rows": 1.0}, 1e-3, 0.0, "glue|softmax", 8.0),  # a whole variant: not an op
         Point("matmul-NN", {"bytes": 4 * 3 * m * k, "batch": 1.0, "m": m, "k": k, "n": n},
               2 * m * k * n / (3 * best), 0.0, "matmul-NN|line", 256.0),
     ]
