@@ -934,8 +934,9 @@ def test_a_row_whose_predicted_tie_holds_the_measured_crossing_meets_the_target(
     row = {"a": "softmax", "b": "linear", "d": 8, "measured_n0": 1000, "predicted_n0": 3000}
     tied = {**row, "predicted_tie": [800, 1500], "predicted_regret": 0.02}
     outside = {**row, "d": 16, "predicted_tie": [1200, 1500], "predicted_regret": 0.02}
-    verdicts = mod.row_verdicts({"results": [tied, outside, {**row, "d": 32}]})
-    assert [(v["met"], v["tied"]) for v in verdicts] == [(True, True), (False, False), (False, False)]
+    costly = {**row, "d": 64, "predicted_tie": [800, 1500], "predicted_regret": 0.3}  # a poor model's wide tie
+    verdicts = mod.row_verdicts({"results": [tied, outside, {**row, "d": 32}, costly]})
+    assert [(v["met"], v["tied"]) for v in verdicts] == [(True, True), (False, False), (False, False), (False, False)]
     assert "(tie 800–1,500)" in mod._cell(verdicts[0])
 
 
