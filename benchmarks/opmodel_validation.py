@@ -83,8 +83,8 @@ def row_verdicts(data: dict) -> list[dict]:
     and whether the row meets the target: the same state, an N0 within 10 %, the two variants' measured times
     at most 5 % apart between the predicted and the measured crossing (a miss that costs little), or a predicted
     tie interval (`predicted_tie`) that holds the measured crossing and whose predicted regret is at most 5 % (a
-    tie the model cannot call but whose choice costs little; a wide tie of a poor model meets nothing). A row whose search measured
-    nothing (a disturbed machine) is not judged (`met` None)."""
+    tie the model cannot call but whose choice costs little; a wide tie of a poor model meets nothing). A row
+    whose search measured nothing (a disturbed machine) is not judged (`met` None)."""
     times = data.get("op_model_time_errors") or {}
     out = []
     for r in sorted(data["results"], key=lambda r: (r["a"], r["b"], r["d"])):
