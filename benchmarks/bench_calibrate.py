@@ -6,6 +6,7 @@ variants' ops (--fresh store), as a user runs it.
     python benchmarks/bench_calibrate.py --threads 1
     python benchmarks/bench_calibrate.py --out profilers/data/opmodels   # also keep the op model (to ship it)
     python benchmarks/bench_calibrate.py --context        # also fit the cache context (validate both ways)
+    python benchmarks/bench_calibrate.py --d 8 --d 16 --d 64   # exact shapes and glue at these head dims only
 
 Prints the seconds the process took, the shapes it timed, and the op model's held-out error.
 Run it on a quiet machine: the disturbance detector re-times (or refuses) disturbed timings.
@@ -30,6 +31,8 @@ def main() -> None:
     parser.add_argument("--threads", default=None)
     parser.add_argument("--context", action="store_true", help="Pass --context to calibrate.")
     parser.add_argument("--out", default=None, help="Directory to write the op model to (default: the temp home).")
+    parser.add_argument("--d", action="append", default=[], help="Head dims of the exact shapes (repeatable; "
+                        "default: the tunables' line_d). Fewer head dims bound the run.")  # fmt: skip
     opts = parser.parse_args()
     script = Path(sys.executable).with_name("attn-cost")
     with tempfile.TemporaryDirectory() as home:
@@ -37,6 +40,7 @@ def main() -> None:
         cmd += ["--quick"] if opts.quick else []
         cmd += ["--context"] if opts.context else []
         cmd += ["--threads", opts.threads] if opts.threads else []
+        cmd += [arg for d in opts.d for arg in ("--d", d)]
         cmd += ["--out", str(Path(opts.out).resolve())] if opts.out else []
         t0 = time.perf_counter()
         proc = subprocess.run(
@@ -58,6 +62,7 @@ def main() -> None:
                 "held_out_shapes": data["held_out_shapes"],
                 "measured": data["measured"],
                 "held_out": data["held_out"],
+                "suspects": data.get("suspects", []),
                 "saved_to": data["saved_to"] if opts.out else None,
             },
             indent=2,

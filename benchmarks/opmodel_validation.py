@@ -80,9 +80,11 @@ def _state(n0: float | None, verdict: str = "found") -> float | str | None:
 
 def row_verdicts(data: dict) -> list[dict]:
     """Per (pair, d): the measured and op-model N0 (a number, 'always' or 'never'), the relative error, the gap
-    and whether the row meets the target: the same state, an N0 within 10 %, or the two variants' measured times
-    at most 5 % apart between the predicted and the measured crossing (a miss that costs little). A row whose
-    search measured nothing (a disturbed machine) is not judged (`met` None)."""
+    and whether the row meets the target: the same state, an N0 within 10 %, the two variants' measured times
+    at most 5 % apart between the predicted and the measured crossing (a miss that costs little), or a predicted
+    tie interval (`predicted_tie`) that holds the measured crossing and whose predicted regret is at most 5 % (a
+    tie the model cannot call but whose choice costs little; a wide tie of a poor model meets nothing). A row
+    whose search measured nothing (a disturbed machine) is not judged (`met` None)."""
     times = data.get("op_model_time_errors") or {}
     out = []
     for r in sorted(data["results"], key=lambda r: (r["a"], r["b"], r["d"])):
@@ -94,14 +96,19 @@ def row_verdicts(data: dict) -> list[dict]:
         if truth is not None and truth != guess:
             ends = [N_MIN if x == "always" else LIMIT if x == "never" else x for x in (truth, guess)]
             apart = gap(times, r["a"], r["b"], r["d"], min(ends), max(ends))
+        tie = r.get("predicted_tie")
+        regret = r.get("predicted_regret")
+        tied = (bool(tie) and isinstance(truth, (int, float)) and tie[0] <= truth <= tie[1]
+                and regret is not None and regret <= TARGET_GAP)  # fmt: skip
         if truth is None:
             met = None
         else:
             met = truth == guess or (error is not None and abs(error) <= TARGET_N0) or (
                 apart is not None and apart <= TARGET_GAP
-            )
+            ) or tied
         out.append({"a": r["a"], "b": r["b"], "d": r["d"], "measured": truth, "predicted": guess, "error": error,
-                    "gap": apart, "met": met, "verdict": r.get("n0_verdict", "found")})  # fmt: skip
+                    "gap": apart, "met": met, "verdict": r.get("n0_verdict", "found"), "tie": tie,
+                    "regret": regret, "tied": tied})  # fmt: skip
     return out
 
 
@@ -114,8 +121,10 @@ def markdown(data: dict) -> str:
     judged = [r for r in rows if r["met"] is not None]
     out = [
         f"{sum(r['met'] for r in judged)} of {len(judged)} rows meet the target (the same verdict, N0 within "
-        f"{TARGET_N0:.0%}, or the two variants' measured times at most {TARGET_GAP:.0%} apart between the predicted "
-        f"and the measured crossing); {_unjudged(rows)}. "
+        f"{TARGET_N0:.0%}, the two variants' measured times at most {TARGET_GAP:.0%} apart between the predicted "
+        f"and the measured crossing, or a predicted tie interval of regret at most {TARGET_GAP:.0%} holding the "
+        f"measured crossing"
+        f"{_ties(rows)}); {_unjudged(rows)}. "
         f"Median |N0 error| {_pct(f['median_abs_n0_error'])} over the {f['judged_rows']} rows where both cross "
         f"below {LIMIT:,}; the 95 % interval covers the measured N0 in {f['covered_rows']} of them. "
         f"Timed points: median |time error| "
@@ -146,6 +155,15 @@ def _unjudged(rows: list[dict]) -> str:
     return f"{sum(verdicts.values())} rows not judged, the machine too unsteady to place a crossing ({said})"
 
 
+def _ties(rows: list[dict]) -> str:
+    """How many rows only their tie interval meets, with the worst regret among them (empty where none)."""
+    tied = [r for r in rows if r["tied"]]
+    if not tied:
+        return ""
+    worst = max((r["regret"] or 0.0) for r in tied)
+    return f": {len(tied)} rows, predicted regret at most {_pct(worst)}"
+
+
 def _cell(r: dict | None) -> str:
     """One pair at one d: op-model N0 / measured N0 (error); ✗ where the row misses the target, ? where the
     search measured nothing."""
@@ -155,7 +173,8 @@ def _cell(r: dict | None) -> str:
     if r["measured"] is None:
         shown[1] = f"? ({r['verdict']})"
     error = f" ({100 * r['error']:+.0f} %)" if r["error"] is not None else ""
-    return f"{shown[0]} / {shown[1]}{error}{' ✗' if r['met'] is False else ''}"
+    tie = f" (tie {_n(r['tie'][0])}–{_n(r['tie'][1])})" if r["tied"] else ""
+    return f"{shown[0]} / {shown[1]}{error}{tie}{' ✗' if r['met'] is False else ''}"
 
 
 BEGIN, END = "<!-- opmodel-validation: begin -->", "<!-- opmodel-validation: end -->"

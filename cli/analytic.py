@@ -152,6 +152,12 @@ def _crossover_table(rows: list[TransitionRow], heads: int, batch: int) -> None:
     _closed_forms(rows)
 
 
+EXTRAPOLATED = (
+    "*: the op model priced some op without a timing of its shape (no exact-shape line at this head dim, or a row "
+    "width beyond the calibrated ones; `--json`: predicted_extrapolated); `attn-cost calibrate --d D` times them. "
+)
+
+
 def _device_table(rows: list[TransitionRow], heads: int, batch: int, device: str) -> None:
     """One table per pair: N0 and N1 per head dim, analytic beside the device's corrected, op-model and
     measured values (one narrow table instead of the wide one stacked four times at 80 columns)."""
@@ -170,7 +176,8 @@ def _device_table(rows: list[TransitionRow], heads: int, batch: int, device: str
             fit = dev.profile or ProfileColumns()
             cells.append(
                 [str(row.d), "N0 time", _cell(row.costs["flops"]), _num(fit.corrected_n0),
-                 op_model_n0(dev.predicted_n0, dev.predicted_n0_low, dev.predicted_n0_high),
+                 op_model_n0(dev.predicted_n0, dev.predicted_n0_low, dev.predicted_n0_high)
+                 + ("*" if dev.extrapolated else ""),
                  _measured(fit.measured_n0, fit.n0_uncertainty)]
             )  # fmt: skip
             cells.append(
@@ -184,6 +191,7 @@ def _device_table(rows: list[TransitionRow], heads: int, batch: int, device: str
         "the device profile's fitted times and memory. op model: time predicted from the device's op "
         "calibration, zero-shot. measured: found by timing on the device (± its spread). "
         + ("—: the device has no value at this setting. " if dashes else "")
+        + (EXTRAPOLATED if any(r.device is not None and r.device.extrapolated for r in rows) else "")
         + describe(first.counting.as_json())
     )
     _closed_forms(rows)

@@ -82,10 +82,13 @@ def calibrate(
     tune = QUICK if quick else DEFAULT
     calibrator = Calibrator(measurer.store, measurer.device, dtype, repeats, tune=tune)
     lines = []
+    glue: tuple[list[str], list[dict[str, int]]] = ([], [])
     if exact:
 
         every = names or [v.name for v in all_variants()]
-        lines = line_grid(every, [{"d": d} for d in ds or tune.line_d], caches, dtype, tune, calibrator.rates)
+        sizes = [{"d": d} for d in ds or tune.line_d]
+        lines = line_grid(every, sizes, caches, dtype, tune, calibrator.rates)
+        glue = (every, sizes)
     with Progress(
         TextColumn("{task.description}", style="dim"),
         BarColumn(),
@@ -99,9 +102,11 @@ def calibrate(
         def step(message: str, done: int, total: int) -> None:
             bar.update(task, description=message[:40], completed=done, total=total)
 
-        model, n_grid, n_lines, n_held = run_calibration(calibrator, caches, lines=lines, step=step)
+        model, n_grid, n_lines, n_held = run_calibration(calibrator, caches, lines=lines, glue=glue, step=step)
     model.context = context
     path = model.save(target)
+    for suspect in model.suspects:  # on stderr, in text and JSON modes alike
+        render.warn(f"implausible timing: {suspect}: was the machine quiet? (`suspects` in {path})")
     summary = model.as_json()
     if as_json:
         summary.pop("points")

@@ -436,6 +436,10 @@ def validate(
     calibration: Optional[str] = typer.Option(
         None, "--calibration", help="Op model to check (default: this device's own, from `attn-cost calibrate`)."
     ),
+    exact: bool = typer.Option(
+        True, "--exact/--no-exact", help="Time the ops' exact shapes at head dims the op calibration lacks "
+        "(else its predictions there are marked extrapolated)."
+    ),
     as_json: bool = o.JSON,
 ) -> None:
     """Fit per-device corrections on some head dims; print analytic, fitted, op-model (zero-shot, from
@@ -469,6 +473,8 @@ def validate(
     opmodel = _calibration(calibration, measurer.store.device)
     with progress() as notify:
         measurer.notify = notify
+        if opmodel is not None and exact:
+            opmodel = _complete_lines(opmodel, measurer, sorted({n for p in pairs for n in p}), check + fit)
         template = Sizes(N=1, d=1, h=heads, b=batch, L=latents)
         profile, rows = run_validation(
             pairs, check, fit, template, measurer, st, n_max=n_max, existing=existing, opmodel=opmodel
@@ -484,6 +490,32 @@ def validate(
     _validation_tables(profile, rows, fit, path)
     _op_model_summary(opmodel, errors)
     said(rows, measurer)
+
+
+def _complete_lines(opmodel, measurer, variants: list[str], ds: list[int]):
+    """The op model with the exact-shape lines it lacks for these variants at these head dims, timed now on this
+    device (into its result store: a rerun reuses them), with a progress line; unchanged where it lacks none."""
+    from attn_cost.profilers.devicemodel.calibrate import (
+        Calibrator,
+        cache_sizes,
+        glue_points,
+        missing_lines,
+        time_lines,
+    )
+
+    calibrator = Calibrator(measurer.store, measurer.device, opmodel.dtype, measurer.repeats)
+    todo = missing_lines(opmodel, variants, sorted(set(ds)), cache_sizes(measurer.device), calibrator.rates)
+    if not todo:
+        return opmodel
+    d_text = ", ".join(map(str, sorted(set(ds))))
+    err.print(f"Timing {len(todo):,} exact shapes of ops the op calibration {opmodel.slug} lacks (d = {d_text}).")
+
+    def step(message: str, done: int, total: int) -> None:
+        measurer.notify(f"exact shapes {done:,}/{total:,}: {message}")
+
+    points = time_lines(calibrator, todo, step)
+    points += glue_points(calibrator, variants, [{"d": d} for d in sorted(set(ds))], step)
+    return opmodel.with_lines(points)
 
 
 def _calibration(name: str | None, device: dict):
@@ -518,7 +550,11 @@ def _op_model_summary(opmodel, errors: dict) -> None:
         cells,
         keys=1,
     )
-    console.print("N0 op model: predicted from op timings alone, [2.5 %–97.5 %] bootstrap interval in tokens.")
+    console.print(
+        "N0 op model: predicted from op timings (and each variant's glue at N ≤ 32 where calibrated), "
+        "[2.5 %–97.5 %] bootstrap interval in tokens; *: some op priced without a timing of its shape. "
+        "--json adds the tie interval (predicted_tie) and its regret."
+    )
 
 
 def _validation_tables(profile, rows: list[dict], fit: list[int], path) -> None:
@@ -569,12 +605,15 @@ def _validation_tables(profile, rows: list[dict], fit: list[int], path) -> None:
 
 
 def _predicted_cell(row: dict) -> str:
-    """The op model's N0, its error and its bootstrap interval: 1,162 (−3%) [681–1,448]."""
+    """The op model's N0, its error and its bootstrap interval: 1,162 (−3%) [681–1,448]; * where it priced an op
+    without a timing of its shape."""
     if row.get("predicted_n0") is None:
         return "—"
     low, high = row.get("predicted_n0_low"), row.get("predicted_n0_high")
     span = f" [{_n(low)}–{_n(high)}]" if low is not None or high is not None else ""
-    return _with_err(row["predicted_n0"], row.get("predicted_n0_error")) + span
+    return _with_err(row["predicted_n0"], row.get("predicted_n0_error")) + span + (
+        "*" if row.get("predicted_extrapolated") else ""
+    )
 
 
 def _with_err(value, err) -> str:

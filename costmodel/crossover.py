@@ -537,16 +537,27 @@ class DeviceColumns:
     predicted_n0_high: int | None = None
     predicted_by: str = "op model"
     """What predicted N0: a measured device's op calibration (`op model`), or a GPU's datasheet (`datasheet`)."""
+    predicted: dict | None = None
+    """The op model's tie interval, its regret and what it extrapolated (`oppredict.Prediction.as_json`), where
+    the op model predicted."""
 
     def as_json(self) -> dict:
+        extra = {k: v for k, v in (self.predicted or {}).items() if k not in ("predicted_n0", "predicted_n0_low",
+                                                                             "predicted_n0_high")}  # fmt: skip
         return {
             "device": self.device,
             **(self.profile.as_json() if self.profile is not None else {}),
             "predicted_n0": self.predicted_n0,
             "predicted_n0_low": self.predicted_n0_low,
             "predicted_n0_high": self.predicted_n0_high,
+            **extra,
             **({"predicted_by": self.predicted_by} if self.predicted_by != "op model" else {}),
         }
+
+    @property
+    def extrapolated(self) -> bool:
+        """Whether the op model priced an op of the row without a timing of its shape."""
+        return bool((self.predicted or {}).get("predicted_extrapolated"))
 
 
 @dataclass

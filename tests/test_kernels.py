@@ -179,3 +179,62 @@ def test_traced_code_and_the_catalogue_price_the_same_product_alike(tmp_path, re
     model = synthetic_model()
     f = {k: np.array([v]) for k, v in at.items()}
     assert model.op_seconds(kernel_of(t_op), f) == pytest.approx(model.op_seconds(kernel_of(c_op), f))
+
+
+@pytest.mark.parametrize("name", ["exp!", "cumsum!", "add!", "div!", "normalize_rows!"])
+def test_an_in_place_kernel_gets_its_pristine_inputs_at_every_call(name: str) -> None:
+    """Timed 300 times in a row, an in-place kernel still runs on the values it was made with: what it leaves
+    after the last call is what PyTorch computes from the pristine input once (exp_ reused on one tensor is
+    +inf after five calls, cumsum_ overflows after about twenty)."""
+    import torch
+
+    at = kernels.shape(name, rows=64, cols=40)
+    runner = kernels.build_runner(at, "fp32", "cpu")
+    box = runner.make()
+    pristine = [x.clone() for x in box[:-1]]
+    for _ in range(300):
+        runner.run(box)
+    assert torch.isfinite(box[0]).all()
+    fresh = [x.clone() for x in pristine]
+    KERNELS[name].torch(*fresh)  # the kernel once, on its pristine inputs
+    torch.testing.assert_close(box[0], fresh[0])
+    assert runner.restore is not None
+
+
+def test_every_in_place_kernel_restores_its_input_and_no_other_does() -> None:
+    for k in kernels.DECLARED:
+        runner = kernels.build_runner(_small(k.name), "fp32", "cpu")
+        assert (runner.restore is not None) == k.inplace, k.name
+
+
+@pytest.mark.parametrize("name", ["matmul-NT", "matmul-NN"])
+def test_a_window_product_reads_overlapping_windows_of_one_buffer(name: str) -> None:
+    """The band products of sliding-window: query i against rows i … i+w−1 of one padded buffer, as
+    `reference._band_bmm` reads them, not N separate w×d operands (the buffer is (N+w−1)·d, not N·w·d)."""
+    import torch
+
+    n, w, d = 9, 4, 3
+    dims = {"batch": n, "m": 1, "k": d, "n": w} if name == "matmul-NT" else {"batch": n, "m": 1, "k": w, "n": d}
+    at = kernels.shape(name, window=1, **dims)
+    runner = kernels.build_runner(at, "fp32", "cpu")
+    a, buf, _ = box = runner.make()
+    assert buf.numel() == (n + w - 1) * d
+    out = runner.run(box)
+    rows = buf.reshape(n + w - 1, d)
+    for i in range(n):
+        window = rows[i : i + w]  # w × d
+        want = a.reshape(n, 1, -1)[i] @ (window.T if name == "matmul-NT" else window)
+        torch.testing.assert_close(out[i], want)
+    _, feats = kernels.engine_features(at, "fp32")
+    assert feats["bytes"] == 4 * (n * dims["k"] + (n + w - 1) * d + n * dims["n"])  # A, the buffer once, the output
+
+
+def test_sliding_window_s_band_products_carry_the_window_layout() -> None:
+    from attn_cost.profilers.devicemodel.opcalls import kernel_calls
+    from attn_cost.profilers.devicemodel.oppredict import row_dims
+
+    calls = kernel_calls("sliding-window", "core", "fp32", row_dims({"d": 16}))
+    products = [f for k, f in zip(calls.kernels, calls.features, strict=True) if k.startswith("matmul")]
+    assert len(products) == 2 and all("window" in f for f in products)
+    plain = kernel_calls("softmax", "core", "fp32", row_dims({"d": 16}))
+    assert not any("window" in f for f in plain.features)

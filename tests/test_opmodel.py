@@ -60,6 +60,27 @@ def test_streaming_model_interpolates_between_row_widths() -> None:
     assert model.predict(f)[0] == pytest.approx(expected, rel=1e-9)
 
 
+def test_a_page_aligned_row_stride_is_its_own_class_of_widths() -> None:
+    """A column scan down rows whose stride is a multiple of 4 KiB runs through one cache set: on the shipped CPU
+    cumsum down rows of 1,024 floats ran at 1.5 GB/s, down rows of 576 at 16. Rows of 1,600 (6,400 B) are priced
+    between the fast widths 64 and 2,000, never from 1,024's curve; rows of 2,048 between 1,024 and 4,096; a width
+    past its class's widest is held there and said to be (`beyond`)."""
+    fast, slow = 1e-10, 1e-9
+    points = [*streaming_points("cumsum!", 64, per_byte=fast), *streaming_points("cumsum!", 2000, per_byte=fast),
+              *streaming_points("cumsum!", 1024, per_byte=slow), *streaming_points("cumsum!", 4096, per_byte=3 * slow)]
+    model = Streaming.fit(points)
+    at = 2.0**20
+
+    def price(cols: float) -> float:
+        return float(model.predict({"bytes": np.array([at]), "cols": np.array([cols])})[0])
+
+    assert price(1600) == pytest.approx(LAUNCH + at * fast, rel=1e-9)
+    assert price(2048) == pytest.approx(LAUNCH + at * 2 * slow, rel=1e-9)  # log2 2048 halfway from 1024 to 4096
+    beyond = model.beyond({"bytes": np.full(4, at), "cols": np.array([1600.0, 2048.0, 3000.0, 8192.0])})
+    assert beyond.tolist() == [False, False, True, True]
+    assert price(3000) == pytest.approx(LAUNCH + at * fast, rel=1e-9)  # held at 2,000, not at 4,096's curve
+
+
 def gemm_time(m: float, k: float, n: float, peak: float = 1e11, half: float = 16.0) -> float:
     eff = (m / (m + half)) * (k / (k + half)) * (n / (n + half))
     return 3e-6 + max(2 * m * k * n / (peak * eff), 4 * (m * k + k * n + m * n) * PER_BYTE)
@@ -471,6 +492,113 @@ def test_predicted_crossover_lies_in_its_bootstrap_interval() -> None:
     assert model.time(ca, above)[0] > model.time(cb, above)[0]
 
 
+def test_a_tie_is_the_stretch_where_the_ratio_is_within_its_error_of_one() -> None:
+    """Independent arithmetic: ln(tB/tA) falls linearly in log N through 0 at N = 100; with σ = 0.05 the tie is
+    where |ratio| ≤ 1.96 · 0.05, i.e. the lengths within 2^±(0.098/0.1) octaves of 100... read on the grid."""
+    from attn_cost.profilers.devicemodel.oppredict import tie_interval
+
+    xs = np.geomspace(2.0, 65536.0, 240)
+    ratio = -0.1 * np.log2(xs / 100.0)  # 10 % per octave
+    tie = tie_interval(xs, ratio, np.full_like(xs, 0.05), 100.0)
+    half = 1.96 * 0.05 / 0.1  # octaves either side
+    assert tie is not None
+    assert tie[0] == pytest.approx(100 * 2**-half, rel=0.05) and tie[1] == pytest.approx(100 * 2**half, rel=0.05)
+    assert tie_interval(xs, ratio, np.full_like(xs, 1e-6), 100.0) is None  # no grid point that close
+    far = np.where(xs > 5000, 0.0, 1.0)  # never crosses; a near-tie at the end of the range
+    assert tie_interval(xs, far, np.full_like(xs, 0.01), None) == (math.floor(xs[xs > 5000][0]), 65536)
+
+
+def test_a_prediction_says_which_ops_it_priced_off_their_own_shape() -> None:
+    """Without exact-shape lines every timeable op is named; with a line for an op that op is not."""
+    base = synthetic_model()
+    pred = predict_n0(base, "softmax", "linear", dims_of(16), replicates=0)
+    assert "matmul-NT (no exact-shape line)" in pred.extrapolated
+    calls = kernel_calls("softmax", "core", "fp32", dims_of(16))
+    i = calls.kernels.index("matmul-NT")
+    ns = [64, 256, 1024]
+    timed = base.op_seconds("matmul-NT", calls.at(np.array(ns, dtype=float))[i][1])
+    lined = fit_points(DEVICE, "fp32", base.points + _line_points(calls, i, ns, timed))
+    n = np.array([100.0, 1000.0])
+    assert "matmul-NT (no exact-shape line)" in base.extrapolated(calls, n)
+    assert "matmul-NT (no exact-shape line)" not in lined.extrapolated(calls, n)
+    assert "softmax (no exact-shape line)" in lined.extrapolated(calls, n)
+    assert pred.as_json()["predicted_extrapolated"] == list(pred.extrapolated)
+
+
+def test_an_op_slower_than_a_copy_of_its_bytes_allows_is_named_at_calibration(tmp_path) -> None:
+    """exp! at 30× the copy's time for the same bytes (it was timed on its own overflow) is a suspect; one at 5×
+    is not, nor a softmax over rows of 8 (per-row work); a product 3× faster than the grid's best FLOP rate is."""
+    from attn_cost.profilers.devicemodel.opmodel import sanity
+
+    base = synthetic_model()
+    b = 2.0**22
+    copy_s = float(base.kernels[COPY].predict({"bytes": np.array([b])})[0])
+    best = max(2 * p.dims.get("batch", 1) * p.dims["m"] * p.dims["k"] * p.dims["n"] / p.seconds
+               for p in base.points if p.kernel.startswith("matmul"))  # fmt: skip
+    m = k = n = 256.0
+    extra = [
+        Point("exp!", {"bytes": b, "rows": b / 512, "cols": 64.0}, 30 * copy_s),
+        Point("gelu", {"bytes": b, "rows": b / 512, "cols": 64.0}, 5 * copy_s),
+        Point("softmax", {"bytes": b, "rows": b / 64, "cols": 8.0}, 50 * copy_s),
+        Point("glue", {"bytes": 1.0, "rows": 1.0}, 1e-3, 0.0, "glue|softmax", 8.0),  # a whole variant: not an op
+        Point("matmul-NN", {"bytes": 4 * 3 * m * k, "batch": 1.0, "m": m, "k": k, "n": n},
+              2 * m * k * n / (3 * best), 0.0, "matmul-NN|line", 256.0),
+    ]
+    found = sanity(fit_points(DEVICE, "fp32", base.points + extra))
+    assert len(found) == 2, found
+    assert found[0].startswith("exp! over rows of 64: up to 30×")
+    assert found[1].startswith("matmul-NN: up to 3.0×")
+    model = fit_points(DEVICE, "fp32", base.points)
+    model.suspects = found
+    model.save(tmp_path)
+    assert load_opmodel(str(tmp_path / f"{model.slug}.json")).suspects == found
+
+
+def test_glue_is_measured_per_variant_and_kept_beside_kernel_time(tmp_path) -> None:
+    """softmax timed whole at N = 8, 16, 32 at 5 µs above its ops' device time: the model keeps 5 µs of glue for
+    softmax at every N (held past 32), adds it on a CPU and overlaps it on a GPU; a variant without glue keeps the
+    chain's fitted overheads; the glue points survive a save and load."""
+    from attn_cost.profilers.devicemodel.opmodel import GLUE, glue_line, timeline
+
+    base = synthetic_model()
+    calls = kernel_calls("softmax", "core", "fp32", dims_of(16))
+    ns = np.array([8.0, 16.0, 32.0])
+    kernel_s = base._kernel_seconds(base._ops(calls, ns))
+    glue = [Point(GLUE, {"bytes": 1.0, "rows": 1.0}, float(t) + 5e-6, 0.0, glue_line(calls.key), float(n))
+            for n, t in zip(ns, kernel_s, strict=True)]  # fmt: skip
+    model = fit_points(DEVICE, "fp32", base.points + glue)
+    n = np.array([8.0, 100.0, 4096.0])
+    assert model.glue_seconds(calls, n) == pytest.approx([5e-6] * 3, rel=1e-6)
+    assert model.time(calls, n) == pytest.approx(model._kernel_seconds(model._ops(calls, n)) + 5e-6, rel=1e-9)
+    linear = kernel_calls("linear", "core", "fp32", dims_of(16))
+    assert model.glue_seconds(linear, n) is None
+    assert model.time(linear, n) == pytest.approx(base.time(linear, n), rel=1e-12)
+    assert timeline("cpu", np.array([2.0]), np.array([3.0])) == pytest.approx([5.0])
+    assert timeline("cuda", np.array([2.0]), np.array([3.0])) == pytest.approx([3.0])
+    model.save(tmp_path)
+    again = load_opmodel(str(tmp_path / f"{model.slug}.json"))
+    assert again.time(calls, n) == pytest.approx(model.time(calls, n), rel=1e-9)
+
+
+def test_glue_is_timed_under_the_key_predictions_ask_for(tmp_path, monkeypatch) -> None:
+    """calibrate keys a variant's glue by its op lines, so validate's sizes (h, b, L spelt out) find it."""
+    from dataclasses import replace
+
+    from attn_cost.profilers.devicemodel import calibrate as cal
+    from attn_cost.profilers.devicemodel.opmodel import glue_line
+    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.measure.sizes import Sizes
+    from attn_cost.profilers.measure.timing import TimeStats
+    from attn_cost.profilers.store.store import ResultStore
+
+    monkeypatch.setattr(cal, "time_cases", lambda cases, repeats, warmup, **kw: [TimeStats(*[2e-5] * 5, 3, 1)])
+    store = ResultStore(prepare("cpu"), tmp_path / "results", shipped=False)
+    calibrator = cal.Calibrator(store, "cpu", rates=cal.Rates(1e-6, 1e9, 1e9))
+    points = cal.glue_points(calibrator, ["softmax", "no-such-reference-variant"], [{"d": 8}])
+    asked = kernel_calls("softmax", "core", "fp32", replace(Sizes(N=1, d=8), N=1).symbols())
+    assert [(p.n, p.line) for p in points] == [(n, glue_line(asked.key)) for n in DEFAULT.glue_lengths]
+
+
 def test_a_saved_model_round_trips(tmp_path) -> None:
     model = synthetic_model()
     path = model.save(tmp_path)
@@ -799,6 +927,19 @@ def test_validation_summary_counts_what_the_issue_judges() -> None:
     assert figures["median_abs_time_error"] == pytest.approx(0.3) and figures["worst_abs_time_error"] == 0.5
 
 
+def test_a_row_whose_predicted_tie_holds_the_measured_crossing_meets_the_target() -> None:
+    """N0 200 % off (a near-tie: a 2 % ratio error moves it that far), but the measured 1,000 lies in the
+    predicted tie interval [800, 1,500]: met, and said to be met by the tie; the same row without it is not."""
+    mod = _validation_script()
+    row = {"a": "softmax", "b": "linear", "d": 8, "measured_n0": 1000, "predicted_n0": 3000}
+    tied = {**row, "predicted_tie": [800, 1500], "predicted_regret": 0.02}
+    outside = {**row, "d": 16, "predicted_tie": [1200, 1500], "predicted_regret": 0.02}
+    costly = {**row, "d": 64, "predicted_tie": [800, 1500], "predicted_regret": 0.3}  # a poor model's wide tie
+    verdicts = mod.row_verdicts({"results": [tied, outside, {**row, "d": 32}, costly]})
+    assert [(v["met"], v["tied"]) for v in verdicts] == [(True, True), (False, False), (False, False), (False, False)]
+    assert "(tie 800–1,500)" in mod._cell(verdicts[0])
+
+
 def test_the_gap_is_what_following_a_missed_n0_costs() -> None:
     """The most the pair's measured times differ between the predicted and the measured N0 (lengths outside that
     span, other head dims and the op model's own guesses do not count); a miss with a gap ≤ 5 % is counted."""
@@ -863,6 +1004,32 @@ def test_stored_timings_are_divided_by_the_calls_they_were_timed_with(tmp_path, 
     assert first.seconds == pytest.approx(1e-3 / inner)
     again = cal.Calibrator(store, "cpu", rates=cal.Rates(1e-3, 1e9, 1e9)).point(at)  # other rates, stored timing
     assert again.seconds == pytest.approx(first.seconds)
+
+
+def test_an_in_place_kernel_is_priced_net_of_the_copy_that_restores_its_input(tmp_path, monkeypatch) -> None:
+    """exp! is timed together with the copy that gives it fresh inputs, and that copy alone in alternation: the
+    point is their difference (3 ms − 1 ms per sample), keyed apart from timings made on reused inputs."""
+    from attn_cost.profilers.devicemodel import calibrate as cal
+    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.measure.timing import TimeStats
+    from attn_cost.profilers.store.store import ResultStore
+
+    seen: list[list[str]] = []
+
+    def fake(cases, repeats, warmup):
+        seen.append([c.variant for c in cases])
+        return [TimeStats(t, t, t, t, t, 3, 1) for t in (3e-3, 1e-3)[: len(cases)]]
+
+    monkeypatch.setattr(cal, "time_cases", fake)
+    store = ResultStore(prepare("cpu"), tmp_path / "results", shipped=False)
+    rates = cal.Rates(1e-6, 1e9, 1e9)
+    at = cal._s("exp!", rows=4, cols=64)
+    p = cal.Calibrator(store, "cpu", rates=rates).point(at)
+    inner = rates.inner(cal.engine_op(at, "fp32"))
+    assert seen == [["op:exp!", "op:exp!:restore"]]
+    assert p.seconds == pytest.approx(2e-3 / inner)
+    assert "fresh=1" in cal.Calibrator(store, "cpu", rates=rates).key(at, "op")
+    assert "fresh" not in cal.Calibrator(store, "cpu", rates=rates).key(cal._s("copy", rows=4, cols=64), "op")
 
 
 def test_a_calibration_loads_its_fitted_parameters_without_refitting(tmp_path, monkeypatch) -> None:

@@ -37,6 +37,44 @@ def test_exact_search_from_a_correct_prediction_needs_two_probes() -> None:
     assert t.measured == 101 and len(t.probes) == 2
 
 
+def test_a_scan_finds_the_last_of_two_crossings_whatever_the_start() -> None:
+    """B is cheaper on [30, 60) and from 1,000 on: a search from N = 40 that assumed one crossing would stop at
+    30; the scan over every octave bisects the last sign change, so N0 is 1,000."""
+    b_cost = lambda n: 1.0 if 30 <= n < 60 or n >= 1000 else 3.0  # noqa: E731
+    t = find_transition(_exact(lambda n: 2.0, b_cost), 40, n_min=2, n_max=16384, max_probes=30, rel_tol=0.01,
+                        scan=True)  # fmt: skip
+    assert t.verdict == "found" and t.bracket[1] - t.bracket[0] <= 10 and 990 <= t.bracket[1] <= 1010
+    assert {2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384} <= {p.n for p in t.probes}
+
+
+@pytest.mark.parametrize(("b", "verdict"), [(1.0, "b-cheaper-throughout"), (3.0, "a-cheaper-throughout")])
+def test_always_and_never_are_measured_at_every_octave(b: float, verdict: str) -> None:
+    t = find_transition(_exact(lambda n: 2.0, lambda n: b), 100, n_min=2, n_max=3000, max_probes=30, rel_tol=0.01,
+                        scan=True)  # fmt: skip
+    assert t.verdict == verdict
+    assert [p.n for p in t.probes] == [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 3000]
+
+
+def test_validate_scans_the_whole_range_it_judges(monkeypatch) -> None:
+    """`validate` scores "always" and "never" verdicts: its searches scan every octave (profile's need not)."""
+    from attn_cost.profilers.devicemodel import validate as val
+
+    seen: list[dict] = []
+
+    class StopError(Exception):
+        pass
+
+    def fake(*args, **kwargs):
+        seen.append(kwargs)
+        raise StopError
+
+    monkeypatch.setattr(val, "profile_pair", fake)
+    measurer = Measurer("cpu", None)  # never used: the search is replaced
+    with pytest.raises(StopError):
+        val.validate([("softmax", "linear")], [32], [8, 16], Sizes(N=1, d=1), measurer, Setting())
+    assert seen[0]["scan"] is True
+
+
 def test_noisy_search_brackets_the_true_crossing() -> None:
     rng = random.Random(1)
     true = 1234.0

@@ -32,11 +32,12 @@ from attn_cost.profilers.devicemodel.kernels import (
     Shape,
     runnable,
 )
-from attn_cost.profilers.devicemodel.opmodel import LINES, Point, fit_points, kernel_calls
+from attn_cost.profilers.devicemodel.opcalls import kernel_calls
+from attn_cost.profilers.devicemodel.opmodel import GLUE, LINES, Point, fit_points, glue_line, sanity
 from attn_cost.profilers.devicemodel.oppredict import row_dims
 from attn_cost.profilers.devicemodel.trend import spikes
 from attn_cost.profilers.devicemodel.tunables import DEFAULT, Tunables
-from attn_cost.profilers.measure.cases import DTYPES, Case
+from attn_cost.profilers.measure.cases import DTYPES, Case, build_case
 from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.measure.timing import OutOfMemoryError, time_cases
 from attn_cost.profilers.store.store import ResultStore, record_key
@@ -268,13 +269,18 @@ def dispatches(shape: Shape, dtype: str = "fp32") -> int:
     kernels pays the cost of running inside a chain once per kernel (`opmodel.Chain`)."""
     if shape.kernel == SEQUENCE:
         return sum(dispatches(part, dtype) for part in sequence_parts(shape))
-    run, make = _runner(shape, dtype, "cpu")
+    runner = kernels.build_runner(shape, dtype, "cpu", sequence_parts)
     with torch.no_grad():
-        run(make())
-        inputs = make()
+        runner.run(runner.make())
+        inputs = runner.make()
         with _CountDispatches() as counted:
-            run(inputs)
-    return max(1, counted.count)
+            runner.run(inputs)
+        restored = 0
+        if runner.restore is not None:  # the copy that restores an in-place kernel's input is not the kernel's
+            with _CountDispatches() as copies:
+                runner.restore(inputs)
+            restored = copies.count
+    return max(1, counted.count - restored)
 
 
 def dispatch_table(shapes: list[Shape], dtype: str) -> dict[str, int]:
@@ -368,8 +374,7 @@ class Calibrator:
         return self._rates
 
     def key(self, shape: Shape, tag: str) -> str:
-        sizes = {**dict(shape.dims), "rank": RANK}
-        return record_key("time", f"{tag}:{shape.kernel}", "op", self.dtype, sizes, self.store.device)
+        return record_key("time", f"{tag}:{shape.kernel}", "op", self.dtype, _sizes(shape), self.store.device)
 
     def point(self, shape: Shape, tag: str = "op") -> Point | None:
         """The timing of one grid point (None: out of memory), measured unless stored."""
@@ -383,7 +388,12 @@ class Calibrator:
         t = rec["time"]
         per = rec.get("calls_per_sample") or FIRST_RATES.inner(p)
         per *= max(1, int(p.dims.get("iterations", 1)))
-        se = 1.2533 * ((t["q3"] - t["q1"]) / 1.349) / max(1, t["runs"]) ** 0.5
+        se = _se(t)
+        median = t["median"]
+        restore = rec.get("restore")
+        if restore:  # an in-place kernel: its input restored before each call, that copy's time taken off
+            median = max(median - restore["median"], RESTORE_FLOOR * median)
+            se = math.hypot(se, _se(restore))
         dims = {k: v for k, v in p.dims.items() if k != "iterations"}
         if shape.kernel == SEQUENCE:  # the same ops timed alone, as the grid times them
             alone = [self.point(part, tag) for part in sequence_parts(shape)]
@@ -391,10 +401,11 @@ class Calibrator:
                 return None
             dims["isolated_s"] = sum(a.seconds for a in alone)
             dims["dispatches"] = float(dispatches(shape, self.dtype))
-        return Point(shape.kernel, dims, t["median"] / per, se / per)
+        return Point(shape.kernel, dims, median / per, se / per)
 
     def _measure(self, shape: Shape, p: Point, key: str, tag: str) -> dict:
-        run, make = _runner(shape, self.dtype, self.device)
+        runner = kernels.build_runner(shape, self.dtype, self.device, sequence_parts)
+        run, make = runner.run, runner.make
         inner = self.rates.inner(p, self.tune)
         repeats = self.repeats if self.rates.estimate(p) * p.dims.get("iterations", 1) < self.tune.slow_call_s else 3
         if p.kernel in (CALL, SEQUENCE):  # one call per sample, a few µs each: the noisiest points of all
@@ -405,18 +416,47 @@ class Calibrator:
                 run(box)
 
         size = Sizes(N=int(p.dims.get("rows", p.dims.get("m", 1))), d=int(p.dims.get("cols", p.dims.get("k", 1))))
-        case = Case(f"{tag}:{shape.kernel}", "op", size, self.dtype, self.device, many, make)
+        cases = [Case(f"{tag}:{shape.kernel}", "op", size, self.dtype, self.device, many, make)]
+        if runner.restore is not None:  # the restoring copy alone, timed in alternation with the kernel
+            restore = runner.restore
+
+            def restores(box: list) -> None:
+                for _ in range(inner):
+                    restore(box)
+
+            cases.append(Case(f"{tag}:{shape.kernel}:restore", "op", size, self.dtype, self.device, restores, make))
         # a call, a loop step or a chain is host-side work: on CUDA the host clock times it (GPU events see ~0)
         host = {"host_clock": True} if self.device == "cuda" and p.kernel in (CALL, LOOP_STEP, SEQUENCE) else {}
         try:
-            (stats,) = time_cases([case], repeats, 1, **host)
-            values = {"time": stats.as_json(), "status": "ok"}
+            stats = time_cases(cases, repeats, 1, **host)
+            values = {"time": stats[0].as_json(), "status": "ok"}
+            if len(stats) > 1:
+                values["restore"] = stats[1].as_json()
         except OutOfMemoryError:
             values = {"time": None, "status": "oom"}
         self.measured += 1
         record = {"kind": "time", "key": key, "variant": f"{tag}:{shape.kernel}", "scope": "op", "dtype": self.dtype,
-                  "sizes": {**dict(shape.dims), "rank": RANK}, "calls_per_sample": inner, **values}  # fmt: skip
+                  "sizes": _sizes(shape), "calls_per_sample": inner, **values}  # fmt: skip
         return self.store.add(record)
+
+
+RESTORE_FLOOR = 0.05
+"""An in-place kernel's time net of its restoring copy is at least this share of the two together (two noisy
+timings of nearly the same cost may differ by less than nothing)."""
+
+
+def _sizes(shape: Shape) -> dict[str, int]:
+    """A timing's sizes in the result store: the shape's dims, the rank, and `fresh` for an in-place kernel
+    whose input is restored before every call (`kernels.fresh_inputs`), so that timings made on reused inputs
+    are never taken for them."""
+    fresh = {"fresh": 1} if shape.kernel in KERNELS and KERNELS[shape.kernel].inplace else {}
+    return {**dict(shape.dims), "rank": RANK, **fresh}
+
+
+def _se(t: dict) -> float:
+    """Standard error of a timing's median, from its quartiles (a normal's IQR is 1.349 σ; the median's SE is
+    1.2533 σ/√n)."""
+    return 1.2533 * ((t["q3"] - t["q1"]) / 1.349) / max(1, t["runs"]) ** 0.5
 
 
 def _recheck_lines(
@@ -441,16 +481,95 @@ def _keep_faster(points: list[Point], i: int, again: Point | None) -> None:
         points[i] = Point(p.kernel, p.dims, again.seconds, again.se, p.line, p.n)
 
 
+def _more_passes(
+    calibrator: Calibrator, points: list[Point], timed: list[Shape], step: Callable, done: int, total: int
+) -> None:
+    """Time every line point again, `line_passes` − 1 times, each pass in its own random order; keep the fastest."""
+    for later in range(2, calibrator.tune.line_passes + 1):
+        order = [i for i, p in enumerate(points) if p.line]
+        random.Random(later).shuffle(order)
+        for i in order:
+            step(f"exact, pass {later}: {timed[i].kernel} {dict(timed[i].dims)}", done, total)
+            _keep_faster(points, i, calibrator.point(timed[i], tag=f"op-pass{later}"))
+            done += 1
+
+
+def time_lines(
+    calibrator: Calibrator, lines: list[LinePoint], step: Callable[[str, int, int], None] = lambda m, d, t: None
+) -> list[Point]:
+    """Time exact-shape line points as `calibrate` does (random order, every pass, spikes again), without the
+    grid: the lines a calibration lacks, timed when a prediction needs them (`validate`)."""
+    todo = list(lines)
+    random.Random(0).shuffle(todo)
+    total = len(todo) * calibrator.tune.line_passes
+    points: list[Point] = []
+    timed: list[Shape] = []
+    for i, lp in enumerate(todo):
+        step(f"exact: {lp.shape.kernel} {dict(lp.shape.dims)}", i, total)
+        p = calibrator.point(lp.shape)
+        if p is not None:
+            points.append(Point(p.kernel, p.dims, p.seconds, p.se, lp.line, float(lp.n)))
+            timed.append(lp.shape)
+    _more_passes(calibrator, points, timed, step, len(todo), total)
+    _recheck_lines(calibrator, points, timed, step)
+    return points
+
+
+def glue_points(calibrator: Calibrator, variants: list[str], sizes: list[dict[str, int]],
+                step: Callable[[str, int, int], None] = lambda m, d, t: None) -> list[Point]:  # fmt: skip
+    """Each variant (core scope) timed whole at the short lengths `tune.glue_lengths`, at every size of `sizes`:
+    there its ops take microseconds and the rest of its time is glue (views, Python, dispatch between them),
+    which the op model keeps per variant (`OpModel.glue_seconds`) instead of one constant for every variant. A
+    variant without a reference implementation, or that needs a size it is not given, is skipped. Stored like
+    every timing (a resumed calibration reuses them)."""
+    todo = []
+    for size in sizes:
+        for variant in variants:
+            try:
+                calls = kernel_calls(variant, "core", calibrator.dtype, row_dims(size))
+                build_case(variant, "core", Sizes(N=8, **size), calibrator.dtype, calibrator.device)
+            except UserError:
+                continue
+            todo += [(variant, size, calls.key, n) for n in calibrator.tune.glue_lengths]
+    out = []
+    for i, (variant, size, key, n) in enumerate(todo):
+        step(f"glue: {variant} {size} N={n}", i, len(todo))
+        sizes_n = {**size, "N": n}
+        record_id = record_key("time", f"{GLUE}:{variant}", "core", calibrator.dtype, sizes_n, calibrator.store.device)
+        rec = calibrator.store.get(record_id)
+        if rec is None:
+            case = build_case(variant, "core", Sizes(N=n, **size), calibrator.dtype, calibrator.device)
+            host = {"host_clock": True} if calibrator.device == "cuda" else {}
+            repeats = calibrator.repeats * calibrator.tune.host_repeat_factor
+            (stats,) = time_cases([case], repeats, 2, **host)
+            rec = calibrator.store.add({"kind": "time", "key": record_id, "variant": f"{GLUE}:{variant}",
+                                        "scope": "core", "dtype": calibrator.dtype, "sizes": sizes_n,
+                                        "time": stats.as_json(), "status": "ok"})  # fmt: skip
+            calibrator.measured += 1
+        t = rec["time"]
+        out.append(Point(GLUE, {"bytes": 1.0, "rows": 1.0}, t["median"], _se(t), glue_line(key), float(n)))
+    return out
+
+
+def missing_lines(model, variants: list[str], ds: list[int], caches: dict[str, int], rates: Rates,
+                  tune: Tunables = DEFAULT) -> list[LinePoint]:  # fmt: skip
+    """The exact shapes of `variants`' ops at head dims `ds` whose lines the op model `model` has none of."""
+    wanted = line_grid(variants, [{"d": d} for d in ds], caches or cache_sizes("cpu"), model.dtype, tune, rates)
+    return [lp for lp in wanted if lp.line not in model.lines]
+
+
 def calibrate(
     calibrator: Calibrator,
     caches: dict[str, int],
     *,
     lines: list[LinePoint] = (),
+    glue: tuple[list[str], list[dict[str, int]]] = ([], []),
     step: Callable[[str, int, int], None] = lambda message, done, total: None,
 ):
-    """Time the grid and the variants' ops at their exact shapes (`lines`, from `line_grid`), reusing
-    stored points; fit the op model; measure its error off the grid, and each line's leave-one-out error.
-    Returns the model and the numbers of grid, line and held-out shapes."""
+    """Time the grid and the variants' ops at their exact shapes (`lines`, from `line_grid`), and the `glue`
+    of (variants, sizes) (`glue_points`), reusing stored points; fit the op model; measure its error off the
+    grid, and each line's leave-one-out error. Returns the model and the numbers of grid, line and held-out
+    shapes."""
 
     tune = calibrator.tune
     shapes = grid(caches, calibrator.dtype, tune)
@@ -468,19 +587,14 @@ def calibrate(
         if p is not None:
             points.append(p if lp is None else Point(p.kernel, p.dims, p.seconds, p.se, lp.line, float(lp.n)))
             timed.append(shape)
-    done = len(todo)
-    for later in range(2, tune.line_passes + 1):
-        order = [i for i, p in enumerate(points) if p.line]
-        random.Random(later).shuffle(order)
-        for i in order:
-            step(f"exact, pass {later}: {timed[i].kernel} {dict(timed[i].dims)}", done, total)
-            _keep_faster(points, i, calibrator.point(timed[i], tag=f"op-pass{later}"))
-            done += 1
+    _more_passes(calibrator, points, timed, step, len(todo), total)
     _recheck_lines(calibrator, points, timed, step)
+    points += glue_points(calibrator, *glue, step=step)
     model = fit_points(calibrator.store.device, calibrator.dtype, points, caches)
     model.tunables = tune.as_json()
     model.dispatches = dispatch_table(shapes + [lp.shape for lp in lines], calibrator.dtype)
     model.rates = calibrator.rates.as_json()
+    model.suspects = sanity(model)
     errors: dict[str, list[float]] = {}
     for j, shape in enumerate(extra):
         step(f"held out: {shape.kernel} {dict(shape.dims)}", total - len(extra) + j, total)

@@ -29,7 +29,7 @@ MATMUL_LAYOUTS = ("NN", "NT", "TN")
 BINARY = ("add", "sub", "mul", "div", "maximum")
 """Element-wise kinds with two operands, whose layout (`opmodel.operand_layout`) the grid's same-shape operands
 do not show."""
-LAYOUT = ("bcast", "xview", "zview", "accumulate")
+LAYOUT = ("bcast", "xview", "zview", "accumulate", "window")
 """Features of an op's operand layout, present only where it differs from the grid's plain operands."""
 LOOP_STEP, CALL, SEQUENCE = "loop-step", "call", "op-sequence"
 """What `calibrate` times beside the kernels: costs of running ops at all, not ops. One iteration of a loop
@@ -133,14 +133,30 @@ def _binary(kind: str) -> Callable[[Graph, Shape], Tensor]:
     return build
 
 
+def window_rows(at: Shape) -> tuple[int, int]:
+    """Rows and columns of one window of a product's B operand as stored ((n, k) transposed, else (k, n)): with
+    the `window` layout the batch's B matrices are overlapping windows of one (batch + rows − 1) × cols buffer,
+    window i starting at row i, as a banded kernel reads a padded K or V (sliding-window's `as_strided`)."""
+    k, n = at.get("k"), at.get("n")
+    return (n, k) if at.kernel.endswith("T") else (k, n)
+
+
 def _product(g: Graph, at: Shape) -> Tensor:
     bt, m, k, n = (at.get(x) for x in ("batch", "m", "k", "n"))
     lead = (bt,) if bt > 1 else ()
     layout = at.kernel.removeprefix("matmul-")
     a = g.input("A", *lead, k, m).T if layout[0] == "T" else g.input("A", *lead, m, k)
-    b = g.input("B", *lead, n, k).T if layout[1] == "T" else g.input("B", *lead, k, n)
+    if at.get("window", 0):
+        r, c = window_rows(at)
+        raw = Tensor("Bw", (*lead, r, c), g.input("B", bt + r - 1, c).storage)
+        b = raw.T if layout[1] == "T" else raw
+    else:
+        b = g.input("B", *lead, n, k).T if layout[1] == "T" else g.input("B", *lead, k, n)
     into = g.input("C", *lead, m, n) if at.get("accumulate", 0) else None
-    return g.matmul("C", a, b, into=into)
+    out = g.matmul("C", a, b, into=into)
+    if at.get("window", 0):
+        g.ops[-1].attrs["read_once"] = (b,)
+    return out
 
 
 def _attention(g: Graph, at: Shape) -> Tensor:
@@ -297,11 +313,34 @@ def kernel_of(op) -> str:
 
 @dataclass
 class Runner:
-    """PyTorch code of one kernel at one shape: `run(inputs)` and `make()` of fresh inputs."""
+    """PyTorch code of one kernel at one shape: `run(inputs)` and `make()` of fresh inputs. `restore`, for a
+    kernel that writes its input in place: what `run` does first to put back that input's pristine values (a
+    copy), timed alone so that its cost is taken off (`calibrate.Calibrator`)."""
 
     run: Callable[[list], object]
     make: Callable[[], list]
     extra: dict = field(default_factory=dict)
+    restore: Callable[[list], object] | None = None
+
+
+def fresh_inputs(runner: Runner) -> Runner:
+    """The runner of an in-place kernel with its input restored before every call: the inputs get a pristine
+    copy of the first (last in the box), copied back into it before each call. Without it a kernel timed 200
+    times in a row on one tensor is timed on what it made of it: `exp_` on +inf after five calls, `cumsum_` on
+    overflow, neither the values a variant gives it."""
+
+    def make() -> list:
+        box = runner.make()
+        return [*box, box[0].clone()]
+
+    def restore(box: list) -> object:
+        return box[0].copy_(box[-1])
+
+    def run(box: list) -> object:
+        restore(box)
+        return runner.run(box[:-1])
+
+    return Runner(run, make, runner.extra, restore)
 
 
 def build_runner(at: Shape, dtype: str, device: str, parts: Callable[[Shape], list[Shape]] | None = None) -> Runner:
@@ -321,12 +360,23 @@ def build_runner(at: Shape, dtype: str, device: str, parts: Callable[[Shape], li
 
     if at.kernel in OVERHEADS:
         return _overhead_runner(at, rand, dtype, device, parts)
+    runner = _kernel_runner(at, rand, dt, device)
+    return fresh_inputs(runner) if KERNELS[at.kernel].inplace else runner
+
+
+def _kernel_runner(at: Shape, rand: Callable, dt, device: str) -> Runner:
+    """(run, make) of a declared kernel at a shape, its inputs made once (`build_runner` restores them)."""
+    import torch
+
     kernel = KERNELS[at.kernel]
     if kernel.family == PRODUCT:
         bt, m, k, n = (at.get(x) for x in ("batch", "m", "k", "n"))
         lead = (bt,) if bt > 1 else ()
         accumulate = at.get("accumulate", 0)
         ta, tb = kernel.layout[0] == "T", kernel.layout[1] == "T"
+
+        if at.get("window", 0):
+            return _window_product(at, rand, ta, tb)
 
         def make_product() -> list:
             a = rand(*lead, k, m) if ta else rand(*lead, m, k)
@@ -369,6 +419,27 @@ def build_runner(at: Shape, dtype: str, device: str, parts: Callable[[Shape], li
 
         return Runner(run_pair, pair)
     return Runner(lambda box: kernel.torch(box[0]), lambda: [rand(rows, cols, positive=kernel.positive)])
+
+
+def _window_product(at: Shape, rand: Callable, ta: bool, tb: bool) -> Runner:
+    """A product whose B matrices are overlapping windows of one buffer (`window_rows`), read through their
+    strides as the banded reference does (`reference._band_bmm`: one bmm over the windows, into its output)."""
+    import torch
+
+    bt, m, k, n = (at.get(x) for x in ("batch", "m", "k", "n"))
+    r, c = window_rows(at)
+
+    def make() -> list:
+        a = rand(bt, k, m) if ta else rand(bt, m, k)
+        return [a, rand(bt + r - 1, c), a.new_empty(bt, m, n)]
+
+    def run(box: list):
+        a, buf, out = box
+        windows = buf.reshape(bt + r - 1, c).as_strided((bt, r, c), (c, c, 1))
+        a3 = a.reshape(bt, *a.shape[-2:])
+        return torch.bmm(a3.transpose(-1, -2) if ta else a3, windows.transpose(-1, -2) if tb else windows, out=out)
+
+    return Runner(run, make)
 
 
 def _overhead_runner(at: Shape, rand: Callable, dtype: str, device: str, parts: Callable | None) -> Runner:

@@ -3,6 +3,7 @@ functions of N, and the storages it touches (for the cache-reuse context). No to
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,6 +37,9 @@ class KernelCalls:
     in_loop: list[bool] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
     """Per op: its line (`line_of`), the key under which `calibrate --d` times it at its exact shapes."""
+    key: str = ""
+    """The variant, scope and dtype with a digest of its ops' lines: what its glue timings are kept under
+    (`opmodel.glue_line`), the same however its sizes were spelt."""
     _reuse: dict = field(default_factory=dict, repr=False)
 
     def reuse(self, n: float) -> list[list[tuple[float, float, float]]]:
@@ -157,11 +161,14 @@ def operand_layout(op) -> dict[str, int]:
     second operand broadcast as a column (bcast 1: one value per row), a row (2: one per column) or a scalar
     per matrix (3); an operand that is a slice of a wider tensor (xview, zview: a view made on every call and
     read with a stride; outside loops, where a loop step already pays for slicing the token); a product
-    accumulated into an existing tensor (accumulate: baddbmm). Empty for plain operands, so their lines keep
-    their names."""
+    accumulated into an existing tensor (accumulate: baddbmm); a product whose B matrices are overlapping
+    windows of one buffer (window: a banded kernel's `as_strided` K or V, read once, `kernels.window_rows`).
+    Empty for plain operands, so their lines keep their names."""
     out: dict[str, int] = {}
     if op.kind == "matmul" and op.attrs.get("accumulate"):
         out["accumulate"] = 1
+    if op.kind == "matmul" and len(op.inputs) > 1 and any(t is op.inputs[1] for t in op.attrs.get("read_once", ())):
+        out["window"] = 1
     if op.kind not in BINARY or len(op.inputs) < 2:
         return out
     x, z = op.inputs[0], op.inputs[1]
@@ -214,7 +221,9 @@ def _calls(variant: str, scope: str, dtype: str, dims_key: tuple) -> KernelCalls
     loops = sum((lp.count for lp in derived.graph.loops), sp.Integer(0))
     in_loop = [op.loop is not None for op in derived.ops]
     lines = [line_of(k, f) for k, f in zip(kernels, features, strict=True)]
-    return KernelCalls(kernels, features, _fn(loops, values), touches, sizes, freed, in_loop, lines)
+    digest = hashlib.sha1("\n".join(lines).encode()).hexdigest()[:12]
+    key = f"{variant}|{scope}|{dtype}|{digest}"
+    return KernelCalls(kernels, features, _fn(loops, values), touches, sizes, freed, in_loop, lines, key)
 
 
 def kernel_calls(variant: str, scope: str, dtype: str, dims: dict) -> KernelCalls:

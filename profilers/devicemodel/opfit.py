@@ -57,18 +57,34 @@ class Curve:
         return float(self.nbytes[-1] / self.seconds[-1])
 
 
+ALIAS_BYTES = 4096
+"""Rows whose stride is a multiple of this many bytes (a page: 1,024 fp32 columns) map a column scan onto one
+set of a CPU cache: a cumulative sum down such rows ran at 1.5 GB/s on the shipped CPU, down rows of 2,304 bytes
+at 16. Such widths are their own class of a streaming kernel's curves (`Streaming.predict`)."""
+
+
+def aliased(cols: np.ndarray, elem: int) -> np.ndarray:
+    """Whether rows of `cols` elements of `elem` bytes have a stride that is a multiple of `ALIAS_BYTES`."""
+    stride = np.rint(np.asarray(cols, dtype=float)) * elem
+    return (stride > 0) & (np.mod(stride, ALIAS_BYTES) == 0)
+
+
 @dataclass
 class Streaming:
     """t = t_launch + B · s(B, w), a kernel limited by launching and moving bytes: measured times
-    interpolated linearly in B between calibration points, and linearly in log w between widths."""
+    interpolated linearly in B between calibration points, and linearly in log w between widths of the same
+    stride class (`aliased`): a row width whose stride is a multiple of a page is priced from the calibrated
+    widths that are too, any other from the others (each class from all widths if it has none)."""
 
     launch: float
     widths: np.ndarray
     """log2 of the calibrated row widths, ascending."""
     curves: list[Curve]
+    elem: int = 4
+    """Bytes per element of the calibration's dtype: what a width's row stride is in bytes."""
 
     @classmethod
-    def fit(cls, points: list[Point]) -> Streaming:
+    def fit(cls, points: list[Point], elem: int = 4) -> Streaming:
         launch = min(p.seconds for p in points)
         groups: dict[float, list[Point]] = defaultdict(list)
         for p in points:
@@ -82,19 +98,51 @@ class Streaming:
             ys = np.maximum.accumulate(np.array([float(np.median(by_size[x])) for x in xs]))  # more bytes, no less time
             widths.append(w)
             curves.append(Curve(xs, ys))
-        return cls(launch, np.array(widths), curves)
+        return cls(launch, np.array(widths), curves, elem)
+
+    def _classes(self, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per width asked: whether it is aliased, and the indices of the calibrated widths of each class."""
+        own = aliased(2.0**self.widths, self.elem)
+        every = np.arange(len(self.widths))
+        pick = every[own] if own.any() else every, every[~own] if (~own).any() else every
+        return aliased(cols, self.elem), pick[0], pick[1]
 
     def predict(self, f: dict[str, np.ndarray]) -> np.ndarray:
         lb = np.maximum(f["bytes"], 1.0)
         if len(self.curves) == 1:
             return self.curves[0](lb)
-        lw = np.clip(np.log2(np.maximum(f.get("cols", np.ones_like(lb)), 1.0)), self.widths[0], self.widths[-1])
+        cols = np.broadcast_to(np.maximum(f.get("cols", np.ones_like(lb)), 1.0), lb.shape)
         values = np.stack([c(lb) for c in self.curves])
-        hi = np.clip(np.searchsorted(self.widths, lw, side="left"), 1, len(self.widths) - 1)
-        lo = hi - 1
-        frac = (lw - self.widths[lo]) / (self.widths[hi] - self.widths[lo])
-        cols = np.arange(values.shape[1])
-        return values[lo, cols] * (1 - frac) + values[hi, cols] * frac
+        query, on, off = self._classes(cols)
+        lw = np.log2(cols)
+        return np.where(query, _across(values, self.widths, on, lw), _across(values, self.widths, off, lw))
+
+    def beyond(self, f: dict[str, np.ndarray]) -> np.ndarray:
+        """Where a width asked lies outside the calibrated widths of its class: priced at the nearest one's
+        curve (held), an extrapolation a prediction says it made (`OpModel.extrapolated`)."""
+        lb = np.asarray(f["bytes"], dtype=float)
+        if len(self.curves) == 1 or "cols" not in f:
+            return np.zeros(lb.shape, dtype=bool)
+        cols = np.broadcast_to(np.maximum(f["cols"], 1.0), lb.shape)
+        query, on, off = self._classes(cols)
+        lw = np.log2(cols)
+        lo = np.where(query, self.widths[on].min(), self.widths[off].min())
+        hi = np.where(query, self.widths[on].max(), self.widths[off].max())
+        return (lw < lo - 1e-9) | (lw > hi + 1e-9)
+
+
+def _across(values: np.ndarray, widths: np.ndarray, idx: np.ndarray, lw: np.ndarray) -> np.ndarray:
+    """Curves `values[idx]` (at log widths `widths[idx]`) interpolated linearly in log width at `lw`, held
+    beyond the outermost."""
+    vals, ws = values[idx], widths[idx]
+    if len(ws) == 1:
+        return vals[0]
+    at = np.clip(lw, ws[0], ws[-1])
+    hi = np.clip(np.searchsorted(ws, at, side="left"), 1, len(ws) - 1)
+    lo = hi - 1
+    frac = (at - ws[lo]) / (ws[hi] - ws[lo])
+    cols = np.arange(vals.shape[1])
+    return vals[lo, cols] * (1 - frac) + vals[hi, cols] * frac
 
 
 @dataclass

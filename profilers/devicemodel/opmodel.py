@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
+from attn_cost.costmodel.derive import STORAGE_BYTES
 from attn_cost.costmodel.errors import PricingWarning, UserError
 from attn_cost.profilers import DATA
 from attn_cost.profilers.devicemodel.kernels import (  # noqa: F401
@@ -61,6 +62,7 @@ from attn_cost.profilers.devicemodel.kernels import (  # noqa: F401
     OVERHEADS,
     SEQUENCE,
     kernel_of,
+    runnable,
     twins,
 )
 from attn_cost.profilers.devicemodel.opcalls import KernelCalls, kernel_calls, line_of, op_features, operand_layout  # noqa: F401
@@ -135,37 +137,45 @@ class OpModel:
     """In a bootstrap replicate: the spread of the factor that scales each variant's whole time (`Chain.sigma`)."""
     whole_rng: np.random.Generator | None = field(default=None, repr=False)
     _whole: dict = field(default_factory=dict, repr=False)
+    _glue_at: dict = field(default_factory=dict, repr=False)
     rates: dict[str, float] = field(default_factory=dict)
     """The device's rough rates the calibration was sized with (`calibrate.probe`): launch_s, bytes_per_s,
     flops_per_s."""
     tunables: dict = field(default_factory=dict)
     """The settings it was made with (`tunables.Tunables.as_json`); empty in calibrations older than them."""
+    suspects: list[str] = field(default_factory=list)
+    """Timings its bytes and FLOPs do not allow (`sanity`), as found when it was calibrated."""
 
     def __post_init__(self) -> None:
         if not self.kernels:
-            self.kernels, self.overheads = self._fit([p for p in self.points if not p.line])
+            self.kernels, self.overheads = self._fit([p for p in self.points if not p.line], self.elem)
         if not self.lines:
-            self.lines = Line.group([p for p in self.points if p.line])
+            self.lines = Line.group([p for p in self.points if p.line and p.kernel != GLUE])
 
     @property
     def slug(self) -> str:
 
         return slug(self.device)
 
+    @property
+    def elem(self) -> int:
+        """Bytes per element of the calibration's dtype."""
+        return STORAGE_BYTES.get(self.dtype, 4)
+
     @staticmethod
-    def _fit(points: list[Point]) -> tuple[dict, Overheads]:
+    def _fit(points: list[Point], elem: int = 4) -> tuple[dict, Overheads]:
         by_kernel: dict[str, list[Point]] = defaultdict(list)
         for p in points:
             by_kernel[p.kernel].append(p)
         kernels: dict = {}
-        copy = Streaming.fit(by_kernel[COPY]) if len(by_kernel.get(COPY, ())) >= MIN_POINTS else None
+        copy = Streaming.fit(by_kernel[COPY], elem) if len(by_kernel.get(COPY, ())) >= MIN_POINTS else None
         for name, pts in by_kernel.items():
             if name in OVERHEADS or len(pts) < MIN_POINTS:
                 continue
             if name.startswith("matmul") or name.startswith("sdpa"):
                 kernels[name] = Gemm.fit(pts, copy)
             else:
-                kernels[name] = copy if name == COPY and copy is not None else Streaming.fit(pts)
+                kernels[name] = copy if name == COPY and copy is not None else Streaming.fit(pts, elem)
         return kernels, _fit_overheads(by_kernel)
 
     def kernel(self, name: str) -> Streaming | Gemm:
@@ -195,14 +205,12 @@ class OpModel:
     def time(self, calls: KernelCalls, n: np.ndarray) -> np.ndarray:
         """Predicted seconds of one call of a variant at every N (with the cache context, if the model has it)."""
         n = np.atleast_1d(np.asarray(n, dtype=float))
-        ops = np.zeros_like(n)
-        for i, (kernel, f) in enumerate(calls.at(n)):
-            seconds = self.op_seconds(kernel, f)
-            line = self.lines.get(calls.lines[i])
-            if line is not None:
-                seconds = line.along(self, n, seconds)
-            ops = ops + f["repeat"] * seconds
-        total = ops + self.overheads.seconds(ops, calls.iterations(n), calls.dispatched(n, self.dispatches))
+        ops = self._ops(calls, n)
+        glue = self.glue_seconds(calls, n)
+        if glue is None:  # no glue measured for this variant: the chain's fitted costs per call and dispatch
+            total = ops + self.overheads.seconds(ops, calls.iterations(n), calls.dispatched(n, self.dispatches))
+        else:
+            total = timeline(self.device.get("kind", "cpu"), glue, self._kernel_seconds(ops))
         if self.whole_rng is not None:  # one draw per variant and replicate, the same at every N
             if id(calls) not in self._whole:
                 self._whole[id(calls)] = math.exp(self.whole_sigma * self.whole_rng.standard_normal())
@@ -210,6 +218,58 @@ class OpModel:
         if self.context and COPY in self.kernels:
             total = total + self.context_seconds(calls, n)
         return total
+
+    def _ops(self, calls: KernelCalls, n: np.ndarray) -> np.ndarray:
+        """Seconds of a variant's ops, each as timed alone (its line where it has one), summed at every N."""
+        ops = np.zeros_like(n)
+        for i, (kernel, f) in enumerate(calls.at(n)):
+            seconds = self.op_seconds(kernel, f)
+            line = self.lines.get(calls.lines[i])
+            if line is not None:
+                seconds = line.along(self, n, seconds)
+            ops = ops + f["repeat"] * seconds
+        return ops
+
+    def _kernel_seconds(self, ops: np.ndarray) -> np.ndarray:
+        """The ops' device time inside a variant: alone, plus the chain's share (caches no longer primed)."""
+        chain = self.overheads.chain
+        return ops * (1 + (chain.share if chain is not None else 0.0))
+
+    def glue_seconds(self, calls: KernelCalls, n: np.ndarray) -> np.ndarray | None:
+        """The host time of a variant between and around its ops (views, Python, dispatch), per call and loop
+        iteration, measured by `calibrate` at short lengths (`glue_points`) as the variant's time there less its
+        ops' device time; interpolated in log N and held beyond. None where it was not measured."""
+        timed = self._glue_at.get(calls.key)
+        if timed is None:
+            pts = [p for p in self.points if p.kernel == GLUE and p.line == glue_line(calls.key)]
+            if not pts:
+                self._glue_at[calls.key] = timed = ()
+            else:
+                ns = np.array(sorted({p.n for p in pts}))
+                best = np.array([min(p.seconds for p in pts if p.n == x) for x in ns])
+                per = np.maximum(best - self._kernel_seconds(self._ops(calls, ns)), 0.0) / (1 + calls.iterations(ns))
+                self._glue_at[calls.key] = timed = (np.log(ns), per)
+        if not timed:
+            return None
+        log_n, per = timed
+        return np.interp(np.log(n), log_n, per) * (1 + calls.iterations(n))
+
+    def extrapolated(self, calls: KernelCalls, n: np.ndarray) -> list[str]:
+        """The ops of a variant this model prices at lengths `n` without a timing of their own shape: an op a
+        calibration could time that has no exact-shape line at these sizes (another head dim than `calibrate
+        --d` timed), or, off every line, a row width outside the calibrated widths of its stride class (held at
+        the nearest).
+        A prediction says so (`oppredict.Prediction.extrapolated`), never silently."""
+        out: list[str] = []
+        for i, (kernel, f) in enumerate(calls.at(np.atleast_1d(np.asarray(n, dtype=float)))):
+            if calls.lines[i] in self.lines:  # timed at its own shapes: the line's ratio carries the width too
+                continue
+            if runnable(kernel):
+                out.append(f"{kernel} (no exact-shape line)")
+            model = next((self.kernels[k] for k in pricing(kernel) if k in self.kernels), None)
+            if isinstance(model, Streaming) and model.beyond(f).any():
+                out.append(f"{kernel} (rows of {f['cols'].max():,.0f} beyond the calibrated widths)")
+        return list(dict.fromkeys(out))
 
     def context_seconds(self, calls: KernelCalls, n: np.ndarray) -> np.ndarray:
         """What the ops of a variant lose to cache misses that the same ops alone do not have: per tensor,
@@ -267,7 +327,7 @@ class OpModel:
                 continue
             pts = [self.points[i] for i in keep]
             picked += [Point(p.kernel, p.dims, p.seconds * math.exp(j), p.se) for p, j in zip(pts, jitter, strict=True)]
-        refit, fresh = self._fit(picked)
+        refit, fresh = self._fit(picked, self.elem)
         kept = self.overheads  # one this resample has no timings of stays as fitted
         overheads = Overheads(
             fresh.call_s or kept.call_s, fresh.loop_step_s or kept.loop_step_s, fresh.chain or kept.chain
@@ -289,6 +349,17 @@ class OpModel:
             self.device, self.dtype, self.points, self.caches, self.held_out, self.created, kernels, overheads,
             self.context, drawn, self.dispatches, self.overheads.sigma, np.random.default_rng(rng.integers(1 << 32)),
         )  # fmt: skip
+
+    def with_lines(self, points: list[Point]) -> OpModel:
+        """This model with more exact-shape line and glue points (timed on demand for a head dim its calibration
+        did not time; glue it already has is kept): the kernel models and overheads as they are, lines regrouped."""
+        have = {p.line for p in self.points if p.kernel == GLUE}
+        points = [p for p in points if p.kernel != GLUE or p.line not in have]
+        model = fit_points(self.device, self.dtype, self.points + points, self.caches, kernels=self.kernels,
+                           overheads=self.overheads)  # fmt: skip
+        for name in ("held_out", "created", "context", "dispatches", "rates", "tunables", "suspects"):
+            setattr(model, name, getattr(self, name))
+        return model
 
     def off_grid_sigma(self, kernel: str) -> float:
         """Log-scale spread of the model's error on shapes off the grid (from the held-out shapes that
@@ -313,6 +384,7 @@ class OpModel:
             "dispatches": dict(sorted(self.dispatches.items())),
             "rates": self.rates,
             "tunables": self.tunables,
+            "suspects": self.suspects,
             "kernels": {k: _describe(v) for k, v in sorted(self.kernels.items())},
             "fit_version": FIT_VERSION,
             "overheads": self.overheads.as_json(),
@@ -358,6 +430,8 @@ class OpModel:
         model.dispatches = _dispatch_table(data.get("dispatches", {}), where)
         model.rates = {k: float(v) for k, v in data.get("rates", {}).items() if isinstance(v, (int, float))}
         model.tunables = data["tunables"] if isinstance(data.get("tunables"), dict) else {}
+        suspects = data.get("suspects", [])
+        model.suspects = [str(x) for x in suspects] if isinstance(suspects, list) else []
         return model
 
     def to_text(self) -> str:
@@ -378,6 +452,67 @@ class OpModel:
         claim(path, is_json_of(OPMODEL_KIND), "an op calibration")
         write_atomic(path, self.to_text())
         return path
+
+
+GLUE = "glue"
+"""The pseudo-kernel of a variant's glue timings (`calibrate.glue_points`): the variant timed whole at short
+lengths, on the line `glue_line(KernelCalls.key)`."""
+
+
+def glue_line(key: str) -> str:
+    return f"{GLUE}|{key}"
+
+
+def timeline(kind: str, host: np.ndarray, device: np.ndarray) -> np.ndarray:
+    """A call's time from its host time (glue: Python, views, dispatch) and its kernels' device time: on a CPU
+    one thread does both, so they add; on a GPU the host runs ahead of the kernels it queues, so the slower of
+    the two timelines sets the time."""
+    return np.maximum(host, device) if kind == "cuda" else host + device
+
+
+SANITY_SLOW = 20.0
+"""A timing of a streaming kernel over this many times a copy of the same bytes (at the same working set) is
+physically suspect: no element-wise or row-wise op of the catalogue does that much work per byte. On the shipped
+CPU it singles out `exp_` timed on its own overflow (22–30×) and column scans down page-aligned rows (25–100×);
+gelu, layernorm, softmax stay under 13×."""
+SANITY_MIN_COLS = 64
+"""Rows narrower than this are left out of the copy comparison: there the per-row work, not the bytes, sets the
+time (a softmax over rows of 8 costs 20× more per element than over rows of 64, and that is real)."""
+SANITY_FAST = 1.5
+"""A product timed faster than this times the best FLOP rate among the grid's products is suspect too."""
+
+
+def sanity(model: OpModel) -> list[str]:
+    """What the calibration timed that its bytes and FLOPs do not allow on this device, one line per kernel and
+    row width: a streaming op slower than `SANITY_SLOW` × a copy of its bytes (rows of at least `SANITY_MIN_COLS`,
+    beyond 4× the copy's launch cost), or a product faster than `SANITY_FAST` × the grid's best FLOP rate.
+    `calibrate` prints them as warnings and keeps them in the file (`suspects`)."""
+    copy = model.kernels.get(COPY)
+    slow: dict[tuple[str, int], list[float]] = defaultdict(list)
+    fast: dict[str, list[float]] = defaultdict(list)
+    rates = [_flop_rate(p) for p in model.points if not p.line and p.kernel.startswith("matmul")]
+    best = max(rates, default=0.0)
+    for p in model.points:
+        if p.kernel in OVERHEADS or p.kernel == GLUE:  # not ops: a call, a loop step, a chain, a whole variant
+            continue
+        if p.kernel.startswith(("matmul", "sdpa")):
+            if best and p.kernel.startswith("matmul") and _flop_rate(p) > SANITY_FAST * best:
+                fast[p.kernel].append(_flop_rate(p) / best)
+            continue
+        if copy is None or p.dims.get("cols", SANITY_MIN_COLS) < SANITY_MIN_COLS or p.seconds < 4 * copy.launch:
+            continue
+        ratio = p.seconds / float(copy.predict({"bytes": np.array([p.dims["bytes"]])})[0])
+        if ratio > SANITY_SLOW:
+            slow[(p.kernel, int(p.dims.get("cols", 0)))].append(ratio)
+    out = [f"{k} over rows of {w:,}: up to {max(r):.0f}× the time of a copy of its bytes ({len(r)} timing"
+           f"{'s' if len(r) != 1 else ''})" for (k, w), r in sorted(slow.items())]  # fmt: skip
+    out += [f"{k}: up to {max(r):.1f}× the best FLOP rate of the grid's products ({len(r)} timing"
+            f"{'s' if len(r) != 1 else ''})" for k, r in sorted(fast.items())]  # fmt: skip
+    return out
+
+
+def _flop_rate(p: Point) -> float:
+    return 2 * p.dims.get("batch", 1) * p.dims["m"] * p.dims["k"] * p.dims["n"] / p.seconds
 
 
 def _dispatch_table(table, where: str) -> dict[str, int]:
@@ -430,7 +565,7 @@ def _parameters(model: Streaming | Gemm) -> dict:
         return {"form": "gemm", "launch": model.launch, "item": model.item, "peak": model.peak,
                 "half": list(model.half), "coords": model.coords.tolist(),
                 "residuals": model.residuals.tolist()}  # fmt: skip
-    return {"form": "streaming", "launch": model.launch, "widths": model.widths.tolist(),
+    return {"form": "streaming", "launch": model.launch, "widths": model.widths.tolist(), "elem": model.elem,
             "curves": [{"bytes": c.nbytes.tolist(), "seconds": c.seconds.tolist()} for c in model.curves]}  # fmt: skip
 
 
@@ -453,7 +588,7 @@ def _moving_nothing(model: Streaming | None) -> float:
 def _streaming(p: dict) -> Streaming:
     """A streaming kernel model from its stored parameters."""
     curves = [Curve(np.array(c["bytes"], dtype=float), np.array(c["seconds"], dtype=float)) for c in p["curves"]]
-    return Streaming(float(p["launch"]), np.array(p["widths"], dtype=float), curves)
+    return Streaming(float(p["launch"]), np.array(p["widths"], dtype=float), curves, int(p.get("elem", 4)))
 
 
 def _triple(values: list) -> tuple[float, float, float]:

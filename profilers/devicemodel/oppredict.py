@@ -15,14 +15,21 @@ from attn_cost.profilers.devicemodel.opcalls import kernel_calls
 from attn_cost.profilers.devicemodel.opmodel import BOOTSTRAP, OpModel, load_opmodel, opmodel_for, pricing
 from scipy.optimize import brentq
 
+GRID = 240
+"""Lengths (log-spaced from 2 to n_max) a predicted crossing is bracketed on and a tie interval is read at."""
+TIE_Z = 1.96
+"""A length is a tie where the predicted log time ratio is within this many of its bootstrap σ of 0 (the
+model's 95 % error on the ratio, the same level as the N0 interval)."""
 
-def last_crossing(f, lo: float, hi: float, grid: int = 240) -> float | None:
-    """Smallest x from which f(x) >= 0 on [lo, hi] (bracketing on a log grid, then brentq).
+
+def last_crossing(f, lo: float, hi: float, grid: int = GRID, ys: np.ndarray | None = None) -> float | None:
+    """Smallest x from which f(x) >= 0 on [lo, hi] (bracketing on a log grid, then brentq); `ys`: f on that
+    grid, if already known.
 
     lo when f >= 0 throughout, None when f < 0 at hi (B is still dearer at the end of the range)."""
 
     xs = np.geomspace(lo, hi, grid)
-    ys = np.asarray(f(xs), dtype=float)
+    ys = np.asarray(f(xs), dtype=float) if ys is None else ys
     if ys[-1] < 0:
         return None
     below = np.nonzero(ys < 0)[0]
@@ -34,15 +41,46 @@ def last_crossing(f, lo: float, hi: float, grid: int = 240) -> float | None:
 
 @dataclass
 class Prediction:
-    """A predicted transition point with its bootstrap interval (integers: the first N with B <= A)."""
+    """A predicted transition point with its bootstrap interval (integers: the first N with B <= A), the tie
+    interval around it and what it extrapolated."""
 
     n0: int | None
     low: int | None
     high: int | None
     replicates: int
+    tie: tuple[int, int] | None = None
+    """Lengths where the predicted time ratio tB/tA is within the model's error of 1 (`TIE_Z` bootstrap σ of its
+    log): the stretch around the predicted crossing (else the last such stretch) where the model cannot tell
+    the two apart. None without replicates or where the ratio never comes that close."""
+    regret: float | None = None
+    """The most the two predicted times differ over the tie interval, |tB/tA − 1|: what choosing either one
+    anywhere in it can cost, as the model sees it."""
+    extrapolated: tuple[str, ...] = ()
+    """The ops priced without a timing of their own shape: no exact-shape line at these sizes, or a row width
+    beyond the calibrated widths of its class (`OpModel.extrapolated`)."""
 
     def as_json(self) -> dict:
-        return {"predicted_n0": self.n0, "predicted_n0_low": self.low, "predicted_n0_high": self.high}
+        return {"predicted_n0": self.n0, "predicted_n0_low": self.low, "predicted_n0_high": self.high,
+                "predicted_tie": list(self.tie) if self.tie else None, "predicted_regret": self.regret,
+                "predicted_extrapolated": list(self.extrapolated)}  # fmt: skip
+
+
+def tie_interval(xs: np.ndarray, ratio: np.ndarray, sigma: np.ndarray, n0: float | None) -> tuple[int, int] | None:
+    """The lengths of `xs` where |ln tB/tA| (`ratio`) is within `TIE_Z` × `sigma` of 0, as one stretch: the one
+    holding the predicted crossing `n0` (or next to it), else the last one. None where there is none."""
+    tied = np.abs(ratio) <= TIE_Z * sigma
+    if not tied.any():
+        return None
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], tied.astype(int), [0]])))
+    runs = [(int(a), int(b) - 1) for a, b in zip(edges[::2], edges[1::2], strict=True)]
+    if n0 is not None:
+        at = int(np.clip(np.searchsorted(xs, n0), 0, len(xs) - 1))
+        near = [(a, b) for a, b in runs if a - 1 <= at <= b + 1]
+        if near:
+            a, b = near[-1]
+            return math.floor(xs[a]), math.ceil(xs[b])
+    a, b = runs[-1]
+    return math.floor(xs[a]), math.ceil(xs[b])
 
 
 def _ceil(x: float | None) -> int | None:
@@ -66,13 +104,27 @@ def predict_n0(
     used = {name for calls in (ca, cb) for k in calls.kernels for name in pricing(k)}
     lines = {line for calls in (ca, cb) for line in calls.lines}
 
-    def crossing(m: OpModel) -> float | None:
-        return last_crossing(lambda n: m.time(ca, n) - m.time(cb, n), 2.0, float(n_max))
+    xs = np.geomspace(2.0, float(n_max), GRID)
 
-    n0 = crossing(model)
+    def crossing(m: OpModel) -> tuple[float | None, np.ndarray]:
+        """The crossing and ln(tB/tA) on the grid, from one evaluation of both curves."""
+        ta, tb = m.time(ca, xs), m.time(cb, xs)
+        x = last_crossing(lambda n: m.time(ca, n) - m.time(cb, n), 2.0, float(n_max), ys=ta - tb)
+        return x, np.log(tb / ta)
+
+    n0, ratio = crossing(model)
     rng = np.random.default_rng(seed)
-    boots = [crossing(model.resample(rng, used, lines)) for _ in range(replicates)]
+    drawn = [crossing(model.resample(rng, used, lines)) for _ in range(replicates)]
+    boots = [x for x, _ in drawn]
     vals = np.array([math.inf if x is None else x for x in boots])
+    tie = regret = None
+    if replicates > 1:  # the ratio's spread: both variants drawn from the same replicate, shared kernels together
+        r = np.stack([y for _, y in drawn])
+        sigma = (np.percentile(r, 84.13, axis=0) - np.percentile(r, 15.87, axis=0)) / 2
+        tie = tie_interval(xs, ratio, sigma, n0)
+        if tie is not None:
+            inside = (xs >= tie[0]) & (xs <= tie[1])
+            regret = float(np.max(np.abs(np.expm1(ratio[inside]))))
     # Order statistics, not interpolation: interpolating between two infinite replicates gives NaN.
     low: float | None
     high: float | None
@@ -85,7 +137,8 @@ def predict_n0(
     def finite(x: float | None) -> int | None:
         return _ceil(x) if x is not None and math.isfinite(x) else None
 
-    return Prediction(_ceil(n0), finite(low), finite(high), replicates)
+    extrapolated = tuple(dict.fromkeys(model.extrapolated(ca, xs) + model.extrapolated(cb, xs)))
+    return Prediction(_ceil(n0), finite(low), finite(high), replicates, tie, regret, extrapolated)
 
 
 def predicted_seconds(
@@ -133,7 +186,8 @@ def add_predicted_columns(
                     )  # fmt: skip
         device = model.slug if model is not None else row.device.device if row.device is not None else name
         profile = row.device.profile if row.device is not None else None
-        row.device = DeviceColumns(device, profile, prediction.n0, prediction.low, prediction.high)
+        predicted = prediction.as_json() if model is not None and prediction.n0 is not None else None
+        row.device = DeviceColumns(device, profile, prediction.n0, prediction.low, prediction.high, predicted=predicted)
 
 
 def predicted_curve(

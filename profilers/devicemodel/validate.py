@@ -107,8 +107,8 @@ def validate(
     for a, b in pairs:
         for dv in sorted(set(fit_d) | set(check_d)):
             sizes = replace(template, N=1, d=dv)
-            measured[(a, b, dv)] = profile_pair(
-                a, b, sizes, measurer, setting, max_lengths=max_lengths, n_max=n_max, replicates=replicates
+            measured[(a, b, dv)] = profile_pair(  # the whole range scanned: "always" and "never" measured
+                a, b, sizes, measurer, setting, max_lengths=max_lengths, n_max=n_max, replicates=replicates, scan=True
             )
     for a, b in pairs:
         for dv in fit_d if existing is None else []:

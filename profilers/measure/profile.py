@@ -245,11 +245,14 @@ def profile_pair(
     n_max: int = 16384,
     rel_tol: float = 0.02,
     replicates: int = 4,
+    scan: bool = False,
 ) -> PairProfile:
     """Measure where B overtakes A in time (N0) and in peak memory (N1), starting from the prediction.
 
     `sizes` gives every size but N, which is what the search varies (its N is ignored). A found
-    speed crossover is checked (`_speed_transition`) and re-timed `replicates` times."""
+    speed crossover is checked (`_speed_transition`) and re-timed `replicates` times. `scan`: the speed
+    search first times one length per octave up to n_max and bisects the last sign change (`validate`,
+    which judges the whole range), instead of bracketing from the prediction."""
     t0 = time.perf_counter()
     dims = replace(sizes, N=1).symbols()
     n0 = crossover(a, b, "flops", dims, setting, exact=False).n
@@ -275,7 +278,7 @@ def profile_pair(
     speed_t = memory_t = None
     if "time" in costs:
         speed_t = _speed_transition(
-            speed, measurer, a, b, at, n0 or 256, n_max, max_lengths, rel_tol, replicates, grain
+            speed, measurer, a, b, at, n0 or 256, n_max, max_lengths, rel_tol, replicates, grain, scan
         )
     if "memory" in costs:
         memory_t = find_transition(
@@ -303,6 +306,7 @@ def _speed_transition(
     rel_tol: float,
     replicates: int,
     grain: int,
+    scan: bool = False,
 ) -> Transition:
     """Search, check the trend, re-time the bracket in alternation; never a crossover from disturbed timings.
 
@@ -321,7 +325,7 @@ def _speed_transition(
         for _ in range(3):
             for n in suspects:
                 speed(n, fresh=True)
-            t = _on_grid(speed, start, n_max, max_lengths, rel_tol, grain)
+            t = _on_grid(speed, start, n_max, max_lengths, rel_tol, grain, scan)
             suspects = trend_breaks(t.probes, tol=trend_tol)
             if suspects:
                 continue
@@ -369,13 +373,14 @@ def snap(n: int, grain: int) -> int:
     return max(grain, grain * round(n / grain)) if grain > 1 else n
 
 
-def _on_grid(speed, start: int, n_max: int, max_lengths: int, rel_tol: float, grain: int) -> Transition:
-    """find_transition over multiples of `grain` (lengths and the transition in tokens)."""
+def _on_grid(speed, start: int, n_max: int, max_lengths: int, rel_tol: float, grain: int, scan: bool) -> Transition:
+    """find_transition over multiples of `grain` (lengths and the transition in tokens); with `scan`, the whole
+    range first (`search.scan_lengths`): the last sign change decides, as the op model's `last_crossing` does."""
     if grain == 1:
-        return find_transition(speed, start, n_min=2, n_max=n_max, max_probes=max_lengths, rel_tol=rel_tol)
+        return find_transition(speed, start, n_min=2, n_max=n_max, max_probes=max_lengths, rel_tol=rel_tol, scan=scan)
     t = find_transition(
         lambda m: replace(speed(m * grain), n=m), max(1, round(start / grain)), n_min=1,
-        n_max=max(1, n_max // grain), max_probes=max_lengths, rel_tol=rel_tol,
+        n_max=max(1, n_max // grain), max_probes=max_lengths, rel_tol=rel_tol, scan=scan,
     )  # fmt: skip
     return replace(
         t,

@@ -98,9 +98,13 @@ def find_transition(
     max_probes: int,
     rel_tol: float,
     exact: bool = False,
+    scan: bool = False,
 ) -> Transition:
     """Bracket and bisect on integer n. `exact` (deterministic costs such as traced memory) brackets
-    with steps of 1, 2, 4, ... around the prediction and bisects down to adjacent integers."""
+    with steps of 1, 2, 4, ... around the prediction and bisects down to adjacent integers. `scan` first
+    measures one length per octave over the whole range (`scan_lengths`, beside `max_probes`) and bisects the
+    last sign change there: no single-crossing assumption, and B cheaper (or dearer) throughout is measured
+    at every octave, not inferred from one length."""
     probes: dict[int, Probe] = {}
 
     def probe(n: int) -> Probe:
@@ -114,36 +118,81 @@ def find_transition(
             return Transition(verdict, probes=ordered)
         return _place(ordered, probes[lo], probes[hi], exact)
 
-    n = max(n_min, min(n_max, start))
-    first = probe(n)
-    if first.a is None and first.b is None:
-        return done("out-of-memory")
-    lo: int | None = None if first.b_cheaper else n
-    hi: int | None = n if first.b_cheaper else None
-    step = 1
-    while lo is None or hi is None:  # bracket: steps of 1, 2, 4, ... when exact, else halve or double
-        if len(probes) >= max_probes:
-            return done("budget")
-        if hi is not None:
-            if hi <= n_min:
-                return done("b-cheaper-throughout")
-            n = max(n_min, hi - step if exact else hi // 2)
-        elif lo is not None:  # one end of the bracket is always known
-            if lo >= n_max:
-                return done("a-cheaper-throughout")
-            n = min(n_max, lo + step if exact else lo * 2)
-        step *= 2
-        if probe(n).b_cheaper:
-            hi = n
-        else:
-            lo = n
-    while hi - lo > (1 if exact else max(1, math.ceil(rel_tol * lo))) and len(probes) < max_probes:  # bisect
+    budget = max_probes
+    if scan:  # the bracket of the last sign change over every octave; the bisection's budget beside the scan
+        found = _scan(probe, scan_lengths(n_min, n_max))
+        if isinstance(found, str):
+            return done(found)
+        lo, hi = found
+        budget += len(probes)
+    else:
+        n = max(n_min, min(n_max, start))
+        first = probe(n)
+        if first.a is None and first.b is None:
+            return done("out-of-memory")
+        bracket = _bracket(probe, n, first.b_cheaper, n_min, n_max, max_probes, exact, probes)
+        if isinstance(bracket, str):
+            return done(bracket)
+        lo, hi = bracket
+    while hi - lo > (1 if exact else max(1, math.ceil(rel_tol * lo))) and len(probes) < budget:  # bisect
         mid = (lo + hi) // 2
         if probe(mid).b_cheaper:
             hi = mid
         else:
             lo = mid
     return done("found", lo, hi)
+
+
+def _bracket(probe: Callable[[int], Probe], n: int, b_cheaper: bool, n_min: int, n_max: int, max_probes: int,
+             exact: bool, probes: dict) -> tuple[int, int] | str:  # fmt: skip
+    """From a first length, halve or double (steps of 1, 2, 4, ... when exact) until the answer flips: the
+    bracket, or the verdict when the range or the budget ends first."""
+    lo: int | None = None if b_cheaper else n
+    hi: int | None = n if b_cheaper else None
+    step = 1
+    while lo is None or hi is None:  # bracket: steps of 1, 2, 4, ... when exact, else halve or double
+        if len(probes) >= max_probes:
+            return "budget"
+        if hi is not None:
+            if hi <= n_min:
+                return "b-cheaper-throughout"
+            n = max(n_min, hi - step if exact else hi // 2)
+        elif lo is not None:  # one end of the bracket is always known
+            if lo >= n_max:
+                return "a-cheaper-throughout"
+            n = min(n_max, lo + step if exact else lo * 2)
+        step *= 2
+        if probe(n).b_cheaper:
+            hi = n
+        else:
+            lo = n
+    return lo, hi
+
+
+def scan_lengths(n_min: int, n_max: int) -> list[int]:
+    """One length per octave from n_min to n_max, both included: the same lengths for every pair, so a variant
+    timed for one pair is reused for the next."""
+    out = [n_min * 2**k for k in range(max(0, int(math.log2(max(n_max, 1) / max(n_min, 1)))) + 1)]
+    return sorted({n for n in out if n <= n_max} | {n_max})
+
+
+def _scan(probe: Callable[[int], Probe], lengths: list[int]) -> tuple[int, int] | str:
+    """Probe every length (up to the first where neither variant fits); the bracket of the last change from A
+    cheaper to B cheaper, or the verdict when there is none."""
+    seen: list[Probe] = []
+    for n in lengths:
+        p = probe(n)
+        if p.a is None and p.b is None:
+            break
+        seen.append(p)
+    if not seen:
+        return "out-of-memory"
+    if all(p.b_cheaper for p in seen):
+        return "b-cheaper-throughout"
+    if not seen[-1].b_cheaper:
+        return "a-cheaper-throughout"
+    i = max(j for j, p in enumerate(seen) if not p.b_cheaper)
+    return seen[i].n, seen[i + 1].n
 
 
 def _place(ordered: list[Probe], lo: Probe, hi: Probe, exact: bool) -> Transition:
