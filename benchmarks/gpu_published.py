@@ -28,6 +28,10 @@ from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # docblock.py, beside this script
+
+from docblock import fill
+
 FOLDER = Path(__file__).resolve().parent / "data" / "published"
 
 
@@ -346,17 +350,14 @@ def held_out_times(eff, sigma: float) -> list[dict]:
     """Every timed point of a shipped measured GPU that has a datasheet, against the datasheet model's time (never
     fitted on it): one row a point, with what bounds it in the model (`GpuModel.parts`: the kernel family with the
     largest share of the predicted time, or the launches)."""
-    import json
-
     from attn_cost.profilers.devicemodel.datasheet import for_device
     from attn_cost.profilers.devicemodel.gpumodel import FAMILIES, GpuModel
     from attn_cost.profilers.devicemodel.oppredict import row_dims
-    from attn_cost.profilers.store.store import SHIPPED
+    from attn_cost.profilers.store.store import SHIPPED, read_records
 
     out = []
     for path in sorted(SHIPPED.glob("cuda-*.jsonl")):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            r = json.loads(line)
+        for r in read_records(path)[0]:
             sheet = for_device(r["device"].get("name", ""))
             if r.get("kind") != "time" or r.get("status") != "ok" or sheet is None:
                 continue
@@ -511,16 +512,6 @@ def memory_record(memory: list[tuple[Row, float, float]]) -> list[str]:
     return lines
 
 
-def into(path: Path, text: str) -> None:
-    """Write the record between BEGIN and END in `path` (a file without the markers is refused)."""
-    content = path.read_text(encoding="utf-8")
-    if BEGIN not in content or END not in content:
-        sys.exit(f"{path} has no {BEGIN} ... {END} block to fill")
-    head, rest = content.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    path.write_text(f"{head}{BEGIN}\n{text}{END}{tail}", encoding="utf-8")
-
-
 def main() -> None:
     from attn_cost.profilers.devicemodel.gpumodel import FIT_FILE, fitted
 
@@ -537,7 +528,7 @@ def main() -> None:
     text = record(rows, eff, sigma)
     print(text)
     for path in args.into:
-        into(path, text)
+        fill(path, BEGIN, END, text)
 
 
 if __name__ == "__main__":

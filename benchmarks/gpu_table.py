@@ -18,6 +18,10 @@ import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # docblock.py, beside this script
+
+from docblock import fill
+
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = sorted(ROOT.glob("benchmarks/data/gpu-*/run*/summary.json"))
 BEGIN, END = "<!-- gpu-table: begin -->", "<!-- gpu-table: end -->"
@@ -140,15 +144,6 @@ def markdown(items: list[dict], short: bool) -> str:
     return "\n".join(out) + "\n"
 
 
-def into(path: Path, text: str) -> None:
-    content = path.read_text(encoding="utf-8")
-    if BEGIN not in content or END not in content:
-        sys.exit(f"{path} has no {BEGIN} ... {END} block to fill")
-    head, rest = content.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    path.write_text(f"{head}{BEGIN}\n{text}{END}{tail}", encoding="utf-8")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--into", type=Path, action="append", default=[], help="README.md (short) or another file")
@@ -156,7 +151,7 @@ def main() -> None:
     items = rows()
     print(markdown(items, short=False))
     for path in args.into:
-        into(path, markdown(items, short=path.name == "README.md"))
+        fill(path, BEGIN, END, markdown(items, short=path.name == "README.md"))
 
 
 if __name__ == "__main__":

@@ -22,6 +22,10 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # docblock.py, beside this script
+
+from docblock import fill
+
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "tracing.md"
 START, END = "<!-- trace-table:start -->", "<!-- trace-table:end -->"
@@ -286,10 +290,7 @@ def main() -> None:
     if args.print:
         print(text)
         return
-    doc = DOC.read_text()
-    head, rest = doc.split(START, 1)
-    _, tail = rest.split(END, 1)
-    DOC.write_text(f"{head}{START}\n{text}\n{END}{tail}")
+    fill(DOC, START, END, text + "\n")
 
 
 if __name__ == "__main__":
