@@ -47,19 +47,25 @@ from pathlib import Path
 
 import torch
 from attn_cost.costmodel.conventions import DEFAULT as CONVENTION
-from attn_cost.costmodel.crossover import Setting
+from attn_cost.costmodel.crossover import Setting, crossover
 from attn_cost.costmodel.errors import UserError
+from attn_cost.profilers.campaign.planning import WAVES, Price, launch_bound_shape, loaded_shape, unit_cost
 from attn_cost.profilers.devicemodel.calibrate import Calibrator, cache_sizes, calibrate, line_grid
 from attn_cost.profilers.devicemodel.corrections import PROFILE_KIND
+from attn_cost.profilers.devicemodel.datasheet import for_device
+from attn_cost.profilers.devicemodel.gpumodel import GpuModel, fitted
 from attn_cost.profilers.devicemodel.opmodel import OPMODEL_KIND, user_dir
-from attn_cost.profilers.devicemodel.tunables import DEFAULT, QUICK
+from attn_cost.profilers.devicemodel.oppredict import row_dims
+from attn_cost.profilers.devicemodel.tunables import DEFAULT, GPU_CAMPAIGN, QUICK
 from attn_cost.profilers.devicemodel.validate import validate
 from attn_cost.profilers.measure.device import prepare, select_device, slug
+from attn_cost.profilers.measure.gpu_timing import REP_MS
+from attn_cost.profilers.measure.opchecks import softmax_axes
 from attn_cost.profilers.measure.profile import Measurer, profile_pair
 from attn_cost.profilers.measure.sdpa import validate_choice
 from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.report.gather import gather
-from attn_cost.profilers.store.files import claim, head, is_html_report, is_json_of, write_atomic
+from attn_cost.profilers.store.files import claim, head, is_html_report, is_json_of, read_input, write_atomic
 from attn_cost.profilers.store.store import ResultStore, is_results_file, read_jsonl, select
 
 PAIRS = (
@@ -94,6 +100,8 @@ allocation holds three such calls and their start-ups; a cluster job of any leng
 STICKY = ("illegal memory access", "device-side assert", "unspecified launch failure", "misaligned address",
           "an illegal instruction", "context is destroyed", "cuda error: unknown error")  # fmt: skip
 """Words of CUDA errors after which the process's CUDA context is unusable: the run stops (a rerun continues)."""
+RUN_S = REP_MS / 1e3
+"""Seconds of one timed run (the GPU timer's): what the planner prices each run at."""
 CHECKPOINT_S = 30.0
 """Inside a long step (a calibration, a validation sweep) the export is rewritten this often."""
 
@@ -108,9 +116,13 @@ class Plan:
     pairs: list[tuple[str, str]] = field(default_factory=lambda: [tuple(p) for p in PAIRS])
     ds: list[int] = field(default_factory=lambda: list(D_VALUES))
     dtypes: list[str] = field(default_factory=lambda: list(DTYPES))
-    heads: int = 1
-    batch: int = 32
-    repeats: int = 5
+    heads: int | None = None
+    """Heads (None: on a GPU, `planning.loaded_shape` from its SM count; on a CPU, 1)."""
+    batch: int | None = None
+    """Batch (None: on a GPU, `planning.loaded_shape`; on a CPU, 32, the TaylorShift authors' timing batch)."""
+    repeats: int | None = None
+    """Timed runs per length (None: 3 on a GPU, whose graph-replayed runs agree within a per cent at a loaded
+    shape; 5 on a CPU)."""
     replicates: int = 2
     unit_s: float = 40.0
     """The most one unit (a pair at one head dim and dtype) may take in a call: a search of a crossover far out
@@ -131,6 +143,9 @@ class Plan:
     quick: bool = False
     calibrate: bool = True
     """Calibrate the op model (`attn-cost calibrate`) after the profiles."""
+    fit: bool | None = None
+    """Fit the device's corrections from the records at the end (None: on a CPU, not on a GPU, whose time is for
+    measuring: fit afterwards, on any machine, from DIR/measurements.jsonl)."""
 
     @classmethod
     def quick_plan(cls, out: str, **overrides) -> Plan:
@@ -261,6 +276,16 @@ class Campaign:
     """The op model calibrated in this run (validation adds its zero-shot N0)."""
     unit_ends: float | None = None
     """When the profiling unit under way has had its time (seconds since the start), None between units."""
+    earlier: set[tuple[str, int, str, str]] = field(default_factory=set)
+    """(dtype, d, a, b) of the units an earlier call of this campaign measured (its DIR/summary.json): measured
+    again from the store, their cost not counted."""
+    costs: dict[str, str] = field(default_factory=dict)
+    """Each planned unit's predicted cost, in words (`planning.UnitCost.says`)."""
+    op_checks: dict[str, list[dict]] = field(default_factory=dict)
+    """The op checks' rows per dtype (`op_check_step`)."""
+
+    def done(self, dtype: str, d: int, a: str, b: str) -> bool:
+        return (dtype, d, a, b) in self.earlier
 
     @property
     def out(self) -> Path:
@@ -301,7 +326,6 @@ class Campaign:
             self.checkpoint()
 
     def measurer(self, dtype: str):
-
         return Measurer(
             self.device, self.store, scope="core", dtype=dtype, repeats=self.plan.repeats,
             notify=self.notify, sdpa_backend=self.plan.sdpa_backend,
@@ -316,6 +340,7 @@ class Campaign:
             "new_records": len(getattr(self.store, "session", {})),
             "steps": self.steps,
             "transitions": self.units,
+            "op_checks": self.op_checks,
             "validation": self.validation,
             "profiles": self.profiles,
             "skipped": self.skipped,
@@ -367,12 +392,20 @@ def resume_from(camp: Campaign, path: Path) -> None:
         return
 
     claim(path, is_results_file, "a results file")
+    summary = path.with_name("summary.json")
+    if summary.exists() and is_json_of(SUMMARY_KIND)(summary):
+        units = json.loads(read_input(summary, "a campaign summary")).get("transitions", [])
+        camp.earlier = {(u["dtype"], u["d"], u["a"], u["b"]) for u in units if isinstance(u, dict) and _unit_keys(u)}
     records, _ = read_jsonl(path)
     count = camp.store.db.put_many(records)
     camp.devices |= {r.device for r in records}
     others = sorted(camp.devices - {camp.store.slug})
     kept = f"; records of {', '.join(others)} kept in it" if others else ""
     camp.log(f"resumed: {count} measurements imported from {path}{kept}")
+
+
+def _unit_keys(unit: dict) -> bool:
+    return isinstance(unit.get("d"), int) and all(isinstance(unit.get(k), str) for k in ("dtype", "a", "b"))
 
 
 def profile_file(device_slug: str, dtype: str) -> str:
@@ -435,7 +468,7 @@ def open_campaign(plan: Plan, sink: Callable[[str], None]) -> Campaign:
         raise UserError(f"cannot write into --out {out}: {e.strerror or e}") from None
     for w in getattr(store, "warnings", []):
         log(f"warning: {w}")
-    camp = Campaign(plan, log, device, store)
+    camp = Campaign(resolved(plan, device, store.device.get("sm_count")), log, device, store)
     info = store.device
     log(f"device: {info['name']} ({device}), torch {info['torch']}, {info['threads']} threads; store {store.path}")
     if device == "cuda":
@@ -444,22 +477,44 @@ def open_campaign(plan: Plan, sink: Callable[[str], None]) -> Campaign:
     return camp
 
 
+def resolved(plan: Plan, device: str, sm_count: int | None) -> Plan:
+    """The plan with what it left to the device set: the shape (on a GPU, `planning.loaded_shape` from its SM
+    count), the timed runs per length, and whether the run fits the corrections (see the Plan's fields)."""
+    if device == "cuda":
+        heads, batch = loaded_shape(sm_count or 1, plan.heads, plan.batch)
+        repeats, fit = 3, False
+    else:
+        heads, batch, repeats, fit = plan.heads or 1, plan.batch or 32, 5, True
+    return replace(
+        plan, heads=heads, batch=batch, repeats=plan.repeats or repeats, fit=fit if plan.fit is None else plan.fit
+    )
+
+
 def run_campaign(plan: Plan, sink: Callable[[str], None] = print) -> dict:
     """Run every step of the plan; returns the summary (also in DIR/summary.json)."""
     camp = open_campaign(plan, sink)
+    plan = camp.plan
     try:
         camp.log(
             f"plan: {len(plan.pairs)} pairs × d {plan.ds} × {plan.dtypes}, b = {plan.batch}, h = {plan.heads}, "
             f"N up to {camp.n_max:,}, budget {plan.minutes:g} min"
         )
+        sms = camp.store.device.get("sm_count")
+        if camp.device == "cuda" and sms:
+            camp.log(f"shape: {launch_bound_shape(sms, plan.heads, plan.batch) or _loaded_words(sms, plan)}")
         try:
             profile_step(camp, 0, PROFILE_SHARE)
-            validate_step(camp)
-            if profile_step(camp, 1, LATER_SHARE):
+            if plan.fit:
+                validate_step(camp)
+            op_check_step(camp)
+            if profile_step(camp, 1, LATER_SHARE) and plan.fit:
                 validate_step(camp, again=True)  # the held-out head dims checked (their timings are lookups)
             calibrate_step(camp)
-            if camp.opmodel is not None:
+            if camp.opmodel is not None and plan.fit:
                 validate_step(camp, again=True)  # the op model's zero-shot N0 beside the fit (lookups only)
+            if not plan.fit:
+                camp.steps["validate"] = f"not on the device: fit afterwards, on any machine: {fit_command(camp)}"
+                camp.log(f"validation: {camp.steps['validate']}")
         except _OutOfTimeError as e:
             camp.skip(f"the rest ({e}): run the same command again to continue where this one stopped")
         except _BrokenDeviceError as e:
@@ -486,9 +541,11 @@ def calibrate_step(camp: Campaign) -> None:
 
     dtype = plan.dtypes[0]
     caches = cache_sizes(camp.device)
-    camp.log(f"calibrate the op model in {dtype} ({'quick' if plan.quick else 'full'} grid); caches {caches}")
-    # 3 runs per shape: the full grid is over 2,000 shapes, and each CUDA run is a 20 ms block of timed calls
-    calibrator = Calibrator(camp.store, camp.device, dtype, min(plan.repeats, 3), tune=QUICK if plan.quick else DEFAULT)
+    tune = QUICK if plan.quick else GPU_CAMPAIGN if camp.device == "cuda" else DEFAULT
+    grid_name = "quick" if plan.quick else "the GPU campaign's" if tune is GPU_CAMPAIGN else "full"
+    camp.log(f"calibrate the op model in {dtype} ({grid_name} grid); caches {caches}")
+    # at most 3 runs per shape: a CUDA run is a block of timed calls of its own
+    calibrator = Calibrator(camp.store, camp.device, dtype, min(plan.repeats, 3), tune=tune)
     last = [0.0]
 
     def step(message: str, done: int, total: int) -> None:
@@ -524,27 +581,115 @@ def calibrate_step(camp: Campaign) -> None:
     camp.checkpoint()
 
 
+def _loaded_words(sm_count: int, plan: Plan) -> str:
+    bh = plan.heads * plan.batch
+    return (f"b·h = {bh} heads: {bh / sm_count:.1f} waves over {sm_count} SMs for a kernel with one block per head "
+            f"(at least {WAVES} asked for)")  # fmt: skip
+
+
+def fit_command(camp: Campaign) -> str:
+    """The command that fits this run's device afterwards, from its exported records."""
+    return f"attn-cost validate --records {camp.out / 'measurements.jsonl'}"
+
+
+def device_pricer(camp: Campaign) -> Callable[[dict, str], Price] | None:
+    """On a GPU with a datasheet, a pricing of one call per unit (its dims and dtype): the datasheet model's
+    device time, launches left out (the timer's device time is a graph replay); None elsewhere (no plan by cost)."""
+    if camp.device != "cuda":
+        return None
+    sheet = for_device(str(camp.store.device.get("name", "")).removesuffix(" (simulated)"))
+    if sheet is None:
+        return None
+    eff, _, _ = fitted()
+    model = GpuModel(sheet, replace(eff, launch_s=1e-12, call_s=0.0))
+
+    def pricer(dims: dict, dtype: str) -> Price:
+        return lambda variant, ns: model.time(variant, dims, ns, "core", dtype)
+
+    return pricer
+
+
+def plan_units(camp: Campaign, tier: int, share: float) -> list[tuple[str, int, tuple[str, str], int]]:
+    """The units of `tier` this call measures, in order, each with the longest length its search may time:
+    on a GPU with a datasheet, each unit's device time predicted first (`planning.unit_cost`); a unit over its
+    cap is not started, and the units past this step's share of the budget are left to the next call (both
+    said). Elsewhere every unit, at the plan's longest length."""
+    plan = camp.plan
+    pricer = device_pricer(camp)
+    units = plan.units(tier)
+    if pricer is None:
+        return [(dt, dv, pair, camp.n_max) for dt, dv, pair in units]
+    left = share * 60 * plan.minutes - camp.log.elapsed
+    planned, total, later = [], 0.0, []
+    for dtype, dv, (a, b) in units:
+        what = f"{a} vs {b}, d = {dv}, {dtype}"
+        dims = row_dims({"d": dv, "h": plan.heads, "b": plan.batch})
+        setting = Setting(CONVENTION, dtype, "core", "inference")
+        start = crossover(a, b, "flops", dims, setting, exact=False).n or 256
+        cost = unit_cost(pricer(dims, dtype), a, b, start, camp.n_max, repeats=plan.repeats,
+                         replicates=plan.replicates, run_s=RUN_S)  # fmt: skip
+        if camp.done(dtype, dv, a, b):
+            planned.append((dtype, dv, (a, b), cost.n_cap))  # its timings are lookups now
+        elif cost.seconds > plan.unit_s:
+            camp.skip(f"profile {what} (not started: {cost.says()}, over its {plan.unit_s:g} s cap)")
+        elif total + cost.seconds > left:
+            later.append(what)
+        else:
+            total += cost.seconds
+            planned.append((dtype, dv, (a, b), cost.n_cap))
+            camp.costs[what] = cost.says()
+    camp.log(f"planned {len(planned)} units: {total:.0f} s of device time predicted, {max(0.0, left):.0f} s left")
+    for what in later:
+        camp.skip(f"profile {what} (its predicted time is past {share:.0%} of the budget: the next call measures it)")
+    return planned
+
+
+def op_check_step(camp: Campaign) -> None:
+    """Latte's key softmax along the sequence axis against the same softmax along the last axis, at the plan's
+    shape and first head dim, in each dtype (`measure.opchecks`): a few seconds, kept in the summary."""
+    plan = camp.plan
+    if not any("latte" in v for pair in plan.pairs for v in pair):
+        return
+    lengths = [n for n in (1024, 4096, 16384, 65536) if n <= camp.n_max]
+    for dtype in plan.dtypes:
+        camp.check_time()
+        template = Sizes(N=1, d=plan.ds[0], h=plan.heads, b=plan.batch)
+        try:
+            rows = softmax_axes(camp.store, camp.device, dtype, template, lengths, repeats=plan.repeats)
+        except UserError as e:
+            camp.skip(f"op check in {dtype}: {e}")
+            continue
+        except RuntimeError as e:
+            camp.error("op check", f"in {dtype}", e)
+            continue
+        camp.op_checks[dtype] = [r.as_json() for r in rows]
+        for r in rows:
+            ratio = f"{r.sequence_axis_s / r.last_axis_s:.2f}×" if r.sequence_axis_s and r.last_axis_s else "—"
+            camp.log(f"  softmax along the sequence axis against the last, N = {r.n:,}, {dtype}: {ratio}")
+    camp.checkpoint()
+
+
 def profile_step(camp: Campaign, tier: int, share: float) -> int:
     """Measured N0 and N1 of every pair at the head dims of `tier` (`Plan.units`) in every dtype, the most wanted
     first; no unit starts after `share` of the time budget. Returns how many units were profiled."""
     plan = camp.plan
     measurers = {dt: camp.measurer(dt) for dt in plan.dtypes}
-    planned = plan.units(tier)
+    planned = plan_units(camp, tier, share)
     before = len(camp.units)
-    for dtype, dv, (a, b) in planned:
+    for dtype, dv, (a, b), n_max in planned:
         what = f"{a} vs {b}, d = {dv}, {dtype}"
         camp.check_time()
         if camp.over(share):
             camp.skip(f"profile {what} (over {share:.0%} of the time budget)")
             continue
-        camp.log(f"profile {what}")
+        camp.log(f"profile {what}" + (f": {camp.costs[what]}" if what in camp.costs else ""))
         sizes = Sizes(N=1, d=dv, h=plan.heads, b=plan.batch)
         setting = Setting(CONVENTION, dtype, "core", "inference")
         settle_garbage()
         camp.unit_ends = camp.log.elapsed + plan.unit_s
         try:
             p = profile_pair(
-                a, b, sizes, measurers[dtype], setting, max_lengths=plan.max_lengths, n_max=camp.n_max,
+                a, b, sizes, measurers[dtype], setting, max_lengths=plan.max_lengths, n_max=n_max,
                 replicates=plan.replicates,
             )  # fmt: skip
         except _UnitOutOfTimeError as e:
