@@ -260,6 +260,29 @@ def test_doctor_says_whether_flash_linear_attention_runs(cli) -> None:
     assert any("linear-chunked-fused runs the PyTorch chunked form" in m for m in data["missing"])
 
 
+def test_the_op_model_times_the_chunk_kernels_at_the_variants_shapes_and_names_what_it_never_timed() -> None:
+    """`calibrate --d` times the chunk kernels as one op at the variant's shapes (heads, length, head dim, chunk),
+    by the code that runs them here; a calibration without those timings prices the op as a copy of its bytes and
+    says so (a named warning), never silently."""
+    import warnings
+
+    from attn_cost.costmodel.errors import PricingWarning
+    from attn_cost.profilers.devicemodel import calibrate as cal
+    from attn_cost.profilers.devicemodel.kernels import CHUNK, build_runner
+    from attn_cost.profilers.devicemodel.oppredict import predict_n0, row_dims
+    from test_opmodel import synthetic_model
+
+    points = [p for p in cal.line_grid([NAME], [{"d": 8, "C": 16}], {"L3": 1 << 20}) if p.shape.kernel == CHUNK]
+    assert points and all(dict(p.shape.dims) == {"batch": 1, "m": p.n, "k": 8, "n": 16} for p in points)
+    runner = build_runner(points[0].shape, "fp32", "cpu")
+    assert tuple(runner.run(runner.make()).shape) == (1, 1, points[0].n, 8)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        predict_n0(synthetic_model(), "softmax-causal", NAME, row_dims({"d": 16}), replicates=0)
+    messages = {str(w.message) for w in caught if issubclass(w.category, PricingWarning)}
+    assert any(f"the {CHUNK} kernel: priced as copy" in m for m in messages), messages
+
+
 # -- on a GPU with fla-core: the kernels themselves -----------------------------------------------------------------
 
 
