@@ -90,7 +90,9 @@ WINDOW = typer.Option(None, "--window", help="Sliding-window width w, keys per q
 PROJ_LEN = typer.Option(None, "--proj-len", help="Linformer's projected length k (default 256).")
 FEATURES = typer.Option(None, "--features", help="Performer's random features m (default 256).")
 LANDMARKS = typer.Option(None, "--landmarks", help="Nyströmformer's landmarks c (default 64).")
-CHUNK = typer.Option(None, "--chunk", help="Chunk length C of linear-chunked, tokens per chunk (default 64).")
+CHUNK = typer.Option(
+    None, "--chunk", help="Chunk length C of linear-chunked(-fused), tokens per chunk (default 64, fla's own)."
+)
 SIZE_OPTIONS = {"h_kv": KV_HEADS, "w": WINDOW, "k": PROJ_LEN, "m": FEATURES, "c": LANDMARKS, "C": CHUNK}
 """Sizes only some variants have, by symbol name; `with_sizes` adds them to a command, `sizes` reads them."""
 SIZE_FLAGS = {
