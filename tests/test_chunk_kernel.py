@@ -105,16 +105,19 @@ def test_keys_and_values_of_other_widths_or_lengths_are_refused() -> None:
 # -- memory and traffic: what goes to memory ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("n", "c", "dd"), [(10, 4, 3), (64, 16, 8), (4096, 64, 64)])
-def test_peak_memory_is_the_inputs_output_and_one_state_per_chunk(n: int, c: int, dd: int) -> None:
-    """While the kernels run: φ(Q), φ(K), V, the output (N·d each) and the state entering each chunk (⌈N/C⌉·d²,
-    chunk_fwd_h writes them in the activation dtype); the C×C scores and the running state never reach memory.
-    Every later step holds less (the normaliser's tensors are N·d or N wide, φ(K) and V are gone)."""
-    heads = 2 * 3
-    elements = heads * (4 * n * dd + _chunks(n, c) * dd * dd)
+@pytest.mark.parametrize(("n", "c", "dd", "kind"), [(10, 4, 3, "mul"), (64, 16, 8, "mul"), (4096, 64, 64, "mul"),
+                                                    (256, 16, 64, "linear_chunk")])  # fmt: skip
+def test_peak_memory_is_the_kernels_states_or_the_normaliser(n: int, c: int, dd: int, kind: str) -> None:
+    """While the kernels run: φ(Q), φ(K), V, the numerator (N·d each) and the state entering each chunk
+    (⌈N/C⌉·d², chunk_fwd_h writes them in the activation dtype); the C×C scores and the running state never reach
+    memory. In the normaliser, while φ(Q)·1 is multiplied by z: the same four N·d tensors (chunk_linear_attn's
+    arguments and normalize_with_z_state's numerator, alive until it returns), z, φ(Q)·1 and the product: 7·N·d.
+    The states win where ⌈N/C⌉·d² > 3·N·d (d > 3C)."""
+    heads, nd = 2 * 3, n * dd
+    elements = heads * max(4 * nd + _chunks(n, c) * dd * dd, 7 * nd)
     for dtype, width in (("fp32", 4), ("bf16", 2)):
         peak, step = derive(NAME).peak(dtype).at(_at(n, c, dd))
-        assert peak == elements * width and step.op.kind == "linear_chunk"
+        assert peak == elements * width and step.op.kind == kind
 
 
 def test_training_backward_holds_the_recomputed_states_and_their_gradients_in_fp32() -> None:
@@ -135,12 +138,13 @@ def test_traffic_is_what_each_kernel_reads_and_writes(n: int, c: int, dd: int) -
     """Bytes per head, fp32 (4 a element), op by op: elu+1 of Q and of K (read N·d, write N·d each); chunk_fwd_h
     reads K and V and writes the ⌈N/C⌉ states, chunk_fwd_o reads Q, K, V and the states and writes the output; the
     key sum (N·d in, N·d out), φ(Q)·1 (the same), its product with z (2N·d in, N·d out), the row sum (N·d in, N
-    out), + 10⁻¹⁰ (N in, N out), the division (N·d + N in, N·d out)."""
+    out), + 10⁻¹⁰ (N in, N out), the division (N·d + N in, N·d out), z's last row copied (d in, d out)."""
     nd, states = n * dd, _chunks(n, c) * dd * dd
     per_head = 4 * (
         2 * nd + 2 * nd  # elu1 of Q, of K
         + (2 * nd + states) + (3 * nd + states + nd)  # chunk_fwd_h, chunk_fwd_o
         + 2 * nd + 2 * nd + 3 * nd + (nd + n) + 2 * n + (nd + n + nd)  # z, ·1, ⊙z, Σ, +ε, ÷
+        + 2 * dd  # z's last row copied out
     )  # fmt: skip
     assert derive(NAME).traffic("fp32").xreplace(_at(n, c, dd)) == 2 * 3 * per_head
 
@@ -171,15 +175,15 @@ def test_flop_counter_mode_on_the_pytorch_form_against_the_fused_formulas(n: int
     """FlopCounterMode on the PyTorch form counts the fused kernels' products exactly, plus the one product the two
     make differently: the denominator φ(Q_c)·z_c, a (C×d)(d×1) product per chunk in the PyTorch form (2·C·d a
     chunk, padded rows included) and an element-wise product and row sum in flash-linear-attention's normaliser
-    (no product). The PyTorch form materialises what the kernels keep on chip (each chunk's state, its C×C scores)
-    and pads a ragged last chunk: its peak is linear-chunked's, above the kernels'."""
+    (no product). The PyTorch form materialises what the kernels keep on chip (each chunk's C×C scores, the states
+    twice over) and pads a ragged last chunk, and it normalises as it goes: its peak is linear-chunked's, not the
+    kernels'."""
     sizes = Sizes(N=n, d=4, h=2, b=3, C=c)
     case = build_case(NAME, "core", sizes)
     heads, chunks = 3 * 2, _chunks(n, c)
     assert counted(case) == derived(NAME, "core", sizes) + heads * chunks * 2 * c * 4
     peak = traced_peak(case)[0]
     assert peak == derive("linear-chunked").peak("fp32").at(sizes.symbols())[0]
-    assert peak > derive(NAME).peak("fp32").at(sizes.symbols())[0]
 
 
 def test_a_measurement_records_the_implementation_that_ran(tmp_path) -> None:
@@ -201,6 +205,52 @@ def test_a_measurement_records_the_implementation_that_ran(tmp_path) -> None:
     )
     assert mine["key"].endswith("|impl=pytorch") and "implementation" not in records["linear-chunked"]
     assert mine["memory"]["peak_bytes"] == records["linear-chunked"]["memory"]["peak_bytes"]
+
+
+def test_where_fla_runs_its_function_gets_token_major_inputs_without_a_copy_and_the_record_says_so(
+    monkeypatch, tmp_path
+) -> None:
+    """The plumbing of the fla path, on this CPU: a stand-in with chunk_linear_attn's signature and layout takes the
+    place of fla-core (which needs CUDA). It receives φ(Q), φ(K), V as contiguous [B, T, H, K] tensors (the inputs
+    are drawn token-major: no transpose copy), scale 1 and normalize=True; the result is causal linear attention;
+    the op model's chunk kernel calls it with normalize=False; the record names it and its key carries `|impl=fla`."""
+    from attn_cost.profilers.devicemodel.kernels import CHUNK, build_runner, shape
+    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.measure.profile import Measurer
+    from attn_cost.profilers.store.store import ResultStore
+
+    calls: list[tuple] = []
+
+    def chunk_linear_attn(q, k, v, scale=None, initial_state=None, output_final_state=False, normalize=True):
+        assert q.is_contiguous() and k.is_contiguous() and v.is_contiguous()  # [B, T, H, K] as fla takes them
+        calls.append((tuple(q.shape), scale, normalize))
+        a = (q.transpose(1, 2) @ k.permute(0, 2, 3, 1)).tril()
+        o = a @ v.transpose(1, 2)
+        return (o / a.sum(-1, keepdim=True) if normalize else o).transpose(1, 2), None
+
+    monkeypatch.setattr(ref, "FLA_DEVICE", "cpu")
+    monkeypatch.setattr(ref, "fla_linear_attn", lambda: (chunk_linear_attn, "0.0-test"))
+    sizes = Sizes(N=40, d=4, h=3, b=2, C=ref.FLA_CHUNK)
+    case = build_case(NAME, "core", sizes)
+    inputs = case.make_inputs()
+    assert all(x.shape == (2, 3, 40, 4) and x.transpose(1, 2).is_contiguous() for x in inputs)
+    with torch.no_grad():
+        expect = ref.linear_causal([x.contiguous() for x in inputs]).double()
+        y = case.run(inputs).double()
+    assert calls == [((2, 40, 3, 4), 1.0, True)]
+    assert ((y - expect).abs().max() / expect.abs().max()).item() < 1e-5
+    runner = build_runner(shape(CHUNK, batch=6, m=40, k=4, n=ref.FLA_CHUNK), "fp32", "cpu")
+    runner.run(runner.make())
+    assert calls[-1] == ((1, 40, 6, 4), 1.0, False)
+    store = ResultStore(prepare("cpu"), tmp_path / "store", shipped=False)
+    Measurer("cpu", store).time([NAME], sizes, repeats=2)
+    (record,) = store.records.values()
+    assert record["implementation"] == "fla chunk_linear_attn"
+    assert record["implementation_version"] == "fla-core 0.0-test"
+    assert record["key"].endswith("|impl=fla")
+    assert ref.stand_in(NAME, sizes, "cpu") == NAME
+    other = Sizes(N=40, d=4, h=3, b=2, C=32)  # not fla's chunk: the PyTorch form runs
+    assert not ref.implementation_of(NAME, other, "cpu").native
 
 
 # -- the commands ---------------------------------------------------------------------------------------------------
@@ -293,7 +343,10 @@ def test_flash_linear_attention_runs_on_token_major_views_and_computes_causal_li
     n: int, dtype: str, tol: float
 ) -> None:
     """On CUDA with fla-core: its chunk_linear_attn runs (not the PyTorch form), on [B, T, H, K] storage handed over
-    as (b, h, N, d) views, and agrees with linear-causal (fla adds 10⁻¹⁰ to the denominator)."""
+    as (b, h, N, d) views, agrees with linear-causal (fla adds 10⁻¹⁰ to the denominator), and the bytes it requests
+    are the engine's peak: the states in the activation dtype, the normaliser's tensors, nothing else."""
+    from attn_cost.profilers.measure.memory import cuda_peak
+
     sizes = Sizes(N=n, d=64, h=4, b=2, C=ref.FLA_CHUNK)
     case = build_case(NAME, "core", sizes, dtype, "cuda")
     impl = ref.implementation_of(NAME, sizes, "cuda")
@@ -305,3 +358,4 @@ def test_flash_linear_attention_runs_on_token_major_views_and_computes_causal_li
         causal = build_case("linear-causal", "core", sizes, "fp32", "cuda")
         expect = causal.run([x.float().contiguous() for x in inputs])
     assert ((y - expect).abs().max() / expect.abs().max()).item() < tol
+    assert cuda_peak(case)["requested"] == derive(NAME).peak(dtype).at(sizes.symbols())[0]

@@ -407,11 +407,13 @@ def _kernel_runner(at: Shape, rand: Callable, dt, device: str) -> Runner:
 
         return Runner(product, make_product)
     if kernel.name == CHUNK:
-        from attn_cost.profilers.measure.reference import chunk_kernel
+        from attn_cost.profilers.measure.reference import chunk_implementation, chunk_kernel
 
         bt, n, d, c = (at.get(x) for x in ("batch", "m", "k", "n"))
         run_chunk = chunk_kernel(c, device)
-        return Runner(lambda box: run_chunk(*box), lambda: [rand(bt, n, d, positive=True) for _ in range(3)])
+        if chunk_implementation(c, device).token_major:  # fla's [B, T, H, K] storage, as the variant hands it over
+            return Runner(lambda box: run_chunk(*box), lambda: [rand(n, bt, d).transpose(1, 2) for _ in range(3)])
+        return Runner(lambda box: run_chunk(*box), lambda: [rand(bt, n, d) for _ in range(3)])
     if kernel.family == ATTENTION:
         n, d = at.get("m"), at.get("k")
         sdpa = torch.nn.functional.scaled_dot_product_attention

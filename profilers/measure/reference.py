@@ -600,6 +600,8 @@ def linear_chunked(inputs: list[Tensor], chunk: int, upper: Tensor) -> Tensor:
 
 FLA_CHUNK = 64
 """The chunk length flash-linear-attention's chunk_linear_attn runs (chunk_simple_gla's own, not an argument)."""
+FLA_DEVICE = "cuda"
+"""The device its Triton kernels run on."""
 
 
 @dataclass(frozen=True)
@@ -648,7 +650,7 @@ def chunk_implementation(chunk: int, device: str) -> Implementation:
     """flash-linear-attention's chunk kernels on CUDA where fla-core imports and the chunk is its own (64); the
     PyTorch chunked form everywhere else."""
     fn, version = fla_linear_attn()
-    if device == "cuda" and fn is not None and chunk == FLA_CHUNK:
+    if device == FLA_DEVICE and fn is not None and chunk == FLA_CHUNK:
         return Implementation("fla", "fla chunk_linear_attn", f"fla-core {version}", token_major=True)
     return PYTORCH_CHUNKS
 
@@ -703,7 +705,7 @@ class Reference:
     """(sizes, device) -> what runs the core there, for a variant more than one implementation can run."""
     stands_in: str | None = None
     """The variant whose reference runs in place of this one's own implementation where that cannot run (its
-    formulas are then those of what runs: `STAND_INS`)."""
+    formulas are then those of what runs: `stand_in`)."""
 
 
 REFERENCES: dict[str, Reference] = {
