@@ -19,7 +19,7 @@ def test_traced_peak_equals_the_liveness_walk(variant: str, scope: str) -> None:
     for sizes in TRACE_SIZES:  # linear-chunked (C = 64): N = 13 and 40 padded to one chunk, N = 64 whole
         peak, op = traced_peak(build_case(variant, scope, sizes))
         # what runs on this CPU: linear-chunked-fused's kernels cannot, linear-chunked's PyTorch form runs for them
-        modelled, step = derive(stand_in(variant, sizes, "cpu"), scope).peak("fp32").at(sizes.symbols())
+        modelled, step = derive(stand_in(variant, sizes, "cpu", scope), scope).peak("fp32").at(sizes.symbols())
         assert peak == modelled, f"{sizes}: traced {peak} at {op}, modelled {modelled} at step {step.op.label}"
 
 
@@ -33,7 +33,7 @@ def test_traced_peak_follows_the_dtype() -> None:
 @pytest.mark.parametrize(("variant", "scope"), [(v, s) for v, s in CASES if s in ("core", "layer", "decode")])
 def test_flop_counter_mode_agrees_with_the_matmul_convention(variant: str, scope: str) -> None:
     for sizes in GRID:
-        expected = derived(stand_in(variant, sizes, "cpu"), scope, sizes)
+        expected = derived(stand_in(variant, sizes, "cpu", scope), scope, sizes)
         assert counted(build_case(variant, scope, sizes)) == expected, sizes
 
 

@@ -88,6 +88,6 @@ def check_flops(
         for scope in (s for s in scopes if s in available):
             for sizes in grid:
                 case = build_case(name, scope, sizes)
-                model = stand_in(name, sizes, case.device)
+                model = stand_in(name, sizes, case.device, scope)
                 out.append(FlopCheck(name, scope, sizes, derived(model, scope, sizes), counted(case), model))
     return out

@@ -60,7 +60,7 @@ class Measurer:
 
     def _key(self, kind: str, variant: str, sizes: Sizes) -> str:
         key = record_key(kind, variant, self.scope, self.dtype, sizes.as_dict(), self.store.device)
-        impl = implementation_of(variant, sizes, self.device)  # two implementations' measurements never mix
+        impl = implementation_of(variant, sizes, self.device, self.scope)  # two implementations never mix
         return key + sdpa.key_suffix(variant, self.sdpa_backend) + (f"|impl={impl.key}" if impl else "")
 
     def time(
@@ -168,7 +168,7 @@ class Measurer:
                 "dtype": self.dtype,
                 "sizes": sizes.as_dict(),
                 **sdpa.record_fields(variant, self.sdpa_backend, self.device, self.dtype, sizes.d),
-                **_implementation(variant, sizes, self.device),
+                **_implementation(variant, sizes, self.device, self.scope),
                 **values,
             }
         )
@@ -182,9 +182,9 @@ def _release(device: str) -> None:
         release()
 
 
-def _implementation(variant: str, sizes: Sizes, device: str) -> dict:
+def _implementation(variant: str, sizes: Sizes, device: str, scope: str) -> dict:
     """What a measurement records about the implementation that ran, where more than one can."""
-    impl = implementation_of(variant, sizes, device)
+    impl = implementation_of(variant, sizes, device, scope)
     return impl.record() if impl is not None else {}
 
 

@@ -747,18 +747,20 @@ REFERENCES: dict[str, Reference] = {
 }
 
 
-def stand_in(variant: str, sizes, device: str) -> str:
+def stand_in(variant: str, sizes, device: str, scope: str = "core") -> str:
     """The variant whose formulas describe what runs `variant`'s reference at these sizes on this device: itself,
     or the variant whose code runs in its place (linear-chunked-fused without flash-linear-attention)."""
-    impl, ref = implementation_of(variant, sizes, device), REFERENCES[variant]
+    impl, ref = implementation_of(variant, sizes, device, scope), REFERENCES[variant]
     return variant if impl is None or impl.native or ref.stands_in is None else ref.stands_in
 
 
-def implementation_of(variant: str, sizes, device: str) -> Implementation | None:
-    """What runs `variant`'s reference at these sizes on this device, for a variant more than one implementation
-    can run (None for the others: their reference is the one implementation)."""
+def implementation_of(variant: str, sizes, device: str, scope: str = "core") -> Implementation | None:
+    """What runs `variant`'s core at these sizes on this device (at every scope but decode, whose step is its own),
+    for a variant more than one implementation can run (None for the others: their reference is the one)."""
     ref = REFERENCES.get(variant)
-    return None if ref is None or ref.implementation is None else ref.implementation(sizes, device)
+    if ref is None or ref.implementation is None or scope == "decode":
+        return None
+    return ref.implementation(sizes, device)
 
 
 def _window(s, p) -> dict:
