@@ -23,6 +23,7 @@ from attn_cost.costmodel.counting import (
     CAUSAL_COUNTS,
     F_bwd,
     F_causal,
+    F_chunk,
     N_kv,
     describe,
 )
@@ -56,7 +57,7 @@ from rich.console import Console
 from rich.markup import escape
 
 console = Console(highlight=False)
-COUNTING_SYMBOLS = {str(x): x for x in (F_causal, F_bwd, N_kv)}
+COUNTING_SYMBOLS = {str(x): x for x in (F_causal, F_bwd, F_chunk, N_kv)}
 COST_LABEL = {"flops": "N0 (FLOPs)", "memory": "N1 (memory)", "traffic": "N traffic"}
 DECODE_DEFAULT = ["softmax-causal", "softmax-fused-causal", "linear-recurrent", "latte-recurrent"]
 COST_SHORT = {"flops": "N0", "memory": "N1", "traffic": "N_traffic"}
@@ -486,10 +487,10 @@ def formula(
 
 
 def _named(expr: sp.Expr, fmt) -> str:
-    """A total grouped by its named counting factors: F_causal·(…) + F_bwd·F_causal·(…) + …"""
+    """A total grouped by its named counting factors: F_causal·(…) + F_bwd·F_causal·(…) + F_chunk·(…) + …"""
     groups: dict[sp.Expr, sp.Expr] = {}
     for term in sp.Add.make_args(sp.expand(expr)):
-        factors, rest = term.as_independent(F_causal, F_bwd, as_Add=False)[::-1]
+        factors, rest = term.as_independent(F_causal, F_bwd, F_chunk, as_Add=False)[::-1]
         groups[factors] = groups.get(factors, sp.Integer(0)) + rest
     parts = []
     for factors, rest in groups.items():

@@ -1,8 +1,9 @@
 """`attn-cost doctor`: what this machine can measure, and how, before a campaign spends its time.
 
-Versions (torch, CUDA, cuDNN, triton, typer, click, rich, plotly, nvidia-ml-py), the device and its L2 cache,
-which SDPA backends run at which head dims and dtypes, what a time means and how fine the clock is, whether
-peak memory is exact, TF32, and a mini profile of at most ~30 seconds. Runs on a CPU-only machine too: each
+Versions (torch, CUDA, cuDNN, triton, fla-core, typer, click, rich, plotly, nvidia-ml-py), the device and its L2
+cache, which SDPA backends run at which head dims and dtypes, whether flash-linear-attention's chunk kernels run
+(linear-chunked-fused), what a time means and how fine the clock is, whether peak memory is exact, TF32, and a
+mini profile of at most ~30 seconds. Runs on a CPU-only machine too: each
 missing piece is one line that says what it costs.
 """
 
@@ -73,6 +74,7 @@ def examine(device: str, profile: bool = True) -> dict:
         "cuda": torch.version.cuda,
         "cudnn": cudnn,
         "triton": _version("triton"),
+        "fla-core": _version("fla-core"),
         "typer": _version("typer"),
         "click": _version("click") or ("typer's own" if _version("typer") else None),
         "rich": _version("rich"),
@@ -83,10 +85,15 @@ def examine(device: str, profile: bool = True) -> dict:
     if not torch.cuda.is_available():
         build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
         missing.insert(0, f"no CUDA device (torch {torch.__version__} is {build}): CPU measurements only")
+    fla = _fla(device)
+    if not fla["usable"]:
+        missing.append(f"no flash-linear-attention kernels here: {fla['why']}; linear-chunked-fused runs the "
+                       "PyTorch chunked form")  # fmt: skip
     report: dict[str, Any] = {
         "versions": versions,
         "device": _device(device),
         "sdpa": _sdpa(device),
+        "fla": fla,
         "timer": _timer(device),
         "memory": _memory(device),
         "precision": _precision(device),
@@ -137,6 +144,16 @@ def _sdpa(device: str) -> dict:
         except (UserError, RuntimeError):
             default[dtype] = None
     return {"head_dims_tried": list(HEAD_DIMS), "runs": table, "default_at_d64": default}
+
+
+def _fla(device: str) -> dict:
+    """Whether linear-chunked-fused runs flash-linear-attention's chunk kernels here (fla-core on CUDA), and why not."""
+    from attn_cost.profilers.measure.reference import FLA_CHUNK, chunk_implementation, fla_linear_attn
+
+    fn, why = fla_linear_attn()
+    impl = chunk_implementation(FLA_CHUNK, device)
+    reason = None if impl.native else why if fn is None else f"this run is on the {device.upper()}"
+    return {"usable": impl.native, "runs": impl.name, "version": impl.version, "why": reason}
 
 
 def _timer(device: str) -> dict:
@@ -242,6 +259,8 @@ def _print(report: dict) -> None:
     render.table("SDPA backends: head dims that run here", [render.Col("backend"), render.Col("dtype"),
                  render.Col("d")], rows, keys=1)  # fmt: skip
     render.line(f"PyTorch's own choice at d = 64: {sd['default_at_d64']}", markup=False)
+    fla = report["fla"]
+    render.line(f"linear-chunked-fused runs: {fla['runs']} ({fla['version']})", markup=False)
     t = report["timer"]
     render.sentence(f"Timer (v{t['version']}, resolution {t['resolution_s']:.2g} s): {t['meaning']}.", indent=0)
     render.sentence(f"Peak memory: {report['memory']['method']}.", indent=0)

@@ -364,6 +364,7 @@ def check_flops(
                         "scope": c.scope,
                         **c.sizes.as_dict(),
                         "derived": c.derived,
+                        "formulas_of": c.formulas,
                         "counted": c.counted,
                         "ok": c.ok,
                     }
@@ -373,8 +374,9 @@ def check_flops(
         )
     else:
         groups: dict[tuple[str, str], list] = {}
-        for c in checks:
-            groups.setdefault((c.variant, c.scope), []).append(c)
+        for c in checks:  # a variant whose code cannot run here is checked as what runs in its place
+            shown = c.variant if c.formulas in ("", c.variant) else f"{c.variant} (runs {c.formulas})"
+            groups.setdefault((shown, c.scope), []).append(c)
         cells = []
         for (name, sc), cs in groups.items():
             n_ok = sum(c.ok for c in cs)

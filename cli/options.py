@@ -12,7 +12,7 @@ import sympy as sp
 import typer
 from attn_cost.cli.app import _commands, fail, note
 from attn_cost.costmodel.conventions import DEFAULT, FULL, get_convention
-from attn_cost.costmodel.counting import Counting, F_bwd, F_causal
+from attn_cost.costmodel.counting import Counting, F_bwd, F_causal, F_chunk
 from attn_cost.costmodel.crossover import Setting, cost_branches
 from attn_cost.costmodel.derive import dtype_bytes
 from attn_cost.costmodel.scopes import MODES, SCOPES
@@ -90,7 +90,9 @@ WINDOW = typer.Option(None, "--window", help="Sliding-window width w, keys per q
 PROJ_LEN = typer.Option(None, "--proj-len", help="Linformer's projected length k (default 256).")
 FEATURES = typer.Option(None, "--features", help="Performer's random features m (default 256).")
 LANDMARKS = typer.Option(None, "--landmarks", help="Nyströmformer's landmarks c (default 64).")
-CHUNK = typer.Option(None, "--chunk", help="Chunk length C of linear-chunked, tokens per chunk (default 64).")
+CHUNK = typer.Option(
+    None, "--chunk", help="Chunk length C of linear-chunked(-fused), tokens per chunk (default 64, fla's own)."
+)
 SIZE_OPTIONS = {"h_kv": KV_HEADS, "w": WINDOW, "k": PROJ_LEN, "m": FEATURES, "c": LANDMARKS, "C": CHUNK}
 """Sizes only some variants have, by symbol name; `with_sizes` adds them to a command, `sizes` reads them."""
 SIZE_FLAGS = {
@@ -401,7 +403,7 @@ def applies(names: list[str], st: Setting, given: dict) -> None:
         factors |= derive(name, st.scope, st.mode, kv, st.counting.bias).flops(FULL, None).free_symbols
         for cost in ("flops", "memory"):
             used |= {x for e in cost_branches(name, cost, st) for x in e.free_symbols}
-    if "causal_count" in chosen and F_causal not in factors:
+    if "causal_count" in chosen and not factors & {F_causal, F_chunk}:
         fail(f"--causal-count counts the scores of a causal mask, and none of {shown} masks a score matrix here "
              f"({st.scope} scope): it applies to causal forms such as softmax-causal (--causal)")  # fmt: skip
     if "backward" in chosen and F_bwd not in factors:

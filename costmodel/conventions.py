@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import sympy as sp
-from attn_cost.costmodel.counting import F_bwd, score_op
+from attn_cost.costmodel.counting import F_bwd, F_chunk, score_op
 from attn_cost.costmodel.errors import UserError, unknown
 from attn_cost.costmodel.graph import Op
 from attn_cost.costmodel.opkinds import KINDS
@@ -70,6 +70,40 @@ def _fused_full(op: Op) -> sp.Expr:
     return a["batch"] * a["nq"] * a["nk"] * (2 * (a["dqk"] + a["dv"]) + 6)
 
 
+def chunk_products(op: Op, backward: bool = False) -> tuple[sp.Expr, sp.Expr]:
+    """The products of a fused chunk op (`linear_chunk`), per call: those against the state and those over each
+    chunk's C×C scores (with their share F_chunk), each a sum of 2mkn per chunk of C tokens.
+
+    Forward (chunk_fwd_h, chunk_fwd_o): S ← S + K_cᵀV_c and Q_cS_c (2Cd_kd_v each); A_c = Q_cK_cᵀ (2C²d_k) and
+    A_cV_c (2C²d_v). Backward (flash-linear-attention's four kernels, the states recomputed, not saved):
+    chunk_fwd_h again (K_cᵀV_c), chunk_bwd_dh (dS ← dS + Q_cᵀdO_c), chunk_bwd_dqkwg (dO_cV_cᵀ, dO_cS_cᵀ, V_cdS_cᵀ,
+    then dA_cK_c and dA_cᵀQ_c), chunk_bwd_dv (K_cQ_cᵀ again, K_cdS_c, A_cᵀdO_c): five products against the state
+    and five over the scores (three of width d_k, two of d_v)."""
+    a = op.attrs
+    c, dk, dv = a["chunk"], a["dk"], a["dv"]
+    state = (5 if backward else 2) * 2 * c * dk * dv
+    scores = 2 * c**2 * ((3 * dk + 2 * dv) if backward else (dk + dv)) * F_chunk
+    per = a["batch"] * a["chunks"]
+    return per * state, per * scores
+
+
+def _chunk_matmuls(op: Op) -> sp.Expr:
+    return sp.Add(*chunk_products(op))
+
+
+def _chunk_full(op: Op) -> sp.Expr:
+    """The products, the state's accumulation S ← S + K_cᵀV_c (d_k·d_v per chunk) and each output row's sum of its
+    two parts, Q_cS_c + A_cV_c (C·d_v per chunk); masking selects, it adds nothing."""
+    a = op.attrs
+    adds = a["batch"] * a["chunks"] * (a["dk"] * a["dv"] + a["chunk"] * a["dv"])
+    return _chunk_matmuls(op) + adds
+
+
+def _chunk_scores(op: Op) -> sp.Expr:
+    """The two products over each chunk's scores (the FlashAttention benchmark counts those of the score matrix)."""
+    return chunk_products(op)[1]
+
+
 def _score_matmul(op: Op) -> sp.Expr:
     """A product over the score matrix (QKᵀ, PV); every other product is left out."""
     return _matmul(op) if score_op(op) else sp.Integer(0)
@@ -79,10 +113,13 @@ def backward_factor(op: Op) -> sp.Expr:
     """Backward FLOPs as a multiple of forward FLOPs: products need a gradient for each operand
     (2x; the products over the score matrix get the named factor F_bwd, 2 or FlashAttention's 2.5
     with recomputation, see `counting`); element-wise ops and reductions need one pass (1x); fused
-    attention recomputes the scores and needs five products for two (what FlopCounterMode counts);
-    an op whose attrs carry "backward" states its kernel's own factor."""
+    attention recomputes the scores and needs five products for two (what FlopCounterMode counts); the fused
+    chunk kernels of linear attention run ten products for four (`chunk_products`: 5/2 with d_k = d_v, whatever
+    share of the chunks' scores is counted); an op whose attrs carry "backward" states its kernel's own factor."""
     if "backward" in op.attrs:  # a kernel with its own backward (linear-causal-fused's causal_product)
         return op.attrs["backward"]
+    if op.kind == "linear_chunk":  # its four backward kernels' products over its two forward kernels'
+        return sp.cancel(sp.Add(*chunk_products(op, backward=True)) / sp.Add(*chunk_products(op)))
     if op.kind == "fused_attention":
         a = op.attrs
         return sp.Rational(1) * (3 * a["dqk"] + 2 * a["dv"]) / (a["dqk"] + a["dv"])
@@ -135,6 +172,7 @@ FULL_RULES: dict[str, Rule] = {
     "copy": _zero,
     "fill": _zero,
     "fused_attention": _fused_full,
+    "linear_chunk": _chunk_full,
 }
 if set(FULL_RULES) != set(KINDS):
     raise RuntimeError("every op kind needs a `full` rule and a description")
@@ -194,7 +232,12 @@ MATMUL = Convention(
     "matmul",
     "matrix products only (2mkn each): what torch.utils.flop_counter.FlopCounterMode reports",
     "PyTorch FlopCounterMode",
-    {"matmul": _matmul, "linear": _linear_matmul_only, "fused_attention": _fused_matmuls},
+    {
+        "matmul": _matmul,
+        "linear": _linear_matmul_only,
+        "fused_attention": _fused_matmuls,
+        "linear_chunk": _chunk_matmuls,
+    },
 )
 
 FLASH_BENCH = Convention(
@@ -202,7 +245,7 @@ FLASH_BENCH = Convention(
     "the FlashAttention benchmark's accounting: only the two products over the score matrix, 4·b·h·N²·d "
     "forward, halved when causal, backward 2.5x forward (implies --causal-count half --backward recompute)",
     "Dao et al., FlashAttention benchmarks (benchmarks/benchmark_flash_attention.py, flops())",
-    {"matmul": _score_matmul, "fused_attention": _fused_matmuls},
+    {"matmul": _score_matmul, "fused_attention": _fused_matmuls, "linear_chunk": _chunk_scores},
     counting={"causal": "half", "backward": "recompute"},
 )
 
@@ -264,5 +307,3 @@ def get_convention(name: str) -> Convention | PublishedConvention:
         if name in PUBLISHED_CONVENTIONS:
             return PUBLISHED_CONVENTIONS[name]
         raise UserError(unknown("convention", name, [*CONVENTIONS, *PUBLISHED_CONVENTIONS])) from None
-
-

@@ -6,6 +6,9 @@ A FLOP total is first derived with named factors left in it (xlstm_scaling_laws 
   every op over a causal score matrix (the two products, the scale, the softmax) and the fused
   kernel with `is_causal`.
 - `F_bwd`: backward FLOPs per forward FLOP of the materialised score products (QKᵀ and PV).
+- `F_chunk`: the share of each C×C diagonal block a fused chunk kernel of causal linear attention (`linear_chunk`)
+  computes: its products φ(Q_c)φ(K_c)ᵀ and A_cV_c inside a chunk. Its scores against earlier chunks go through
+  the running state, whole: the rule touches only the block inside each chunk.
 
 Only then does a `Counting` substitute its values, so `attn-cost formula --symbolic` shows which
 factor a number rests on, and every output records the rules it used.
@@ -19,6 +22,9 @@ Score counts for query length N and key length M (N <= M: decode, chunked prefil
 | tiles (T) | N·M − N(N−T)/2 | N(N+T)/2 |
 | half | N·M/2 | N·M/2 |
 
+Inside a chunk (`F_chunk`, C×C per chunk): dense 1, triangle (C+1)/(2C), half 1/2, and tiles 1: a chunk kernel's
+tile is its chunk (flash-linear-attention's BT is the chunk size), computed whole and then masked.
+
 `tiles` counts the T×T blocks a blocked kernel (FlashAttention) computes, diagonal blocks in full; it
 is exact when T divides N and M (a key length T does not divide is refused). Below one tile (N < T) the
 formula would exceed the N·M scores there are: the numbers (`crossover.curve`) are capped by the dense
@@ -31,12 +37,14 @@ from dataclasses import dataclass
 
 import sympy as sp
 from attn_cost.costmodel.errors import UserError
-from attn_cost.costmodel.symbols import N, w
+from attn_cost.costmodel.symbols import C, N, w
 
 F_causal = sp.Symbol("F_causal", positive=True)
 """Share of the score matrix a causal kernel computes (1 for a dense count)."""
 F_bwd = sp.Symbol("F_bwd", positive=True)
 """Backward FLOPs per forward FLOP of the materialised score products."""
+F_chunk = sp.Symbol("F_chunk", positive=True)
+"""Share of each chunk's C×C block of scores a fused chunk kernel computes (1 for a dense count)."""
 N_kv = sp.Symbol("N_kv", positive=True, integer=True)
 """Key/value length when it differs from the query length N (`--n-kv`)."""
 
@@ -58,6 +66,7 @@ ALIGNS: dict[str, str] = {
 SYMBOLS: dict[str, str] = {
     "F_causal": "share of the score matrix a causal kernel computes (--causal-count)",
     "F_bwd": "backward FLOPs per forward FLOP of the materialised score products (--backward)",
+    "F_chunk": "share of each chunk's C×C block of scores a fused chunk kernel computes (--causal-count)",
     "N_kv": "key/value length when it differs from the query length N (--n-kv)",
 }
 BACKWARD_FACTOR = {"autograd": sp.Integer(2), "recompute": sp.Rational(5, 2)}
@@ -112,10 +121,21 @@ class Counting:
             return sp.expand(nq * (nq + step) / 2)
         return sp.expand(nq * nk - nq * (nq - step) / 2)
 
+    def chunk_share(self) -> sp.Expr:
+        """F_chunk: the share of a chunk's C×C block (queries and keys of one chunk) a chunk kernel computes; with
+        `tiles` the chunk is the kernel's tile, computed whole."""
+        return {"dense": sp.Integer(1), "tiles": sp.Integer(1), "half": sp.Rational(1, 2)}.get(
+            self.causal, (C + 1) / (2 * C)
+        )
+
     def values(self) -> dict[sp.Symbol, sp.Expr]:
         """What each named factor stands for under these rules."""
         nk = self.key_length
-        return {F_causal: sp.cancel(self.scores(N, nk) / (N * nk)), F_bwd: BACKWARD_FACTOR[self.backward]}
+        return {
+            F_causal: sp.cancel(self.scores(N, nk) / (N * nk)),
+            F_bwd: BACKWARD_FACTOR[self.backward],
+            F_chunk: self.chunk_share(),
+        }
 
     def apply(self, expr: sp.Expr) -> sp.Expr:
         """Substitute the named factors (N_kv stays a dimension: it is set with the other sizes)."""
@@ -141,6 +161,7 @@ class Counting:
             "align": self.align,
             "bias": self.bias or "each variant's own",
             "causal_scores": str(self.scores()),
+            "chunk_share": str(self.chunk_share()),
             "assumes": self.assumptions(),
         }
 

@@ -99,7 +99,15 @@ def backward_scratch(op: Op, grads: list[bool], ids: Iterator[int]) -> tuple[Sto
     row statistics D = rowsum(dO∘O) (`softmax_d`, fp32, one per query row) and the fp32 accumulator of dQ
     (`dq_tmp` in FlashAttention-1, `dq_accum` in FlashAttention-2), which every key block adds its share into.
     FlashAttention-1 skips the accumulator where all keys fit one block (N ≤ 256 at d = 64); FlashAttention-2 and
-    the engine always hold it. PyTorch's CPU kernel keeps these inside the kernel (the tracer does not see them)."""
+    the engine always hold it. PyTorch's CPU kernel keeps these inside the kernel (the tracer does not see them).
+
+    Fused chunk kernels of linear attention (flash-linear-attention's chunk_simple_gla backward): the states
+    entering each chunk, recomputed by chunk_fwd_h, and their gradients dS from chunk_bwd_dh, both fp32 (its
+    states_in_fp32=True), one d_k×d_v matrix per chunk each, alive while dQ, dK and dV are made."""
+    if op.kind == "linear_chunk":
+        states = op.workspace
+        return tuple(Storage(next(ids), states, "fp32", -1, f"{what} ({op.output.name})")
+                     for what in ("recomputed chunk states", "chunk state gradients"))  # fmt: skip
     if op.kind in BROADCASTING:
         size = op.output.numel
         broadcast = [t for t, g in zip(op.inputs, grads, strict=False) if g and sp.expand(t.numel - size) != 0]
@@ -265,8 +273,10 @@ class Derived:
         """Bytes one run of an op reads and writes."""
         read = op.inputs[1:] if op.attrs.get("overwrite") else op.inputs
         once = op.attrs.get("read_once", ())  # overlapping windows of one storage: each element read once
+        again = op.attrs.get("reread", ())  # inputs a second kernel of the op reads again (a chunk op's K and V)
         reads = sum(
-            (_nbytes(t.storage.numel if t in once else t.numel, t.storage.dtype, dtype) for t in read), sp.Integer(0)
+            (_nbytes(t.storage.numel if t in once else t.numel, t.storage.dtype, dtype) for t in (*read, *again)),
+            sp.Integer(0),
         )
         writes = _nbytes(op.output.numel, op.output.storage.dtype, dtype)
         lse = op.attrs.get("lse")

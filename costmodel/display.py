@@ -39,13 +39,23 @@ def padded_lengths(*exprs: sp.Expr) -> list[sp.Expr]:
     return sorted(found, key=str)
 
 
-def step_legend(multiples: list[sp.Expr]) -> list[str]:
-    """What the padded-length notation means, one line per multiple (where the costs step)."""
-    return [
-        f"⌈N⌉_{text(m)} = N rounded up to a multiple of {text(m)} (the costs step at multiples of {text(m)}); "
-        f"[{text(m)}∤N] = 1 where N is not a multiple of {text(m)} (the code makes a padded copy), else 0"
-        for m in multiples
-    ]
+def step_legend(multiples: list[sp.Expr], copied: list[sp.Expr] | None = None) -> list[str]:
+    """What the padded-length notation means, one line per multiple (where the costs step); the bracket [D∤N] is
+    explained for the multiples in `copied` (default: all), those the code makes a padded copy for (a kernel that
+    masks its last block computes whole blocks without one)."""
+    copied = multiples if copied is None else copied
+    out = []
+    for m in multiples:
+        line = f"⌈N⌉_{text(m)} = N rounded up to a multiple of {text(m)} (the costs step at multiples of {text(m)})"
+        if m in copied:
+            line += f"; [{text(m)}∤N] = 1 where N is not a multiple of {text(m)} (the code makes a padded copy), else 0"
+        out.append(line)
+    return out
+
+
+def copied_lengths(*exprs: sp.Expr) -> list[sp.Expr]:
+    """The multiples D whose bracket [D∤N] (a padded copy) appears in these expressions."""
+    return sorted({f.args[1] for e in exprs for f in sp.sympify(e).atoms(Pads)}, key=str)
 
 
 def _readable(expr: sp.Expr) -> sp.Expr:

@@ -29,6 +29,7 @@ def formula_data(
 
     derived = derive(name, scope, mode, counting.n_kv is not None, counting.bias)
     conv = op_convention(convention)
+    copied = display.copied_lengths(*_costs(derived, conv, counting, dtype))
     peak = derived.peak()
     step = peak.dominant_step()
     v = get_variant(name)
@@ -66,7 +67,7 @@ def formula_data(
         "dtype": dtype,
         "params": display.plain(derived.params),
         "padded_to": [
-            {"multiple": display.plain(m), "meaning": display.step_legend([m])[0]}
+            {"multiple": display.plain(m), "meaning": display.step_legend([m], copied)[0]}
             for m in _padded(derived, conv, counting, dtype)
         ],
         "ops": [
@@ -88,8 +89,11 @@ def formula_data(
     }
 
 
+def _costs(derived, conv, counting: Counting, dtype: str) -> tuple:
+    """FLOPs, peak bytes, traffic and parameters of a derived variant."""
+    return derived.flops(conv, counting), derived.peak(dtype).expr, derived.traffic(dtype, counting), derived.params
+
+
 def _padded(derived, conv, counting: Counting, dtype: str) -> list:
     """The multiples N is padded to in a variant's costs (none for code that never pads)."""
-    return display.padded_lengths(
-        derived.flops(conv, counting), derived.peak(dtype).expr, derived.traffic(dtype, counting), derived.params
-    )
+    return display.padded_lengths(*_costs(derived, conv, counting, dtype))

@@ -394,6 +394,36 @@ class Graph:
             self.ops[-1].attrs["saved"].append(lse)  # backward needs the row log-sum-exp
         return out
 
+    def linear_chunk(
+        self, name: str, q: Tensor, k: Tensor, v: Tensor, *, chunk: sp.Expr | int, label: str = ""
+    ) -> Tensor:
+        """Causal linear attention's numerator Yᵢ = Σⱼ≤ᵢ (qᵢ·kⱼ)vⱼ by fused chunk kernels, as flash-linear-attention
+        runs it (chunk_simple_gla: no normaliser, no gate, scale 1). The length is cut into ⌈n/C⌉ chunks of C
+        tokens, the last one masked where C does not divide n (no padded copy: its FLOPs are those of whole
+        chunks). Two kernels: the first walks the chunks in order, carrying the d_k×d_v state S on chip and
+        writing the state entering each chunk, S_c = Σ_{c'<c} K_c'ᵀV_c', to memory (in the activation dtype: the
+        op's workspace); the second makes each chunk's output from Q_c·S_c and its C×C block of scores
+        (Q_cK_cᵀ, masked, times V_c), which never leaves the chip. Both read K and V (`reread`)."""
+        *bq, n, dk = q.shape
+        dv = v.shape[-1]
+        if not (_same(k.shape[-2], n) and _same(v.shape[-2], n) and _same(k.shape[-1], dk)):
+            raise ModelError(f"{self.name}: the chunk kernel takes q, k, v of one length and q, k of one width")
+        if not _same(dk, dv):
+            raise ModelError(f"{self.name}: the chunk kernel is modelled for keys and values of one width (d_k = d_v)")
+        c = sp.sympify(chunk)
+        chunks = sp.ceiling(n / c)
+        batch = _prod(tuple(bq))
+        attrs = {"batch": batch, "n": n, "chunk": c, "chunks": chunks, "dk": dk, "dv": dv, "reread": [k, v]}
+        return self._emit(
+            "linear_chunk",
+            name,
+            (*bq, n, dv),
+            (q, k, v),
+            attrs=attrs,
+            workspace=batch * chunks * dk * dv,
+            label=label or f"{name} ← chunk kernels({q.name}, {k.name}, {v.name})",
+        )
+
     def traced(
         self,
         kind: str,

@@ -29,6 +29,11 @@ Below one block a kernel reads its inputs once: the traffic is never less than t
 bytes (Q, K, V read once, O and the log-sum-exp written once), a second branch of a maximum.
 A decoding step's few query rows are one block. Every other op keeps its unfused traffic, and the
 running statistics (ℓ, m, the log-sum-exp) are fp32.
+
+The fused chunk kernels of linear attention (`linear_chunk`, linear-chunked-fused) are tiled by their chunks
+already: their unfused traffic (`Derived.op_traffic`) is what flash-linear-attention's two kernels move (K and V
+read by both, Q by the second, the state entering each chunk written and read back, the output written; the C×C
+scores and the running state on chip), exact where one K×V tile covers the head dim (d ≤ 64).
 """
 
 from __future__ import annotations

@@ -35,6 +35,8 @@ KINDS: dict[str, str] = {
     "copy": "copy of a view into a new or existing tensor (data movement only)",
     "fill": "allocate a buffer (zeros or to be written; no arithmetic)",
     "fused_attention": "softmax(QKᵀ/√d)V without the N×N matrix (SDPA / FlashAttention)",
+    "linear_chunk": "causal linear attention's numerator Σⱼ≤ᵢ(qᵢ·kⱼ)vⱼ by fused chunk kernels: C×C scores and the "
+    "running state on chip, one d×d_v state per chunk to memory (flash-linear-attention's chunk_fwd_h, chunk_fwd_o)",
 }
 
 SAVES: dict[str, tuple] = {
@@ -55,5 +57,6 @@ SAVES: dict[str, tuple] = {
     "pointwise": (0,),
     "norm": (0, "out"),
     "fused_attention": (0, 1, 2, "out"),
+    "linear_chunk": (0, 1, 2),
 }
 """Training mode keeps these tensors alive to the end of the forward pass."""

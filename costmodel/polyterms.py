@@ -174,6 +174,11 @@ def _n_degree(monom: Monomial) -> int:
     return monom[N_INDEX] + sum(e for g, e in monom[-1] if g[1] == "ceil")
 
 
+def n_degree(p: Terms) -> int:
+    """How fast p grows with N: its highest power of N, ⌈N/D⌉ counted as N (0 for a cost that does not grow)."""
+    return max((_n_degree(m) for m in p), default=0)
+
+
 def leads_for_large_n(p: Terms) -> bool:
     """p >= 0 once N is large, for every (large enough) value of the other sizes. ⌈N/D⌉ grows as N/D: the
     leading terms are read with N/D for it (what it rounds off is of lower degree); where they cancel, what

@@ -154,7 +154,43 @@ def linear_chunked(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
     return Y.view(b, h, n * C, d).narrow(2, N)
 
 
-@decode_step("linear-causal", "linear-recurrent", "linear-causal-fused", "linear-chunked")
+FLA = (
+    "flash-linear-attention (fla-core 0.6.0): chunk_linear_attn(normalize=True), i.e. chunk_simple_gla's kernels "
+    "chunk_fwd_h and chunk_fwd_o, then normalize_with_z_state"
+)
+
+
+@variant(
+    "linear-chunked-fused",
+    "causal linear attention as flash-linear-attention's fused chunk kernels run it: C×C scores and the running "
+    "state on chip, one d×d_v state per chunk in memory, the normaliser after them",
+    source=PAPER + "; " + CHUNKED + "; " + FLA,
+    family="linear",
+    causal=True,
+)
+def linear_chunked_fused(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
+    """φ = elu + 1 applied before the kernels (two element-wise kernels, as a layer calls them); the chunk kernels
+    (`Graph.linear_chunk`, chunks of C = --chunk tokens, ⌈N/C⌉ of them, the last one masked, not padded in
+    memory) make the numerator; the denominator as flash-linear-attention's normalize_with_z_state makes it
+    (scale 1): the running key sum z = cumsum(φ(K)) to memory, φ(Q)·scale, its product with z, the row sum, + 10⁻¹⁰,
+    then the division into a new tensor, and z's last row copied out (the normaliser's final state, returned and
+    dropped). φ(Q), φ(K) and V are chunk_linear_attn's arguments, the numerator and the denominator
+    normalize_with_z_state's: alive until it returns."""
+    fQ = g.map("elu1", "φ(Q)", Q)
+    fK = g.map("elu1", "φ(K)", K)
+    num = g.linear_chunk("num", fQ, fK, V, chunk=C, label="numᵢ ← Σ_{j≤i} (φ(Qᵢ)·φ(Kⱼ))Vⱼ (fused chunk kernels)")
+    z = g.map("cumsum", "z", fK, label="zᵢ ← Σ_{j≤i} φ(Kⱼ) (the running key sum)")
+    qs = g.map("scale", "φ(Q)s", fQ, label="φ(Q)s ← φ(Q)·scale (scale = 1)")
+    qz = g.binary("mul", "φ(Q)s⊙z", qs, z)
+    den = g.reduce("sum", "den", qz, axis=-1, label="denᵢ ← Σ φ(Q)s⊙z")
+    den = g.map("pointwise", "den", den, label="den ← den + 10⁻¹⁰")
+    Y = g.binary("div", "Y", num, den, label="Y ← num / den")
+    g.copy("z_N", z.select(2, "z_N"), label="z_N ← the key sum's last row (fla's final normaliser state)")
+    g.ops[-1].attrs["holds"] = [fQ, fK, V, num, den]
+    return Y
+
+
+@decode_step("linear-causal", "linear-recurrent", "linear-causal-fused", "linear-chunked", "linear-chunked-fused")
 def linear_decode(g: Graph) -> None:
     q, k, v = (g.input(n, b, h, d) for n in ("q", "k", "v"))
     S = g.input("s", b, h, d, d)

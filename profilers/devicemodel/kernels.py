@@ -37,6 +37,11 @@ LOOP_STEP, CALL, SEQUENCE = "loop-step", "call", "op-sequence"
 chains of different ops, timed whole against the same ops alone. The op model keeps them as named fields
 (`opfit.Overheads`), not as kernels."""
 OVERHEADS = (LOOP_STEP, CALL, SEQUENCE)
+CHUNK = "linear-chunk"
+"""The fused chunk kernels of causal linear attention (one engine op, `linear_chunk`: flash-linear-attention's
+chunk_fwd_h and chunk_fwd_o). Timed only at the variants' shapes (`calibrate --d`): the kernels where
+flash-linear-attention runs (CUDA), the PyTorch chunk form in their place elsewhere
+(`reference.chunk_kernel`); a calibration without them prices the op as a copy of its bytes, with a warning."""
 MAX_SQUARED_WIDTH = 64
 """Widest row the grid times for a kernel whose output is w² wide."""
 RANK = 4
@@ -165,6 +170,12 @@ def _attention(g: Graph, at: Shape) -> Tensor:
     return g.fused_attention("Y", q, k, v, causal=at.kernel == "sdpa-causal")
 
 
+def _chunk(g: Graph, at: Shape) -> Tensor:
+    """The fused chunk kernels of linear attention on (batch, N = m, d = k) inputs in chunks of C = n tokens."""
+    q, k, v = (g.input(x, at.get("batch"), at.get("m"), at.get("k")) for x in "QKV")
+    return g.linear_chunk("Y", q, k, v, chunk=at.get("n"))
+
+
 def _store(g: Graph, at: Shape) -> Tensor:
     target = g.input("T", at.get("rows"), at.get("cols"))
     g.store(target, _x(g, at))
@@ -258,6 +269,7 @@ DECLARED = (
       for lay in MATMUL_LAYOUTS),
     Kernel("sdpa", "fused_attention", ATTENTION, _attention),
     Kernel("sdpa-causal", "fused_attention", ATTENTION, _attention, causal=True),
+    Kernel(CHUNK, "linear_chunk", ATTENTION, _chunk, causal=True, grid=False),
 )  # fmt: skip
 
 KERNELS: dict[str, Kernel] = {k.name: k for k in DECLARED}
@@ -303,6 +315,8 @@ def kernel_of(op) -> str:
         return f"matmul-{layout}"  # TT has no kernel: refused by calibrate, priced with a named warning
     if op.kind == "fused_attention":
         return "sdpa-causal" if op.attrs.get("causal") else "sdpa"
+    if op.kind == "linear_chunk":
+        return CHUNK
     if op.kind == "copy":
         return "store" if op.attrs.get("overwrite") else "copy"
     axis = op.attrs.get("axis")
@@ -392,6 +406,14 @@ def _kernel_runner(at: Shape, rand: Callable, dt, device: str) -> Runner:
             return a @ b
 
         return Runner(product, make_product)
+    if kernel.name == CHUNK:
+        from attn_cost.profilers.measure.reference import chunk_implementation, chunk_kernel
+
+        bt, n, d, c = (at.get(x) for x in ("batch", "m", "k", "n"))
+        run_chunk = chunk_kernel(c, device)
+        if chunk_implementation(c, device).token_major:  # fla's [B, T, H, K] storage, as the variant hands it over
+            return Runner(lambda box: run_chunk(*box), lambda: [rand(n, bt, d).transpose(1, 2) for _ in range(3)])
+        return Runner(lambda box: run_chunk(*box), lambda: [rand(bt, n, d) for _ in range(3)])
     if kernel.family == ATTENTION:
         n, d = at.get("m"), at.get("k")
         sdpa = torch.nn.functional.scaled_dot_product_attention

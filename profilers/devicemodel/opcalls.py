@@ -16,7 +16,7 @@ from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.graph import Storage
 from attn_cost.costmodel.symbols import N, Pads
 from attn_cost.costmodel.variants import derive
-from attn_cost.profilers.devicemodel.kernels import BINARY, kernel_of
+from attn_cost.profilers.devicemodel.kernels import BINARY, CHUNK, kernel_of
 
 
 @dataclass
@@ -191,6 +191,9 @@ def op_features(derived, op, dtype: str) -> tuple[str, dict]:
     elif kernel.startswith("sdpa"):
         a = op.attrs
         feats.update(batch=a["batch"], m=a["nq"], k=a["dqk"], n=a["nk"])
+    elif kernel == CHUNK:  # the chunk kernels: heads, length, head dim and chunk (`kernels._chunk` builds them back)
+        a = op.attrs
+        feats.update(batch=a["batch"], m=a["n"], k=a["dk"], n=a["chunk"])
     else:
         x = op.inputs[0] if op.inputs else op.output
         feats.update(rows=x.rows, cols=x.shape[-1] if x.shape else sp.Integer(1))

@@ -57,6 +57,7 @@ from attn_cost.costmodel.errors import PricingWarning, UserError
 from attn_cost.profilers import DATA
 from attn_cost.profilers.devicemodel.kernels import (  # noqa: F401
     CALL,
+    CHUNK,
     LOOP_STEP,
     MATMUL_LAYOUTS,
     OVERHEADS,
@@ -495,7 +496,7 @@ def sanity(model: OpModel) -> list[str]:
     for p in model.points:
         if p.kernel in OVERHEADS or p.kernel == GLUE:  # not ops: a call, a loop step, a chain, a whole variant
             continue
-        if p.kernel.startswith(("matmul", "sdpa")):
+        if p.kernel.startswith(("matmul", "sdpa", CHUNK)):  # bound by their FLOPs, not their bytes
             if best and p.kernel.startswith("matmul") and _flop_rate(p) > SANITY_FAST * best:
                 fast[p.kernel].append(_flop_rate(p) / best)
             continue

@@ -91,18 +91,24 @@ def build_case(variant: str, scope: str, sizes: Sizes, dtype: str = "fp32", devi
     params = Params(DTYPES[dtype], device, seed)
     core = _bind_core(ref, s, device, params)
 
-    def inputs(*shapes: tuple[int, ...]) -> Callable[[], list[Tensor]]:
+    def inputs(*shapes: tuple[int, ...], token_major: bool = False) -> Callable[[], list[Tensor]]:
+        """Inputs of these shapes; token_major: (b, h, N, ·) views of [b, N, h, ·] storage (`Implementation`)."""
+        drawn = [(sh[0], sh[2], sh[1], *sh[3:]) for sh in shapes] if token_major else list(shapes)
+
         def make() -> list[Tensor]:
             if device != "cpu":  # drawn on the device itself (seeded): no host draw, no copy, no fp32 temporary
                 gen = torch.Generator(device=device).manual_seed(seed + 1)
-                return [torch.randn(*shape, generator=gen, device=device, dtype=DTYPES[dtype]) for shape in shapes]
-            gen = torch.Generator(device="cpu").manual_seed(seed + 1)
-            return [torch.randn(*shape, generator=gen).to(device=device, dtype=DTYPES[dtype]) for shape in shapes]
+                out = [torch.randn(*shape, generator=gen, device=device, dtype=DTYPES[dtype]) for shape in drawn]
+            else:
+                gen = torch.Generator(device="cpu").manual_seed(seed + 1)
+                out = [torch.randn(*shape, generator=gen).to(device=device, dtype=DTYPES[dtype]) for shape in drawn]
+            return [x.transpose(1, 2) for x in out] if token_major else out
 
         return make
 
     if scope == "core":
-        make = inputs((s.b, s.h, s.N, qk), (s.b, kvh, s.N, qk), (s.b, kvh, s.N, s.d))
+        tokens = ref.implementation is not None and ref.implementation(s, device).token_major
+        make = inputs((s.b, s.h, s.N, qk), (s.b, kvh, s.N, qk), (s.b, kvh, s.N, s.d), token_major=tokens)
         return Case(variant, scope, s, dtype, device, core, make, params)
     if scope == "decode":
         step = ref.decode

@@ -14,7 +14,7 @@ import torch
 from attn_cost.costmodel.conventions import MATMUL
 from attn_cost.costmodel.variants import all_variants, derive
 from attn_cost.profilers.measure.cases import Case, build_case
-from attn_cost.profilers.measure.reference import REFERENCES
+from attn_cost.profilers.measure.reference import REFERENCES, stand_in
 from attn_cost.profilers.measure.sizes import Sizes
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
@@ -67,6 +67,9 @@ class FlopCheck:
     sizes: Sizes
     derived: int
     counted: int
+    formulas: str = ""
+    """The variant whose formulas were counted: the variant, or the one whose code ran in its place
+    (`reference.stand_in`: linear-chunked's PyTorch form for linear-chunked-fused without its kernels)."""
 
     @property
     def ok(self) -> bool:
@@ -85,5 +88,6 @@ def check_flops(
         for scope in (s for s in scopes if s in available):
             for sizes in grid:
                 case = build_case(name, scope, sizes)
-                out.append(FlopCheck(name, scope, sizes, derived(name, scope, sizes), counted(case)))
+                model = stand_in(name, sizes, case.device, scope)
+                out.append(FlopCheck(name, scope, sizes, derived(model, scope, sizes), counted(case), model))
     return out

@@ -15,6 +15,7 @@ from attn_cost.profilers.measure import sdpa
 from attn_cost.profilers.measure.cases import build_case
 from attn_cost.profilers.measure.gpu_timing import precision_settings, release
 from attn_cost.profilers.measure.memory import cuda_peak, traced_peak
+from attn_cost.profilers.measure.reference import implementation_of
 from attn_cost.profilers.measure.search import (
     Probe,
     Transition,
@@ -59,7 +60,8 @@ class Measurer:
 
     def _key(self, kind: str, variant: str, sizes: Sizes) -> str:
         key = record_key(kind, variant, self.scope, self.dtype, sizes.as_dict(), self.store.device)
-        return key + sdpa.key_suffix(variant, self.sdpa_backend)
+        impl = implementation_of(variant, sizes, self.device, self.scope)  # two implementations never mix
+        return key + sdpa.key_suffix(variant, self.sdpa_backend) + (f"|impl={impl.key}" if impl else "")
 
     def time(
         self,
@@ -166,6 +168,7 @@ class Measurer:
                 "dtype": self.dtype,
                 "sizes": sizes.as_dict(),
                 **sdpa.record_fields(variant, self.sdpa_backend, self.device, self.dtype, sizes.d),
+                **_implementation(variant, sizes, self.device, self.scope),
                 **values,
             }
         )
@@ -177,6 +180,12 @@ def _release(device: str) -> None:
     if device == "cuda":
 
         release()
+
+
+def _implementation(variant: str, sizes: Sizes, device: str, scope: str) -> dict:
+    """What a measurement records about the implementation that ran, where more than one can."""
+    impl = implementation_of(variant, sizes, device, scope)
+    return impl.record() if impl is not None else {}
 
 
 def _precision() -> dict:

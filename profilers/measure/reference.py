@@ -10,9 +10,11 @@ and the outputs; never the parameters or constant buffers (a causal mask), which
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import metadata
 
 import torch
 import torch.nn.functional as F  # noqa: N812
@@ -594,6 +596,95 @@ def linear_chunked(inputs: list[Tensor], chunk: int, upper: Tensor) -> Tensor:
     return num.div_(den).view(b, h, n + pad, d)[:, :, :n]
 
 
+# -- flash-linear-attention's fused chunk kernels, where they run --------------------------------
+
+FLA_CHUNK = 64
+"""The chunk length flash-linear-attention's chunk_linear_attn runs (chunk_simple_gla's own, not an argument)."""
+FLA_DEVICE = "cuda"
+"""The device its Triton kernels run on."""
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """What runs a variant's reference here, for a variant that more than one implementation can run."""
+
+    key: str
+    """A short name for result keys: measurements by two implementations never mix."""
+    name: str
+    version: str | None
+    native: bool = True
+    """False: code that stands in for the variant's own implementation, which cannot run here (`Reference.stands_in`
+    names the variant whose formulas describe it)."""
+    token_major: bool = False
+    """Inputs drawn in [B, T, H, K] storage, the layout the library takes and a layer's projections make, and handed
+    to the reference as (b, h, N, d) views: no transpose or copy inside the timed call."""
+
+    def record(self) -> dict:
+        """What a measurement records about it."""
+        return {"implementation": self.name, "implementation_version": self.version}
+
+
+PYTORCH_CHUNKS = Implementation(
+    "pytorch", "pytorch chunked form (linear-chunked's reference)", f"torch {torch.__version__}", native=False
+)
+
+
+@functools.cache
+def fla_linear_attn() -> tuple[Callable | None, str]:
+    """flash-linear-attention's chunk_linear_attn and its version, or None and why it cannot run here (it is
+    Triton: CUDA only)."""
+    try:
+        version = metadata.version("fla-core")
+    except metadata.PackageNotFoundError:
+        return None, "fla-core is not installed (pip install fla-core, on a CUDA machine with Triton)"
+    if not torch.cuda.is_available():
+        return None, f"fla-core {version} is installed, but its Triton kernels need a CUDA device"
+    try:
+        from fla.ops.linear_attn import chunk_linear_attn
+    except Exception as e:  # any failure to import (Triton missing or too old) means: not usable here
+        return None, f"fla-core {version} does not import: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
+    return chunk_linear_attn, version
+
+
+def chunk_implementation(chunk: int, device: str) -> Implementation:
+    """flash-linear-attention's chunk kernels on CUDA where fla-core imports and the chunk is its own (64); the
+    PyTorch chunked form everywhere else."""
+    fn, version = fla_linear_attn()
+    if device == FLA_DEVICE and fn is not None and chunk == FLA_CHUNK:
+        return Implementation("fla", "fla chunk_linear_attn", f"fla-core {version}", token_major=True)
+    return PYTORCH_CHUNKS
+
+
+def chunk_kernel(chunk: int, device: str) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
+    """The engine's `linear_chunk` op as code, on (b, h, N, d) tensors: flash-linear-attention's kernels (the
+    numerator: normalize=False, scale 1) where they run; elsewhere the PyTorch chunked form stands in for them
+    (linear-chunked's reference: the same shapes, normalised, every intermediate in memory)."""
+    if not chunk_implementation(chunk, device).native:
+        upper = torch.ones(chunk, chunk, dtype=torch.bool, device=device).triu_(1)
+        return lambda q, k, v: linear_chunked([q, k, v], chunk, upper)
+    fn = fla_linear_attn()[0]
+    assert fn is not None  # chunk_implementation chose it
+    return lambda q, k, v: fn(*(x.transpose(1, 2) for x in (q, k, v)), scale=1.0, normalize=False)[0].transpose(1, 2)
+
+
+def linear_chunked_fused(inputs: list[Tensor], chunk: int, upper: Tensor) -> Tensor:
+    """Causal linear attention by flash-linear-attention's chunk kernels: φ = elu + 1 applied first (two
+    element-wise kernels), then chunk_linear_attn(φ(Q), φ(K), V, scale=1, normalize=True) on [B, T, H, K] views of
+    the inputs (`Implementation.token_major`: no copy). Where it cannot run (no CUDA, no fla-core, a chunk other
+    than 64) the PyTorch chunked form runs instead (`chunk_implementation` says which; the record keeps it)."""
+    if not chunk_implementation(chunk, inputs[0].device.type).native:
+        return linear_chunked(inputs, chunk, upper)
+    fn = fla_linear_attn()[0]
+    assert fn is not None  # chunk_implementation chose it
+    q, k, v = take(inputs)
+    fq = elu1(q).transpose(1, 2)
+    del q
+    fk = elu1(k).transpose(1, 2)
+    del k
+    o, _ = fn(fq, fk, v.transpose(1, 2), scale=1.0, normalize=True)
+    return o.transpose(1, 2)
+
+
 # -- the registry: which function implements which variant ---------------------------------------
 
 
@@ -610,6 +701,11 @@ class Reference:
     constants: Callable[..., dict] | None = None
     """(sizes, params) -> keyword arguments of `core` made before the call: masks, random features,
     learned projections (taken from `params`, so that training makes them trainable)."""
+    implementation: Callable[..., Implementation] | None = None
+    """(sizes, device) -> what runs the core there, for a variant more than one implementation can run."""
+    stands_in: str | None = None
+    """The variant whose reference runs in place of this one's own implementation where that cannot run (its
+    formulas are then those of what runs: `stand_in`)."""
 
 
 REFERENCES: dict[str, Reference] = {
@@ -641,7 +737,30 @@ REFERENCES: dict[str, Reference] = {
     "nystromformer": Reference(nystromformer, constants=lambda s, p: _nystrom(s, p)),
     "linear-causal-fused": Reference(linear_causal_fused, decode=linear_decode),
     "linear-chunked": Reference(linear_chunked, decode=linear_decode, constants=lambda s, p: _chunks(s, p)),
+    "linear-chunked-fused": Reference(
+        linear_chunked_fused,
+        decode=linear_decode,
+        constants=lambda s, p: _chunks(s, p),
+        implementation=lambda s, device: chunk_implementation(s.chunk, device),
+        stands_in="linear-chunked",
+    ),
 }
+
+
+def stand_in(variant: str, sizes, device: str, scope: str = "core") -> str:
+    """The variant whose formulas describe what runs `variant`'s reference at these sizes on this device: itself,
+    or the variant whose code runs in its place (linear-chunked-fused without flash-linear-attention)."""
+    impl, ref = implementation_of(variant, sizes, device, scope), REFERENCES[variant]
+    return variant if impl is None or impl.native or ref.stands_in is None else ref.stands_in
+
+
+def implementation_of(variant: str, sizes, device: str, scope: str = "core") -> Implementation | None:
+    """What runs `variant`'s core at these sizes on this device (at every scope but decode, whose step is its own),
+    for a variant more than one implementation can run (None for the others: their reference is the one)."""
+    ref = REFERENCES.get(variant)
+    if ref is None or ref.implementation is None or scope == "decode":
+        return None
+    return ref.implementation(sizes, device)
 
 
 def _window(s, p) -> dict:
