@@ -62,6 +62,7 @@ from attn_cost.profilers.measure.device import prepare, select_device, slug
 from attn_cost.profilers.measure.gpu_timing import REP_MS
 from attn_cost.profilers.measure.opchecks import softmax_axes
 from attn_cost.profilers.measure.profile import Measurer, profile_pair
+from attn_cost.profilers.measure.reference import stand_in
 from attn_cost.profilers.measure.sdpa import validate_choice
 from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.report.gather import gather
@@ -69,6 +70,7 @@ from attn_cost.profilers.store.files import claim, head, is_html_report, is_json
 from attn_cost.profilers.store.store import ResultStore, is_results_file, read_jsonl, select
 
 PAIRS = (
+    ("softmax-fused-causal", "linear-chunked-fused"),
     ("softmax-fused-causal", "linear-chunked"),
     ("softmax-fused", "linear"),
     ("softmax-fused", "latte"),
@@ -79,9 +81,11 @@ PAIRS = (
     ("softmax", "taylorshift-efficient"),
     ("softmax-fused", "taylorshift-efficient"),
 )
-"""The default pairs, the most asked first: the GPU kernels users choose between (fused softmax, chunked
-linear attention), what the papers compare (plain softmax), then TaylorShift, whose efficient form crosses
-far out on a GPU (long calls: last, so that a cut call loses the least)."""
+"""The default pairs, the most asked first: the GPU kernels users choose between (fused softmax against
+flash-linear-attention's fused chunk kernel, then its eager PyTorch form), what the papers compare (plain
+softmax), then TaylorShift, whose efficient form crosses far out on a GPU (long calls: last, so that a cut call
+loses the least). A pair whose variant would run a stand-in here (the fused chunk kernel without fla-core, or off
+CUDA) is left out of a default plan, with a line saying so (`runnable_pairs`)."""
 D_VALUES = (64, 128, 32)
 """Head dims in the order measured: the first two (the corrections are fitted on them) in every dtype first."""
 FIT_DS = 2
@@ -468,13 +472,30 @@ def open_campaign(plan: Plan, sink: Callable[[str], None]) -> Campaign:
         raise UserError(f"cannot write into --out {out}: {e.strerror or e}") from None
     for w in getattr(store, "warnings", []):
         log(f"warning: {w}")
-    camp = Campaign(resolved(plan, device, store.device.get("sm_count")), log, device, store)
+    pairs, dropped = runnable_pairs(plan, device)
+    camp = Campaign(replace(resolved(plan, device, store.device.get("sm_count")), pairs=pairs), log, device, store)
+    for line in dropped:
+        camp.skip(f"profile {line}")
     info = store.device
     log(f"device: {info['name']} ({device}), torch {info['torch']}, {info['threads']} threads; store {store.path}")
     if device == "cuda":
         log(f"timer: {info.get('timer', 'CUDA events')}")
     resume_from(camp, out / "measurements.jsonl")
     return camp
+
+
+def runnable_pairs(plan: Plan, device: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """The plan's pairs whose variants run their own kernels on this device, and a line for each pair left out
+    because one would run a stand-in (`reference.stand_in`: linear-chunked-fused without fla-core)."""
+    kept, dropped = [], []
+    for a, b in plan.pairs:
+        others = {v: stand_in(v, Sizes(N=64, d=64), device) for v in (a, b)}
+        if all(v == s for v, s in others.items()):
+            kept.append((a, b))
+        else:
+            instead = ", ".join(f"{v} would run {s}'s code" for v, s in others.items() if v != s)
+            dropped.append(f"{a} vs {b} ({instead}: flash-linear-attention, fla-core, runs on CUDA; see doctor)")
+    return kept, dropped
 
 
 def resolved(plan: Plan, device: str, sm_count: int | None) -> Plan:
