@@ -182,6 +182,14 @@ class MemoryFit:
     def as_json(self) -> dict:
         return asdict(self)
 
+    def shown(self) -> str:
+        """The scales as a table shows them: `1` where the model's count holds, else the terms it does not
+        (`N*b*h ×0`), or the one scale of a profile before per-term scales."""
+        if not self.terms:
+            return f"{self.scale:.4f}"
+        off = [f"{term} ×{scale:.3g}" for term, scale in self.terms.items() if scale != 1.0]
+        return ", ".join(off) or "1"
+
     def corrected(self, branch: sp.Expr) -> sp.Expr:
         """A branch of the modelled peak (bytes) with this fit's scales and offset."""
         offset = sp.Rational(Fraction(self.offset_bytes))
@@ -606,6 +614,10 @@ def measured_points(profile: DeviceProfile, row: TransitionRow) -> ProfileColumn
                 n0_uncertainty=m.get("n0_uncertainty"),
                 measured_n1=m.get("measured_n1"),
                 n1_uncertainty=m.get("n1_uncertainty"),
+                n0_verdict=m.get("n0_verdict"),
+                n0_standing=m.get("n0_standing"),
+                n0_launch_bound=m.get("n0_launch_bound"),
+                n1_verdict=m.get("n1_verdict"),
             )
     return ProfileColumns()
 

@@ -294,7 +294,10 @@ def _measured_row(row: dict) -> dict:
     return out
 
 
-def _centre(crossings: list[float], bracket: list[int] | None) -> tuple[float, float]:
+def _centre(crossings: list[float], bracket: list[int] | None) -> tuple[float, float | None]:
+    """The median of crossings that disagree, and its interval for one more run (none from one crossing)."""
+    if len(crossings) < 2:
+        return round(crossings[0], 1), None
     floor = (bracket[1] - bracket[0]) / 2 if bracket else 0.0
     centre, half = replicate_interval(crossings, floor=floor)
     return round(centre, 1), round(half, 1)

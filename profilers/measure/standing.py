@@ -39,7 +39,7 @@ STANDS = "stands"
 VERDICT_WORDS = {
     "a-cheaper-throughout": "A cheaper throughout",
     "b-cheaper-throughout": "B cheaper throughout",
-    "unsteady": "unsteady",
+    "unsteady": "replicates disagree",
     "inconsistent": "inconsistent",
     "disturbed": "disturbed",
     "memory-limit": "memory limit",
@@ -162,9 +162,10 @@ def reasons(standing: str | None) -> list[str]:
 
 
 def cell(value: float | None, spread: float | None, verdict: str | None, standing: str | None = None,
-         launch: list[str] | None = None) -> str:  # fmt: skip
+         launch: list[str] | None = None, compact: bool = False) -> str:  # fmt: skip
     """A measured N0 as a table shows it, its standing beside it: `4,038 ± 346`, `5,584 ± 323 (launch-bound)`,
-    `2,677 ± 1,002 (not standing: replicates disagree)`, `B cheaper throughout`."""
+    `2,677 ± 995 (not standing: replicates disagree)`, `B cheaper throughout`. `compact` (a terminal's 80 columns):
+    `2,677 ± 995 (✗, lb)`: ✗ not standing, lb launch-bound (`crossover --device` says so under its table)."""
     if value is None:
         text = VERDICT_WORDS.get(verdict or "", verdict or "—")
     else:
@@ -172,28 +173,41 @@ def cell(value: float | None, spread: float | None, verdict: str | None, standin
     marks = []
     if standing and standing != STANDS:
         reason = short(standing)
-        marks.append(f"not standing: {reason}" if reason != text else "not standing")
+        if compact:
+            marks.append("✗")
+        elif value is not None:
+            marks.append(f"not standing: {reason}")
+        elif reason != text:
+            marks.append(reason)
     if launch:
-        marks.append("launch-bound")
-    return f"{text} ({'; '.join(marks)})" if marks else text
+        marks.append("lb" if compact else "launch-bound")
+    return f"{text} ({', '.join(marks) if compact else '; '.join(marks)})" if marks else text
+
+
+def standing_words(standing: str | None, launch: list[str] | None = None) -> str:
+    """A standing as a table's `stands` column says it: `yes`, `yes, launch-bound (linear)`, `no: replicates
+    disagree, split by the timer's switch`, `—` where not judged."""
+    if not standing:
+        return "—"
+    if standing == STANDS:
+        return f"yes, launch-bound ({', '.join(launch)})" if launch else "yes"
+    return "no: " + ", ".join(reasons(standing))
 
 
 def tally(rows: list[dict]) -> str:
-    """How many units stand: `12 of 41 units stand (5 launch-bound); 29 do not: 14 replicates disagree, ...`."""
+    """How many units stand, and why the others do not (a unit can break several rules): `12 of 41 units stand (5
+    of them launch-bound); 29 do not (replicates disagree in 17, split by the timer's switch in 9, ...)`."""
     judged = [r for r in rows if r.get("n0_standing")]
     standing = [r for r in judged if stands(r)]
     launch = sum(bool(r.get("n0_launch_bound")) for r in standing)
     counts: dict[str, int] = {}
     for r in judged:
-        if not stands(r):
-            reason = short(r["n0_standing"])
+        for reason in reasons(r["n0_standing"]):
             counts[reason] = counts.get(reason, 0) + 1
     text = f"{len(standing)} of {len(judged)} units stand"
     text += f" ({launch} of them launch-bound)" if launch else ""
-    if counts:
-        text += (
-            f"; {len(judged) - len(standing)} do not ("
-            + ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-            + ")"
-        )
+    rest = len(judged) - len(standing)
+    if rest:
+        why = ", ".join(f"{reason} in {n}" for reason, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+        text += f"; {rest} {'does' if rest == 1 else 'do'} not ({why})"
     return text
