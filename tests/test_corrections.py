@@ -146,7 +146,7 @@ def test_a_rate_above_the_peak_comes_back_at_the_peak_and_the_other_constants_re
     samples = synthetic("softmax", 0.0)
     fit = fit_time(samples, "softmax", peak=Peak(25e9, "a test peak"))
     assert fit.flops_per_s == pytest.approx(25e9, rel=1e-9) and fit.bound_active and "a test peak" in fit.bound
-    rows, rest, w = [], [], []
+    rows, rest = [], []
     for sizes, t in samples:
         k, f, b = (value_at(e, sizes) for e in time_features("softmax", "core", "fp32"))
         rows.append([k / t, b / t])

@@ -244,6 +244,8 @@ def records_measurer(records: Path | None, device: str | None, store: Path | Non
             raise UserError(f"{records} holds records of {len(by_device)} devices: give --device (one of "
                             f"{', '.join(sorted(by_device))})")  # fmt: skip
         slug_ = device or next(iter(by_device))
+        if slug_ not in by_device and slug_.endswith(f"-{dtype}"):  # a profile's name: the slug and its dtype
+            slug_ = slug_.removesuffix(f"-{dtype}")
         if slug_ not in by_device:
             raise UserError(f"{records} holds no records of {slug_} (it holds {', '.join(sorted(by_device))})")
         mine = by_device[slug_]
@@ -251,7 +253,7 @@ def records_measurer(records: Path | None, device: str | None, store: Path | Non
     else:
         if device is None:
             raise UserError("--from-store reads one device's records: give --device (see `attn-cost results ls`)")
-        fingerprint = _fingerprint(device, store)
+        fingerprint = _fingerprint(device.removesuffix(f"-{dtype}") if dtype != "fp32" else device, store)
         results = ResultStore(fingerprint, store, writable=False)
     return Measurer(results.device["kind"], results, scope=scope, dtype=dtype)
 
