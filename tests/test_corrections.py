@@ -300,8 +300,12 @@ def test_the_catalogue_pairs_cover_every_timed_variant_against_softmax_of_its_ca
         baseline = "softmax-causal" if causal[name] else "softmax"
         assert (baseline, name) in pairs
     assert all(causal[a] == causal[b] for a, b in pairs)  # a causal variant is never judged against a bidirectional one
-    for family_pair in [("taylorshift-direct", "taylorshift-efficient"), ("linear", "performer"),
-                        ("linformer", "nystromformer"), ("sliding-window", "sliding-window-fused")]:
+    for family_pair in [
+        ("taylorshift-direct", "taylorshift-efficient"),
+        ("linear", "performer"),
+        ("linformer", "nystromformer"),
+        ("sliding-window", "sliding-window-fused"),
+    ]:
         assert family_pair in pairs
     assert len(pairs) == len(set(pairs))
 
