@@ -260,3 +260,16 @@ def test_a_records_file_of_several_devices_needs_a_device(cli, tmp_path, monkeyp
     path.write_text("\n".join([*lines, json.dumps(other)]) + "\n")
     r = cli("validate", "--records", str(path), "--no-save")
     assert r.code == 2 and "holds records of 2 devices: give --device" in r.err
+
+
+def test_a_campaign_row_that_was_measured_before_makes_the_re_read_not_stand() -> None:
+    """The next GPU run's summary rows carry `n0_earlier` where `profile_pair` saw the unit changed; the re-read of
+    its records (found 100 ± 5) then does not stand, and two rows of one run that disagree likewise."""
+    row = {"a": "x", "b": "y", "n0_verdict": "found", "measured_n0": 100.0, "n0_uncertainty": 5.0}
+    changed = {**row, "n0_earlier": {"verdict": "b-cheaper-throughout", "measured": None, "uncertainty": None}}
+    said = judge(row, lambda v, n: [], lambda v: [], None, [[changed]])["n0_standing"]
+    assert said == "verdict changed on re-measurement: b-cheaper-throughout, then found 100 ± 5"
+    apart = {**row, "measured_n0": 120.0}  # 20 apart, intervals of 5 each: they do not overlap
+    assert judge(row, lambda v, n: [], lambda v: [], None, [[row, apart]])["n0_standing"].startswith("verdict changed")
+    near = {**row, "measured_n0": 108.0}  # within 5 + 5
+    assert judge(row, lambda v, n: [], lambda v: [], None, [[row, near]])["n0_standing"] == "stands"

@@ -74,11 +74,12 @@ def said(row: dict) -> str:
 def _remeasured(row: dict, runs: Iterable[list[dict]]) -> str | None:
     """Rule 3: the measurements of one run that disagree, in one line (None where they all agree)."""
     series = [list(rows) for rows in runs]
-    if row.get("n0_earlier"):
-        earlier = row["n0_earlier"]
-        first = {"n0_verdict": earlier.get("verdict"), "measured_n0": earlier.get("measured"),
-                 "n0_uncertainty": earlier.get("uncertainty")}  # fmt: skip
-        series.append([first, row])
+    for r in [row, *(r for rows in series for r in rows)]:  # a row that says it was measured before (`n0_earlier`)
+        if r.get("n0_earlier"):
+            earlier = r["n0_earlier"]
+            first = {"n0_verdict": earlier.get("verdict"), "measured_n0": earlier.get("measured"),
+                     "n0_uncertainty": earlier.get("uncertainty")}  # fmt: skip
+            series.append([first, r])
     for rows in series:
         if any(not agree(rows[0], r) for r in rows[1:]):
             return "verdict changed on re-measurement: " + ", then ".join(said(r) for r in rows)
