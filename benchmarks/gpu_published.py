@@ -293,7 +293,8 @@ def _at(row: Row, n: int) -> Row:
 
 
 QUOTED = (
-    ("a100-sxm4-80gb", 1400), ("h100-sxm5-80gb", 2300),
+    ("a100-sxm4-80gb", 1400),
+    ("h100-sxm5-80gb", 2300),
 )
 """Causal FlashAttention-2 against chunked linear attention, forward and backward, bf16, d = 128, h = 8, b = 4: where
 the chunked kernel gets faster (flash-linear-attention's benchmarks, as issue 35 quotes them; about)."""
@@ -321,8 +322,9 @@ def quoted_record(eff, sigma: float) -> list[str]:
 
 
 def held_out_record(eff, sigma: float) -> list[dict]:
-    """Every shipped profile of a measured GPU that has a datasheet: its measured N0 beside the datasheet model's
-    (never fitted on it), per pair, head dim and dtype."""
+    """Every shipped profile of a measured GPU that has a datasheet: its measured N0 (and whether it stands,
+    profilers/measure/standing.py) beside the datasheet model's (never fitted on it), per pair, head dim and
+    dtype; the error only where the measured crossover stands."""
     from attn_cost.profilers.devicemodel.corrections import SHIPPED, load_profile
     from attn_cost.profilers.devicemodel.datasheet import for_device
     from attn_cost.profilers.devicemodel.gpumodel import GpuModel, predict_n0
@@ -335,14 +337,16 @@ def held_out_record(eff, sigma: float) -> list[dict]:
         if sheet is None:
             continue
         model = GpuModel(sheet, eff, sigma)
-        for row in profile.validation:
+        for row in profile.measured:
             sizes = {"d": row["d"], "h": row["heads"], "b": row["batch"]}
             p = predict_n0(model, row["a"], row["b"], row_dims(sizes), profile.scope, profile.dtype)
-            measured = row["measured_n0"]
+            measured, stands = row["measured_n0"], row.get("n0_standing", "stands") == "stands"
+            error = None if measured is None or p.n0 is None or not stands else p.n0 / measured - 1
             out.append({"gpu": sheet.name, "dtype": profile.dtype, "a": row["a"], "b": row["b"], "d": row["d"],
-                        "measured": measured, "verdict": row["n0_verdict"], "predicted": p.n0, "low": p.low,
-                        "high": p.high,
-                        "error": None if measured is None or p.n0 is None else p.n0 / measured - 1})  # fmt: skip
+                        "measured": measured, "uncertainty": row.get("n0_uncertainty"),
+                        "verdict": row.get("n0_verdict"), "standing": row.get("n0_standing"),
+                        "predicted": p.n0, "low": p.low, "high": p.high,
+                        "error": error})  # fmt: skip
     return out
 
 
@@ -445,7 +449,8 @@ def record(rows: list[Row], eff, sigma: float) -> str:
     timed = [t for t in scored if t[0].quantity != "memory"]
     lines = [
         "Made by `python benchmarks/gpu_published.py --into docs/gpumodel.md` from the shipped fit "
-        "(profilers/data/gpumodel.json). Fitted on: " + ", ".join(DESCRIPTIONS[s] for s in FIT_SOURCES)
+        "(profilers/data/gpumodel.json). Fitted on: "
+        + ", ".join(DESCRIPTIONS[s] for s in FIT_SOURCES)
         + "; everything else judges the model.",
         "",
         "| table | quantity | method | rows | fitted on | median \\|error\\| | worst |",
@@ -466,20 +471,23 @@ def record(rows: list[Row], eff, sigma: float) -> str:
                      f"{_crossing(c['predicted'])} | {_pct(c['error'])} |")  # fmt: skip
     lines += quoted_record(eff, sigma)
     lines += memory_record([t for t in scored if t[0].quantity == "memory"])
+    from attn_cost.profilers.measure.standing import cell
+
     held = held_out_record(eff, sigma)
     if held:
-        lines += ["", "Measured GPUs (held out: never fitted on), measured N0 against the datasheet model's:", "",
+        lines += ["", "Measured GPUs (held out: never fitted on), measured N0 against the datasheet model's; an error "
+                  "only where the measured crossover stands (docs/measuring.md):", "",
                   "| GPU | dtype | A → B | d | measured N0 | datasheet N0 [95 %] | error |",
                   "|---|---|---|---|---|---|---|"]  # fmt: skip
         for h in held:
-            measured = _n(h["measured"]) if h["measured"] is not None else h["verdict"]
+            measured = cell(h["measured"], h["uncertainty"], h["verdict"], h["standing"])
             interval = f"{_n(h['predicted'])} [{_n(h['low'])}, {_n(h['high'])}]"
             lines.append(f"| {h['gpu']} | {h['dtype']} | {h['a']} → {h['b']} | {h['d']} | {measured} | {interval} | "
                          f"{_pct(h['error'])} |")  # fmt: skip
         errs = [abs(h["error"]) for h in held if h["error"] is not None]
         if errs:
             median = statistics.median(errs)
-            lines += ["", f"Held-out crossovers: {len(errs)} measured, median |N0 error| {median:.0%}."]
+            lines += ["", f"Held-out crossovers: {len(errs)} measured that stand, median |N0 error| {median:.0%}."]
     times = held_out_times(eff, sigma)
     if times:
         head = "| points | median error | median \\|error\\| | 10th … 90th percentile |"

@@ -3,18 +3,20 @@
     python benchmarks/gpu_table.py                       # print the tables
     python benchmarks/gpu_table.py --into README.md --into docs/gpu.md
 
-Measured N0 and N1 come from the kept campaign summaries (benchmarks/data/gpu-*/run*/summary.json, the latest
-run's value where a unit was measured twice); analytic from the engine (FLOPs, peak memory); corrected from the
-shipped device profile fitted on that campaign (profilers/data/devices/cuda-*.json, where the unit was fitted or
-checked); datasheet from the datasheet model of that GPU (profilers/devicemodel/gpumodel.py, never fitted on
-it); op model where the device has an op calibration (the first GPU run had no time left for one). The
-TaylorShift table sets the measured N̂0 − N0 beside the paper's ≈ 18·d (A100, single head, fp32).
+Every number is what a command prints: measured N0 and N1, their standing, the corrected N0 and N1 and the op
+model's N0 are `attn-cost crossover --device <profile> --json` of the shipped profiles (refit from the shipped
+records by benchmarks/gpu_reread.py, each measured unit judged by profilers/measure/standing.py); the analytic
+points are the same command's; the datasheet N0 is `attn-cost crossover --device <datasheet row> --json` (the
+datasheet model of that GPU, never fitted on it). The units are the profiles' measured rows (every unit the
+campaign measured to an end). The TaylorShift table sets the measured N̂0 − N0 beside the paper's ≈ 18·d (A100,
+single head, fp32).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -23,7 +25,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # docblock.py, beside 
 from docblock import fill
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNS = sorted(ROOT.glob("benchmarks/data/gpu-*/run*/summary.json"))
 BEGIN, END = "<!-- gpu-table: begin -->", "<!-- gpu-table: end -->"
 README_PAIRS = (
     ("softmax-fused-causal", "linear-chunked"),
@@ -32,71 +33,67 @@ README_PAIRS = (
     ("softmax", "linear"),
 )
 """The pairs the README shows (bf16, d = 64 and 128); docs/gpu.md shows every measured unit."""
+TAYLORSHIFT = ("taylorshift-direct", "taylorshift-efficient")
 
 
-def measured_units() -> dict[tuple, dict]:
-    """(device name, dtype, a, b, d) -> the latest measured unit, with the campaign's batch and heads."""
-    out: dict[tuple, dict] = {}
-    for path in RUNS:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-        device = summary["device"]
-        for u in summary["transitions"]:
-            out[(device["name"], u["dtype"], u["a"], u["b"], u["d"])] = {**u, "device": device}
-    return out
+def attn_cost(*args: str) -> dict:
+    """What `attn-cost ARGS --json` prints, parsed (a failure is the command's own message and exit code 2)."""
+    done = subprocess.run(
+        [sys.executable, "-c", "from attn_cost.cli.entry import run; run()", *args, "--json"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        sys.exit(f"attn-cost {' '.join(args)}: {done.stderr.strip()}")
+    return json.loads(done.stdout)
 
 
-def _profiles() -> dict[tuple[str, str], object]:
+def shipped_gpu_profiles() -> list[dict]:
+    """The shipped measured-GPU profiles (name, dtype, device, measured units), from `attn-cost devices --json`."""
     from attn_cost.profilers.devicemodel.corrections import SHIPPED, load_profile
 
-    out = {}
-    for path in sorted(SHIPPED.glob("cuda-*.json")):
-        p = load_profile(str(path))
-        out[(p.device.get("name", ""), p.dtype)] = p
+    out = []
+    for entry in attn_cost("devices"):
+        path = Path(entry.get("path", ""))
+        if entry["kind"] != "measured" or entry["device"].get("kind") != "cuda" or path.parent != SHIPPED:
+            continue
+        profile = load_profile(str(path))
+        out.append({"name": entry["name"], "dtype": profile.dtype, "device": profile.device,
+                    "units": profile.measured})  # fmt: skip
     return out
 
 
 def rows() -> list[dict]:
+    """One row per measured unit: the crossover command's points on the profile and on the GPU's datasheet."""
     from attn_cost.profilers.devicemodel.datasheet import for_device
-    from attn_cost.profilers.devicemodel.gpumodel import GpuModel, fitted, predict_n0
-    from attn_cost.profilers.devicemodel.oppredict import row_dims
 
-    eff, sigma, _ = fitted()
-    profiles = _profiles()
     out = []
-    for (name, dtype, a, b, d), u in sorted(measured_units().items(), key=lambda kv: (kv[0][1], kv[0][4], kv[0][2:4])):
-        sheet = for_device(name)
-        profile = profiles.get((name, dtype))
-        fit = next((r for r in (profile.validation if profile else []) if (r["a"], r["b"], r["d"]) == (a, b, d)), {})
-        dims = row_dims({"d": d, "h": u["heads"], "b": u["batch"]})
-        datasheet = predict_n0(GpuModel(sheet, eff, sigma), a, b, dims, "core", dtype) if sheet else None
-        measured = {**u, **{k: fit[k] for k in ("measured_n0", "n0_uncertainty", "n0_verdict") if fit}}
-        out.append({
-            "gpu": name, "dtype": dtype, "a": a, "b": b, "d": d, "batch": u["batch"], "heads": u["heads"],
-            "analytic_n0": u["analytic_n0"], "analytic_n1": u["analytic_n1"],
-            "corrected_n0": fit.get("corrected_n0"), "corrected_n1": fit.get("corrected_n1"),
-            "op_model_n0": fit.get("predicted_n0"),
-            "datasheet_n0": datasheet.n0 if datasheet else None,
-            "datasheet_low": datasheet.low if datasheet else None,
-            "datasheet_high": datasheet.high if datasheet else None,
-            "measured_n0": measured["measured_n0"], "n0_uncertainty": measured["n0_uncertainty"],
-            "n0_verdict": measured["n0_verdict"],
-            "measured_n1": u["measured_n1"], "n1_verdict": u["n1_verdict"],
-        })  # fmt: skip
-    return out
-
-
-VERDICT = {"a-cheaper-throughout": "A cheaper throughout", "b-cheaper-throughout": "B cheaper throughout",
-           "inconsistent": "unsteady", "disturbed": "unsteady", "memory-limit": "memory limit"}  # fmt: skip
+    for prof in shipped_gpu_profiles():
+        units = prof["units"]
+        (batch,), (heads,) = {u["batch"] for u in units}, {u["heads"] for u in units}
+        pairs = list(dict.fromkeys(f"{u['a']}:{u['b']}" for u in units))
+        ds = sorted({u["d"] for u in units})
+        args = [arg for p in pairs for arg in ("--pair", p)] + [arg for d in ds for arg in ("--d", str(d))]
+        args += ["--b", str(batch), "--h", str(heads), "--dtype", prof["dtype"]]
+        measured = {
+            (r["a"], r["b"], r["d"]): r for r in attn_cost("crossover", *args, "--device", prof["name"])["results"]
+        }
+        sheet = for_device(prof["device"].get("name", ""))
+        predicted = (
+            {(r["a"], r["b"], r["d"]): r for r in attn_cost("crossover", *args, "--device", sheet.name)["results"]}
+            if sheet
+            else {}
+        )
+        for u in units:
+            key = (u["a"], u["b"], u["d"])
+            r, p = measured[key], predicted.get(key, {})
+            sheet_n0 = {"datasheet_n0": p.get("predicted_n0"), "datasheet_low": p.get("predicted_n0_low"),
+                        "datasheet_high": p.get("predicted_n0_high")}  # fmt: skip
+            out.append({**r, "gpu": prof["device"]["name"], **sheet_n0})
+    return sorted(out, key=lambda r: (r["dtype"], r["d"], r["a"], r["b"]))
 
 
 def _n(x) -> str:
     return "—" if x is None else f"{x:,.0f}"
-
-
-def _measured(value, spread, verdict) -> str:
-    if value is None:
-        return VERDICT.get(verdict or "", verdict or "—")
-    return f"{value:,.0f} ± {spread:,.0f}" if spread else _n(value)
 
 
 def _datasheet(r: dict) -> str:
@@ -107,40 +104,61 @@ def _datasheet(r: dict) -> str:
     return f"{_n(r['datasheet_n0'])} [{_n(r['datasheet_low'])}–{_n(r['datasheet_high'])}]"
 
 
+def _n1(r: dict) -> str:
+    from attn_cost.profilers.measure.standing import cell
+
+    return cell(r["measured_n1"], None, r["n1_verdict"])
+
+
 def transition_table(items: list[dict]) -> list[str]:
+    from attn_cost.profilers.measure.standing import cell, standing_words
+
     lines = ["| A → B | dtype | d | N0 analytic | N0 corrected | N0 op model | N0 datasheet [95 %] | N0 measured | "
-             "N1 analytic | N1 measured |", "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+             "stands | N1 analytic | N1 measured |", "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in items:
-        n0 = _measured(r["measured_n0"], r["n0_uncertainty"], r["n0_verdict"])
+        n0 = cell(r["measured_n0"], r["n0_uncertainty"], r["n0_verdict"])
         lines.append(
-            f"| {r['a']} → {r['b']} | {r['dtype']} | {r['d']} | {_n(r['analytic_n0'])} | {_n(r['corrected_n0'])} | "
-            f"{_n(r['op_model_n0'])} | {_datasheet(r)} | {n0} | "
-            f"{_n(r['analytic_n1'])} | {_measured(r['measured_n1'], None, r['n1_verdict'])} |"
+            f"| {r['a']} → {r['b']} | {r['dtype']} | {r['d']} | {_n(r['n0'])} | {_n(r['corrected_n0'])} | "
+            f"{_n(r['predicted_n0'])} | {_datasheet(r)} | {n0} | "
+            f"{standing_words(r['n0_standing'], r['n0_launch_bound'])} | {_n(r['n1'])} | {_n1(r)} |"
         )
     return lines
 
 
 def taylorshift_table(items: list[dict]) -> list[str]:
-    lines = ["| d | dtype | N0 (FLOPs) | measured N̂0 | N̂0 − N0 | in units of d | the paper (A100) |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    from attn_cost.profilers.measure.standing import cell, standing_words
+
+    lines = ["| d | dtype | N0 (FLOPs) | measured N̂0 | stands | N̂0 − N0 | in units of d | the paper (A100) |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in items:
-        if (r["a"], r["b"]) != ("taylorshift-direct", "taylorshift-efficient") or r["measured_n0"] is None:
+        if (r["a"], r["b"]) != TAYLORSHIFT or r["measured_n0"] is None:
             continue
-        gap = r["measured_n0"] - r["analytic_n0"]
-        lines.append(f"| {r['d']} | {r['dtype']} | {_n(r['analytic_n0'])} | "
-                     f"{_measured(r['measured_n0'], r['n0_uncertainty'], 'found')} | {gap:+,.0f} | "
+        gap = r["measured_n0"] - r["n0"]
+        lines.append(f"| {r['d']} | {r['dtype']} | {_n(r['n0'])} | "
+                     f"{cell(r['measured_n0'], r['n0_uncertainty'], r['n0_verdict'])} | "
+                     f"{standing_words(r['n0_standing'], r['n0_launch_bound'])} | {gap:+,.0f} | "
                      f"{gap / r['d']:+.1f}·d | ≈ +18·d = {18 * r['d']:,} |")  # fmt: skip
     return lines
+
+
+def counts(items: list[dict]) -> list[str]:
+    """One line per dtype: how many units stand and why the others do not."""
+    from attn_cost.profilers.measure.standing import tally
+
+    return [f"- {dtype}: {tally([r for r in items if r['dtype'] == dtype])}."
+            for dtype in dict.fromkeys(r["dtype"] for r in items)]  # fmt: skip
 
 
 def markdown(items: list[dict], short: bool) -> str:
     first = items[0]
     chosen = [r for r in items if (r["a"], r["b"]) in README_PAIRS and r["dtype"] == "bf16" and r["d"] >= 64]
-    chosen = chosen if short else items
-    head = (f"Measured on an {first['gpu']} (b = {first['batch']}, h = {first['heads']}, core scope; "
-            "`python benchmarks/gpu_table.py` makes this table from the kept campaign and the shipped "
-            "profiles).")  # fmt: skip
-    out = [head, "", *transition_table(chosen), "", "TaylorShift, direct → efficient:", "", *taylorshift_table(items)]
+    shown = chosen if short else items
+    head = (f"Measured on an {first['gpu']} (b = {first['batch']}, h = {first['heads']}, core scope). Every number "
+            "is what `attn-cost crossover --device <profile> --json` prints for the shipped profiles (the datasheet "
+            "column: `--device` the GPU's datasheet row); `python benchmarks/gpu_table.py` makes this block. "
+            "Of the units the campaign measured to an end:")  # fmt: skip
+    out = [head, "", *counts(items), "", *transition_table(shown), "", "TaylorShift, direct → efficient:", "",
+           *taylorshift_table(items)]  # fmt: skip
     return "\n".join(out) + "\n"
 
 

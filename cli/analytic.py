@@ -52,6 +52,7 @@ from attn_cost.costmodel.symbols import DESCRIPTIONS as SYMBOLS
 from attn_cost.costmodel.variants import all_variants, derive, get_variant
 from attn_cost.profilers.devicemodel.corrections import add_device_columns
 from attn_cost.profilers.devicemodel.gpumodel import record_line
+from attn_cost.profilers.measure.standing import cell as measured_cell
 from attn_cost.profilers.report.gather import op_model_n0
 from rich.console import Console
 from rich.markup import escape
@@ -109,7 +110,6 @@ def crossover(
         for dv in ds
     ]
     if device is not None:
-
         with progress() as notify:  # the op model's bootstrap intervals take seconds a row
             notify(f"predicting on {device}: corrected fits, op model with its 95 % interval")
             add_device_columns(rows, device)
@@ -153,6 +153,11 @@ def _crossover_table(rows: list[TransitionRow], heads: int, batch: int) -> None:
     _closed_forms(rows)
 
 
+STANDING = (
+    "✗: the measured crossover does not stand by the rules of docs/measuring.md (replicates that disagree, a timer "
+    "that changed method inside it, a verdict changed on re-measurement; --json: n0_standing says which); lb: "
+    "launch-bound, one variant's time there mostly a fixed cost (n0_launch_bound). "
+)
 EXTRAPOLATED = (
     "*: the op model priced some op without a timing of its shape (no exact-shape line at this head dim, or a row "
     "width beyond the calibrated ones; `--json`: predicted_extrapolated); `attn-cost calibrate --d D` times them. "
@@ -179,7 +184,9 @@ def _device_table(rows: list[TransitionRow], heads: int, batch: int, device: str
                 [str(row.d), "N0 time", _cell(row.costs["flops"]), _num(fit.corrected_n0),
                  op_model_n0(dev.predicted_n0, dev.predicted_n0_low, dev.predicted_n0_high)
                  + ("*" if dev.extrapolated else ""),
-                 _measured(fit.measured_n0, fit.n0_uncertainty)]
+                 measured_cell(fit.measured_n0, fit.n0_uncertainty, fit.n0_verdict, fit.n0_standing,
+                               fit.n0_launch_bound, compact=True)
+                 if fit.n0_verdict else _measured(fit.measured_n0, fit.n0_uncertainty)]
             )  # fmt: skip
             cells.append(
                 ["", "N1 memory", _cell(row.costs["memory"]), _num(fit.corrected_n1), "",
@@ -187,10 +194,13 @@ def _device_table(rows: list[TransitionRow], heads: int, batch: int, device: str
             )  # fmt: skip
         dashes = dashes or any("—" in cell for cell_row in cells for cell in cell_row)
         render.table(f"\n{pair[0]} → {pair[1]}", columns, cells, keys=2)
+    judged = any(r.device is not None and r.device.profile is not None and r.device.profile.n0_standing
+                 for r in rows)  # fmt: skip
     render.sentence(
         f"analytic: N0 where B needs no more FLOPs ({first.convention}), N1 no more peak memory. corrected: "
         "the device profile's fitted times and memory. op model: time predicted from the device's op "
         "calibration, zero-shot. measured: found by timing on the device (± its spread). "
+        + (STANDING if judged else "")
         + ("—: the device has no value at this setting. " if dashes else "")
         + (EXTRAPOLATED if any(r.device is not None and r.device.extrapolated for r in rows) else "")
         + describe(first.counting.as_json())

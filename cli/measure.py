@@ -28,6 +28,7 @@ from attn_cost.profilers.devicemodel.opmodel import check_device, known_opmodels
 from attn_cost.profilers.measure.device import IDENTITY, prepare, select_device, slug
 from attn_cost.profilers.measure.sdpa import get_backend, validate_choice
 from attn_cost.profilers.measure.sizes import Sizes
+from attn_cost.profilers.measure.standing import cell, tally
 from attn_cost.profilers.store.store import ResultStore
 from rich.console import Console
 from rich.markup import escape
@@ -108,7 +109,6 @@ def open_measurer(
     cannot run here at these head dims (one line, before anything is measured)."""
     measuring_args(gpu, cpu, threads, repeats)
     if sdpa_backend is not None:
-
         get_backend(sdpa_backend)
     import torch
     from attn_cost.profilers.measure.profile import Measurer
@@ -243,6 +243,8 @@ def _n(value) -> str:
 
 def _measured(row: dict, which: str, n_max: int | None = None) -> str:
     value, unc, verdict = row[f"measured_{which}"], row[f"{which}_uncertainty"], row[f"{which}_verdict"]
+    if which == "n0" and row.get("n0_standing"):  # judged from records (`validate --records`): its standing beside it
+        return cell(value, unc, verdict, row["n0_standing"], row.get("n0_launch_bound"))
     if value is None:
         a_wins = "A up to max-n" if n_max is None else f"A to N={n_max:,}"
         return {"b-cheaper-throughout": "B always", "a-cheaper-throughout": a_wins}.get(verdict or "", verdict or "—")
@@ -439,15 +441,52 @@ def validate(
         None, "--calibration", help="Op model to check (default: this device's own, from `attn-cost calibrate`)."
     ),
     exact: bool = typer.Option(
-        True, "--exact/--no-exact", help="Time the ops' exact shapes at head dims the op calibration lacks "
-        "(else its predictions there are marked extrapolated)."
+        True,
+        "--exact/--no-exact",
+        help="Time the ops' exact shapes at head dims the op calibration lacks "
+        "(else its predictions there are marked extrapolated).",
+    ),
+    records: Optional[Path] = typer.Option(
+        None,
+        "--records",
+        help="Fit and validate from this results file (JSON lines: `results export`, a campaign's "
+        "measurements.jsonl), timing nothing, on any machine.",
+    ),
+    from_store: bool = typer.Option(
+        False,
+        "--from-store",
+        help="Fit and validate from the store's (and the shipped) records of --device, timing nothing.",
+    ),
+    device: Optional[str] = typer.Option(
+        None,
+        "--device",
+        help="With --records or --from-store: whose records (a device slug; with --records, by "
+        "default the only device in the file).",
+    ),
+    summary: Optional[list[Path]] = typer.Option(
+        None,
+        "--summary",
+        help="With --records or --from-store: a campaign's summary.json of those records, "
+        "repeatable; the units it measured are the ones judged, and its verdicts are compared.",
     ),
     as_json: bool = o.JSON,
 ) -> None:
     """Fit per-device corrections on some head dims; print analytic, fitted, op-model (zero-shot, from
     `attn-cost calibrate`) and measured N0/N1 side by side, and the op model's error on every timed point.
-    A stored timing much slower than its neighbours' trend along N is timed again, and the faster one kept."""
+    A stored timing much slower than its neighbours' trend along N is timed again, and the faster one kept.
+    With --records or --from-store nothing is timed: every point comes from the records (a missing timing is left
+    out with a line), and each measured crossover is judged (does it stand: docs/measuring.md)."""
 
+    if records is not None or from_store:
+        given = [flag for flag, on in (("--gpu", gpu), ("--cpu", cpu), ("--fresh", fresh), ("--profile", use),
+                                       ("--sdpa-backend", sdpa_backend), ("--threads", threads),
+                                       ("--calibration", calibration)) if on]  # fmt: skip
+        if records is not None and from_store:
+            fail("--records and --from-store both name the records to read: give one")
+        if given:
+            fail(f"{given[0]} asks for a measurement, and --records/--from-store time nothing: leave it out")
+    elif device is not None or summary:
+        fail("--device and --summary choose records to read: give them with --records FILE or --from-store")
     existing = load_profile(use) if use else None
     if catalogue and pair:
         fail("--catalogue and --pair both choose the pairs: give one")
@@ -467,6 +506,10 @@ def validate(
     o.positive(batch, "--b"), o.positive(latents, "--L")
     measuring_args(gpu, cpu, threads, repeats, max_n)
     measurable(sorted({n for p in pairs for n in p}), st)
+    if records is not None or from_store:
+        template = Sizes(N=1, d=1, h=heads, b=batch, L=latents)
+        _from_records(records, device, store, summary or [], pairs, check, fit, template, st, max_n, save, as_json)
+        return
     from attn_cost.profilers.devicemodel.validate import time_errors
     from attn_cost.profilers.devicemodel.validate import validate as run_validation
 
@@ -492,6 +535,24 @@ def validate(
     _validation_tables(profile, rows, fit, path)
     _op_model_summary(opmodel, errors)
     said(rows, measurer)
+
+
+def _from_records(records, device, store, summaries, pairs, check, fit, template, st, max_n, save, as_json) -> None:
+    """`validate --records/--from-store`: the fit, the validation and each unit's standing from records alone."""
+    from attn_cost.profilers.devicemodel.validate import refit
+
+    source = f"--records {records}" if records is not None else f"--from-store --device {device}"
+    made = f"attn-cost validate {source}: fitted and validated from stored records alone, nothing timed"
+    profile, rows, notes = refit(records, device, pairs, check, fit, template, st, store=store, summaries=summaries,
+                                 n_max=max_n, made=made)  # fmt: skip
+    path = profile.save(user_profiles_dir()) if save else None
+    if as_json:
+        emit({**profile.as_json(), "saved_to": str(path) if path else None, "results": rows, "left_out": notes})
+        return
+    _validation_tables(profile, rows, fit, path)
+    for line in notes:
+        render.sentence(escape(line), indent=0)
+    render.prose(escape(f"Nothing timed: every point read from the records of {profile.slug}. {tally(rows)}."))
 
 
 def _complete_lines(opmodel, measurer, variants: list[str], ds: list[int]):
@@ -588,22 +649,25 @@ def _validation_tables(profile, rows: list[dict], fit: list[int], path) -> None:
             [
                 name,
                 f"{tf.launch_s * 1e6:.2f}",
-                "—" if tf.flops_per_s is None else f"{tf.flops_per_s / 1e9:.1f}",
+                "—" if tf.flops_per_s is None else f"{tf.flops_per_s / 1e9:.1f}" + (" (peak)" if tf.bound else ""),
                 "—" if tf.bytes_per_s is None else f"{tf.bytes_per_s / 1e9:.1f}",
                 str(tf.points),
                 f"{100 * tf.median_rel_err:.1f}%",
                 f"{100 * tf.max_rel_err:.1f}%",
-                "" if mf is None else f"{mf.scale:.4f}",
+                "" if mf is None else mf.shown(),
                 "" if mf is None else f"{mf.offset_bytes:,.0f}",
             ]
         )
     render.table("Fitted constants: t = t_launch·K + F/P + B/W", [Col("variant"), *map(right, headers)], fits)
+    peaks = sorted({tf.peak_source for tf in profile.time.values() if tf.bound})
     render.prose(
         "Errors are relative to the measured point. — : not limited by that resource (its constant fitted to zero)."
+        + (f" (peak): P fitted at the bound, the {'; '.join(peaks)}." if peaks else "")
+        + " memory scale: the terms of the modelled peak the measurements scale (1: the model's count)."
     )
     if path:
         render.line(f"Saved the device profile to {escape(str(path))}.")
-        render.line(f"Use it with `attn-cost crossover --device {profile.slug}`.")
+        render.line(f"Use it with `attn-cost crossover --device {profile.name}`.")
 
 
 def _predicted_cell(row: dict) -> str:
@@ -613,8 +677,10 @@ def _predicted_cell(row: dict) -> str:
         return "—"
     low, high = row.get("predicted_n0_low"), row.get("predicted_n0_high")
     span = f" [{_n(low)}–{_n(high)}]" if low is not None or high is not None else ""
-    return _with_err(row["predicted_n0"], row.get("predicted_n0_error")) + span + (
-        "*" if row.get("predicted_extrapolated") else ""
+    return (
+        _with_err(row["predicted_n0"], row.get("predicted_n0_error"))
+        + span
+        + ("*" if row.get("predicted_extrapolated") else "")
     )
 
 

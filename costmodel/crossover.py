@@ -106,8 +106,10 @@ def curve(name: str, cost: str, setting: Setting, dims: dict[sp.Symbol, int]) ->
     the dense count: below one tile (N < T) the tile formula N(N+T)/2 would exceed the N² scores there
     are, and a blocked kernel computes the whole matrix as one tile."""
     polys = at_sizes(cost_branches(name, cost, setting), dims, name)
-    if cost == "flops" and setting.counting.causal == "tiles" and not isinstance(
-        get_convention(setting.convention), PublishedConvention
+    if (
+        cost == "flops"
+        and setting.counting.causal == "tiles"
+        and not isinstance(get_convention(setting.convention), PublishedConvention)
     ):
         dense = replace(setting, counting=replace(setting.counting, causal="dense"))
         top: Poly | Stepped = at_sizes(cost_branches(name, cost, dense), dims, name)[0]
@@ -340,6 +342,7 @@ def _last_losing(pa: list[Poly], pb: list[Poly], r: int, period: int) -> int | N
     polynomials locate it (their last negative interval); `first_integer_from` pins it on the progression."""
     ca, cb = in_class(pa, r), in_class(pb, r)
     losing = [(lo, hi) for lo, hi, s in _segments(ca, cb) if s < 0]
+
     def holds(j: int) -> bool:  # at the class's j-th N (j >= 1): r, r + period, ...
         n = r + (j - 1) * period
         return evaluate(pa, n) >= evaluate(pb, n)
@@ -517,6 +520,13 @@ class ProfileColumns:
     n0_uncertainty: float | None = None
     measured_n1: float | None = None
     n1_uncertainty: float | None = None
+    n0_verdict: str | None = None
+    """What the measured search found (found, unsteady, b-cheaper-throughout, ...); None in profiles before it."""
+    n0_standing: str | None = None
+    """Whether the measured N0 stands (`stands`) or why not (profilers/measure/standing.py); None where not judged."""
+    n0_launch_bound: list[str] | None = None
+    """The variants whose time at the measured crossing is mostly a fixed cost (launch-bound)."""
+    n1_verdict: str | None = None
 
     def as_json(self) -> dict:
         return asdict(self)

@@ -10,6 +10,7 @@ from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers.devicemodel.corrections import (
     DeviceProfile,
+    MemoryFit,
     corrected_n,
     corrected_time_curve,
     fit_memory,
@@ -83,19 +84,114 @@ def test_corrected_crossover_is_where_the_fitted_curves_cross() -> None:
     assert n == pytest.approx(brentq(gap, 2, 10**5), rel=1e-6)
 
 
-def test_memory_offset_and_scale_are_recovered() -> None:
-    pairs = [(m, int(1.02 * m + 4096)) for m in (10_000, 50_000, 200_000, 1_000_000)]
-    fit = fit_memory(pairs)
-    assert fit.scale == pytest.approx(1.02, rel=1e-4) and fit.offset_bytes == pytest.approx(4096, abs=2)
-    exact = fit_memory([(m, m) for m in (1, 2, 3)])
-    assert (exact.scale, exact.offset_bytes, exact.max_abs_residual_bytes) == (1.0, 0.0, 0.0)
+def fused_memory(without_stats: bool) -> list[tuple[dict, int]]:
+    """Peak bytes of softmax-fused in bf16 at b = 32 as a kernel that keeps Q, K, V and the output (8·N·b·d·h bytes)
+    and, unless `without_stats`, the fp32 row statistics (4·N·b·h), plus a 272-byte workspace: what the H200's
+    cuDNN kernel asked the allocator for in inference (measured = modelled − 4·N·b·h + 272)."""
+    out = []
+    for d in (64, 128):
+        for n in (8, 64, 256, 1279, 4351, 65536):
+            stats = 0 if without_stats else 4 * n * 32
+            out.append(({"N": n, "d": d, "h": 1, "b": 32, "L": d}, 8 * n * 32 * d + stats + 272))
+    return out
+
+
+def test_memory_terms_the_kernel_does_not_allocate_fit_to_zero() -> None:
+    fit = fit_memory(fused_memory(without_stats=True), "softmax-fused", "core", "bf16")
+    assert fit.terms["N*b*d*h"] == pytest.approx(1, abs=1e-5) and fit.terms["N*b*h"] == pytest.approx(0, abs=1e-3)
+    assert fit.offset_bytes == pytest.approx(272, abs=1) and fit.max_abs_residual_bytes < 400
+    exact = fit_memory(fused_memory(without_stats=False), "softmax-fused", "core", "bf16")
+    assert exact.terms == {"N*b*d*h": 1.0, "N*b*h": 1.0} and exact.offset_bytes == pytest.approx(272, abs=1)
+
+
+def test_corrected_memory_crossover_is_where_the_measured_memories_cross() -> None:
+    """softmax-fused (16,384·N + 272 bytes at d = 64, b = 32, bf16, without its statistics) against Latte (the larger of
+    16,384·N and 12,288·N + 262,144: its op list, which the CPU tracer and CUDA agree with byte for byte): B is no
+    larger from (262,144 − 272) / 4,096 = 63.93, so N1 = 64. One scale for the whole peak (the fit before per-term
+    scales) put it at 1,496."""
+    from attn_cost.profilers.devicemodel.corrections import corrected_memory_curve
+    from attn_cost.profilers.measure.sizes import Sizes
+
+    setting = Setting(dtype="bf16")
+    fits = {"softmax-fused": fit_memory(fused_memory(without_stats=True), "softmax-fused", "core", "bf16"),
+            "latte": MemoryFit(1.0, 0.0, 0.0, 2)}  # fmt: skip
+    dims = Sizes(N=1, d=64, h=1, b=32).symbols()
+    curves = {v: corrected_memory_curve(f, v, dims, setting) for v, f in fits.items()}
+    assert corrected_n(curves["softmax-fused"], curves["latte"]) == pytest.approx((262_144 - 272) / 4_096, rel=1e-3)
+
+
+def test_memory_terms_one_head_dim_cannot_tell_apart_keep_the_models_ratio() -> None:
+    """At one head dim 8·N·b·d·h and 4·N·b·h are in a fixed ratio: the fit moves both scales the least that explains
+    the bytes (the projection of (1, 1) onto 512·s1 + 4·s2 = 512 at d = 64), not one of them to zero."""
+    samples = [(s, m) for s, m in fused_memory(without_stats=True) if s["d"] == 64]
+    fit = fit_memory(samples, "softmax-fused", "core", "bf16")
+    along = 4 / (512**2 + 4**2)
+    assert fit.terms["N*b*d*h"] == pytest.approx(1 - 512 * along, abs=1e-5)
+    assert fit.terms["N*b*h"] == pytest.approx(1 - 4 * along, abs=1e-5)
 
 
 def test_too_few_points_is_an_error() -> None:
     with pytest.raises(UserError, match="at least 4 timings"):
         fit_time(synthetic("softmax", 0.0)[:3], "softmax")
     with pytest.raises(UserError, match="at least 2 memory"):
-        fit_memory([(10, 10)])
+        fit_memory([({"N": 8, "d": 8, "h": 1, "b": 1}, 10)], "softmax")
+
+
+def test_a_rate_above_the_peak_comes_back_at_the_peak_and_the_other_constants_refit() -> None:
+    """Timings of a device whose products run at 50 GFLOP/s, fitted with a peak of 25: P is the peak (the bound
+    active) and t_launch and 1/W are the least squares of what is left, t − F/25e9, on K and B with weights 1/t."""
+    import numpy as np
+    from attn_cost.profilers.devicemodel.corrections import Peak
+
+    samples = synthetic("softmax", 0.0)
+    fit = fit_time(samples, "softmax", peak=Peak(25e9, "a test peak"))
+    assert fit.flops_per_s == pytest.approx(25e9, rel=1e-9) and fit.bound_active and "a test peak" in fit.bound
+    rows, rest = [], []
+    for sizes, t in samples:
+        k, f, b = (value_at(e, sizes) for e in time_features("softmax", "core", "fp32"))
+        rows.append([k / t, b / t])
+        rest.append((t - f / 25e9) / t)
+    (launch, per_byte), *_ = np.linalg.lstsq(np.array(rows), np.array(rest), rcond=None)
+    assert launch > 0 and per_byte > 0  # the unconstrained optimum is inside the bounds: it is the bounded fit's
+    assert fit.launch_s == pytest.approx(launch, rel=1e-6) and fit.seconds_per_byte == pytest.approx(per_byte, rel=1e-6)
+    assert fit.launch_s != pytest.approx(TRUE["launch_s"], rel=1e-3)  # refitted, not kept
+
+
+def test_a_rate_under_the_peak_is_left_alone() -> None:
+    from attn_cost.profilers.devicemodel.corrections import Peak
+
+    fit = fit_time(synthetic("softmax", 0.0), "softmax", peak=Peak(100e9, "a test peak"))
+    assert fit.flops_per_s == pytest.approx(50e9, rel=1e-6) and not fit.bound_active and fit.bound is None
+
+
+@pytest.mark.parametrize("n", [1024, 4096])
+def test_a_fused_causal_kernel_is_rated_by_the_tiles_it_computes(n: int) -> None:
+    """FlashAttention computes the 128×128 tiles on and below the diagonal: N(N + 128)/2 scores of the N² (the
+    engine's `--causal-count tiles`), two products of 2·d FLOPs per score; a materialised causal softmax multiplies the
+    whole matrices (2·2·N²·d) and masks afterwards. Counted dense, the fused kernel's rate doubled (1,109 TFLOP/s on
+    the H200, above its 989 peak)."""
+    sizes, d = {"N": n, "d": 64, "h": 1, "b": 1, "L": 64}, 64
+    fused = value_at(time_features("softmax-fused-causal", "core", "bf16")[1], sizes)
+    assert fused == 2 * 2 * d * n * (n + 128) / 2
+    assert value_at(time_features("softmax-fused-causal", "core", "bf16", "dense")[1], sizes) == 2 * 2 * d * n * n
+    assert value_at(time_features("softmax-causal", "core", "bf16")[1], sizes) == 2 * 2 * d * n * n
+
+
+def test_a_profile_rating_a_kernel_above_its_peak_is_refused_in_one_line(cli, tmp_path) -> None:
+    """The bf16 H200 profile as first shipped: softmax-fused-causal at 1,109 TFLOP/s, above the datasheet's 989."""
+    fits = {v: fit_time(synthetic(v, 0.0), v) for v in ("softmax-fused-causal", "linear-chunked")}
+    fits["softmax-fused-causal"].seconds_per_flop = 1 / 1.109e15
+    device = {"kind": "cuda", "name": "NVIDIA H200", "torch": "2.11.0", "threads": 16, "timer_version": 2}
+    prof = DeviceProfile(device, "core", "bf16", time=fits, memory={v: MemoryFit(1.0, 0.0, 0.0, 2) for v in fits})
+    path = str(prof.save(tmp_path))
+    with pytest.raises(UserError, match=r"rates softmax-fused-causal at 1,109 TFLOP/s, above the h200-sxm-141gb"):
+        load_profile(path)
+    r = cli("crossover", "--d", "64", "--pair", "softmax-fused-causal:linear-chunked", "--dtype", "bf16",
+            "--device", path)  # fmt: skip
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1 and "refit it from its records" in r.err
+    fits["softmax-fused-causal"].seconds_per_flop = 1 / 0.9e15
+    ok = DeviceProfile(device, "core", "bf16", time=fits, memory=prof.memory)
+    assert load_profile(str(ok.save(tmp_path / "ok"))).time["softmax-fused-causal"].flops_per_s == pytest.approx(9e14)
 
 
 def test_unknown_device_name_gets_a_suggestion() -> None:
@@ -116,7 +212,7 @@ def test_a_broken_profile_file_is_an_error(tmp_path) -> None:
 def _profile_file(tmp_path, device_name: str = "Synthetic CPU") -> str:
     fits = {v: fit_time(synthetic(v, 0.0), v) for v in ("softmax", "linear")}
     device = {"kind": "cpu", "name": device_name, "torch": "2.13.0", "threads": 2}
-    prof = DeviceProfile(device, "core", "fp32", time=fits, memory={v: fit_memory([(1, 1), (2, 2)]) for v in fits})
+    prof = DeviceProfile(device, "core", "fp32", time=fits, memory={v: MemoryFit(1.0, 0.0, 0.0, 2) for v in fits})
     prof.measured = [
         {
             "a": "softmax",
@@ -204,8 +300,12 @@ def test_the_catalogue_pairs_cover_every_timed_variant_against_softmax_of_its_ca
         baseline = "softmax-causal" if causal[name] else "softmax"
         assert (baseline, name) in pairs
     assert all(causal[a] == causal[b] for a, b in pairs)  # a causal variant is never judged against a bidirectional one
-    for family_pair in [("taylorshift-direct", "taylorshift-efficient"), ("linear", "performer"),
-                        ("linformer", "nystromformer"), ("sliding-window", "sliding-window-fused")]:
+    for family_pair in [
+        ("taylorshift-direct", "taylorshift-efficient"),
+        ("linear", "performer"),
+        ("linformer", "nystromformer"),
+        ("sliding-window", "sliding-window-fused"),
+    ]:
         assert family_pair in pairs
     assert len(pairs) == len(set(pairs))
 

@@ -106,7 +106,7 @@ def test_crossover_with_the_shipped_device(cli, shipped, monkeypatch) -> None:
     from attn_cost.profilers.devicemodel import opmodel
 
     monkeypatch.setattr(opmodel, "BOOTSTRAP", 0)
-    expected = shipped.validation[0]
+    expected = {**shipped.validation[0], **shipped.measured[0]}  # the measured row: what the profile keeps of a unit
     pair = f"{expected['a']}:{expected['b']}"
     name = shipped.slug if shipped.dtype == "fp32" else f"{shipped.slug}-{shipped.dtype}"  # the campaign's names
     r = cli(
@@ -158,3 +158,98 @@ def test_every_shipped_data_file_is_installed() -> None:
         assert files
         left_out += [f"{folder.name}/{f}" for f in files if not any(f.match(g) for g in globs.get(package, []))]
     assert not left_out, f"not in package-data: {left_out}"
+
+
+def test_no_shipped_profile_rates_a_kernel_faster_than_its_device_s_peak(shipped) -> None:
+    """A measured GPU has its datasheet row, and every fitted FLOP rate is at most its peak for the dtype."""
+    from attn_cost.profilers.devicemodel.corrections import device_peak
+
+    peak = device_peak(shipped.device, shipped.dtype)
+    assert peak is not None or shipped.device["kind"] != "cuda"
+    for name, fit in shipped.time.items():
+        if peak is not None:
+            assert fit.peak_flops_per_s == peak.flops_per_s, name
+            assert fit.flops_per_s is None or fit.flops_per_s <= peak.flops_per_s * (1 + 1e-9), name
+
+
+def test_corrected_memory_crossovers_are_the_measured_ones(shipped) -> None:
+    """Peak memory is deterministic: the fitted memory curves cross where the measured peaks do (softmax-fused →
+    latte on the H200 at d = 64 in bf16: 64, where one scale for the whole peak put it at 1,496)."""
+    rows = [r for r in shipped.validation if r["measured_n1"] is not None and r["corrected_n1"] is not None]
+    assert rows
+    assert [(r["a"], r["b"], r["d"], r["corrected_n1"]) for r in rows] == [
+        (r["a"], r["b"], r["d"], r["measured_n1"]) for r in rows
+    ]
+
+
+MADE = [p for p in PROFILE_FILES if json.loads(p.read_text()).get("made")]
+
+
+@pytest.mark.parametrize("path", MADE, ids=lambda p: p.stem)
+def test_a_profile_made_from_records_is_what_its_command_makes(cli, path, monkeypatch) -> None:
+    """The command a profile says made it, run again here from the shipped records (timing nothing), gives its
+    measured rows, standings and fitted constants."""
+    import shlex
+    from pathlib import Path
+
+    import attn_cost.profilers.measure.profile as prof
+
+    monkeypatch.setattr(prof, "time_cases", None)  # nothing may be timed
+    shipped = load_profile(str(path))
+    command = shlex.split(shipped.made.split(": ", 1)[0])
+    assert command[:2] == ["attn-cost", "validate"] and "--records" in command
+    root = Path(__file__).parents[1]  # the command's files are named from the repository's root
+    files = [str(root / arg) if flag in ("--records", "--summary") else arg
+             for flag, arg in zip(["", *command], command, strict=False)]  # fmt: skip
+    r = cli(*files[1:], "--json", "--no-save")
+    assert r.code == 0, r.err
+    again = r.json()
+    assert again["measured"] == shipped.measured
+    for name, fit in shipped.time.items():
+        assert again["time"][name]["seconds_per_flop"] == pytest.approx(fit.seconds_per_flop, rel=1e-9, abs=1e-30)
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def _number_and_spread(text: str) -> tuple[int | None, int | None]:
+    """`4,038 ± 346` as (4038, 346), `2,834` as (2834, None), words as (None, None)."""
+    head = text.split(" (")[0]
+    if not head[:1].isdigit():
+        return None, None
+    value, _, spread = head.partition(" ± ")
+    return int(value.replace(",", "")), int(spread.replace(",", "")) if spread else None
+
+
+def test_every_measured_n0_in_the_readme_is_what_crossover_device_prints(cli, monkeypatch) -> None:
+    """The README's GPU tables (benchmarks/gpu_table.py) against `crossover --device <shipped profile> --json`: each
+    measured N0, its spread and whether it stands."""
+    from pathlib import Path
+
+    from attn_cost.profilers.devicemodel import opmodel
+
+    monkeypatch.setattr(opmodel, "BOOTSTRAP", 0)
+    text = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    block = text.split("<!-- gpu-table: begin -->")[1].split("<!-- gpu-table: end -->")[0]
+    rows = []
+    for line in block.splitlines():
+        cells = _cells(line)
+        if " → " in cells[0] and len(cells) == 11 and cells[2].isdigit():  # A → B | dtype | d | … | N0 measured | …
+            a, b = cells[0].split(" → ")
+            rows.append((a, b, cells[1], int(cells[2]), cells[7], cells[8]))
+        elif len(cells) == 8 and cells[0].isdigit():  # the TaylorShift table: d | dtype | N0 | N̂0 | stands | …
+            rows.append(("taylorshift-direct", "taylorshift-efficient", cells[1], int(cells[0]), cells[3], cells[4]))
+    assert len(rows) >= 8
+    profiles = {p.dtype: p for p in map(load_profile, map(str, PROFILE_FILES)) if p.device["kind"] == "cuda"}
+    for a, b, dtype, dv, measured, stands in rows:
+        profile = profiles[dtype]
+        unit = next(u for u in profile.measured if (u["a"], u["b"], u["d"]) == (a, b, dv))
+        r = cli("crossover", "--pair", f"{a}:{b}", "--d", str(dv), "--b", str(unit["batch"]), "--h",
+                str(unit["heads"]), "--dtype", dtype, "--device", profile.name, "--json")  # fmt: skip
+        assert r.code == 0, r.err
+        (row,) = r.json()["results"]
+        value, spread = _number_and_spread(measured)
+        shown = (row["measured_n0"], row["n0_uncertainty"])
+        assert (value, spread) == tuple(None if x is None else round(x) for x in shown), (a, b, dtype, dv)
+        assert stands.startswith("yes") == (row["n0_standing"] == "stands"), (a, b, dtype, dv)

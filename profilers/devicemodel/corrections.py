@@ -1,17 +1,24 @@
 """Per-device corrections: fit measured time and memory from the engine's derived quantities.
 
-Time model, per variant (non-negative least squares on relative error):
+Time model, per variant (bounded least squares on relative error, scipy's lsq_linear):
 
     t(N, d, ...) = t_launch · K  +  F / P  +  B / W
 
-K is the number of kernels one call launches (ops × loop repeats), F its matrix-product FLOPs
-(the `matmul` convention) and B its unfused memory traffic in bytes: all three come from the op
-list. The constants mean something: t_launch is the fixed cost of one kernel (dispatch, Python,
-a CUDA launch), P the effective FLOP rate of its products, W its effective bandwidth. A constant
-fitted to zero means the variant never spent measurable time on that resource.
+K is the number of kernels one call launches (ops × loop repeats), F the matrix-product FLOPs its
+kernels perform (the `matmul` convention; a fused causal kernel counted by the tiles it computes,
+`PERFORMED`) and B its unfused memory traffic in bytes: all three come from the op list. The
+constants mean something: t_launch is the fixed cost of one kernel (dispatch, Python, a CUDA
+launch), P the effective FLOP rate of its products, W its effective bandwidth. A constant fitted to
+zero means the variant never spent measurable time on that resource. Where the device's datasheet
+is known (`datasheet.for_device`), P is bounded by its peak for the dtype (TF32's for fp32 where
+TF32 was on): the fit never rates a kernel faster than the device can run, and the profile says
+when that bound was active.
 
-Memory model, per variant: measured = scale · modelled + offset (the allocator's rounding and
-workspace on CUDA; exactly 1 and 0 with the CPU tracer, which measures what the model counts).
+Memory model, per variant: measured = Σ scale_k · term_k + offset, one scale per term of the
+modelled peak (`memory_terms`). A term the kernel does not allocate (the fp32 row statistics a
+fused kernel keeps only for a backward pass) fits to scale 0 and the others stay 1; a scale the
+measurements cannot tell apart from another's (one head dim) stays 1. The CPU tracer measures what
+the model counts: every scale 1 and the offset 0.
 
 A device profile (JSON) holds the fitted constants of every variant measured on one device and
 the transition points measured there, so `attn-cost crossover --device NAME` can print corrected
@@ -32,6 +39,7 @@ from typing import Literal
 import numpy as np
 import sympy as sp
 from attn_cost.costmodel.conventions import MATMUL
+from attn_cost.costmodel.counting import DEFAULT_COUNTING, Counting
 from attn_cost.costmodel.crossover import (
     DeviceColumns,
     Poly,
@@ -48,7 +56,7 @@ from attn_cost.costmodel.scopes import MODES, SCOPES
 from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS
 from attn_cost.costmodel.variants import derive
 from attn_cost.profilers import DATA
-from attn_cost.profilers.devicemodel.datasheet import is_datasheet
+from attn_cost.profilers.devicemodel.datasheet import for_device, is_datasheet
 from attn_cost.profilers.devicemodel.gpumodel import add_datasheet_columns
 from attn_cost.profilers.devicemodel.opmodel import BOOTSTRAP, known_opmodels
 from attn_cost.profilers.devicemodel.oppredict import add_predicted_columns
@@ -56,12 +64,20 @@ from attn_cost.profilers.measure.device import CPU_TIMER, IDENTITY, slug
 from attn_cost.profilers.store.files import claim, json_data, read_input, regular_files, write_atomic
 from attn_cost.profilers.store.schema import Fingerprint, SchemaError, check, load_error, rule
 from attn_cost.profilers.store.store import named_files, user_data_dir
-from scipy.optimize import nnls
+from scipy.optimize import lsq_linear
 
 SCHEMA = 1
 SHIPPED = DATA / "devices"
-TIME_MODEL = "t = t_launch·K + F/P + B/W  (K kernels, F matmul FLOPs, B unfused bytes; fitted per variant)"
-MEMORY_MODEL = "measured = scale · modelled + offset"
+TIME_MODEL = (
+    "t = t_launch·K + F/P + B/W  (K kernels, F matmul FLOPs performed, B unfused bytes; fitted per variant, "
+    "P at most the datasheet's peak)"
+)
+MEMORY_MODEL = "measured = Σ scale_k · term_k + offset  (a scale per term of the modelled peak)"
+PERFORMED = Counting(causal="tiles")
+"""How the time fit counts a fused causal kernel's FLOPs: by the T×T tiles it computes on and below the diagonal
+(`--causal-count tiles`, the engine's T = 128, FlashAttention's and cuDNN's block on sm80/sm90), not the whole
+score matrix; a materialised causal softmax multiplies the whole N×N matrix before masking it, so its products
+stay dense. A fit of a fused causal kernel on the dense count would rate it at twice the speed it runs."""
 MIN_POINTS = 4
 VALIDATION_COLUMNS = (
     "A", "B", "d", "N0 analytic", "N0 fit", "N0 op model", "N0 measured", "N1 analytic", "N1 corrected",
@@ -70,11 +86,40 @@ VALIDATION_COLUMNS = (
 """Columns of a predicted-against-measured table, in the terminal and in the report."""
 
 
-def time_features(variant: str, scope: str, dtype: str) -> tuple[sp.Expr, sp.Expr, sp.Expr]:
-    """(K, F, B) of one call as expressions in the sizes."""
+def time_features(variant: str, scope: str, dtype: str, flops: str = "performed") -> tuple[sp.Expr, sp.Expr, sp.Expr]:
+    """(K, F, B) of one call as expressions in the sizes. `flops`: "performed" counts what the kernels compute
+    (`PERFORMED` for a fused causal kernel), "dense" every score (how profiles before it were fitted)."""
     derived = derive(variant, scope)
     kernels = sp.expand(sum((op.repeat for op in derived.ops), sp.Integer(0)))
-    return kernels, derived.flops(MATMUL), derived.traffic(dtype)
+    if flops == "dense":
+        return kernels, derived.flops(MATMUL), derived.traffic(dtype)
+    performed = sp.Add(
+        *(derived.op_flops(op, MATMUL, PERFORMED if op.kind == "fused_attention" else DEFAULT_COUNTING)
+          for op in derived.ops)
+    )  # fmt: skip
+    return kernels, sp.expand(performed), derived.traffic(dtype)
+
+
+@dataclass(frozen=True)
+class Peak:
+    """The most FLOP/s a device's matrix products reach in one dtype, and where the figure comes from."""
+
+    flops_per_s: float
+    source: str
+
+
+def device_peak(device: dict, dtype: str) -> Peak | None:
+    """The datasheet peak of a measured GPU for `dtype` (None where no datasheet row names it): TF32's for fp32
+    where the measurements ran with TF32 matrix products (`tf32_matmul` in the fingerprint)."""
+    if device.get("kind") != "cuda":
+        return None
+    sheet = for_device(str(device.get("name", "")))
+    if sheet is None or dtype not in ("fp32", "bf16", "fp16"):
+        return None
+    tf32 = dtype == "fp32" and bool(device.get("tf32_matmul"))
+    which = "tf32" if tf32 else dtype
+    peak = sheet.peak(dtype, tf32=tf32)
+    return Peak(peak, f"{sheet.name} datasheet, dense {which} peak {peak / 1e12:g} TFLOP/s")
 
 
 @dataclass
@@ -90,6 +135,15 @@ class TimeFit:
     r2: float
     median_rel_err: float
     max_rel_err: float
+    flops: str = field(default="dense", metadata=rule(choices=("dense", "performed")))
+    """How F counts a fused causal kernel: "performed" (its tiles, `PERFORMED`) or "dense" (profiles fitted before
+    the count was the kernel's)."""
+    peak_flops_per_s: float | None = field(default=None, metadata=rule(above=0))
+    """The bound on P: the device's datasheet peak for the dtype (None: no datasheet, P unbounded)."""
+    peak_source: str = field(default="", metadata=rule(blank=True))
+    bound_active: bool = False
+    """The fit sits at the peak: the timings asked for a faster rate than the device has, so P is the peak and
+    t_launch and W were fitted with it."""
 
     @property
     def flops_per_s(self) -> float | None:
@@ -98,6 +152,13 @@ class TimeFit:
     @property
     def bytes_per_s(self) -> float | None:
         return 1 / self.seconds_per_byte if self.seconds_per_byte > 0 else None
+
+    @property
+    def bound(self) -> str | None:
+        """One line on the active bound (None where the fit did not reach it)."""
+        if not self.bound_active or self.peak_flops_per_s is None:
+            return None
+        return f"P at the peak: {self.peak_source}"
 
     def coefficients(self) -> tuple[float, float, float]:
         return self.launch_s, self.seconds_per_flop, self.seconds_per_byte
@@ -108,19 +169,42 @@ class TimeFit:
 
 @dataclass
 class MemoryFit:
-    """Fitted memory correction of one variant on one device: measured = scale · modelled + offset."""
+    """Fitted memory correction of one variant on one device: measured = Σ scale_k · term_k + offset, `terms`
+    holding each term's scale (`memory_terms`); a profile fitted before per-term scales has `terms` empty and one
+    `scale` for the whole modelled peak."""
 
     scale: float
     offset_bytes: float
     max_abs_residual_bytes: float
     points: int = field(metadata=rule(minimum=0))
+    terms: dict[str, float] = field(default_factory=dict, metadata=rule(minimum=0))
 
     def as_json(self) -> dict:
         return asdict(self)
 
+    def shown(self) -> str:
+        """The scales as a table shows them: `1` where the model's count holds, else the terms it does not
+        (`N*b*h ×0`), or the one scale of a profile before per-term scales."""
+        if not self.terms:
+            return f"{self.scale:.4f}"
+        off = [f"{term} ×{scale:.3g}" for term, scale in self.terms.items() if scale != 1.0]
+        return ", ".join(off) or "1"
 
-def fit_time(samples: list[tuple[dict, float]], variant: str, scope: str = "core", dtype: str = "fp32") -> TimeFit:
-    """Fit t_launch, 1/P, 1/W to (sizes, seconds) samples by NNLS on relative residuals."""
+    def corrected(self, branch: sp.Expr) -> sp.Expr:
+        """A branch of the modelled peak (bytes) with this fit's scales and offset."""
+        offset = sp.Rational(Fraction(self.offset_bytes))
+        if not self.terms:
+            return sp.expand(sp.Rational(Fraction(self.scale)) * branch + offset)
+        scaled = (sp.Rational(Fraction(self.terms.get(str(m), 1.0))) * c * m for m, c in _monomials(branch))
+        return sp.expand(sp.Add(*scaled) + offset)
+
+
+def fit_time(
+    samples: list[tuple[dict, float]], variant: str, scope: str = "core", dtype: str = "fp32", peak: Peak | None = None
+) -> TimeFit:
+    """Fit t_launch, 1/P, 1/W to (sizes, seconds) samples by bounded least squares on relative residuals
+    (`scipy.optimize.lsq_linear`): every constant at least 0, and 1/P at least 1/peak where the device's `peak`
+    is known, so no fitted rate exceeds what the device can do; the profile says whether that bound was active."""
 
     if len(samples) < MIN_POINTS:
         raise UserError(f"need at least {MIN_POINTS} timings of {variant} to fit 3 constants; have {len(samples)}")
@@ -130,31 +214,90 @@ def fit_time(samples: list[tuple[dict, float]], variant: str, scope: str = "core
     if np.any(y <= 0):
         raise UserError(f"timings of {variant} must be positive")
     w = 1 / y
-    coef, _ = nnls(x * w[:, None], y * w)
-    coef[(x * coef).max(axis=0) < 1e-9 * y.min()] = 0.0  # a term worth less than a nanosecond's share is no term
+    lower = np.array([0.0, 1 / peak.flops_per_s if peak else 0.0, 0.0])
+    fit = lsq_linear(x * w[:, None], y * w, bounds=(lower, np.full(3, np.inf)), method="bvls", tol=1e-12)
+    coef = np.maximum(fit.x, lower)
+    free = lower == 0  # a term worth less than a nanosecond's share is no term (a bounded one keeps its bound)
+    coef[free & ((x * coef).max(axis=0) < 1e-9 * y.min())] = 0.0
     pred = x @ coef
     rel = np.abs(pred - y) / y
     spread = float(np.sum((y - y.mean()) ** 2))
     r2 = 1 - float(np.sum((y - pred) ** 2)) / spread if spread > 0 else 1.0
     fit_d = sorted({int(s["d"]) for s, _ in samples})
     launch, per_flop, per_byte = (float(c) for c in coef)
-    return TimeFit(launch, per_flop, per_byte, len(samples), fit_d, r2, float(np.median(rel)), float(rel.max()))
+    at_peak = peak is not None and bool(fit.active_mask[1] == -1 or per_flop <= lower[1] * (1 + 1e-9))
+    return TimeFit(
+        launch, per_flop, per_byte, len(samples), fit_d, r2, float(np.median(rel)), float(rel.max()),
+        flops="performed", peak_flops_per_s=peak.flops_per_s if peak else None,
+        peak_source=peak.source if peak else "", bound_active=at_peak,
+    )  # fmt: skip
 
 
-def fit_memory(samples: list[tuple[int, int]]) -> MemoryFit:
-    """Least-squares scale and offset from (modelled, measured) byte pairs."""
+def memory_terms(variant: str, scope: str, dtype: str) -> tuple[sp.Expr, ...]:
+    """The branches of a variant's modelled peak in bytes (the peak is their maximum)."""
+    return tuple(derive(variant, scope).peak(dtype).branches)
+
+
+def _monomials(expr: sp.Expr) -> list[tuple[sp.Expr, sp.Expr]]:
+    """(monomial in the sizes, its coefficient) of a polynomial."""
+    out = []
+    for term in sp.Add.make_args(sp.expand(expr)):
+        coeff, monomial = term.as_coeff_Mul()
+        out.append((monomial, coeff))
+    return out
+
+
+MEMORY_PRIOR = 1e-12
+"""Weight that pulls each term's scale towards 1 (as a ridge): a direction the measurements pin (a term of another
+shape in N and d than the rest) is fitted; one they cannot tell apart (two terms in a fixed ratio at every size
+measured) stays at 1, the model's own count."""
+
+
+def fit_memory(samples: list[tuple[dict, int]], variant: str, scope: str = "core", dtype: str = "fp32") -> MemoryFit:
+    """Each term's scale of the modelled peak and an offset, from (sizes, measured bytes): least squares on relative
+    residuals with every scale >= 0 and a weak pull to 1 (`MEMORY_PRIOR`). At each size the branch of the peak that
+    the model takes there (the largest) is the one the measurement is compared with."""
     if len(samples) < 2:
         raise UserError(f"need at least 2 memory measurements to fit a scale and an offset; have {len(samples)}")
-    x = np.array([m for m, _ in samples], dtype=float)
-    y = np.array([v for _, v in samples], dtype=float)
-    if np.ptp(x) == 0:
-        scale, offset = 1.0, float(np.mean(y - x))
-    else:
-        scale, offset = (float(v) for v in np.polyfit(x, y, 1))
-    if abs(scale - 1) < 1e-12 and abs(offset) < 1e-6:
-        scale, offset = 1.0, 0.0
-    resid = np.abs(scale * x + offset - y)
-    return MemoryFit(scale, offset, float(resid.max()), len(samples))
+    branches = memory_terms(variant, scope, dtype)
+    names = sorted({str(m) for e in branches for m, _ in _monomials(e) if m != 1})
+    rows, y = [], []
+    for sizes, measured in samples:
+        values = [_value(e, sizes) for e in branches]
+        active = branches[int(np.argmax(values))]
+        row = dict.fromkeys(names, 0.0)
+        constant = 0.0
+        for m, c in _monomials(active):
+            if m == 1:
+                constant += float(c)
+            else:
+                row[str(m)] += float(c) * _value(m, sizes)
+        rows.append([*(row[n] for n in names), 1.0])
+        y.append(float(measured) - constant)
+    x, target = np.array(rows), np.array(y)
+    scale_y = np.abs(np.array([float(m) for _, m in samples])) + 1.0
+    w = 1 / scale_y
+    prior = np.sqrt(MEMORY_PRIOR) * np.eye(len(names), len(names) + 1)
+    a = np.vstack([x * w[:, None], prior])
+    b = np.concatenate([target * w, np.sqrt(MEMORY_PRIOR) * np.ones(len(names))])
+    lower = np.array([0.0] * len(names) + [-np.inf])
+    fit = lsq_linear(a, b, bounds=(lower, np.full(len(names) + 1, np.inf)), method="bvls", tol=1e-15)
+    scales = [_tidy(v, 1.0) for v in fit.x[:-1]]
+    offset = _tidy(float(fit.x[-1]), 0.0, 0.5)
+    terms = dict(zip(names, scales, strict=True))
+    result = MemoryFit(1.0, offset, 0.0, len(samples), terms)
+    result.max_abs_residual_bytes = max(abs(_value(_peak_of(result, branches, s), s) - m) for s, m in samples)
+    return result
+
+
+def _peak_of(fit: MemoryFit, branches: tuple[sp.Expr, ...], sizes: dict) -> sp.Expr:
+    """The corrected branch that the model takes at these sizes."""
+    return fit.corrected(max(branches, key=lambda e: _value(e, sizes)))
+
+
+def _tidy(value: float, exact: float, tol: float = 1e-6) -> float:
+    """A fitted value within `tol` of the model's own (1 for a scale, 0 for an offset) is that value."""
+    return exact if abs(value - exact) < tol else float(value)
 
 
 def _value(expr: sp.Expr, sizes: dict) -> float:
@@ -167,15 +310,14 @@ def _value(expr: sp.Expr, sizes: dict) -> float:
 
 def corrected_time_curve(fit: TimeFit, variant: str, dims: dict, setting: Setting) -> list[Poly]:
     """The fitted time of a variant as a polynomial in N (exact rational coefficients)."""
-    feats = time_features(variant, setting.scope, setting.dtype)
+    feats = time_features(variant, setting.scope, setting.dtype, fit.flops)
     total = sp.Add(*(sp.Rational(Fraction(c)) * f for c, f in zip(fit.coefficients(), feats, strict=True)))
     return at_sizes((sp.expand(total),), dims, variant)
 
 
 def corrected_memory_curve(fit: MemoryFit, variant: str, dims: dict, setting: Setting) -> list[Poly]:
 
-    scale, offset = sp.Rational(Fraction(fit.scale)), sp.Rational(Fraction(fit.offset_bytes))
-    branches = tuple(sp.expand(scale * e + offset) for e in cost_branches(variant, "memory", setting))
+    branches = tuple(fit.corrected(e) for e in cost_branches(variant, "memory", setting))
     return at_sizes(branches, dims, variant)
 
 
@@ -211,11 +353,19 @@ class DeviceProfile:
     created: str = ""
     mode: str = "inference"
     """The mode every measurement was taken in (`validate` measures inference)."""
+    made: str = ""
+    """How the profile was made (the command, and whether its timings were taken then or read from records)."""
 
     @property
     def slug(self) -> str:
 
         return slug(self.device)
+
+    @property
+    def name(self) -> str:
+        """The profile's name (`crossover --device NAME`, its file's stem): the device's slug, with the dtype where
+        it is not fp32 (`cuda-nvidia-h200-12fde9-bf16`), as a campaign names its files."""
+        return self.slug if self.dtype == "fp32" else f"{self.slug}-{self.dtype}"
 
     def as_json(self) -> dict:
         return {
@@ -227,6 +377,7 @@ class DeviceProfile:
             "scope": self.scope,
             "dtype": self.dtype,
             "mode": self.mode,
+            "made": self.made,
             "time_model": TIME_MODEL,
             "memory_model": MEMORY_MODEL,
             "time": {k: v.as_json() for k, v in self.time.items()},
@@ -244,23 +395,41 @@ class DeviceProfile:
             raise load_error(where, "device profile", e) from None
         assert isinstance(data, dict)  # as `check` found it
         time_fields, memory_fields = set(TimeFit.__dataclass_fields__), set(MemoryFit.__dataclass_fields__)
-        return cls(
+        profile = cls(
             device=data["device"],
             scope=data["scope"],
             dtype=data["dtype"],
-            time={k: TimeFit(**{f: v[f] for f in time_fields}) for k, v in data["time"].items()},
-            memory={k: MemoryFit(**{f: v[f] for f in memory_fields}) for k, v in data["memory"].items()},
+            time={k: TimeFit(**{f: v[f] for f in time_fields if f in v}) for k, v in data["time"].items()},
+            memory={k: MemoryFit(**{f: v[f] for f in memory_fields if f in v}) for k, v in data["memory"].items()},
             measured=list(data.get("measured", [])),
             validation=list(data.get("validation", [])),
             created=data.get("created", ""),
             mode=data.get("mode", "inference"),
+            made=data.get("made", ""),
         )
+        profile.check_rates(where)
+        return profile
+
+    def check_rates(self, where: str) -> None:
+        """Refuse, in one line, a profile that rates a variant faster than its device's datasheet peak: it was
+        fitted without the bound (or edited), and its corrected points rest on an impossible rate."""
+        peak = device_peak(self.device, self.dtype)
+        if peak is None:
+            return
+        for variant, fit in self.time.items():
+            rate = fit.flops_per_s
+            if rate is not None and rate > peak.flops_per_s * (1 + 1e-6):
+                raise UserError(
+                    f"{where} rates {variant} at {rate / 1e12:,.0f} TFLOP/s, above the {peak.source}: it was fitted "
+                    f"without the bound; refit it from its records (`attn-cost validate --from-store --device "
+                    f"{self.slug} --dtype {self.dtype}`)"
+                )
 
     def save(self, root: Path) -> Path:
-        """Write the profile as root/<slug>.json (atomically; never over a file that is not a profile)."""
+        """Write the profile as root/<name>.json (atomically; never over a file that is not a profile)."""
 
         make_folder(root)
-        path = root / f"{self.slug}.json"
+        path = root / f"{self.name}.json"
         claim(path, is_profile_file, "a device profile")
         write_atomic(path, json.dumps(self.as_json(), indent=2) + "\n")
         return path
@@ -315,6 +484,7 @@ class ProfileFile:
     memory: dict[str, MemoryFit]
     mode: str = field(default="inference", metadata=rule(choices=tuple(MODES)))
     created: str = field(default="", metadata=rule(blank=True))
+    made: str = field(default="", metadata=rule(blank=True))
     measured: list[MeasuredPoint] = field(default_factory=list)
     validation: list[MeasuredPoint] = field(default_factory=list)
 
@@ -382,7 +552,6 @@ def add_device_columns(rows: list[TransitionRow], name: str, replicates: int | N
     gets the op model's columns alone; a datasheet GPU (`profilers.devicemodel.datasheet`) the datasheet model's N0."""
 
     if is_datasheet(name) and name not in known_profiles():
-
         add_datasheet_columns(rows, name)
         return
     replicates = BOOTSTRAP if replicates is None else replicates
@@ -445,6 +614,10 @@ def measured_points(profile: DeviceProfile, row: TransitionRow) -> ProfileColumn
                 n0_uncertainty=m.get("n0_uncertainty"),
                 measured_n1=m.get("measured_n1"),
                 n1_uncertainty=m.get("n1_uncertainty"),
+                n0_verdict=m.get("n0_verdict"),
+                n0_standing=m.get("n0_standing"),
+                n0_launch_bound=m.get("n0_launch_bound"),
+                n1_verdict=m.get("n1_verdict"),
             )
     return ProfileColumns()
 

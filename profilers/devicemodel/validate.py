@@ -3,23 +3,36 @@
 from __future__ import annotations
 
 import itertools
+import json
 import statistics
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 
 from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.errors import UserError
-from attn_cost.costmodel.variants import all_variants, derive
+from attn_cost.costmodel.variants import all_variants
 from attn_cost.profilers.devicemodel import gpumodel
-from attn_cost.profilers.devicemodel.corrections import DeviceProfile, corrected_points, fit_memory, fit_time
+from attn_cost.profilers.devicemodel.corrections import (
+    DeviceProfile,
+    corrected_points,
+    device_peak,
+    fit_memory,
+    fit_time,
+)
 from attn_cost.profilers.devicemodel.datasheet import for_device
 from attn_cost.profilers.devicemodel.opmodel import OpModel
 from attn_cost.profilers.devicemodel.oppredict import Prediction, predict_n0, predicted_seconds
 from attn_cost.profilers.devicemodel.trend import spikes
-from attn_cost.profilers.measure.profile import Measurer, length_grain, profile_pair, snap
+from attn_cost.profilers.measure.device import slug as slug_of
+from attn_cost.profilers.measure.profile import Measurer, Stored, length_grain, profile_pair, snap, stored_pair
 from attn_cost.profilers.measure.reference import REFERENCES
+from attn_cost.profilers.measure.search import replicate_interval
 from attn_cost.profilers.measure.sizes import Sizes
+from attn_cost.profilers.measure.standing import judge
+from attn_cost.profilers.store.files import read_input
+from attn_cost.profilers.store.store import ResultStore, open_database, read_jsonl, select, shipped_records
 
 SWEEP = [2 ** (k / 2) for k in range(-6, 4)]
 """Lengths timed for a fit, as multiples of the transition point: N*/8 ... 2.8·N*."""
@@ -54,8 +67,11 @@ def sweep_lengths(center: float, n_max: int) -> list[int]:
     return sorted({min(n_max, max(8, round(center * f))) for f in SWEEP})
 
 
-def fit_profile(measurer: Measurer, variants: list[str], fit_d: list[int], template: Sizes) -> DeviceProfile:
-    """Fit every variant on the stored measurements at the fit head dims (and the template's h, b, L)."""
+def fit_profile(
+    measurer: Measurer, variants: list[str], fit_d: list[int], template: Sizes, notes: list[str] | None = None
+) -> DeviceProfile:
+    """Fit every variant on the stored measurements at the fit head dims (and the template's h, b, L). With `notes`,
+    a variant with too few measurements to fit is left out of the profile with a line there, else it is an error."""
     time_samples: dict[str, list] = {v: [] for v in variants}
     memory_samples: dict[str, list] = {v: [] for v in variants}
     for rec in measurer.store.records.values():
@@ -69,13 +85,19 @@ def fit_profile(measurer: Measurer, variants: list[str], fit_d: list[int], templ
         if rec["kind"] == "time":
             time_samples[rec["variant"]].append((s, rec["time"]["median"]))
         else:
-            sizes = Sizes(**{k: s[k] for k in ("N", "d", "h", "b", "L", "r", "D")})
-            modelled = int(derive(rec["variant"], measurer.scope).peak(measurer.dtype).at(sizes.symbols())[0])
-            memory_samples[rec["variant"]].append((modelled, rec["memory"]["peak_bytes"]))
-    profile = DeviceProfile(measurer.store.device, measurer.scope, measurer.dtype)
+            memory_samples[rec["variant"]].append((s, rec["memory"]["peak_bytes"]))
+    device = measurer.store.device
+    profile = DeviceProfile(device, measurer.scope, measurer.dtype)
+    peak = device_peak(device, measurer.dtype)
     for v in variants:
-        profile.time[v] = fit_time(time_samples[v], v, measurer.scope, measurer.dtype)
-        profile.memory[v] = fit_memory(memory_samples[v])
+        try:
+            profile.time[v] = fit_time(time_samples[v], v, measurer.scope, measurer.dtype, peak)
+            profile.memory[v] = fit_memory(memory_samples[v], v, measurer.scope, measurer.dtype)
+        except UserError as e:
+            if notes is None:
+                raise
+            profile.time.pop(v, None)
+            notes.append(f"{v} not fitted: {e}")
     return profile
 
 
@@ -126,12 +148,206 @@ def validate(
     missing = [v for v in variants if v not in profile.time]
     if missing:
         raise UserError(f"device profile {profile.slug} has no fit for {', '.join(missing)}")
+    rows = compare(measured, profile, template, measurer, setting, n_max, opmodel)
+    return profile, rows
+
+
+def validate_records(
+    pairs: list[tuple[str, str]],
+    check_d: list[int],
+    fit_d: list[int],
+    template: Sizes,
+    measurer: Measurer,
+    setting: Setting,
+    *,
+    n_max: int = 16384,
+    existing: DeviceProfile | None = None,
+    opmodel: OpModel | None = None,
+    replicates: int = 4,
+    runs: list[dict] | None = None,
+    made: str = "",
+) -> tuple[DeviceProfile, list[dict], list[str]]:
+    """`validate` from the records in the measurer's store alone, timing nothing: on any machine, after a GPU run
+    (its exported measurements imported or read from the file). Each unit's transitions are read from its stored
+    timings and replicates (`profile.stored_pair`), the fit uses the stored timings, and every unit is judged
+    (`standing.judge`). `runs`: campaign summaries of these records; then the units are those they measured (a unit
+    they cut off is left out) and rule 3 compares their verdicts. Returns the profile (`made` says how it was made),
+    its rows, and a line for each unit or variant left out."""
+    if existing is not None and existing.slug != measurer.store.slug:
+        raise UserError(f"device profile {existing.slug} is of another device than the records ({measurer.store.slug})")
+    stored = Stored(measurer.store)
+    notes: list[str] = []
+    by_unit = _run_rows(runs or [], measurer.dtype, template)
+    measured = {}
+    for a, b in pairs:
+        for dv in sorted(set(fit_d) | set(check_d)):
+            if runs and (a, b, dv) not in by_unit:
+                continue
+            p = stored_pair(a, b, replace(template, N=1, d=dv), measurer, setting, stored, replicates)
+            if p is None:
+                notes.append(f"{a} vs {b} at d = {dv}: no stored timings of both; left out")
+                continue
+            measured[(a, b, dv)] = p
+    if runs:
+        left = sorted({u for u in by_unit if u not in measured and u[:2] in pairs})
+        notes += [f"{a} vs {b} at d = {dv}: in the runs but not in these records; left out" for a, b, dv in left]
+    variants = sorted({v for a, b, _ in measured for v in (a, b)})
+    profile = existing or fit_profile(measurer, variants, fit_d, template, notes)
+    rows = compare(measured, profile, template, measurer, setting, n_max, opmodel)
+    for row in rows:
+        row.update(judged(row, stored, measurer, template, by_unit.get((row["a"], row["b"], row["d"]), [])))
+    profile.measured = [_measured_row(r) for r in rows]
+    profile.made = made
+    return profile, rows, notes
+
+
+def refit(
+    records: Path | None,
+    device: str | None,
+    pairs: list[tuple[str, str]],
+    check_d: list[int],
+    fit_d: list[int],
+    template: Sizes,
+    setting: Setting,
+    *,
+    store: Path | None = None,
+    summaries: list[Path] = (),  # type: ignore[assignment]
+    n_max: int | None = None,
+    replicates: int = 4,
+    made: str = "",
+) -> tuple[DeviceProfile, list[dict], list[str]]:
+    """Fit and validate a device from its records alone, timing nothing, on any machine (`validate --records FILE`
+    or `--from-store`): the records of `device` (a slug; default: the only device in the file) in the results file
+    `records`, or with `records` None in the store (`store`, default the user's) and the shipped measurements;
+    `summaries`: the campaign summaries of those records (`validate_records`: their units are the ones judged)."""
+    measurer = records_measurer(records, device, store, setting.scope, setting.dtype)
+    runs = [_summary(path) for path in summaries]
+    n_max = n_max or (65536 if measurer.device == "cuda" else 16384)
+    return validate_records(
+        pairs, check_d, fit_d, template, measurer, setting, n_max=n_max, replicates=replicates, runs=runs, made=made
+    )
+
+
+def records_measurer(records: Path | None, device: str | None, store: Path | None, scope: str, dtype: str) -> Measurer:
+    """A measurer over a device's stored records that never times (`validate_records` only reads through it): the
+    records of `device` in the file `records` alone, or with `records` None those in the store and shipped."""
+    if records is not None:
+        found, problems = read_jsonl(records)
+        by_device: dict[str, list] = defaultdict(list)
+        for r in found:
+            by_device[r.device].append(r)
+        if not by_device:
+            raise UserError(
+                f"{records} holds no measurements" + (f" ({problems.warnings()[0]})" if problems.lines else "")
+            )
+        if device is None and len(by_device) > 1:
+            raise UserError(f"{records} holds records of {len(by_device)} devices: give --device (one of "
+                            f"{', '.join(sorted(by_device))})")  # fmt: skip
+        slug_ = device or next(iter(by_device))
+        if slug_ not in by_device and slug_.endswith(f"-{dtype}"):  # a profile's name: the slug and its dtype
+            slug_ = slug_.removesuffix(f"-{dtype}")
+        if slug_ not in by_device:
+            raise UserError(f"{records} holds no records of {slug_} (it holds {', '.join(sorted(by_device))})")
+        mine = by_device[slug_]
+        results = ResultStore.of_records(mine[-1].data["device"], {r.key: r.data for r in mine})
+    else:
+        if device is None:
+            raise UserError("--from-store reads one device's records: give --device (see `attn-cost results ls`)")
+        fingerprint = _fingerprint(device.removesuffix(f"-{dtype}") if dtype != "fp32" else device, store)
+        results = ResultStore(fingerprint, store, writable=False)
+    return Measurer(results.device["kind"], results, scope=scope, dtype=dtype)
+
+
+def _fingerprint(device: str, store: Path | None) -> dict:
+    """The fingerprint of a device whose records are in the store or shipped, by its slug."""
+    shipped, _ = shipped_records(device)
+    if shipped:
+        return next(reversed(shipped.values()))["device"]
+    db = open_database(store, writable=False)
+    rows = select(db, {"device": device})
+    if not rows or slug_of(rows[-1][1]["device"]) != device:
+        raise UserError(f"no records of the device {device} in {db.path} or shipped (see `attn-cost results ls`)")
+    return rows[-1][1]["device"]
+
+
+def _summary(path: Path) -> dict:
+    """A campaign's summary.json, read (one line if it is not one)."""
+    try:
+        data = json.loads(read_input(path, "a campaign summary").decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise UserError(f"{path} is not a readable campaign summary ({e.__class__.__name__})") from None
+    if not isinstance(data, dict) or data.get("kind") != "attn-cost campaign summary":
+        raise UserError(f"{path} is not an attn-cost campaign summary")
+    return data
+
+
+MEASURED_KEYS = (
+    "a", "b", "d", "heads", "batch", "measured_n0", "n0_uncertainty", "measured_n1", "n1_uncertainty", "n0_verdict",
+    "n0_note", "n0_replicates", "n0_bracket", "n0_lengths", "n0_earlier", "n0_standing", "n0_launch_bound",
+    "n1_verdict",
+)  # fmt: skip
+"""What a profile keeps of each measured unit (`crossover --device` shows them)."""
+
+
+def _measured_row(row: dict) -> dict:
+    out = {k: row[k] for k in MEASURED_KEYS if k in row}
+    if row.get("n0_verdict") == "unsteady" and row.get("n0_replicates"):  # the crossings' median, marked not standing
+        out["measured_n0"], out["n0_uncertainty"] = _centre(row["n0_replicates"], row.get("n0_bracket"))
+    return out
+
+
+def _centre(crossings: list[float], bracket: list[int] | None) -> tuple[float, float | None]:
+    """The median of crossings that disagree, and its interval for one more run (none from one crossing)."""
+    if len(crossings) < 2:
+        return round(crossings[0], 1), None
+    floor = (bracket[1] - bracket[0]) / 2 if bracket else 0.0
+    centre, half = replicate_interval(crossings, floor=floor)
+    return round(centre, 1), round(half, 1)
+
+
+def _run_rows(runs: list[dict], dtype: str, template: Sizes) -> dict[tuple[str, str, int], list[list[dict]]]:
+    """Per unit (a, b, d) at this dtype and the template's shape, its rows in each campaign summary (the profile
+    step's and the validation's), one list per run."""
+    out: dict[tuple[str, str, int], list[list[dict]]] = defaultdict(list)
+    for summary in runs:
+        rows = [*summary.get("transitions", []), *({**r, "dtype": dt} for dt, rs in
+                                                    summary.get("validation", {}).items() for r in rs)]  # fmt: skip
+        mine: dict[tuple[str, str, int], list[dict]] = defaultdict(list)
+        for r in rows:
+            if r.get("dtype") == dtype and (r.get("heads"), r.get("batch")) == (template.h, template.b):
+                mine[(r["a"], r["b"], r["d"])].append(r)
+        for unit, unit_rows in mine.items():
+            out[unit].append(unit_rows)
+    return out
+
+
+def judged(row: dict, stored: Stored, measurer: Measurer, template: Sizes, runs: list[list[dict]]) -> dict:
+    """`standing.judge` of one unit's row with its stored times."""
+    sizes = replace(template, N=1, d=row["d"])
+    times_at: dict[tuple[str, int], list[float]] = {}
+    for v in (row["a"], row["b"]):
+        for n in stored.at(measurer, "time", v, row["d"]):
+            key = measurer._key("time", v, replace(sizes, N=n))
+            got = [stored.by_key.get(key), *(stored.by_key.get(f"{key}|replicate={k}") for k in range(1, 9))]
+            times_at[(v, n)] = [r["time"]["median"] for r in got if r is not None and r["status"] == "ok" and r["time"]]
+
+    version = measurer.store.device.get("timer_version") if measurer.device == "cuda" else None
+    timed = lambda v: stored.at(measurer, "time", v, row["d"])  # noqa: E731
+    return judge(row, lambda v, n: times_at.get((v, n), []), timed, version, runs)
+
+
+def compare(
+    measured: dict, profile: DeviceProfile, template: Sizes, measurer: Measurer, setting: Setting, n_max: int,
+    opmodel: OpModel | None,
+) -> list[dict]:  # fmt: skip
+    """The validation's rows: each unit's measured points beside the analytic, corrected (the profile), op-model and
+    datasheet predictions, with their errors; the profile's measured rows set from them."""
     rows = []
     for (a, b, dv), p in measured.items():
         if opmodel is not None:  # a prediction takes seconds: a caller's time budget is checked before each
             measurer.notify(f"  op-model prediction of {a} vs {b} at d = {dv}")
         dims = replace(template, N=1, d=dv).symbols()
-        fitted_on = profile.time[a].fit_d
+        fitted_on = profile.time[a].fit_d if a in profile.time else []
         row = {**p.as_json(), "held_out": dv not in fitted_on}
         row["corrected_n0"], row["corrected_n1"] = corrected_points(profile, a, b, dims, setting)
         row["fit_n0"], row["fit_n1"] = row["corrected_n0"], row["corrected_n1"]
@@ -144,15 +360,9 @@ def validate(
                 guess = row[f"{kind}_n{k}"]
                 row[f"{kind}_n{k}_error"] = None if truth in (None, 0) or guess is None else (guess - truth) / truth
         rows.append({k: v for k, v in row.items() if k not in ("speed", "memory")})
-    profile.measured = [
-        {
-            k: r[k]
-            for k in ("a", "b", "d", "heads", "batch", "measured_n0", "n0_uncertainty", "measured_n1", "n1_uncertainty")
-        }
-        for r in rows
-    ]
+    profile.measured = [_measured_row(r) for r in rows]
     profile.validation = rows
-    return profile, rows
+    return rows
 
 
 def _predicted(opmodel: OpModel | None, a: str, b: str, dims: dict, setting: Setting, n_max: int) -> dict:

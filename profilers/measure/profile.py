@@ -7,11 +7,12 @@ import gc
 import math
 import statistics
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from attn_cost.costmodel.crossover import Setting, crossover
-from attn_cost.profilers.measure import sdpa
+from attn_cost.profilers.measure import sdpa, standing
 from attn_cost.profilers.measure.cases import build_case
 from attn_cost.profilers.measure.gpu_timing import precision_settings, release
 from attn_cost.profilers.measure.memory import cuda_peak, traced_peak
@@ -21,7 +22,10 @@ from attn_cost.profilers.measure.search import (
     Transition,
     crossing_of,
     find_transition,
+    place,
     replicate_interval,
+    replicates_disagree,
+    scan_probes,
     trend_breaks,
 )
 from attn_cost.profilers.measure.sizes import Sizes
@@ -178,7 +182,6 @@ def _release(device: str) -> None:
     """Garbage-collect, and on CUDA empty the caching allocator: the next attempt starts from free memory."""
     gc.collect()
     if device == "cuda":
-
         release()
 
 
@@ -229,6 +232,9 @@ class PairProfile:
             "n0_verdict": self.speed.verdict if self.speed else None,
             "n0_note": self.speed.note if self.speed else None,
             "n0_replicates": [round(x, 1) for x in self.speed.replicates] if self.speed else [],
+            "n0_bracket": list(self.speed.bracket) if self.speed and self.speed.bracket else None,
+            "n0_lengths": list(self.speed.lengths) if self.speed else [],
+            "n0_earlier": self.speed.earlier if self.speed else None,
             "n1_verdict": self.memory.verdict if self.memory else None,
             "lengths_timed": len(self.speed.probes) if self.speed else 0,
             "lengths_traced": len(self.memory.probes) if self.memory else 0,
@@ -289,11 +295,130 @@ def profile_pair(
         speed_t = _speed_transition(
             speed, measurer, a, b, at, n0 or 256, n_max, max_lengths, rel_tol, replicates, grain, scan
         )
+        speed_t = against_earlier(measurer, a, b, sizes, speed_t)
     if "memory" in costs:
         memory_t = find_transition(
             memory, n1 or 256, n_min=2, n_max=n_max, max_probes=4 * max_lengths, rel_tol=0, exact=True
         )
     return PairProfile(a, b, sizes, n0, n1, speed_t, memory_t, time.perf_counter() - t0)
+
+
+_EARLIER: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""Per result store (this process), the first speed transition found of each unit: what a later measurement of the
+same unit through the same store is compared with (a campaign's profile step, then a validation)."""
+
+
+def against_earlier(measurer: Measurer, a: str, b: str, sizes: Sizes, t: Transition) -> Transition:
+    """The transition, or where an earlier measurement of this unit through the same store (in this process)
+    reached another verdict or a crossing outside this one's interval (`standing.agree`), the transition with
+    `earlier` set (the earlier verdict, crossing and interval, and a note saying what changed): a unit never changes
+    verdict on re-measurement without saying so (`standing.judge` then says it does not stand)."""
+    backend = measurer.sdpa_backend
+    unit = (a, b, measurer.scope, measurer.dtype, backend, tuple(sorted(replace(sizes, N=1).as_dict().items())))
+    first = _EARLIER.setdefault(measurer.store, {}).setdefault(unit, t)
+    if first is t or standing.agree(_row(first), _row(t)):
+        return t
+    note = f"measured earlier through the same store: {standing.said(_row(first))}, this time {standing.said(_row(t))}"
+    return replace(
+        t,
+        earlier={"verdict": first.verdict, "measured": first.measured, "uncertainty": first.uncertainty, "note": note},
+    )
+
+
+def _row(t: Transition) -> dict:
+    return {"n0_verdict": t.verdict, "measured_n0": t.measured, "n0_uncertainty": t.uncertainty}
+
+
+class Stored:
+    """The records of a store by key (replicates included) and the lengths each variant was measured at: what a
+    pair's transitions are read from without timing anything (`stored_pair`)."""
+
+    def __init__(self, store: ResultStore) -> None:
+        self.by_key = store.every()
+        self.lengths: dict[tuple, set[int]] = {}
+        for rec in self.by_key.values():
+            s = rec.get("sizes", {})
+            where = (rec["kind"], rec["variant"], rec["scope"], rec["dtype"], s.get("d"))
+            self.lengths.setdefault(where, set()).add(int(s.get("N", 0)))
+
+    def at(self, measurer: Measurer, kind: str, variant: str, d: int) -> set[int]:
+        return self.lengths.get((kind, variant, measurer.scope, measurer.dtype, d), set())
+
+
+def stored_pair(a: str, b: str, sizes: Sizes, measurer: Measurer, setting: Setting, stored: Stored,
+                replicates: int = 4) -> PairProfile | None:  # fmt: skip
+    """A pair's transition points as its stored records show them, timing nothing (`validate --records`).
+
+    Speed: over every length where both variants have a stored timing, the last change from A cheaper to B cheaper
+    (as `search.scan_probes` judges a scan), placed between its two lengths; the replicates are the re-timings stored
+    at lengths around that bracket (up to `replicates`), judged by the replicate rule (`replicated`); a verdict of B
+    or A cheaper throughout holds over the lengths timed, which its note gives. Memory: the same over the traced
+    lengths, to adjacent integers. None where neither cost has a stored measurement of both variants."""
+
+    def at(n: int) -> Sizes:
+        return replace(sizes, N=n)
+
+    def timing(variant: str, n: int, replicate: int | None = None) -> tuple[bool, TimeStats | None]:
+        key = measurer._key("time", variant, at(n)) + ("" if replicate is None else f"|replicate={replicate}")
+        rec = stored.by_key.get(key)
+        return rec is not None, None if rec is None else _stats(rec)
+
+    def probe(n: int, replicate: int | None = None) -> Probe | None:
+        (has_a, ta), (has_b, tb) = timing(a, n, replicate), timing(b, n, replicate)
+        return _time_probe(n, ta, tb) if has_a and has_b else None
+
+    t0 = time.perf_counter()
+    dims = replace(sizes, N=1).symbols()
+    n0 = crossover(a, b, "flops", dims, setting, exact=False).n
+    n1 = crossover(a, b, "memory", dims, setting, exact=False).n
+    both = stored.at(measurer, "time", a, sizes.d) & stored.at(measurer, "time", b, sizes.d)
+    probes = [p for p in (probe(n) for n in sorted(both)) if p is not None]
+    speed_t = _stored_speed(probes, probe, sorted(both), replicates, a, b) if probes else None
+    traced = sorted(stored.at(measurer, "memory", a, sizes.d) & stored.at(measurer, "memory", b, sizes.d))
+    peaks = []
+    for n in traced:
+        ka, kb = (measurer._key("memory", v, at(n)) for v in (a, b))
+        ra, rb = stored.by_key.get(ka), stored.by_key.get(kb)
+        if ra is not None and rb is not None:
+            peaks.append(Probe(n, *(r["memory"]["peak_bytes"] if r["status"] == "ok" else None for r in (ra, rb))))
+    memory_t = _stored_scan(peaks, exact=True) if peaks else None
+    if speed_t is None and memory_t is None:
+        return None
+    return PairProfile(a, b, sizes, n0, n1, speed_t, memory_t, time.perf_counter() - t0)
+
+
+def _stored_scan(probes: list[Probe], exact: bool) -> Transition:
+    """`search.scan_probes` over measured probes: the bracket of the last sign change placed, or the verdict, with the
+    lengths it holds over."""
+    by_n = {p.n: p for p in probes}
+    found = scan_probes(by_n.__getitem__, sorted(by_n))
+    if isinstance(found, str):
+        span = f"over the lengths timed, N = {probes[0].n:,} to {probes[-1].n:,}"
+        return Transition(found, probes=probes, note=span if found.endswith("throughout") else None)
+    lo, hi = found
+    return place(probes, by_n[lo], by_n[hi], exact)
+
+
+def _stored_speed(probes: list[Probe], probe: Callable, candidates: list[int], replicates: int, a: str, b: str
+                  ) -> Transition:  # fmt: skip
+    """The stored speed transition; a found one judged by its stored replicates: those at lengths within a quarter of
+    the bracket's ends (the replicates re-time a tenth beyond them)."""
+    t = _stored_scan(probes, exact=False)
+    if t.verdict != "found":
+        return t
+    if _memory_limit(t):
+        return _as_memory_limit(t, a, b)
+    lo, hi = t.bracket or (0, 0)
+    runs: list[list[Probe]] = []
+    lengths: set[int] = set()
+    for k in range(1, replicates + 1):
+        window = (n for n in candidates if lo - lo / 4 <= n <= hi + hi / 4)
+        near = [p for p in (probe(n, k) for n in window) if p is not None]
+        if not near:
+            break
+        runs.append(near)
+        lengths |= {p.n for p in near}
+    return replicated(t, sorted(lengths), runs)
 
 
 def _time_probe(n: int, ta: TimeStats | None, tb: TimeStats | None) -> Probe:
@@ -325,8 +450,9 @@ def _speed_transition(
     times, alternating; if their crossings mostly lie outside those lengths (or they do not cross), the
     bracket was wrong: its ends are timed again and the search repeated. At most three
     searches; after that the crossover is `inconsistent`. 4. Each replicate gives a crossing (a line
-    through its relative differences); the crossing reported is their median with a prediction interval
-    for one more run, which covers the drift between runs, not only the noise within one.
+    through its relative differences); `replicated` applies the replicate rule (`search.replicates_disagree`:
+    `unsteady` where the crossings disagree) and reports their median with a prediction interval for one
+    more run, which covers the drift between runs, not only the noise within one.
     A device that stays disturbed ends the search with verdict `disturbed` and what was seen."""
     trend_tol = TREND_TOL.get(measurer.device, 0.02)
     try:
@@ -352,15 +478,27 @@ def _speed_transition(
             if 2 * len(again) < replicates or not lengths[0] <= statistics.median(again) <= lengths[-1]:
                 suspects = [lo, hi]  # the re-timed lengths cross elsewhere (or not at all): the bracket was wrong
                 continue
-            crossings = [t.measured, *again]
-            centre, half = replicate_interval(crossings, floor=max(t.uncertainty or 0.0, (hi - lo) / 2))
-            return replace(t, measured=centre, uncertainty=half, replicates=crossings)
+            return replicated(t, lengths, runs)
         return replace(t, verdict="inconsistent", measured=None, uncertainty=None, note=(
             f"{a} and {b} timed again at N = {', '.join(f'{n:,}' for n in suspects)} still disagree with the "
             "other lengths: the device is not steady enough to place the crossover"
         ))  # fmt: skip
     except DisturbedError as e:
         return Transition("disturbed", note=str(e), seen=e.seen)
+
+
+def replicated(t: Transition, lengths: list[int], runs: list[list[Probe]]) -> Transition:
+    """A found search with its replicates' runs at `lengths`: `found` at the median of the crossings (with a
+    prediction interval for one more run, never narrower than half the bracket) where they agree by the replicate
+    rule, else `unsteady` with the crossings in its note."""
+    crossings = [c for c in [t.measured, *map(crossing_of, runs)] if c is not None]
+    why = replicates_disagree(crossings, runs)
+    if why is not None:
+        return replace(t, verdict="unsteady", measured=None, uncertainty=None, replicates=crossings, lengths=lengths,
+                       note=f"replicates disagree: {why}")  # fmt: skip
+    lo, hi = t.bracket or (0, 0)
+    centre, half = replicate_interval(crossings, floor=max(t.uncertainty or 0.0, (hi - lo) / 2))
+    return replace(t, measured=centre, uncertainty=half, replicates=crossings, lengths=lengths)
 
 
 GRAIN = {"cuda": 8}

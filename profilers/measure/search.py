@@ -8,9 +8,16 @@ combines half the bracket with the measurement noise carried through that interp
 
 The checks `profile._speed_transition` runs before it calls a measured crossover found live here
 too: `trend_breaks` (a cost that falls as N grows), `crossing_of` (where a line through re-timed
-relative differences crosses zero, scipy's linregress) and `replicate_interval` (a Student-t
-prediction interval over the replicates' crossings, scipy.stats.t: it covers the next run's value,
-drift between runs included, rather than only the noise of the mean).
+relative differences crosses zero, scipy's linregress), `replicates_disagree` (the replicate rule
+below) and `replicate_interval` (a Student-t prediction interval over the replicates' crossings,
+scipy.stats.t: it covers the next run's value, drift between runs included, rather than only the
+noise of the mean).
+
+The replicate rule: a speed crossover is `found` only where its crossings agree: at least
+REPLICATE_MIN of them (the search's and one per re-timed replicate), every one within
+REPLICATE_SPREAD of their median, and every replicate showing one crossing over the re-timed
+lengths (A cheaper at the shortest, B at the longest, one change of sign between). Otherwise the
+verdict is `unsteady`, with the crossings in its note.
 """
 
 from __future__ import annotations
@@ -64,7 +71,8 @@ class Transition:
     """Where B became no more expensive than A, as measured."""
 
     verdict: str
-    """found | b-cheaper-throughout | a-cheaper-throughout | out-of-memory | budget | disturbed | inconsistent"""
+    """found | b-cheaper-throughout | a-cheaper-throughout | out-of-memory | budget | disturbed | inconsistent |
+    unsteady (replicates that disagree, `replicates_disagree`) | memory-limit"""
     measured: float | None = None
     uncertainty: float | None = None
     bracket: tuple[int, int] | None = None
@@ -75,6 +83,11 @@ class Transition:
     """Why a crossover is not reported (disturbed, inconsistent), in one line."""
     seen: dict | None = None
     """What the disturbance detector saw, when it stopped the search."""
+    lengths: list[int] = field(default_factory=list)
+    """The lengths re-timed for the replicates (the bracket and one length beyond each end)."""
+    earlier: dict | None = None
+    """The verdict of an earlier measurement of the same unit through the same store, where this one differs from it
+    (`profile.against_earlier`): {verdict, measured, uncertainty, note}."""
 
     def as_json(self) -> dict:
         return {
@@ -84,8 +97,10 @@ class Transition:
             "bracket": list(self.bracket) if self.bracket else None,
             "probes": [{**asdict(p), "b_cheaper": p.b_cheaper, "marginal": p.marginal} for p in self.probes],
             "replicates": [round(x, 1) for x in self.replicates],
+            "lengths": self.lengths,
             "note": self.note,
             "seen": self.seen,
+            "earlier": self.earlier,
         }
 
 
@@ -116,11 +131,11 @@ def find_transition(
         ordered = [probes[n] for n in sorted(probes)]
         if lo is None or hi is None:
             return Transition(verdict, probes=ordered)
-        return _place(ordered, probes[lo], probes[hi], exact)
+        return place(ordered, probes[lo], probes[hi], exact)
 
     budget = max_probes
     if scan:  # the bracket of the last sign change over every octave; the bisection's budget beside the scan
-        found = _scan(probe, scan_lengths(n_min, n_max))
+        found = scan_probes(probe, scan_lengths(n_min, n_max))
         if isinstance(found, str):
             return done(found)
         lo, hi = found
@@ -176,7 +191,7 @@ def scan_lengths(n_min: int, n_max: int) -> list[int]:
     return sorted({n for n in out if n <= n_max} | {n_max})
 
 
-def _scan(probe: Callable[[int], Probe], lengths: list[int]) -> tuple[int, int] | str:
+def scan_probes(probe: Callable[[int], Probe], lengths: list[int]) -> tuple[int, int] | str:
     """Probe every length (up to the first where neither variant fits); the bracket of the last change from A
     cheaper to B cheaper, or the verdict when there is none."""
     seen: list[Probe] = []
@@ -195,7 +210,7 @@ def _scan(probe: Callable[[int], Probe], lengths: list[int]) -> tuple[int, int] 
     return seen[i].n, seen[i + 1].n
 
 
-def _place(ordered: list[Probe], lo: Probe, hi: Probe, exact: bool) -> Transition:
+def place(ordered: list[Probe], lo: Probe, hi: Probe, exact: bool) -> Transition:
     """Put the crossing between the last length where A was cheaper and the first where B was."""
     width = hi.n - lo.n
     if exact or width <= 1:
@@ -229,7 +244,44 @@ def crossing_of(points: list[Probe]) -> float | None:
     if len({p.n for p in usable}) < 2:
         return None
     fit = linregress([p.n for p in usable], [p.rel_diff for p in usable])
-    return -fit.intercept / fit.slope if fit.slope > 0 else None
+    return float(-fit.intercept / fit.slope) if fit.slope > 0 else None
+
+
+REPLICATE_MIN = 3
+"""Crossings a found speed crossover needs: the search's and those of at least two re-timed replicates."""
+REPLICATE_SPREAD = 0.10
+"""How far from their median (relative) every crossing may lie: the replicates re-time the bracket and one length
+10 % beyond each end of it, so a crossing further off was extrapolated from those lengths, not measured."""
+
+
+def one_crossing(points: list[Probe]) -> bool:
+    """Whether lengths re-timed together, in order of N, show one crossing: A cheaper at the shortest, B at the
+    longest, and one change of sign between."""
+    signs = [p.b_cheaper for p in sorted(points, key=lambda p: p.n)]
+    return len(signs) >= 2 and not signs[0] and signs[-1] and sum(x != y for x, y in itertools.pairwise(signs)) == 1
+
+
+def signs_of(points: list[Probe]) -> str:
+    """The sign pattern of re-timed lengths, in order of N: A where A was cheaper, B where B was (`AABB`)."""
+    return "".join("B" if p.b_cheaper else "A" for p in sorted(points, key=lambda p: p.n))
+
+
+def replicates_disagree(crossings: list[float], runs: list[list[Probe]]) -> str | None:
+    """The replicate rule (see the module's docstring): None where the crossings agree, else one line saying how
+    they do not. `crossings`: the search's and each replicate's that crossed; `runs`: each replicate's re-timed
+    lengths."""
+    shown = ", ".join(f"{c:,.0f}" for c in crossings) or "none"
+    if len(crossings) < REPLICATE_MIN:
+        plural = "s" * (len(crossings) != 1)
+        return f"{len(crossings)} crossing{plural} ({shown}) where a found crossover needs {REPLICATE_MIN}"
+    centre = statistics.median(crossings)
+    if any(abs(c - centre) > REPLICATE_SPREAD * centre for c in crossings):
+        return f"crossings {shown} are not all within {REPLICATE_SPREAD:.0%} of their median {centre:,.0f}"
+    bad = [k for k, run in enumerate(runs, 1) if not one_crossing(run)]
+    if bad:
+        patterns = ", ".join(f"replicate {k}: {signs_of(runs[k - 1])}" for k in bad)
+        return f"crossings {shown}, but not one crossing in every replicate ({patterns}, A/B: the cheaper by N)"
+    return None
 
 
 def replicate_interval(values: list[float], floor: float = 0.0, level: float = 0.95) -> tuple[float, float]:

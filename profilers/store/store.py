@@ -419,11 +419,18 @@ class Database:
     `writable=False` opens an existing database read-only and an absent one as an empty database in memory,
     so listing or exporting never creates or changes a file."""
 
-    def __init__(self, path: Path, writable: bool = True) -> None:
-        self.path = path
-        self.writable = writable
+    def __init__(self, path: Path | None, writable: bool = True) -> None:
+        """`path` None: an empty database in memory, nothing on disk read or written (`ResultStore.of_records`)."""
+        self.path = path or Path(":memory:")
+        self.writable = writable and path is not None
         self.warnings: list[str] = []
         self.bad_rows: set[int] = set()
+        if path is None:
+            self.file = self.path
+            self.con = sqlite3.connect(":memory:", isolation_level=None)
+            self._finalizer = weakref.finalize(self, self.con.close)
+            self._create()
+            return
         self.file = real(path)
         """The database file itself (a symbolic link at `path` followed)."""
         if path.is_dir():
@@ -710,7 +717,7 @@ class ResultStore:
 
     def __init__(
         self, device: dict, root: Path | None = None, *, shipped: bool = True, reuse: bool = True,
-        writable: bool = True,
+        writable: bool = True, _memory: bool = False,
     ) -> None:  # fmt: skip
         """`root`: results directory or database file (default `default_root()`).
         `shipped`: also read the measurements that ship with attn-cost for this device.
@@ -719,7 +726,7 @@ class ResultStore:
         self.device = device
         self.slug = slug(device)
         self.reuse = reuse
-        self.db = open_database(root, writable)
+        self.db = Database(None) if _memory else open_database(root, writable)
         self.path = self.db.path
         self.warnings: list[str] = list(self.db.warnings)
         self.shipped: dict[str, dict] = {}
@@ -731,16 +738,27 @@ class ResultStore:
         self.hits = {"stored": 0, "shipped": 0}
         """Lookups answered from the database and from the measurements shipped with attn-cost."""
 
+    @classmethod
+    def of_records(cls, device: dict, records: dict[str, dict]) -> ResultStore:
+        """A read-only store of these records (by key) alone, no database on disk opened: what `validate --records
+        FILE` reads, so that the file, not the user's store, is judged."""
+        store = cls(device, shipped=False, writable=False, root=None, _memory=True)
+        store.shipped = dict(records)
+        return store
+
     @property
     def records(self) -> dict[str, dict]:
         """Every record of this device by key: shipped ones, overridden by stored ones (a full scan).
         Replicates (timings repeated to see a crossover's spread) are left out: one point per setting."""
-        if self.reuse:
-            stored = {rec["key"]: rec for _, rec in self.db.select("WHERE device = ?", (self.slug,))}
-            merged = {**self.shipped, **stored, **self.session}
-        else:
-            merged = dict(self.session)
-        return {k: rec for k, rec in merged.items() if "replicate" not in rec}
+        return {k: rec for k, rec in self.every().items() if "replicate" not in rec}
+
+    def every(self) -> dict[str, dict]:
+        """Every record of this device by key, replicates included (a full scan): what a re-read of a crossover
+        from its records needs (`profile.stored_pair`)."""
+        if not self.reuse:
+            return dict(self.session)
+        stored = {rec["key"]: rec for _, rec in self.db.select("WHERE device = ?", (self.slug,))}
+        return {**self.shipped, **stored, **self.session}
 
     def get(self, key: str) -> dict | None:
         """The stored measurement with this key (an index probe), else the shipped one, else None; counts
