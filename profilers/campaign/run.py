@@ -51,7 +51,7 @@ from attn_cost.costmodel.crossover import Setting, crossover
 from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers.campaign.planning import WAVES, Price, launch_bound_shape, loaded_shape, unit_cost
 from attn_cost.profilers.devicemodel.calibrate import Calibrator, cache_sizes, calibrate, line_grid
-from attn_cost.profilers.devicemodel.corrections import PROFILE_KIND
+from attn_cost.profilers.devicemodel.corrections import PROFILE_KIND, profile_name
 from attn_cost.profilers.devicemodel.datasheet import for_device
 from attn_cost.profilers.devicemodel.gpumodel import GpuModel, fitted
 from attn_cost.profilers.devicemodel.opmodel import OPMODEL_KIND, user_dir
@@ -412,11 +412,6 @@ def _unit_keys(unit: dict) -> bool:
     return isinstance(unit.get("d"), int) and all(isinstance(unit.get(k), str) for k in ("dtype", "a", "b"))
 
 
-def profile_file(device_slug: str, dtype: str) -> str:
-    """The name of a campaign's device profile in one dtype (fp32's carries the bare device slug)."""
-    return f"{device_slug}.json" if dtype == "fp32" else f"{device_slug}-{dtype}.json"
-
-
 def opmodel_file(device_slug: str) -> str:
     return f"opmodel-{device_slug}.json"
 
@@ -436,7 +431,7 @@ def outputs(plan: Plan, device_slug: str) -> list[tuple[Path, Callable[[Path], b
         (out / "summary.json", is_json_of(SUMMARY_KIND), "a campaign summary"),
     ]
     for dtype in plan.dtypes:
-        files.append((out / profile_file(device_slug, dtype), is_json_of(PROFILE_KIND), "a device profile"))
+        files.append((out / f"{profile_name(device_slug, dtype)}.json", is_json_of(PROFILE_KIND), "a device profile"))
         files.append((out / report_file(dtype), is_html_report, "an HTML report"))
     if plan.calibrate:
         files.append((out / opmodel_file(device_slug), is_json_of(OPMODEL_KIND), "an op calibration"))
@@ -609,8 +604,12 @@ def _loaded_words(sm_count: int, plan: Plan) -> str:
 
 
 def fit_command(camp: Campaign) -> str:
-    """The command that fits this run's device afterwards, from its exported records."""
-    return f"attn-cost validate --records {camp.out / 'measurements.jsonl'}"
+    """The commands that fit this run's device afterwards, on any machine, from its records and summary (the
+    plan's pairs, head dims and shape come from the summary), one per dtype."""
+    records, summary = camp.out / "measurements.jsonl", camp.out / "summary.json"
+    return "; ".join(
+        f"attn-cost validate --records {records} --summary {summary} --dtype {dtype}" for dtype in camp.plan.dtypes
+    )
 
 
 def device_pricer(camp: Campaign) -> Callable[[dict, str], Price] | None:
@@ -777,7 +776,7 @@ def validate_step(camp: Campaign, again: bool = False) -> None:
             camp.error("validate", f"in {dtype}", e)
             continue
         text = json.dumps(profile.as_json(), indent=2) + "\n"
-        path = camp.write(profile_file(profile.slug, dtype), text, is_json_of(PROFILE_KIND), "a device profile")
+        path = camp.write(f"{profile.name}.json", text, is_json_of(PROFILE_KIND), "a device profile")
         camp.profiles[dtype] = str(path)
         camp.validation[dtype] = rows
         done.append(dtype)
