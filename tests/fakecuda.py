@@ -188,6 +188,8 @@ class SimGPU:
         self.capturing: SimGraph | None = None
         self.profiling: list[Work] | None = None
         self.profiler_error: str | None = None
+        self.profiler_kinds = True
+        """False: the profiler's events carry no activity type (an older torch)."""
         """Set: torch.profiler fails with this message (a machine where CUPTI is not allowed)."""
         self.uncapturable: set[str] = set()
         """Variants whose calls cannot be captured in a CUDA graph (a synchronisation inside them)."""
@@ -400,12 +402,16 @@ class Profile:
 
     def events(self) -> list:
         cuda, cpu = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
-        out = [types.SimpleNamespace(name="Context Sync", device_type=cuda, activity_type="cuda_sync")]
+
+        def event(name: str, device, kind: str) -> types.SimpleNamespace:
+            kinds = {"activity_type": kind} if self.sim.profiler_kinds else {}
+            return types.SimpleNamespace(name=name, device_type=device, **kinds)
+
+        out = [event("Context Sync", cuda, "cuda_sync")]
         for i, work in enumerate(self.seen):
-            out.append(types.SimpleNamespace(name=f"aten::call{i}", device_type=cpu, activity_type="cpu_op"))
+            out.append(event(f"aten::call{i}", cpu, "cpu_op"))
             for k in range(work.kernels):
-                launch = types.SimpleNamespace(name="cudaLaunchKernel", device_type=cpu, activity_type="cuda_runtime")
-                out += [launch, types.SimpleNamespace(name=f"kernel{i}.{k}", device_type=cuda, activity_type="kernel")]
+                out += [event("cudaLaunchKernel", cpu, "cuda_runtime"), event(f"kernel{i}.{k}", cuda, "kernel")]
         return out
 
 

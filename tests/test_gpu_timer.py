@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import torch
 from attn_cost.profilers.measure import gpu_timing
 from attn_cost.profilers.measure.device import fingerprint
 from attn_cost.profilers.measure.gpu_record import EAGER_ONLY, GRAPH, L2_POLICY, launch_bound, record_launch_bound
@@ -185,11 +186,15 @@ def test_a_call_that_cannot_be_captured_is_eager_only_at_every_length_with_its_r
 
 
 def test_kernels_are_counted_once_per_shape_and_a_profiler_that_cannot_count_is_said(sim) -> None:
+    """Counted by the profiler's device events that are launches (not its synchronisations, not the host's events),
+    with or without activity types on them (older torch), once per shape; a profiler that fails leaves a reason."""
     build = fake_case(sim)
     for n in (64, 64, 128):
         (stats,) = time_cases([build("softmax", "core", Sizes(N=n, d=16), "fp32", "cuda")], 3, 2)
         assert stats.kernels == 4
     assert sim.profiles == 2
+    sim.profiler_kinds = False
+    assert gpu_timing.count_kernels(lambda: sim.launch(21, 1e-5)) == (21, None)
     sim.profiler_error = "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"
     (stats,) = time_cases([build("softmax", "core", Sizes(N=256, d=16), "fp32", "cuda")], 3, 2)
     host = stats.record_fields()["host"]
@@ -275,3 +280,29 @@ def test_a_point_is_launch_bound_when_its_eager_time_is_the_hosts_issue_time(sim
     assert launch_bound(110e-6, 100e-6) and not launch_bound(111e-6, 100e-6)  # within 10 % above the host's time
     assert launch_bound(5e-3, 10e-6, blocks=32, sms=132) and not launch_bound(5e-3, 10e-6, blocks=264, sms=132)
     assert record_launch_bound({"time": {"median": 1e-3}}) is None  # an older timer's record says nothing
+
+
+# -- on a real GPU (skipped without one) ---------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_a_real_gpu_a_call_is_captured_and_its_kernels_counted() -> None:
+    """PyTorch's own graphs and profiler, as the timer uses them: one in-place add is one kernel and captures;
+    materialised softmax (QKᵀ, softmax, PV, and its scaling) is timed by graph replay with its kernels counted, its
+    eager time no shorter than its graph time (launches only add), and the host's issue time positive."""
+    from attn_cost.profilers.measure.cases import build_case
+
+    x = torch.zeros(1, device="cuda")
+    assert gpu_timing.count_kernels(lambda: x.add_(1)) == (1, None)
+    stream = torch.cuda.Stream()
+    gpu_timing.warm_side_stream(lambda: x.add_(1), stream)
+    graph, why = gpu_timing.capture(lambda: x.add_(1), 3, stream)
+    assert why is None
+    before = x.item()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert x.item() == before + 3  # the three captured calls ran on replay
+    (stats,) = time_cases([build_case("softmax", "core", Sizes(N=256, d=64, b=8), "bf16", "cuda")], 3, 2)
+    assert stats.method == GRAPH and stats.kernels is not None and stats.kernels >= 3
+    assert stats.eager.median >= 0.95 * stats.median and stats.issue_s > 0 and stats.launch_s > 0

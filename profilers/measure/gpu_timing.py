@@ -191,13 +191,20 @@ def count_kernels(call: Callable[[], object]) -> tuple[int | None, str | None]:
             call()
             torch.cuda.synchronize()
         cuda = torch.autograd.DeviceType.CUDA
-        count = sum(1 for e in prof.events() if e.device_type == cuda and e.activity_type in LAUNCHED)
+        count = sum(1 for e in prof.events() if e.device_type == cuda and _launched(e))
     except Exception as e:  # the profiler is optional machinery: a failure leaves the count unknown, said so
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         return None, f"torch.profiler failed: {first}"
     if count == 0:
         return None, "torch.profiler saw no kernel (CUPTI activity unavailable)"
     return count, None
+
+
+def _launched(event) -> bool:
+    """Whether a device event of the profiler is a launch (LAUNCHED); a torch whose events carry no activity type
+    names its synchronisations "... Sync"."""
+    kind = getattr(event, "activity_type", None)
+    return kind in LAUNCHED if kind is not None else "Sync" not in event.name
 
 
 def issue_seconds(call: Callable[[], object], kernels: int | None, calls: int | None = None) -> float:
@@ -212,6 +219,33 @@ def issue_seconds(call: Callable[[], object], kernels: int | None, calls: int | 
     seconds = (time.perf_counter() - t0) / calls
     torch.cuda.synchronize()
     return seconds
+
+
+def warm_side_stream(call: Callable[[], object], stream: torch.cuda.Stream) -> None:
+    """SIDE_WARMUP calls on the stream a capture will use, as PyTorch requires before capturing (workspaces and
+    lazily made state belong to the stream)."""
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(SIDE_WARMUP):
+            call()
+    torch.cuda.current_stream().wait_stream(stream)
+
+
+def capture(call: Callable[[], object], k: int, stream: torch.cuda.Stream | None) -> tuple[object | None, str | None]:
+    """A CUDA graph of k back-to-back calls (its memory pool held until it goes), or (None, why the call cannot be
+    captured: the first line of PyTorch's error). Out of memory is raised, as a result of its own."""
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph, stream=stream):
+            for _ in range(k):
+                call()
+    except RuntimeError as e:
+        if isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in str(e).lower():
+            raise
+        del graph
+        torch.cuda.synchronize()
+        return None, str(e).splitlines()[0] if str(e) else type(e).__name__
+    return graph, None
 
 
 _KERNELS: dict[Hashable, tuple[int | None, str | None]] = {}
@@ -247,11 +281,7 @@ class _Point:
         self.once = _positive(once, "a call")
         self.stream = stream
         if self.captured:
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                for _ in range(SIDE_WARMUP):
-                    self.call()
-            torch.cuda.current_stream().wait_stream(stream)
+            warm_side_stream(self.call, stream)
         if self.key is None or self.key not in _KERNELS:
             counted = count_kernels(self.call)
             if self.key is not None:
@@ -284,20 +314,11 @@ class _Point:
         if self.graph is not None and self.graph_calls == k:
             return self.graph
         self.graph = None  # its pool goes before the next one is made
-        graph = torch.cuda.CUDAGraph()
-        try:
-            with torch.cuda.graph(graph, stream=self.stream):
-                for _ in range(k):
-                    self.call()
-        except RuntimeError as e:
-            if isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in str(e).lower():
-                raise
-            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-            self.method = EAGER_ONLY + reason
+        graph, reason = capture(self.call, k, self.stream)
+        if graph is None:
+            self.method = EAGER_ONLY + str(reason)
             if self.curve is not None:
-                _EAGER_ONLY[self.curve] = reason
-            del graph
-            torch.cuda.synchronize()
+                _EAGER_ONLY[self.curve] = str(reason)
             return None
         self.graph, self.graph_calls = graph, k
         return graph
