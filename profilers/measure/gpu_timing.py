@@ -193,8 +193,7 @@ def count_kernels(call: Callable[[], object]) -> tuple[int | None, str | None]:
         cuda = torch.autograd.DeviceType.CUDA
         count = sum(1 for e in prof.events() if e.device_type == cuda and _launched(e))
     except Exception as e:  # the profiler is optional machinery: a failure leaves the count unknown, said so
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        return None, f"torch.profiler failed: {first}"
+        return None, f"torch.profiler failed: {said(e)}"
     if count == 0:
         return None, "torch.profiler saw no kernel (CUPTI activity unavailable)"
     return count, None
@@ -244,8 +243,16 @@ def capture(call: Callable[[], object], k: int, stream: torch.cuda.Stream | None
             raise
         del graph
         torch.cuda.synchronize()
-        return None, str(e).splitlines()[0] if str(e) else type(e).__name__
+        return None, said(e)
     return graph, None
+
+
+def said(error: BaseException, limit: int = 200) -> str:
+    """An error in one printable line for a record: its first line, control characters replaced, at most `limit`
+    characters (its type's name where it says nothing)."""
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    text = "".join(c if c.isprintable() else " " for c in text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 _KERNELS: dict[Hashable, tuple[int | None, str | None]] = {}

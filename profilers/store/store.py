@@ -135,6 +135,8 @@ class HostValues:
     issue_s: float = field(metadata=rule(minimum=0))
     kernels: int | None = field(default=None, metadata=rule(minimum=0))
     launch_s: float | None = field(default=None, metadata=rule(minimum=0))
+    uncounted: str | None = None
+    """Why the kernels were not counted."""
 
 
 @dataclass
@@ -204,7 +206,8 @@ class Record:
         if obj.get("method") is not None and not is_method(obj["method"]):
             raise ValueError(f"field 'method' is not {GRAPH} or {EAGER_ONLY}<reason>")
         device, sizes, kind, status = obj["device"], obj["sizes"], obj["kind"], obj["status"]
-        for where, text in [*obj.items(), *device.items()]:
+        host = [(f"host.{k}", v) for k, v in obj["host"].items()] if isinstance(obj.get("host"), dict) else []
+        for where, text in [*obj.items(), *device.items(), *host]:
             if isinstance(text, str) and _CONTROL.search(text):
                 raise ValueError(f"field {where!r} holds control characters")
         try:
