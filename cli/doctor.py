@@ -2,7 +2,8 @@
 
 Versions (torch, CUDA, cuDNN, triton, fla-core, typer, click, rich, plotly, nvidia-ml-py), the device and its L2
 cache, which SDPA backends run at which head dims and dtypes, whether flash-linear-attention's chunk kernels run
-(linear-chunked-fused), what a time means and how fine the clock is, whether peak memory is exact, TF32, and a
+(linear-chunked-fused), what a time means (the L2 policy, whether CUDA graphs capture and the profiler counts
+kernels here) and how fine the clock is, whether peak memory is exact, TF32, and a
 mini profile of at most ~30 seconds. Runs on a CPU-only machine too: each
 missing piece is one line that says what it costs.
 """
@@ -23,6 +24,7 @@ from attn_cost.cli.render import emit
 from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers.measure import sdpa
 from attn_cost.profilers.measure.device import CPU_TIMER_VERSION, cpu_info, select_device
+from attn_cost.profilers.measure.gpu_record import L2_POLICY
 from attn_cost.profilers.measure.sizes import Sizes
 
 HEAD_DIMS = (16, 32, 64, 96, 128, 256)
@@ -89,12 +91,17 @@ def examine(device: str, profile: bool = True) -> dict:
     if not fla["usable"]:
         missing.append(f"no flash-linear-attention kernels here: {fla['why']}; linear-chunked-fused runs the "
                        "PyTorch chunked form")  # fmt: skip
+    timer = _timer(device)
+    if timer.get("graph_capture", "ok") != "ok":
+        missing.append(f"no CUDA graph capture ({timer['graph_capture']}): every point is timed eager-only")
+    if timer.get("kernel_count", "ok") != "ok":
+        missing.append(f"no kernel count ({timer['kernel_count']}): records keep no launch cost per kernel")
     report: dict[str, Any] = {
         "versions": versions,
         "device": _device(device),
         "sdpa": _sdpa(device),
         "fla": fla,
-        "timer": _timer(device),
+        "timer": timer,
         "memory": _memory(device),
         "precision": _precision(device),
         "missing": missing,
@@ -164,7 +171,9 @@ def _timer(device: str) -> dict:
         return {
             "version": gpu_timing.TIMER_VERSION,
             "meaning": gpu_timing.describe_timer(),
+            "l2": L2_POLICY,
             "resolution_s": _event_resolution(),
+            **_timer_probes(),
         }
     from attn_cost.profilers.measure.timing import SETTLE_S
 
@@ -174,6 +183,25 @@ def _timer(device: str) -> dict:
         "untimed call of their own; the median of the runs",
         "resolution_s": time.get_clock_info("perf_counter").resolution,
     }
+
+
+def _timer_probes() -> dict:
+    """Whether a CUDA graph captures here (else every point is timed eager-only) and whether torch.profiler counts
+    the kernels of a one-kernel call (else records keep `host.kernels` null): `graph_capture` and `kernel_count`
+    are "ok" or why not."""
+    import torch
+    from attn_cost.profilers.measure import gpu_timing
+
+    x = torch.zeros(1, device="cuda")
+    probe = lambda: x.add_(1)  # noqa: E731  (one kernel)
+    stream = torch.cuda.Stream()
+    gpu_timing.warm_side_stream(probe, stream)
+    graph, why = gpu_timing.capture(probe, 1, stream)
+    kernels, uncounted = gpu_timing.count_kernels(probe)
+    if kernels is not None and kernels != 1:
+        uncounted = f"torch.profiler counted {kernels} kernels for one"
+    del graph
+    return {"graph_capture": why or "ok", "kernel_count": uncounted or "ok"}
 
 
 def _event_resolution() -> float:
@@ -263,6 +291,8 @@ def _print(report: dict) -> None:
     render.line(f"linear-chunked-fused runs: {fla['runs']} ({fla['version']})", markup=False)
     t = report["timer"]
     render.sentence(f"Timer (v{t['version']}, resolution {t['resolution_s']:.2g} s): {t['meaning']}.", indent=0)
+    if "graph_capture" in t:
+        render.line(f"CUDA graph capture: {t['graph_capture']}; kernels counted: {t['kernel_count']}", markup=False)
     render.sentence(f"Peak memory: {report['memory']['method']}.", indent=0)
     render.line(f"Precision: {report['precision']}", markup=False)
     p = report["profile"]

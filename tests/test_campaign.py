@@ -156,7 +156,8 @@ def test_each_run_is_one_bench_median_and_runs_alternate() -> None:
 
 def test_the_timer_says_what_a_time_means() -> None:
     text = gpu_timing.describe_timer()
-    assert f"v{gpu_timing.TIMER_VERSION}" in text and "back-to-back" in text and "no L2 flush" in text
+    assert f"v{gpu_timing.TIMER_VERSION}" in text and "back-to-back" in text and "CUDA graph" in text
+    assert "no flush" in text and "eager" in text and "the same method at every length" in text
 
 
 # -- the campaign ----------------------------------------------------------------------------------

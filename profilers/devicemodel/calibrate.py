@@ -339,7 +339,8 @@ def probe(device: str, dtype: str = "fp32") -> Rates:
     for at in (small, large, product):
         run, make = _runner(at, dtype, device)
         size = Sizes(N=at.get("rows", at.get("m", 1)), d=at.get("cols", at.get("k", 1)))
-        (stats,) = time_cases([Case(f"probe:{at.kernel}", "op", size, dtype, device, run, make)], 3, 1)
+        case = Case(f"probe:{at.kernel}", "op", size, dtype, device, run, make, tag=str(at.dims))
+        (stats,) = time_cases([case], 3, 1)
         seconds.append(stats.median)
     t_small, t_large, t_product = seconds
     moved = engine_op(large, dtype).dims["bytes"]
@@ -416,7 +417,8 @@ class Calibrator:
                 run(box)
 
         size = Sizes(N=int(p.dims.get("rows", p.dims.get("m", 1))), d=int(p.dims.get("cols", p.dims.get("k", 1))))
-        cases = [Case(f"{tag}:{shape.kernel}", "op", size, self.dtype, self.device, many, make)]
+        exact = f"{shape.dims}|inner={inner}"  # `size` is a summary of the shape: the timer's caches key on this
+        cases = [Case(f"{tag}:{shape.kernel}", "op", size, self.dtype, self.device, many, make, tag=exact)]
         if runner.restore is not None:  # the restoring copy alone, timed in alternation with the kernel
             restore = runner.restore
 
@@ -424,7 +426,9 @@ class Calibrator:
                 for _ in range(inner):
                     restore(box)
 
-            cases.append(Case(f"{tag}:{shape.kernel}:restore", "op", size, self.dtype, self.device, restores, make))
+            cases.append(
+                Case(f"{tag}:{shape.kernel}:restore", "op", size, self.dtype, self.device, restores, make, tag=exact)
+            )
         # a call, a loop step or a chain is host-side work: on CUDA the host clock times it (GPU events see ~0)
         host = {"host_clock": True} if self.device == "cuda" and p.kernel in (CALL, LOOP_STEP, SEQUENCE) else {}
         try:

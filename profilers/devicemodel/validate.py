@@ -410,10 +410,13 @@ def recheck_spikes(measurer: Measurer, variants: list[str], ds: list[int], templ
     again = 0
     for _ in range(RECHECK_PASSES):
         series: dict[tuple[str, int], list[tuple[int, float, tuple]]] = defaultdict(list)
+        confirmed = set()  # taken again RECHECK_PASSES times already (by an earlier run): off the trend for real
         for rec in _timings(measurer, variants, ds, template):
             v, s = rec["variant"], rec["sizes"]
             series[(v, s["d"])].append((s["N"], rec["time"]["median"], (v, s["d"], s["N"])))
-        suspects = spikes(series)
+            if rec.get("retimed", 0) >= RECHECK_PASSES:
+                confirmed.add((v, s["d"], s["N"]))
+        suspects = [x for x in spikes(series) if x not in confirmed]
         for variant, d, n in suspects:
             measurer.time_again(variant, replace(template, N=n, d=d))
         again += len(suspects)

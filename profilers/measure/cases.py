@@ -72,6 +72,9 @@ class Case:
     make_inputs: Callable[[], list[Tensor]]
     params: Params | None = None
     """The weights (made on the first call)."""
+    tag: str = ""
+    """What else sets its calls apart from another case of the same variant, scope, sizes and dtype (a forced SDPA
+    backend): the CUDA timer's caches of kernel counts and of calls that cannot be captured are keyed by it."""
 
 
 def build_case(variant: str, scope: str, sizes: Sizes, dtype: str = "fp32", device: str = "cpu", seed: int = 0) -> Case:

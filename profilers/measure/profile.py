@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from attn_cost.costmodel.crossover import Setting, crossover
 from attn_cost.profilers.measure import sdpa, standing
 from attn_cost.profilers.measure.cases import build_case
-from attn_cost.profilers.measure.gpu_timing import precision_settings, release
+from attn_cost.profilers.measure.gpu_timing import CudaTimes, precision_settings, release
 from attn_cost.profilers.measure.memory import cuda_peak, traced_peak
 from attn_cost.profilers.measure.reference import implementation_of
 from attn_cost.profilers.measure.search import (
@@ -76,7 +76,9 @@ class Measurer:
         fresh: bool = False,
         replicate: int | None = None,
     ) -> list[TimeStats | None]:
-        """Seconds per call of each variant (None: out of memory), timed in alternation and stored.
+        """Seconds per call of each variant (None: out of memory), timed in alternation and stored. On CUDA the
+        seconds are the device time (graph replay) and each record keeps the eager time, the host's launch cost, the
+        timing method and the L2 policy beside it (`gpu_timing.CudaTimes.record_fields`).
         `fresh`: time them again even if stored (the new timings replace the stored ones).
         `replicate`: the k-th repetition of this timing, stored under its own key (see `_speed_transition`)."""
         suffix = "" if replicate is None else f"|replicate={replicate}"
@@ -91,17 +93,23 @@ class Measurer:
         if replicate is not None:
             extra["replicate"] = replicate
         for key, v, s, st in zip(keys, variants, stats, status, strict=True):
-            self._record("time", key, v, sizes, {"time": s.as_json() if s else None, "status": st, **extra})
+            fields = s.record_fields() if isinstance(s, CudaTimes) else {}  # eager, host, method, l2
+            self._record("time", key, v, sizes, {"time": s.as_json() if s else None, "status": st, **extra, **fields})
         self.measured += len(variants)
         return stats
 
     def time_again(self, variant: str, sizes: Sizes) -> None:
         """Time a stored timing again and keep the faster of the two: a disturbance only slows a timing down,
-        and some slow spells of a shared machine show on none of the detector's clocks."""
-        old = self.store.get(self._key("time", variant, sizes))
+        and some slow spells of a shared machine show on none of the detector's clocks. The kept record counts
+        the times it was taken again (`retimed`), so that a rerun does not take a confirmed timing again."""
+        key = self._key("time", variant, sizes)
+        old = self.store.get(key)
         (new,) = self.time([variant], sizes, fresh=True)
-        if old is not None and old["status"] == "ok" and (new is None or new.median > old["time"]["median"]):
-            self.store.add({k: v for k, v in old.items() if k not in ("schema", "device", "at")})
+        slower = old is not None and old["status"] == "ok" and (new is None or new.median > old["time"]["median"])
+        kept = old if slower else self.store.get(key)
+        if kept is not None:
+            fields = {k: v for k, v in kept.items() if k not in ("schema", "device", "at")}
+            self.store.add({**fields, "retimed": (old or {}).get("retimed", 0) + 1})
 
     def _timed(self, variants: list[str], sizes: Sizes, runs: int) -> tuple[list[TimeStats | None], list[str]]:
         self.notify(f"timing {' vs '.join(variants)} at N = {sizes.N:,}")

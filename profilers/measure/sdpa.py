@@ -186,7 +186,7 @@ def bind(case, name: str | None):
         with sdpa_kernel([backend]):
             return inner(inputs)
 
-    return replace(case, run=run)
+    return replace(case, run=run, tag=f"{case.tag}|sdpa={name}")
 
 
 def record_fields(variant: str, name: str | None, device: str, dtype: str, head_dim: int) -> dict:

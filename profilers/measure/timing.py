@@ -1,9 +1,9 @@
 """Wall-clock time of one call: warm-up, repeated runs, median and spread, disturbed runs thrown out.
 
-CUDA runs go to `gpu_timing.py` (CUDA events around blocks of calls); CPU runs are timed with perf_counter at the
-thread count the caller fixed, a call shorter than SETTLE_S straight after an untimed call of its own. Two
-variants are timed in alternation, so that drift (clock boost, a busy neighbour) hits both alike. The first
-calls are never timed.
+CUDA runs go to `gpu_timing.py` (CUDA graphs and events around blocks of calls); CPU runs are timed with
+perf_counter at the thread count the caller fixed, a call shorter than SETTLE_S straight after an untimed call of
+its own. Two variants are timed in alternation, so that drift (clock boost, a busy neighbour) hits both alike. The
+first calls are never timed.
 
 Every timed call is watched by a `Detector`: around it, it reads the process's clocks (`Clocks`:
 wall time, CPU time of the process, the scheduler's run-queue wait of every
@@ -11,8 +11,8 @@ thread from /proc/self/task/*/schedstat, the machine's steal time from /proc/sta
 which a thread waited for a CPU, the process's threads together got much less CPU than wall time
 (none of them was running: descheduled), or the hypervisor stole time, is *disturbed*: its round
 is thrown away and timed again after a back-off.
-A CUDA batch (timed by gpu_timing, events around blocks of calls) is watched as a whole: run-queue wait and
-steal of the host over the batch (`watched_batch`). If too many rounds stay disturbed the batch
+A CUDA batch (timed by gpu_timing: graph replays, eager calls, the host's issue time) is watched as a whole:
+run-queue wait and steal of the host over the batch (`watched_batch`). If too many rounds stay disturbed the batch
 raises `DisturbedError`, which says what was seen; a disturbed time is never returned as good.
 The clock source is injectable, so tests feed the detector disturbed samples.
 """
@@ -307,9 +307,10 @@ def time_cases(
     ATTN_COST_DISTURBANCE=off with the default detector, times without watching (every run kept: for
     functional tests on a busy machine, never for numbers to trust).
 
-    On CUDA the times are device times (`gpu_timing.bench_seconds`), or with `host_clock` host times around
-    synchronised blocks (`gpu_timing.host_seconds`: for terms that launch little or nothing); on the CPU every
-    time is a host time."""
+    On CUDA the times are device times by graph replay, each a `gpu_timing.CudaTimes` that keeps the eager time,
+    the host's issue time and the counted kernels beside it; or with `host_clock` host times around synchronised
+    blocks (`gpu_timing.host_seconds`: for terms that launch little or nothing). On the CPU every time is a host
+    time."""
     if detector is DEFAULT_DETECTOR and os.environ.get("ATTN_COST_DISTURBANCE", "").lower() == "off":
         detector = None
     if cases[0].device == "cuda":  # CUDA events around blocks of calls, or the host clock: gpu_timing.py

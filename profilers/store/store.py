@@ -36,6 +36,7 @@ from attn_cost.costmodel.paths import check_input, os_reason, real
 from attn_cost.costmodel.scopes import SCOPES
 from attn_cost.profilers import DATA
 from attn_cost.profilers.measure.device import slug
+from attn_cost.profilers.measure.gpu_record import EAGER_ONLY, GRAPH, is_method
 from attn_cost.profilers.store.files import head, is_regular, new_file_mode, read_input, regular_files
 from attn_cost.profilers.store.schema import Fingerprint, SchemaError, check, rule
 
@@ -127,6 +128,31 @@ class TimeValues:
 
 
 @dataclass
+class HostValues:
+    """The host's side of a CUDA timing: its issue time per call, and kernels per call and the cost of one where
+    the profiler counted them."""
+
+    issue_s: float = field(metadata=rule(minimum=0))
+    kernels: int | None = field(default=None, metadata=rule(minimum=0))
+    launch_s: float | None = field(default=None, metadata=rule(minimum=0))
+    uncounted: str | None = None
+    """Why the kernels were not counted."""
+
+
+@dataclass
+class CudaTimeValues:
+    """What a CUDA time record keeps beside its device time (`gpu_record`), each field optional: records of older
+    timers have none of them."""
+
+    eager: TimeValues | None = None
+    host: HostValues | None = None
+    method: str | None = None
+    l2: str | None = None
+    retimed: int | None = field(default=None, metadata=rule(minimum=0))
+    """How many times the timing was taken again (`Measurer.time_again`)."""
+
+
+@dataclass
 class MemoryValues:
     """A peak memory measurement."""
 
@@ -173,10 +199,15 @@ class Record:
             check(obj, RecordFile)
             if obj["status"] == "ok":  # a measurement's numbers: the timing's statistics or the peak
                 check(obj.get(obj["kind"]), TimeValues if obj["kind"] == "time" else MemoryValues, path=obj["kind"])
+                if obj["kind"] == "time":
+                    check(obj, CudaTimeValues)
         except SchemaError as e:
             raise ValueError(_reason(e)) from None
+        if obj.get("method") is not None and not is_method(obj["method"]):
+            raise ValueError(f"field 'method' is not {GRAPH} or {EAGER_ONLY}<reason>")
         device, sizes, kind, status = obj["device"], obj["sizes"], obj["kind"], obj["status"]
-        for where, text in [*obj.items(), *device.items()]:
+        host = [(f"host.{k}", v) for k, v in obj["host"].items()] if isinstance(obj.get("host"), dict) else []
+        for where, text in [*obj.items(), *device.items(), *host]:
             if isinstance(text, str) and _CONTROL.search(text):
                 raise ValueError(f"field {where!r} holds control characters")
         try:
