@@ -28,7 +28,7 @@ WAVES = 4
 """Full waves over the SMs that the default shape gives a kernel with one block per head."""
 GPU_HEADS = 8
 """Heads of the default GPU shape (published attention benchmarks use 8 to 32)."""
-MAX_CALL_S = 0.05
+MAX_CALL_S = 0.1
 """Longest call a search times on a GPU: a length whose calls would take longer is beyond the unit's reach."""
 BISECTIONS = 6
 """Lengths a search times inside the crossing's octave (to 2 % of N)."""

@@ -58,8 +58,8 @@ from attn_cost.profilers.devicemodel.opmodel import OPMODEL_KIND, user_dir
 from attn_cost.profilers.devicemodel.oppredict import row_dims
 from attn_cost.profilers.devicemodel.tunables import DEFAULT, GPU_CAMPAIGN, QUICK
 from attn_cost.profilers.devicemodel.validate import validate
+from attn_cost.profilers.measure import gpu_timing
 from attn_cost.profilers.measure.device import prepare, select_device, slug
-from attn_cost.profilers.measure.gpu_timing import REP_MS
 from attn_cost.profilers.measure.opchecks import softmax_axes
 from attn_cost.profilers.measure.profile import Measurer, profile_pair
 from attn_cost.profilers.measure.reference import stand_in
@@ -104,8 +104,6 @@ allocation holds three such calls and their start-ups; a cluster job of any leng
 STICKY = ("illegal memory access", "device-side assert", "unspecified launch failure", "misaligned address",
           "an illegal instruction", "context is destroyed", "cuda error: unknown error")  # fmt: skip
 """Words of CUDA errors after which the process's CUDA context is unusable: the run stops (a rerun continues)."""
-RUN_S = REP_MS / 1e3
-"""Seconds of one timed run (the GPU timer's): what the planner prices each run at."""
 CHECKPOINT_S = 30.0
 """Inside a long step (a calibration, a validation sweep) the export is rewritten this often."""
 
@@ -344,6 +342,7 @@ class Campaign:
             "new_records": len(getattr(self.store, "session", {})),
             "steps": self.steps,
             "transitions": self.units,
+            "fit_afterwards": [] if self.plan.fit else fit_commands(self.plan),
             "op_checks": self.op_checks,
             "validation": self.validation,
             "profiles": self.profiles,
@@ -529,7 +528,8 @@ def run_campaign(plan: Plan, sink: Callable[[str], None] = print) -> dict:
             if camp.opmodel is not None and plan.fit:
                 validate_step(camp, again=True)  # the op model's zero-shot N0 beside the fit (lookups only)
             if not plan.fit:
-                camp.steps["validate"] = f"not on the device: fit afterwards, on any machine: {fit_command(camp)}"
+                fits = "; ".join(fit_commands(plan))
+                camp.steps["validate"] = f"not on the device: fit afterwards, on any machine: {fits}"
                 camp.log(f"validation: {camp.steps['validate']}")
         except _OutOfTimeError as e:
             camp.skip(f"the rest ({e}): run the same command again to continue where this one stopped")
@@ -603,13 +603,12 @@ def _loaded_words(sm_count: int, plan: Plan) -> str:
             f"(at least {WAVES} asked for)")  # fmt: skip
 
 
-def fit_command(camp: Campaign) -> str:
-    """The commands that fit this run's device afterwards, on any machine, from its records and summary (the
+def fit_commands(plan: Plan) -> list[str]:
+    """The commands that fit a GPU run's device afterwards, on any machine, from its records and summary (the
     plan's pairs, head dims and shape come from the summary), one per dtype."""
-    records, summary = camp.out / "measurements.jsonl", camp.out / "summary.json"
-    return "; ".join(
-        f"attn-cost validate --records {records} --summary {summary} --dtype {dtype}" for dtype in camp.plan.dtypes
-    )
+    out = Path(plan.out)
+    records, summary = out / "measurements.jsonl", out / "summary.json"
+    return [f"attn-cost validate --records {records} --summary {summary} --dtype {dtype}" for dtype in plan.dtypes]
 
 
 def device_pricer(camp: Campaign) -> Callable[[dict, str], Price] | None:
@@ -640,21 +639,22 @@ def plan_units(camp: Campaign, tier: int, share: float) -> list[tuple[str, int, 
     if pricer is None:
         return [(dt, dv, pair, camp.n_max) for dt, dv, pair in units]
     left = share * 60 * plan.minutes - camp.log.elapsed
-    planned, total, later = [], 0.0, []
+    planned, total, later, fresh = [], 0.0, [], 0
     for dtype, dv, (a, b) in units:
         what = f"{a} vs {b}, d = {dv}, {dtype}"
         dims = row_dims({"d": dv, "h": plan.heads, "b": plan.batch})
         setting = Setting(CONVENTION, dtype, "core", "inference")
         start = crossover(a, b, "flops", dims, setting, exact=False).n or 256
         cost = unit_cost(pricer(dims, dtype), a, b, start, camp.n_max, repeats=plan.repeats,
-                         replicates=plan.replicates, run_s=RUN_S)  # fmt: skip
+                         replicates=plan.replicates, run_s=gpu_timing.REP_MS / 1e3)  # fmt: skip
         if camp.done(dtype, dv, a, b):
             planned.append((dtype, dv, (a, b), cost.n_cap))  # its timings are lookups now
         elif cost.seconds > plan.unit_s:
             camp.skip(f"profile {what} (not started: {cost.says()}, over its {plan.unit_s:g} s cap)")
-        elif total + cost.seconds > left:
+        elif fresh and total + cost.seconds > left:  # the first new unit starts: its timings are kept if it is cut
             later.append(what)
         else:
+            fresh += 1
             total += cost.seconds
             planned.append((dtype, dv, (a, b), cost.n_cap))
             camp.costs[what] = cost.says()
@@ -709,7 +709,7 @@ def profile_step(camp: Campaign, tier: int, share: float) -> int:
         camp.unit_ends = camp.log.elapsed + plan.unit_s
         try:
             p = profile_pair(
-                a, b, sizes, measurers[dtype], setting, max_lengths=plan.max_lengths, n_max=n_max,
+                a, b, sizes, measurers[dtype], setting, max_lengths=plan.max_lengths, n_max=camp.n_max, reach=n_max,
                 replicates=plan.replicates,
             )  # fmt: skip
         except _UnitOutOfTimeError as e:

@@ -266,6 +266,7 @@ def profile_pair(
     costs: tuple[str, ...] = ("time", "memory"),
     max_lengths: int = 15,
     n_max: int = 16384,
+    reach: int | None = None,
     rel_tol: float = 0.02,
     replicates: int = 4,
     scan: bool = False,
@@ -275,7 +276,9 @@ def profile_pair(
     `sizes` gives every size but N, which is what the search varies (its N is ignored). A found
     speed crossover is checked (`_speed_transition`) and re-timed `replicates` times. `scan`: the speed
     search first times one length per octave up to n_max and bisects the last sign change (`validate`,
-    which judges the whole range), instead of bracketing from the prediction."""
+    which judges the whole range), instead of bracketing from the prediction. `reach`: the longest length the
+    speed search may time (a campaign's plan: longer calls cost more than the unit has), below n_max, which still
+    bounds the memory search; a search that ends at it says so."""
     t0 = time.perf_counter()
     dims = replace(sizes, N=1).symbols()
     n0 = crossover(a, b, "flops", dims, setting, exact=False).n
@@ -300,10 +303,14 @@ def profile_pair(
 
     speed_t = memory_t = None
     if "time" in costs:
+        top = min(n_max, reach or n_max)
         speed_t = _speed_transition(
-            speed, measurer, a, b, at, n0 or 256, n_max, max_lengths, rel_tol, replicates, grain, scan
+            speed, measurer, a, b, at, n0 or 256, top, max_lengths, rel_tol, replicates, grain, scan
         )
         speed_t = against_earlier(measurer, a, b, sizes, speed_t)
+        if top < n_max and speed_t.verdict == "a-cheaper-throughout" and speed_t.note is None:
+            speed_t = replace(speed_t, note=f"A cheaper at every length timed, up to N = {top:,}: longer calls are "
+                              "beyond this run's reach (planned by their predicted time)")  # fmt: skip
     if "memory" in costs:
         memory_t = find_transition(
             memory, n1 or 256, n_min=2, n_max=n_max, max_probes=4 * max_lengths, rel_tol=0, exact=True
