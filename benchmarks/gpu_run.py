@@ -101,10 +101,10 @@ def attn_cost(*args: str, timeout: float, stdout=None) -> int:
 
 def run(out: Path, minutes: float, earlier: Path | None) -> int:
     start = time.monotonic()
+    source = earlier_records(earlier) if earlier is not None else None  # checked before anything is written
     claim_folder(out)
     campaign = out / "campaign"
-    if earlier is not None and not (campaign / "measurements.jsonl").exists():
-        source = earlier_records(earlier)
+    if source is not None and not (campaign / "measurements.jsonl").exists():
         campaign.mkdir(exist_ok=True)
         (campaign / "measurements.jsonl").write_bytes(source.read_bytes())
     record: dict = {"kind": KIND, "minutes": minutes, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

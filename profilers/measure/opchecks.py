@@ -36,7 +36,8 @@ class AxisCheck:
                 "bytes": self.bytes}  # fmt: skip
 
 
-def _case(name: str, sizes: Sizes, dtype: str, device: str) -> Case:
+def build_case(name: str, sizes: Sizes, dtype: str, device: str) -> Case:
+    """The softmax of one layout as a timed case."""
     dim = SOFTMAX_AXES[name]
     shape = (sizes.b, sizes.h, sizes.N, sizes.latents) if dim == -2 else (sizes.b, sizes.h, sizes.latents, sizes.N)
 
@@ -63,7 +64,7 @@ def softmax_axes(
             rec = store.get(key)
             if rec is None:
                 try:
-                    (stats,) = time_cases([_case(name, sizes, dtype, device)], repeats, 2)
+                    (stats,) = time_cases([build_case(name, sizes, dtype, device)], repeats, 2)
                     rec = store.add({"kind": "time", "key": key, "variant": name, "scope": "core", "dtype": dtype,
                                      "sizes": sizes.as_dict(), "time": stats.as_json(), "status": "ok"})  # fmt: skip
                 except OutOfMemoryError:
