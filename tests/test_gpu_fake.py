@@ -15,7 +15,7 @@ import pytest
 import torch
 from attn_cost.profilers.measure import gpu_timing
 from attn_cost.profilers.measure.sizes import Sizes
-from fakecuda import BYTES, SimGPU, call_seconds, fake_case, install, model, sim_n0, sim_n1
+from fakecuda import BYTES, LAUNCH_S, SimGPU, call_seconds, device_seconds, fake_case, install, model, sim_n0, sim_n1
 
 TS = ("taylorshift-direct", "taylorshift-efficient")
 
@@ -133,6 +133,23 @@ def test_shipped_cpu_profiles_keep_their_names() -> None:
             assert slug({**device, "timer_version": CPU_TIMER_VERSION}) == name
 
 
+def test_a_unit_says_where_its_eager_times_measured_the_hosts_launches(sim, tmp_path) -> None:
+    """At one head of N = 64 the 21 kernels of efficient TaylorShift take less device time than their launches take
+    the host (host-bound); at 528 heads of N = 4,096 softmax's 4 kernels do not."""
+    from attn_cost.profilers.campaign.run import host_bound
+    from attn_cost.profilers.measure.profile import Measurer
+
+    m = Measurer("cuda", _store(tmp_path), repeats=3)
+    small, large = Sizes(N=64, d=16, b=1), Sizes(N=4096, d=16, b=66, h=8)
+    m.time(list(TS), small)
+    m.time(["softmax", "linear"], large)
+    for v in TS:
+        k = model(v, 64, 16, 1, 1, "fp32")
+        assert device_seconds(k, "fp32") < k.kernels * LAUNCH_S  # the simulation's own verdict, by hand
+    assert host_bound(m, TS, small, [64]) == {TS[0]: [64], TS[1]: [64]}
+    assert host_bound(m, ("softmax", "linear"), large, [4096]) == {"softmax": [], "linear": []}
+
+
 # -- the campaign ------------------------------------------------------------------------------------
 
 
@@ -164,6 +181,10 @@ def test_the_campaign_on_a_simulated_h100_finds_the_devices_own_crossovers(sim, 
         assert u["n0_verdict"] == "found"
         assert abs(u["measured_n0"] - expected) <= max(0.03 * expected, u["n0_uncertainty"]), (u, expected)
         assert u["measured_n1"] == sim_n1(u["a"], u["b"], u["d"], u["batch"], u["heads"], "fp32", 65536)
+        for v, lengths in u["host_bound"].items():  # the eager loop waited on the host's launches there
+            for n in lengths:
+                m = model(v, n, u["d"], u["batch"], u["heads"], "fp32")
+                assert device_seconds(m, "fp32") <= 1.1 * m.kernels * LAUNCH_S, (v, n)
     records = [json.loads(line) for line in (out / "measurements.jsonl").read_text().splitlines()]
     timed = {r["sizes"]["N"] for r in records if r["kind"] == "time"}
     assert all(n % 8 == 0 for n in timed)  # CUDA probes multiples of 8 tokens
@@ -328,5 +349,6 @@ def test_the_calibration_times_host_terms_on_the_host_clock_on_a_gpu(tmp_path, m
         for at in (cal._s(CALL, rows=1, cols=8), cal._s(LOOP_STEP, iterations=8), cal._s("copy", rows=4, cols=64)):
             calibrator._measure(at, cal.engine_op(at, "fp32"), f"{device}-{at.kernel}", f"op-{device}")
         on_host = device == "cuda"
-        assert asked[CALL] == asked[LOOP_STEP] == ({"host_clock": True} if on_host else {})
-        assert asked["copy"] == {}
+        assert asked[CALL] == asked[LOOP_STEP] == ({"host_clock": True, "count_kernels": False} if on_host else
+                                                   {"count_kernels": False})  # fmt: skip
+        assert asked["copy"] == {"count_kernels": False}  # a sample runs the op many times: no per-call count

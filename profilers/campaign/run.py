@@ -60,6 +60,7 @@ from attn_cost.profilers.devicemodel.tunables import DEFAULT, GPU_CAMPAIGN, QUIC
 from attn_cost.profilers.devicemodel.validate import validate
 from attn_cost.profilers.measure import gpu_timing
 from attn_cost.profilers.measure.device import prepare, select_device, slug
+from attn_cost.profilers.measure.gpu_record import record_launch_bound
 from attn_cost.profilers.measure.opchecks import softmax_axes
 from attn_cost.profilers.measure.profile import Measurer, profile_pair
 from attn_cost.profilers.measure.reference import stand_in
@@ -669,6 +670,17 @@ def plan_units(camp: Campaign, tier: int, share: float) -> list[tuple[str, int, 
     return planned
 
 
+def host_bound(measurer: Measurer, variants: tuple[str, str], sizes: Sizes, lengths: list[int]) -> dict[str, list[int]]:
+    """Per variant, the lengths of a unit's search at which its eager time measured the host's launches rather than
+    the GPU (`gpu_record.launch_bound`: the eager loop waits on the host; its device time, by graph replay, is still
+    the GPU's): where an eager caller's crossover moves with the host."""
+    out = {}
+    for variant in variants:
+        records = (measurer.store.get(measurer.key("time", variant, replace(sizes, N=n))) for n in sorted(set(lengths)))
+        out[variant] = [r["sizes"]["N"] for r in records if r is not None and record_launch_bound(r)]
+    return out
+
+
 def op_check_step(camp: Campaign) -> None:
     """Latte's key softmax along the sequence axis against the same softmax along the last axis, at the plan's
     shape and first head dim, in each dtype (`measure.opchecks`): a few seconds, kept in the summary."""
@@ -729,6 +741,10 @@ def profile_step(camp: Campaign, tier: int, share: float) -> int:
         finally:
             camp.unit_ends = None
         row = {k: v for k, v in p.as_json().items() if k not in ("speed", "memory")}
+        if camp.device == "cuda":
+            row["host_bound"] = host_bound(
+                measurers[dtype], (a, b), sizes, [q.n for q in (p.speed.probes if p.speed else [])]
+            )
         camp.units.append({"dtype": dtype, **row})
         camp.log(
             f"  N0 analytic {row['analytic_n0']}, measured {row['measured_n0']} ({row['n0_verdict']}); "

@@ -327,7 +327,7 @@ def judged(row: dict, stored: Stored, measurer: Measurer, template: Sizes, runs:
     times_at: dict[tuple[str, int], list[float]] = {}
     for v in (row["a"], row["b"]):
         for n in stored.at(measurer, "time", v, row["d"]):
-            key = measurer._key("time", v, replace(sizes, N=n))
+            key = measurer.key("time", v, replace(sizes, N=n))
             got = [stored.by_key.get(key), *(stored.by_key.get(f"{key}|replicate={k}") for k in range(1, 9))]
             times_at[(v, n)] = [r["time"]["median"] for r in got if r is not None and r["status"] == "ok" and r["time"]]
 
