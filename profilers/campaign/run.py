@@ -1,34 +1,36 @@
-"""The one command a user runs on their GPU: profile, calibrate, validate, export, report.
+"""The one command a user runs on their GPU: profile, op checks, calibrate; on a CPU also validate and report.
 
-A campaign measures, on one device and in one process, plain and fused softmax against the variants that
-are meant to overtake them on a GPU (linear attention, Latte, efficient TaylorShift; chunked linear
-attention against causal softmax) and the TaylorShift pair, at core scope and batch 32 (the TaylorShift
-authors' timing code; it keeps the GPU busy, so that each pair's crossover falls inside the lengths tried).
-It goes in the order a short allocation needs: bf16, then fp32, at the plan's first two head dims (64 and
-128 by default), every pair in turn; then the other head dims (32). Then it fits the per-device
-corrections on the first two head dims and checks them on the others (`validate`), calibrates the
-op-level device model (`attn-cost calibrate`, in the first dtype), and writes:
+A campaign measures, on one device and in one process, fused softmax against flash-linear-attention's fused chunk
+kernel and chunked linear attention (causal), plain and fused softmax against linear attention, Latte and
+efficient TaylorShift, and the TaylorShift pair (`PAIRS`; a pair whose variant would run a stand-in here, the
+fused chunk kernel without fla-core, is left out with a line), at core scope, at a shape that loads the device
+(`planning.loaded_shape`: b·h four waves of one-block-per-head kernels over the SMs; b = 32, h = 1 on a CPU). It goes
+in the order a short allocation needs: bf16, then fp32, at the plan's first two head dims (64 and 128 by default),
+every pair in turn; Latte's softmax in its two layouts (`measure.opchecks`); the op-level calibration on the
+shapes its variants run at its sizes (`tunables.GPU_CAMPAIGN` on a GPU); then the other head dims (32). On a GPU
+every unit is priced before it starts (`plan_units`, `planning.unit_cost`: the datasheet model's device time over
+the lengths its search is expected to time): one over its cap is not started, one past the step's share is left
+to the next call, and each says so. Nothing is fitted on a GPU: its summary names the commands that fit it
+afterwards from the records on any machine (`validate --records DIR/measurements.jsonl --summary
+DIR/summary.json`); a CPU run (`Plan.fit`) fits and validates the corrections in the run, as before. It writes:
 
     DIR/campaign.log            every progress line, with the seconds since the start
     DIR/measurements.jsonl      every measurement of this device (JSON lines: `attn-cost results import`)
-    DIR/summary.json            the plan, the device, measured and predicted transition points, skipped steps
-    DIR/<device>.json           the fp32 device profile (`attn-cost devices`, `crossover --device`)
-    DIR/<device>-bf16.json      the bf16 device profile (one per further dtype)
+    DIR/summary.json            the plan, the device, measured and predicted transition points, op checks, skipped
     DIR/opmodel-<device>.json   the op calibration (also saved where `validate` looks for it)
+    DIR/<device>.json           a fitted device profile, per dtype (`-bf16` ...), where the run fits (a CPU)
     DIR/report-<dtype>.html     the offline HTML report per fitted dtype, where plotly is installed
 
-That is at most 8 files of a few MiB. The measured transition points come first because they are what a
-user's time on the GPU is for, then the fitted profiles; the calibration, which only refines the predictions, comes
-last (and the validation is repeated, from stored timings, to add its predictions).
+That is at most 8 files of a few MiB.
 
 It checkpoints as it goes: the measurements and the summary are rewritten (atomically: a
 temporary file, then os.replace) after every pair and head dim and every CHECKPOINT_S seconds
 inside longer steps, so a run cut off at any moment leaves what it measured in DIR. A rerun with
-the same DIR first imports DIR/measurements.jsonl into the store and measures only what is
-missing. A time budget (`minutes`, 9 by default, counted from the process's start) keeps one call inside a
-limit: no profiling unit at the fitted head dims starts after 55 % of it, no validation after 80 %, no unit
-at the other head dims after 88 %, the calibration stops at 94 %, and at 97 % the run stops by itself, each
-with a line in the log; the next call continues. A unit that has had `Plan.unit_s` seconds stops, its
+the same DIR first imports DIR/measurements.jsonl into the store, reads which units DIR/summary.json holds, and
+measures only what is missing. A time budget (`minutes`, 9 by default, counted from the process's start) keeps one
+call inside a limit: no profiling unit at the fitted head dims starts after 50 % of it, no validation after 60 %,
+the calibration stops at 78 %, no unit at the other head dims starts after 94 %, and at 97 % the run stops by
+itself, each with a line in the log; the next call continues. A unit that has had `Plan.unit_s` seconds stops, its
 timings kept, and the next unit starts. A CUDA error
 other than out-of-memory ends its unit (status `error`, the message kept in the summary), not the run,
 unless the device is unusable after it (an illegal address): then the run stops and a rerun continues.
