@@ -31,22 +31,42 @@ def campaign(
     gpu: bool = GPU,
     cpu: bool = CPU,
     quick: bool = typer.Option(False, "--quick", help="A rehearsal at small sizes (d 4, 8, 12; b 1; N <= 1024)."),
-    d_values: Optional[list[int]] = typer.Option(None, "--d", help="Head dims; repeatable (default 16, 32, 64)."),
-    dtypes: Optional[list[str]] = typer.Option(None, "--dtype", help="Repeatable (default fp32 and bf16)."),
+    d_values: Optional[list[int]] = typer.Option(None, "--d", help="Head dims; repeatable (default 64, 128, 32)."),
+    dtypes: Optional[list[str]] = typer.Option(None, "--dtype", help="Repeatable (default bf16 and fp32)."),
     pair: Optional[list[str]] = typer.Option(
-        None, "--pair", help="A:B, repeatable (default: the TaylorShift pair; softmax vs linear, latte, efficient)."
+        None,
+        "--pair",
+        help="A:B, repeatable (default: fused and plain softmax against linear attention, Latte, "
+        "efficient TaylorShift; the TaylorShift pair).",
     ),
-    heads: Optional[int] = typer.Option(None, "--h", help="Heads (default 1)."),
-    batch: Optional[int] = typer.Option(None, "--b", help="Batch (default 32, the TaylorShift authors' batch)."),
-    repeats: Optional[int] = typer.Option(None, "--repeats", help="Timed runs per length (default 5)."),
+    heads: Optional[int] = typer.Option(
+        None, "--h", help="Heads (default: on a GPU 8, the batch then filling every SM for 4 waves; on a CPU 1)."
+    ),
+    batch: Optional[int] = typer.Option(
+        None,
+        "--b",
+        help="Batch (default: on a GPU 4 waves of heads over its SMs; on a CPU 32). A shape that leaves "
+        "SMs idle is measured and labelled launch-bound.",
+    ),
+    repeats: Optional[int] = typer.Option(
+        None, "--repeats", help="Timed runs per length (default 3 on a GPU, 5 on a CPU)."
+    ),
     max_lengths: Optional[int] = typer.Option(None, "--max-lengths", help="Lengths timed per pair and d (12)."),
     max_n: Optional[int] = typer.Option(None, "--max-n", help="Longest N (default 65536 on CUDA, 16384 on CPU)."),
     minutes: Optional[float] = typer.Option(
-        None, "--minutes", help="Time budget of this call in minutes, start-up included (default 9; 10 with"
-        " --quick); a rerun continues where it stopped."
+        None,
+        "--minutes",
+        help="Time budget of this call in minutes, start-up included (default 9; 10 with"
+        " --quick); a rerun continues where it stopped.",
     ),
     calibrate: bool = typer.Option(
         True, "--calibrate/--no-calibrate", help="Calibrate the op model after the profiles."
+    ),
+    fit: Optional[bool] = typer.Option(
+        None,
+        "--fit/--no-fit",
+        help="Fit the corrections at the end (default: on a CPU; on a GPU its time is for "
+        "measuring: fit afterwards on any machine, `attn-cost validate --records DIR/measurements.jsonl`).",
     ),
     sdpa_backend: Optional[str] = SDPA_BACKEND,
     threads: Optional[int] = THREADS,
@@ -69,6 +89,7 @@ def campaign(
         get_backend(sdpa_backend)
     plan.sdpa_backend = sdpa_backend
     plan.calibrate = calibrate
+    plan.fit = fit
     plan.threads = o.positive(threads, "--threads")
     plan.store = str(store) if store else None
     if partition and not slurm:

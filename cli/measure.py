@@ -402,6 +402,7 @@ def check_flops(
 @app.command()
 @o.with_counting
 def validate(
+    ctx: typer.Context,
     pair: Optional[list[str]] = typer.Option(
         None, "--pair", help="A:B, repeatable. Default: the TaylorShift pair and softmax:linear."
     ),
@@ -467,7 +468,8 @@ def validate(
         None,
         "--summary",
         help="With --records or --from-store: a campaign's summary.json of those records, "
-        "repeatable; the units it measured are the ones judged, and its verdicts are compared.",
+        "repeatable; the units it measured are the ones judged, and its verdicts are compared; the first one's "
+        "pairs, head dims (fitted and checked), heads and batch are the defaults of --pair, --fit-d, --d, --h, --b.",
     ),
     as_json: bool = o.JSON,
 ) -> None:
@@ -487,6 +489,8 @@ def validate(
             fail(f"{given[0]} asks for a measurement, and --records/--from-store time nothing: leave it out")
     elif device is not None or summary:
         fail("--device and --summary choose records to read: give them with --records FILE or --from-store")
+    if summary:
+        pair, d_values, fit_d, heads, batch = _campaign_plan(ctx, summary[0], pair, d_values, fit_d, heads, batch)
     existing = load_profile(use) if use else None
     if catalogue and pair:
         fail("--catalogue and --pair both choose the pairs: give one")
@@ -535,6 +539,48 @@ def validate(
     _validation_tables(profile, rows, fit, path)
     _op_model_summary(opmodel, errors)
     said(rows, measurer)
+
+
+def _campaign_plan(ctx: typer.Context, path: Path, pair, d_values, fit_d, heads, batch) -> tuple:
+    """--pair, --d, --fit-d, --h and --b, each from the campaign summary's plan where the command line left it out
+    (a campaign's fit afterwards is `validate --records DIR/measurements.jsonl --summary DIR/summary.json`)."""
+    from attn_cost.profilers.devicemodel.validate import read_summary
+
+    plan = read_summary(path).get("plan")
+    plan = plan if isinstance(plan, dict) else {}
+
+    def given(name: str) -> bool:  # by the source's name: typer may bring a click of its own
+        source = ctx.get_parameter_source(name)
+        return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+    def planned(key: str, ok) -> object:
+        value = plan.get(key)
+        if not ok(value):
+            fail(f"{path}: its plan has no usable {key!r}: give its option on the command line")
+        return value
+
+    def sizes(value) -> bool:
+        return isinstance(value, list) and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in value)
+
+    def names(value) -> bool:
+        return isinstance(value, list) and all(
+            isinstance(p, list) and len(p) == 2 and all(isinstance(v, str) for v in p) for p in value
+        )
+
+    def size(value) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+    if not given("pair"):
+        pair = [f"{a}:{b}" for a, b in planned("pairs", names)]
+    if not given("fit_d"):
+        fit_d = planned("fit_d", sizes)
+    if not given("d_values"):
+        d_values = planned("check_d", sizes) or None
+    if not given("heads"):
+        heads = planned("heads", size)
+    if not given("batch"):
+        batch = planned("batch", size)
+    return pair, d_values, fit_d, heads, batch
 
 
 def _from_records(records, device, store, summaries, pairs, check, fit, template, st, max_n, save, as_json) -> None:

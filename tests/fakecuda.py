@@ -105,6 +105,14 @@ def model(variant: str, N: int, d: int, b: int, h: int, dtype: str) -> Model:
         states, blocks = bh * (N // CHUNK + 1) * d * d, bh * N * CHUNK
         return Model(16, bh * (4 * N * d * d + 4 * N * CHUNK * d + 8 * N * d), io + (4 * states + 3 * blocks) * e,
                      io + (2 * states + blocks + 3 * bh * N * d) * e)  # fmt: skip
+    if variant == "linear-chunked-fused":  # fla's chunk kernels: per-chunk states written and read, C×C on chip
+        states = bh * (N // CHUNK + 1) * d * d
+        return Model(10, bh * (4 * N * d * d + 4 * N * CHUNK * d), io + (2 * states + 8 * bh * N * d) * e,
+                     io + (states + 3 * bh * N * d) * e)  # fmt: skip
+    if variant in ("op:softmax-last-axis", "op:softmax-sequence-axis"):  # Latte's key softmax, one kernel
+        elements = bh * N * d  # (b, h, N, L) with L = d latents
+        strided = 4 if variant.endswith("sequence-axis") else 1  # a reduction across rows reads 4× the sectors
+        return Model(1, 5 * elements, 2 * elements * e * strided, 2 * elements * e)
     if variant == SWEEP:
         return Model(1, SWEEP_FLOPS * N, SWEEP_BYTES * N, SWEEP_FOOTPRINT)
     raise KeyError(variant)
@@ -448,7 +456,7 @@ def install(monkeypatch, sim: SimGPU) -> None:
     """Point torch.cuda, torch.profiler, the campaign's clock and the case builder at `sim` (undone by
     monkeypatch). The timer's caches (kernel counts, calls that cannot be captured) start empty."""
     from attn_cost.profilers.campaign import run as campaign
-    from attn_cost.profilers.measure import gpu_timing, profile, sdpa
+    from attn_cost.profilers.measure import gpu_timing, opchecks, profile, sdpa
 
     props = types.SimpleNamespace(
         name=sim.name, major=9, minor=0, total_memory=sim.cap,
@@ -477,6 +485,8 @@ def install(monkeypatch, sim: SimGPU) -> None:
     monkeypatch.setattr(torch.profiler, "profile", lambda *a, **k: Profile(sim, *a, **k))
     monkeypatch.setattr(torch.version, "cuda", "12.8")
     monkeypatch.setattr(profile, "build_case", fake_case(sim))
+    monkeypatch.setattr(opchecks, "build_case", lambda name, sizes, dtype, device: fake_case(sim)(
+        name, "core", sizes, dtype, device))  # fmt: skip
     fused = lambda name, device, dtype, head_dim, causal=False: name or ("flash" if dtype != "fp32" else "efficient")  # noqa: E731
     monkeypatch.setattr(sdpa, "probe_backend", fused)  # what PyTorch picks on an H100
     if hasattr(gpu_timing, "l2_flush"):  # timer v2's flush: a write of twice the L2

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from attn_cost.costmodel.errors import UserError
-from attn_cost.profilers.campaign.run import MAX_FILE_BYTES, PAIRS, Plan, check_outputs, write_atomic
+from attn_cost.profilers.campaign.run import MAX_FILE_BYTES, PAIRS, Plan, check_outputs, resolved, write_atomic
 from attn_cost.profilers.measure import gpu_timing, sdpa
 from attn_cost.profilers.measure.cases import build_case
 from attn_cost.profilers.measure.sizes import Sizes
@@ -171,8 +171,14 @@ def test_the_default_plan_is_the_issues_campaign() -> None:
     for a in ("softmax", "softmax-fused"):
         assert {b for x, b in plan.pairs if x == a} == {"linear", "latte", "taylorshift-efficient"}
         assert (f"{a}-causal", "linear-chunked") in plan.pairs
-    assert plan.pairs[0] == ("softmax-fused-causal", "linear-chunked")  # the comparison users ask about first
-    assert plan.ds == [64, 128, 32] and plan.dtypes == ["bf16", "fp32"] and plan.batch * plan.heads == 32
+    # the comparison users ask about first: FlashAttention against flash-linear-attention's fused chunk kernel
+    assert plan.pairs[0] == ("softmax-fused-causal", "linear-chunked-fused")
+    assert plan.pairs[1] == ("softmax-fused-causal", "linear-chunked")
+    assert plan.ds == [64, 128, 32] and plan.dtypes == ["bf16", "fp32"]
+    gpu, cpu = resolved(plan, "cuda", 132), resolved(plan, "cpu", None)
+    assert gpu.heads * gpu.batch >= 4 * 132 and gpu.repeats == 3 and gpu.fit is False  # loaded, not fitted there
+    assert (cpu.heads, cpu.batch, cpu.repeats, cpu.fit) == (1, 32, 5, True)
+    assert resolved(Plan(out="x", heads=1, batch=32), "cuda", 132).batch == 32  # a shape asked for is kept
     assert plan.fit_d == [64, 128] and plan.check_d == [32]
     units = plan.units()
     first = units[: 4 * len(plan.pairs)]
@@ -278,7 +284,11 @@ def test_the_rehearsal_runs_every_step_at_small_sizes(cli, tmp_path) -> None:
     assert len(files) <= 8 and check_outputs(out) == [], files
     units = {(u["a"], u["b"], u["d"], u["dtype"]) for u in summary["transitions"]}
     skipped = summary["skipped"]
-    assert len(units) + sum(s.startswith("profile ") for s in skipped) == len(PAIRS) * 3 * 2
+    planned = [tuple(p) for p in summary["plan"]["pairs"]]
+    assert ("softmax-fused-causal", "linear-chunked-fused") not in planned  # no fla on a CPU: left out, and said
+    assert any(s.startswith("profile softmax-fused-causal vs linear-chunked-fused (") for s in skipped)
+    assert len(planned) == len(PAIRS) - 1
+    assert len(units) + sum(s.startswith("profile ") and " d = " in s for s in skipped) == len(planned) * 3 * 2
     stopped = any(s.startswith("the rest (") for s in skipped)
     for dtype in ("fp32", "bf16"):
         assert dtype in summary["profiles"] or stopped or any(f"validation in {dtype}" in s for s in skipped)

@@ -691,7 +691,7 @@ def test_calibration_stores_points_and_resumes(monkeypatch, tmp_path) -> None:
     monkeypatch.setattr(cal, "held_out_grid", lambda caches, dtype, tune: [cal._s(COPY, rows=100, cols=64)])
     timed: list[str] = []
 
-    def fake_time_cases(cases, repeats, warmup):
+    def fake_time_cases(cases, repeats, warmup, **options):
         if not cases[0].variant.startswith("probe:"):  # the device's rates, probed once per calibration
             timed.append(cases[0].variant)
         return [TimeStats(1e-5, 0.9e-5, 1.1e-5, 0.8e-5, 1.2e-5, repeats, warmup)]
@@ -721,7 +721,7 @@ def test_every_exact_shape_is_timed_twice_and_the_faster_timing_kept(monkeypatch
     slow = {"op": (128, 512), "op-pass2": (64, 256)}
     timed: list[str] = []
 
-    def fake_time_cases(cases, repeats, warmup):
+    def fake_time_cases(cases, repeats, warmup, **options):
         tag, rows = cases[0].variant.split(":")[0], cases[0].sizes.N
         if tag != "probe":
             timed.append(tag)
@@ -996,7 +996,7 @@ def test_stored_timings_are_divided_by_the_calls_they_were_timed_with(tmp_path, 
     from attn_cost.profilers.store.store import ResultStore
 
     stats = TimeStats(1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 3, 1)
-    monkeypatch.setattr(cal, "time_cases", lambda cases, repeats, warmup: [stats])
+    monkeypatch.setattr(cal, "time_cases", lambda cases, repeats, warmup, **kw: [stats])
     store = ResultStore(prepare("cpu"), tmp_path / "results", shipped=False)
     at = cal._s("copy", rows=4, cols=64)
     first = cal.Calibrator(store, "cpu", rates=cal.Rates(1e-6, 1e9, 1e9)).point(at)
@@ -1016,7 +1016,7 @@ def test_an_in_place_kernel_is_priced_net_of_the_copy_that_restores_its_input(tm
 
     seen: list[list[str]] = []
 
-    def fake(cases, repeats, warmup):
+    def fake(cases, repeats, warmup, **options):
         seen.append([c.variant for c in cases])
         return [TimeStats(t, t, t, t, t, 3, 1) for t in (3e-3, 1e-3)[: len(cases)]]
 

@@ -445,12 +445,12 @@ def test_a_stored_timing_off_its_neighbours_trend_is_timed_again_and_the_faster_
     law = {n: 1e-5 * (n / 64) ** 2 for n in (64, 128, 256, 512, 1024)}  # t ∝ N², as a product's time grows
 
     def stored(n: int) -> float:
-        return measurer.store.get(measurer._key("time", "softmax", Sizes(N=n, d=8)))["time"]["median"]
+        return measurer.store.get(measurer.key("time", "softmax", Sizes(N=n, d=8)))["time"]["median"]
 
     def store(times: dict[int, float]) -> None:
         for n, t in times.items():
             stats = TimeStats(t, t, t, t, t, 7, 2).as_json()
-            key = measurer._key("time", "softmax", Sizes(N=n, d=8))
+            key = measurer.key("time", "softmax", Sizes(N=n, d=8))
             measurer._record("time", key, "softmax", Sizes(N=n, d=8), {"time": stats, "status": "ok"})
 
     timed_again: list[int] = []

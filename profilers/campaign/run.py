@@ -1,34 +1,36 @@
-"""The one command a user runs on their GPU: profile, calibrate, validate, export, report.
+"""The one command a user runs on their GPU: profile, op checks, calibrate; on a CPU also validate and report.
 
-A campaign measures, on one device and in one process, plain and fused softmax against the variants that
-are meant to overtake them on a GPU (linear attention, Latte, efficient TaylorShift; chunked linear
-attention against causal softmax) and the TaylorShift pair, at core scope and batch 32 (the TaylorShift
-authors' timing code; it keeps the GPU busy, so that each pair's crossover falls inside the lengths tried).
-It goes in the order a short allocation needs: bf16, then fp32, at the plan's first two head dims (64 and
-128 by default), every pair in turn; then the other head dims (32). Then it fits the per-device
-corrections on the first two head dims and checks them on the others (`validate`), calibrates the
-op-level device model (`attn-cost calibrate`, in the first dtype), and writes:
+A campaign measures, on one device and in one process, fused softmax against flash-linear-attention's fused chunk
+kernel and chunked linear attention (causal), plain and fused softmax against linear attention, Latte and
+efficient TaylorShift, and the TaylorShift pair (`PAIRS`; a pair whose variant would run a stand-in here, the
+fused chunk kernel without fla-core, is left out with a line), at core scope, at a shape that loads the device
+(`planning.loaded_shape`: b·h four waves of one-block-per-head kernels over the SMs; b = 32, h = 1 on a CPU). It goes
+in the order a short allocation needs: bf16, then fp32, at the plan's first two head dims (64 and 128 by default),
+every pair in turn; Latte's softmax in its two layouts (`measure.opchecks`); the op-level calibration on the
+shapes its variants run at its sizes (`tunables.GPU_CAMPAIGN` on a GPU); then the other head dims (32). On a GPU
+every unit is priced before it starts (`plan_units`, `planning.unit_cost`: the datasheet model's device time over
+the lengths its search is expected to time): one over its cap is not started, one past the step's share is left
+to the next call, and each says so. Nothing is fitted on a GPU: its summary names the commands that fit it
+afterwards from the records on any machine (`validate --records DIR/measurements.jsonl --summary
+DIR/summary.json`); a CPU run (`Plan.fit`) fits and validates the corrections in the run, as before. It writes:
 
     DIR/campaign.log            every progress line, with the seconds since the start
     DIR/measurements.jsonl      every measurement of this device (JSON lines: `attn-cost results import`)
-    DIR/summary.json            the plan, the device, measured and predicted transition points, skipped steps
-    DIR/<device>.json           the fp32 device profile (`attn-cost devices`, `crossover --device`)
-    DIR/<device>-bf16.json      the bf16 device profile (one per further dtype)
+    DIR/summary.json            the plan, the device, measured and predicted transition points, op checks, skipped
     DIR/opmodel-<device>.json   the op calibration (also saved where `validate` looks for it)
+    DIR/<device>.json           a fitted device profile, per dtype (`-bf16` ...), where the run fits (a CPU)
     DIR/report-<dtype>.html     the offline HTML report per fitted dtype, where plotly is installed
 
-That is at most 8 files of a few MiB. The measured transition points come first because they are what a
-user's time on the GPU is for, then the fitted profiles; the calibration, which only refines the predictions, comes
-last (and the validation is repeated, from stored timings, to add its predictions).
+That is at most 8 files of a few MiB.
 
 It checkpoints as it goes: the measurements and the summary are rewritten (atomically: a
 temporary file, then os.replace) after every pair and head dim and every CHECKPOINT_S seconds
 inside longer steps, so a run cut off at any moment leaves what it measured in DIR. A rerun with
-the same DIR first imports DIR/measurements.jsonl into the store and measures only what is
-missing. A time budget (`minutes`, 9 by default, counted from the process's start) keeps one call inside a
-limit: no profiling unit at the fitted head dims starts after 55 % of it, no validation after 80 %, no unit
-at the other head dims after 88 %, the calibration stops at 94 %, and at 97 % the run stops by itself, each
-with a line in the log; the next call continues. A unit that has had `Plan.unit_s` seconds stops, its
+the same DIR first imports DIR/measurements.jsonl into the store, reads which units DIR/summary.json holds, and
+measures only what is missing. A time budget (`minutes`, 9 by default, counted from the process's start) keeps one
+call inside a limit: no profiling unit at the fitted head dims starts after 50 % of it, no validation after 60 %,
+the calibration stops at 78 %, no unit at the other head dims starts after 94 %, and at 97 % the run stops by
+itself, each with a line in the log; the next call continues. A unit that has had `Plan.unit_s` seconds stops, its
 timings kept, and the next unit starts. A CUDA error
 other than out-of-memory ends its unit (status `error`, the message kept in the summary), not the run,
 unless the device is unusable after it (an illegal address): then the run stops and a rerun continues.
@@ -47,22 +49,31 @@ from pathlib import Path
 
 import torch
 from attn_cost.costmodel.conventions import DEFAULT as CONVENTION
-from attn_cost.costmodel.crossover import Setting
+from attn_cost.costmodel.crossover import Setting, crossover
 from attn_cost.costmodel.errors import UserError
+from attn_cost.profilers.campaign.planning import WAVES, Price, launch_bound_shape, loaded_shape, unit_cost
 from attn_cost.profilers.devicemodel.calibrate import Calibrator, cache_sizes, calibrate, line_grid
-from attn_cost.profilers.devicemodel.corrections import PROFILE_KIND
+from attn_cost.profilers.devicemodel.corrections import PROFILE_KIND, profile_name
+from attn_cost.profilers.devicemodel.datasheet import for_device
+from attn_cost.profilers.devicemodel.gpumodel import GpuModel, fitted
 from attn_cost.profilers.devicemodel.opmodel import OPMODEL_KIND, user_dir
-from attn_cost.profilers.devicemodel.tunables import DEFAULT, QUICK
+from attn_cost.profilers.devicemodel.oppredict import row_dims
+from attn_cost.profilers.devicemodel.tunables import DEFAULT, GPU_CAMPAIGN, QUICK
 from attn_cost.profilers.devicemodel.validate import validate
+from attn_cost.profilers.measure import gpu_timing
 from attn_cost.profilers.measure.device import prepare, select_device, slug
+from attn_cost.profilers.measure.gpu_record import record_launch_bound
+from attn_cost.profilers.measure.opchecks import softmax_axes
 from attn_cost.profilers.measure.profile import Measurer, profile_pair
+from attn_cost.profilers.measure.reference import stand_in
 from attn_cost.profilers.measure.sdpa import validate_choice
 from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.report.gather import gather
-from attn_cost.profilers.store.files import claim, head, is_html_report, is_json_of, write_atomic
+from attn_cost.profilers.store.files import claim, head, is_html_report, is_json_of, read_input, write_atomic
 from attn_cost.profilers.store.store import ResultStore, is_results_file, read_jsonl, select
 
 PAIRS = (
+    ("softmax-fused-causal", "linear-chunked-fused"),
     ("softmax-fused-causal", "linear-chunked"),
     ("softmax-fused", "linear"),
     ("softmax-fused", "latte"),
@@ -73,9 +84,11 @@ PAIRS = (
     ("softmax", "taylorshift-efficient"),
     ("softmax-fused", "taylorshift-efficient"),
 )
-"""The default pairs, the most asked first: the GPU kernels users choose between (fused softmax, chunked
-linear attention), what the papers compare (plain softmax), then TaylorShift, whose efficient form crosses
-far out on a GPU (long calls: last, so that a cut call loses the least)."""
+"""The default pairs, the most asked first: the GPU kernels users choose between (fused softmax against
+flash-linear-attention's fused chunk kernel, then its eager PyTorch form), what the papers compare (plain
+softmax), then TaylorShift, whose efficient form crosses far out on a GPU (long calls: last, so that a cut call
+loses the least). A pair whose variant would run a stand-in here (the fused chunk kernel without fla-core, or off
+CUDA) is left out of a default plan, with a line saying so (`runnable_pairs`)."""
 D_VALUES = (64, 128, 32)
 """Head dims in the order measured: the first two (the corrections are fitted on them) in every dtype first."""
 FIT_DS = 2
@@ -84,10 +97,11 @@ DTYPES = ("bf16", "fp32")
 MAX_FILES = 8
 MAX_FILE_BYTES = 16 << 20
 """What the device tool brings back from its output folder."""
-PROFILE_SHARE, VALIDATE_SHARE, LATER_SHARE, CALIBRATE_SHARE, STOP_SHARE = 0.55, 0.8, 0.88, 0.94, 0.97
+PROFILE_SHARE, VALIDATE_SHARE, CALIBRATE_SHARE, LATER_SHARE, STOP_SHARE = 0.5, 0.6, 0.78, 0.94, 0.97
 """Fractions of the time budget after which no profiling unit at the fitted head dims starts, no validation
-starts, no unit at the other head dims starts, the calibration stops, and the run stops (its measurements
-saved: a rerun continues)."""
+starts, the calibration stops, no unit at the other head dims starts, and the run stops (its measurements saved:
+a rerun continues). The calibration comes before the other head dims: a GPU's op calibration is what no other
+machine can make, and a quarter of a 9-minute call times about a thousand of its shapes."""
 CALL_MINUTES = 9.0
 """The default budget of one call: a run stops by itself within it, and the next call continues (a 30-minute
 allocation holds three such calls and their start-ups; a cluster job of any length holds one)."""
@@ -108,9 +122,13 @@ class Plan:
     pairs: list[tuple[str, str]] = field(default_factory=lambda: [tuple(p) for p in PAIRS])
     ds: list[int] = field(default_factory=lambda: list(D_VALUES))
     dtypes: list[str] = field(default_factory=lambda: list(DTYPES))
-    heads: int = 1
-    batch: int = 32
-    repeats: int = 5
+    heads: int | None = None
+    """Heads (None: on a GPU, `planning.loaded_shape` from its SM count; on a CPU, 1)."""
+    batch: int | None = None
+    """Batch (None: on a GPU, `planning.loaded_shape`; on a CPU, 32, the TaylorShift authors' timing batch)."""
+    repeats: int | None = None
+    """Timed runs per length (None: 3 on a GPU, whose graph-replayed runs agree within a per cent at a loaded
+    shape; 5 on a CPU)."""
     replicates: int = 2
     unit_s: float = 40.0
     """The most one unit (a pair at one head dim and dtype) may take in a call: a search of a crossover far out
@@ -131,6 +149,9 @@ class Plan:
     quick: bool = False
     calibrate: bool = True
     """Calibrate the op model (`attn-cost calibrate`) after the profiles."""
+    fit: bool | None = None
+    """Fit the device's corrections from the records at the end (None: on a CPU, not on a GPU, whose time is for
+    measuring: fit afterwards, on any machine, from DIR/measurements.jsonl)."""
 
     @classmethod
     def quick_plan(cls, out: str, **overrides) -> Plan:
@@ -261,6 +282,16 @@ class Campaign:
     """The op model calibrated in this run (validation adds its zero-shot N0)."""
     unit_ends: float | None = None
     """When the profiling unit under way has had its time (seconds since the start), None between units."""
+    earlier: set[tuple[str, int, str, str]] = field(default_factory=set)
+    """(dtype, d, a, b) of the units an earlier call of this campaign measured (its DIR/summary.json): measured
+    again from the store, their cost not counted."""
+    costs: dict[str, str] = field(default_factory=dict)
+    """Each planned unit's predicted cost, in words (`planning.UnitCost.says`)."""
+    op_checks: dict[str, list[dict]] = field(default_factory=dict)
+    """The op checks' rows per dtype (`op_check_step`)."""
+
+    def done(self, dtype: str, d: int, a: str, b: str) -> bool:
+        return (dtype, d, a, b) in self.earlier
 
     @property
     def out(self) -> Path:
@@ -301,7 +332,6 @@ class Campaign:
             self.checkpoint()
 
     def measurer(self, dtype: str):
-
         return Measurer(
             self.device, self.store, scope="core", dtype=dtype, repeats=self.plan.repeats,
             notify=self.notify, sdpa_backend=self.plan.sdpa_backend,
@@ -316,6 +346,8 @@ class Campaign:
             "new_records": len(getattr(self.store, "session", {})),
             "steps": self.steps,
             "transitions": self.units,
+            "fit_afterwards": [] if self.plan.fit else fit_commands(self.plan),
+            "op_checks": self.op_checks,
             "validation": self.validation,
             "profiles": self.profiles,
             "skipped": self.skipped,
@@ -367,6 +399,10 @@ def resume_from(camp: Campaign, path: Path) -> None:
         return
 
     claim(path, is_results_file, "a results file")
+    summary = path.with_name("summary.json")
+    if summary.exists() and is_json_of(SUMMARY_KIND)(summary):
+        units = json.loads(read_input(summary, "a campaign summary")).get("transitions", [])
+        camp.earlier = {(u["dtype"], u["d"], u["a"], u["b"]) for u in units if isinstance(u, dict) and _unit_keys(u)}
     records, _ = read_jsonl(path)
     count = camp.store.db.put_many(records)
     camp.devices |= {r.device for r in records}
@@ -375,9 +411,8 @@ def resume_from(camp: Campaign, path: Path) -> None:
     camp.log(f"resumed: {count} measurements imported from {path}{kept}")
 
 
-def profile_file(device_slug: str, dtype: str) -> str:
-    """The name of a campaign's device profile in one dtype (fp32's carries the bare device slug)."""
-    return f"{device_slug}.json" if dtype == "fp32" else f"{device_slug}-{dtype}.json"
+def _unit_keys(unit: dict) -> bool:
+    return isinstance(unit.get("d"), int) and all(isinstance(unit.get(k), str) for k in ("dtype", "a", "b"))
 
 
 def opmodel_file(device_slug: str) -> str:
@@ -399,7 +434,7 @@ def outputs(plan: Plan, device_slug: str) -> list[tuple[Path, Callable[[Path], b
         (out / "summary.json", is_json_of(SUMMARY_KIND), "a campaign summary"),
     ]
     for dtype in plan.dtypes:
-        files.append((out / profile_file(device_slug, dtype), is_json_of(PROFILE_KIND), "a device profile"))
+        files.append((out / f"{profile_name(device_slug, dtype)}.json", is_json_of(PROFILE_KIND), "a device profile"))
         files.append((out / report_file(dtype), is_html_report, "an HTML report"))
     if plan.calibrate:
         files.append((out / opmodel_file(device_slug), is_json_of(OPMODEL_KIND), "an op calibration"))
@@ -435,7 +470,10 @@ def open_campaign(plan: Plan, sink: Callable[[str], None]) -> Campaign:
         raise UserError(f"cannot write into --out {out}: {e.strerror or e}") from None
     for w in getattr(store, "warnings", []):
         log(f"warning: {w}")
-    camp = Campaign(plan, log, device, store)
+    pairs, dropped = runnable_pairs(plan, device)
+    camp = Campaign(replace(resolved(plan, device, store.device.get("sm_count")), pairs=pairs), log, device, store)
+    for line in dropped:
+        camp.skip(f"profile {line}")
     info = store.device
     log(f"device: {info['name']} ({device}), torch {info['torch']}, {info['threads']} threads; store {store.path}")
     if device == "cuda":
@@ -444,22 +482,58 @@ def open_campaign(plan: Plan, sink: Callable[[str], None]) -> Campaign:
     return camp
 
 
+def runnable_pairs(plan: Plan, device: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """The plan's pairs whose variants run their own kernels on this device, and a line for each pair left out
+    because one would run a stand-in (`reference.stand_in`: linear-chunked-fused without fla-core)."""
+    kept, dropped = [], []
+    for a, b in plan.pairs:
+        others = {v: stand_in(v, Sizes(N=64, d=64), device) for v in (a, b)}
+        if all(v == s for v, s in others.items()):
+            kept.append((a, b))
+        else:
+            instead = ", ".join(f"{v} would run {s}'s code" for v, s in others.items() if v != s)
+            dropped.append(f"{a} vs {b} ({instead}: flash-linear-attention, fla-core, runs on CUDA; see doctor)")
+    return kept, dropped
+
+
+def resolved(plan: Plan, device: str, sm_count: int | None) -> Plan:
+    """The plan with what it left to the device set: the shape (on a GPU, `planning.loaded_shape` from its SM
+    count), the timed runs per length, and whether the run fits the corrections (see the Plan's fields)."""
+    if device == "cuda":
+        heads, batch = loaded_shape(sm_count or 1, plan.heads, plan.batch)
+        repeats, fit = 3, False
+    else:
+        heads, batch, repeats, fit = plan.heads or 1, plan.batch or 32, 5, True
+    return replace(
+        plan, heads=heads, batch=batch, repeats=plan.repeats or repeats, fit=fit if plan.fit is None else plan.fit
+    )
+
+
 def run_campaign(plan: Plan, sink: Callable[[str], None] = print) -> dict:
     """Run every step of the plan; returns the summary (also in DIR/summary.json)."""
     camp = open_campaign(plan, sink)
+    plan = camp.plan
     try:
         camp.log(
             f"plan: {len(plan.pairs)} pairs × d {plan.ds} × {plan.dtypes}, b = {plan.batch}, h = {plan.heads}, "
             f"N up to {camp.n_max:,}, budget {plan.minutes:g} min"
         )
+        sms = camp.store.device.get("sm_count")
+        if camp.device == "cuda" and sms:
+            camp.log(f"shape: {launch_bound_shape(sms, plan.heads, plan.batch) or _loaded_words(sms, plan)}")
         try:
             profile_step(camp, 0, PROFILE_SHARE)
-            validate_step(camp)
-            if profile_step(camp, 1, LATER_SHARE):
-                validate_step(camp, again=True)  # the held-out head dims checked (their timings are lookups)
+            if plan.fit:
+                validate_step(camp)
+            op_check_step(camp)
             calibrate_step(camp)
-            if camp.opmodel is not None:
-                validate_step(camp, again=True)  # the op model's zero-shot N0 beside the fit (lookups only)
+            later = profile_step(camp, 1, LATER_SHARE)
+            if plan.fit and (later or camp.opmodel is not None):
+                validate_step(camp, again=True)  # the held-out head dims, the op model's zero-shot N0 (lookups)
+            if not plan.fit:
+                fits = "; ".join(fit_commands(plan))
+                camp.steps["validate"] = f"not on the device: fit afterwards, on any machine: {fits}"
+                camp.log(f"validation: {camp.steps['validate']}")
         except _OutOfTimeError as e:
             camp.skip(f"the rest ({e}): run the same command again to continue where this one stopped")
         except _BrokenDeviceError as e:
@@ -475,6 +549,12 @@ def run_campaign(plan: Plan, sink: Callable[[str], None] = print) -> dict:
         camp.log.close()
 
 
+def calibration_runs(plan: Plan, device: str) -> int:
+    """Timed runs per calibration shape: 2 on a GPU (graph replays agree within a per cent, and a thousand shapes
+    share a quarter of the call), else at most 3 (a shared CPU drifts)."""
+    return 2 if device == "cuda" else min(plan.repeats or 3, 3)
+
+
 def calibrate_step(camp: Campaign) -> None:
     """The op-level calibration of the device (in the first dtype), cut off at its share of the budget.
 
@@ -486,9 +566,10 @@ def calibrate_step(camp: Campaign) -> None:
 
     dtype = plan.dtypes[0]
     caches = cache_sizes(camp.device)
-    camp.log(f"calibrate the op model in {dtype} ({'quick' if plan.quick else 'full'} grid); caches {caches}")
-    # 3 runs per shape: the full grid is over 2,000 shapes, and each CUDA run is a 20 ms block of timed calls
-    calibrator = Calibrator(camp.store, camp.device, dtype, min(plan.repeats, 3), tune=QUICK if plan.quick else DEFAULT)
+    tune = QUICK if plan.quick else GPU_CAMPAIGN if camp.device == "cuda" else DEFAULT
+    grid_name = "quick" if plan.quick else "the GPU campaign's" if tune is GPU_CAMPAIGN else "full"
+    camp.log(f"calibrate the op model in {dtype} ({grid_name} grid); caches {caches}")
+    calibrator = Calibrator(camp.store, camp.device, dtype, calibration_runs(plan, camp.device), tune=tune)
     last = [0.0]
 
     def step(message: str, done: int, total: int) -> None:
@@ -524,27 +605,130 @@ def calibrate_step(camp: Campaign) -> None:
     camp.checkpoint()
 
 
+def _loaded_words(sm_count: int, plan: Plan) -> str:
+    bh = plan.heads * plan.batch
+    return (f"b·h = {bh} heads: {bh / sm_count:.1f} waves over {sm_count} SMs for a kernel with one block per head "
+            f"(at least {WAVES} asked for)")  # fmt: skip
+
+
+def fit_commands(plan: Plan) -> list[str]:
+    """The commands that fit a GPU run's device afterwards, on any machine, from its records and summary (the
+    plan's pairs, head dims and shape come from the summary), one per dtype."""
+    out = Path(plan.out)
+    records, summary = out / "measurements.jsonl", out / "summary.json"
+    return [f"attn-cost validate --records {records} --summary {summary} --dtype {dtype}" for dtype in plan.dtypes]
+
+
+def device_pricer(camp: Campaign) -> Callable[[dict, str], Price] | None:
+    """On a GPU with a datasheet, a pricing of one call per unit (its dims and dtype): the datasheet model's
+    device time, launches left out (the timer's device time is a graph replay); None elsewhere (no plan by cost)."""
+    if camp.device != "cuda":
+        return None
+    sheet = for_device(str(camp.store.device.get("name", "")).removesuffix(" (simulated)"))
+    if sheet is None:
+        return None
+    eff, _, _ = fitted()
+    model = GpuModel(sheet, replace(eff, launch_s=1e-12, call_s=0.0))
+
+    def pricer(dims: dict, dtype: str) -> Price:
+        return lambda variant, ns: model.time(variant, dims, ns, "core", dtype)
+
+    return pricer
+
+
+def plan_units(camp: Campaign, tier: int, share: float) -> list[tuple[str, int, tuple[str, str], int]]:
+    """The units of `tier` this call measures, in order, each with the longest length its search may time:
+    on a GPU with a datasheet, each unit's device time predicted first (`planning.unit_cost`); a unit over its
+    cap is not started, and the units past this step's share of the budget are left to the next call (both
+    said). Elsewhere every unit, at the plan's longest length."""
+    plan = camp.plan
+    pricer = device_pricer(camp)
+    units = plan.units(tier)
+    if pricer is None:
+        return [(dt, dv, pair, camp.n_max) for dt, dv, pair in units]
+    left = share * 60 * plan.minutes - camp.log.elapsed
+    planned, total, later, fresh = [], 0.0, [], 0
+    for dtype, dv, (a, b) in units:
+        what = f"{a} vs {b}, d = {dv}, {dtype}"
+        dims = row_dims({"d": dv, "h": plan.heads, "b": plan.batch})
+        setting = Setting(CONVENTION, dtype, "core", "inference")
+        start = crossover(a, b, "flops", dims, setting, exact=False).n or 256
+        cost = unit_cost(pricer(dims, dtype), a, b, start, camp.n_max, repeats=plan.repeats,
+                         replicates=plan.replicates, run_s=gpu_timing.REP_MS / 1e3)  # fmt: skip
+        if camp.done(dtype, dv, a, b):
+            planned.append((dtype, dv, (a, b), cost.n_cap))  # its timings are lookups now
+        elif cost.seconds > plan.unit_s:
+            camp.skip(f"profile {what} (not started: {cost.says()}, over its {plan.unit_s:g} s cap)")
+        elif fresh and total + cost.seconds > left:  # the first new unit starts: its timings are kept if it is cut
+            later.append(what)
+        else:
+            fresh += 1
+            total += cost.seconds
+            planned.append((dtype, dv, (a, b), cost.n_cap))
+            camp.costs[what] = cost.says()
+    camp.log(f"planned {len(planned)} units: {total:.0f} s of device time predicted, {max(0.0, left):.0f} s left")
+    for what in later:
+        camp.skip(f"profile {what} (its predicted time is past {share:.0%} of the budget: the next call measures it)")
+    return planned
+
+
+def host_bound(measurer: Measurer, variants: tuple[str, str], sizes: Sizes, lengths: list[int]) -> dict[str, list[int]]:
+    """Per variant, the lengths of a unit's search at which its eager time measured the host's launches rather than
+    the GPU (`gpu_record.launch_bound`: the eager loop waits on the host; its device time, by graph replay, is still
+    the GPU's): where an eager caller's crossover moves with the host."""
+    out = {}
+    for variant in variants:
+        records = (measurer.store.get(measurer.key("time", variant, replace(sizes, N=n))) for n in sorted(set(lengths)))
+        out[variant] = [r["sizes"]["N"] for r in records if r is not None and record_launch_bound(r)]
+    return out
+
+
+def op_check_step(camp: Campaign) -> None:
+    """Latte's key softmax along the sequence axis against the same softmax along the last axis, at the plan's
+    shape and first head dim, in each dtype (`measure.opchecks`): a few seconds, kept in the summary."""
+    plan = camp.plan
+    if not any("latte" in v for pair in plan.pairs for v in pair):
+        return
+    lengths = [n for n in (1024, 4096, 16384, 65536) if n <= camp.n_max]
+    for dtype in plan.dtypes:
+        camp.check_time()
+        template = Sizes(N=1, d=plan.ds[0], h=plan.heads, b=plan.batch)
+        try:
+            rows = softmax_axes(camp.store, camp.device, dtype, template, lengths, repeats=plan.repeats)
+        except UserError as e:
+            camp.skip(f"op check in {dtype}: {e}")
+            continue
+        except RuntimeError as e:
+            camp.error("op check", f"in {dtype}", e)
+            continue
+        camp.op_checks[dtype] = [r.as_json() for r in rows]
+        for r in rows:
+            ratio = f"{r.sequence_axis_s / r.last_axis_s:.2f}×" if r.sequence_axis_s and r.last_axis_s else "—"
+            camp.log(f"  softmax along the sequence axis against the last, N = {r.n:,}, {dtype}: {ratio}")
+    camp.checkpoint()
+
+
 def profile_step(camp: Campaign, tier: int, share: float) -> int:
     """Measured N0 and N1 of every pair at the head dims of `tier` (`Plan.units`) in every dtype, the most wanted
     first; no unit starts after `share` of the time budget. Returns how many units were profiled."""
     plan = camp.plan
     measurers = {dt: camp.measurer(dt) for dt in plan.dtypes}
-    planned = plan.units(tier)
+    planned = plan_units(camp, tier, share)
     before = len(camp.units)
-    for dtype, dv, (a, b) in planned:
+    for dtype, dv, (a, b), n_max in planned:
         what = f"{a} vs {b}, d = {dv}, {dtype}"
         camp.check_time()
         if camp.over(share):
             camp.skip(f"profile {what} (over {share:.0%} of the time budget)")
             continue
-        camp.log(f"profile {what}")
+        camp.log(f"profile {what}" + (f": {camp.costs[what]}" if what in camp.costs else ""))
         sizes = Sizes(N=1, d=dv, h=plan.heads, b=plan.batch)
         setting = Setting(CONVENTION, dtype, "core", "inference")
         settle_garbage()
         camp.unit_ends = camp.log.elapsed + plan.unit_s
         try:
             p = profile_pair(
-                a, b, sizes, measurers[dtype], setting, max_lengths=plan.max_lengths, n_max=camp.n_max,
+                a, b, sizes, measurers[dtype], setting, max_lengths=plan.max_lengths, n_max=camp.n_max, reach=n_max,
                 replicates=plan.replicates,
             )  # fmt: skip
         except _UnitOutOfTimeError as e:
@@ -559,6 +743,10 @@ def profile_step(camp: Campaign, tier: int, share: float) -> int:
         finally:
             camp.unit_ends = None
         row = {k: v for k, v in p.as_json().items() if k not in ("speed", "memory")}
+        if camp.device == "cuda":
+            row["host_bound"] = host_bound(
+                measurers[dtype], (a, b), sizes, [q.n for q in (p.speed.probes if p.speed else [])]
+            )
         camp.units.append({"dtype": dtype, **row})
         camp.log(
             f"  N0 analytic {row['analytic_n0']}, measured {row['measured_n0']} ({row['n0_verdict']}); "
@@ -582,9 +770,8 @@ def validate_step(camp: Campaign, again: bool = False) -> None:
     for dtype in plan.dtypes:
         camp.check_time()
         settle_garbage()
-        if camp.over(CALIBRATE_SHARE if again else VALIDATE_SHARE):  # again: lookups, apart from a re-timed spike
-            if not again:
-                camp.skip(f"validation in {dtype} (over {VALIDATE_SHARE:.0%} of the time budget)")
+        if not again and camp.over(VALIDATE_SHARE):  # again: lookups, apart from a re-timed spike
+            camp.skip(f"validation in {dtype} (over {VALIDATE_SHARE:.0%} of the time budget)")
             continue
         # what was profiled: a pair is fitted where both fitted head dims were, checked on the dims all such were
         profiled = {(u["a"], u["b"], u["d"]) for u in camp.units if u["dtype"] == dtype}
@@ -611,7 +798,7 @@ def validate_step(camp: Campaign, again: bool = False) -> None:
             camp.error("validate", f"in {dtype}", e)
             continue
         text = json.dumps(profile.as_json(), indent=2) + "\n"
-        path = camp.write(profile_file(profile.slug, dtype), text, is_json_of(PROFILE_KIND), "a device profile")
+        path = camp.write(f"{profile.name}.json", text, is_json_of(PROFILE_KIND), "a device profile")
         camp.profiles[dtype] = str(path)
         camp.validation[dtype] = rows
         done.append(dtype)

@@ -86,6 +86,11 @@ VALIDATION_COLUMNS = (
 """Columns of a predicted-against-measured table, in the terminal and in the report."""
 
 
+def profile_name(device_slug: str, dtype: str) -> str:
+    """A device profile's name in one dtype (`crossover --device NAME`, its file's stem): fp32's is the bare slug."""
+    return device_slug if dtype == "fp32" else f"{device_slug}-{dtype}"
+
+
 def time_features(variant: str, scope: str, dtype: str, flops: str = "performed") -> tuple[sp.Expr, sp.Expr, sp.Expr]:
     """(K, F, B) of one call as expressions in the sizes. `flops`: "performed" counts what the kernels compute
     (`PERFORMED` for a fused causal kernel), "dense" every score (how profiles before it were fitted)."""
@@ -365,7 +370,7 @@ class DeviceProfile:
     def name(self) -> str:
         """The profile's name (`crossover --device NAME`, its file's stem): the device's slug, with the dtype where
         it is not fp32 (`cuda-nvidia-h200-12fde9-bf16`), as a campaign names its files."""
-        return self.slug if self.dtype == "fp32" else f"{self.slug}-{self.dtype}"
+        return profile_name(self.slug, self.dtype)
 
     def as_json(self) -> dict:
         return {

@@ -111,3 +111,23 @@ QUICK = replace(
     line_stride=3,
 )
 """A coarse grid, exact shapes at every third length and d = 16 only: a smoke test, not for predictions."""
+
+GPU_CAMPAIGN = replace(
+    DEFAULT,
+    quick=True,
+    row_widths=(64, 4096),
+    product_small=(1, 16, 64),
+    product_large=(128, 1024, 8192),
+    square_d=(64,),
+    batched_products=(64, 4096),
+    sdpa_lengths=(256, 4096),
+    sdpa_d=(64, 128),
+    loop_iterations=(64, 1024),
+    chain_sizes=(8, 64, 512),
+    held_out_per_kernel=1,
+    line_stride=2,
+    line_passes=1,
+)
+"""A GPU campaign's calibration (about a thousand shapes): the variants' ops at their exact shapes at every other
+length of the campaign's sizes, beside a coarser grid (element counts every 16×); one pass (a graph-replayed GPU
+timing does not drift as a shared CPU's does)."""

@@ -221,7 +221,7 @@ def refit(
     `records`, or with `records` None in the store (`store`, default the user's) and the shipped measurements;
     `summaries`: the campaign summaries of those records (`validate_records`: their units are the ones judged)."""
     measurer = records_measurer(records, device, store, setting.scope, setting.dtype)
-    runs = [_summary(path) for path in summaries]
+    runs = [read_summary(path) for path in summaries]
     n_max = n_max or (65536 if measurer.device == "cuda" else 16384)
     return validate_records(
         pairs, check_d, fit_d, template, measurer, setting, n_max=n_max, replicates=replicates, runs=runs, made=made
@@ -270,7 +270,7 @@ def _fingerprint(device: str, store: Path | None) -> dict:
     return rows[-1][1]["device"]
 
 
-def _summary(path: Path) -> dict:
+def read_summary(path: Path) -> dict:
     """A campaign's summary.json, read (one line if it is not one)."""
     try:
         data = json.loads(read_input(path, "a campaign summary").decode("utf-8"))
@@ -327,7 +327,7 @@ def judged(row: dict, stored: Stored, measurer: Measurer, template: Sizes, runs:
     times_at: dict[tuple[str, int], list[float]] = {}
     for v in (row["a"], row["b"]):
         for n in stored.at(measurer, "time", v, row["d"]):
-            key = measurer._key("time", v, replace(sizes, N=n))
+            key = measurer.key("time", v, replace(sizes, N=n))
             got = [stored.by_key.get(key), *(stored.by_key.get(f"{key}|replicate={k}") for k in range(1, 9))]
             times_at[(v, n)] = [r["time"]["median"] for r in got if r is not None and r["status"] == "ok" and r["time"]]
 

@@ -255,6 +255,7 @@ def said(error: BaseException, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+NOT_COUNTED = "not counted (a timing of many one-kernel shapes: the op calibration)"
 _KERNELS: dict[Hashable, tuple[int | None, str | None]] = {}
 """Kernel counts of the calls timed in this process, by call and shape."""
 _EAGER_ONLY: dict[Hashable, str] = {}
@@ -264,8 +265,10 @@ _EAGER_ONLY: dict[Hashable, str] = {}
 class _Point:
     """One call being timed: its counts per block, its graph, what it read run by run."""
 
-    def __init__(self, call: Callable[[], object], key: Hashable | None, curve: Hashable | None) -> None:
-        self.call, self.key, self.curve = call, key, curve
+    def __init__(
+        self, call: Callable[[], object], key: Hashable | None, curve: Hashable | None, count: bool = True
+    ) -> None:
+        self.call, self.key, self.curve, self.count = call, key, curve, count
         self.method = GRAPH if curve not in _EAGER_ONLY else EAGER_ONLY + _EAGER_ONLY[curve]
         self.once = 0.0
         self.k_graph = self.k_eager = 0
@@ -289,7 +292,9 @@ class _Point:
         self.stream = stream
         if self.captured:
             warm_side_stream(self.call, stream)
-        if self.key is None or self.key not in _KERNELS:
+        if not self.count:
+            counted = (None, NOT_COUNTED)
+        elif self.key is None or self.key not in _KERNELS:
             counted = count_kernels(self.call)
             if self.key is not None:
                 _KERNELS[self.key] = counted
@@ -395,12 +400,14 @@ def time_device_calls(
     repeats: int,
     warmup: int,
     keys: list[tuple[Hashable, Hashable] | None] | None = None,
+    count: bool = True,
 ) -> list[CudaTimes]:
     """Warm every call up until steady, then `repeats` alternating runs of each: device, eager and issue times
     (see the module's docstring). `keys`: per call, its (shape key, curve key) for the kernel-count cache and the
-    eager-only curves (None: neither is cached)."""
+    eager-only curves (None: neither is cached). `count`: count each call's kernels (False: a timing of many
+    one-kernel shapes, the op calibration, spares a profiler session a shape; the records say not counted)."""
     keys = keys or [None] * len(calls)
-    points = [_Point(call, *(key or (None, None))) for call, key in zip(calls, keys, strict=True)]
+    points = [_Point(call, *(key or (None, None)), count=count) for call, key in zip(calls, keys, strict=True)]
     warm = [_warm(p.call, warmup) for p in points]
     stream = torch.cuda.Stream()
     for p, (_, once) in zip(points, warm, strict=True):
@@ -485,7 +492,9 @@ def time_calls(
     return [TimeStats.from_times(r, w) for r, w in zip(runs, warmed, strict=True)]
 
 
-def time_cases_cuda(cases: list, repeats: int = 7, warmup: int = 2, host: bool = False) -> list[TimeStats]:
+def time_cases_cuda(
+    cases: list, repeats: int = 7, warmup: int = 2, host: bool = False, count: bool = True
+) -> list[TimeStats]:
     """`timing.time_cases` on CUDA: `CudaTimes` (device, eager and issue times), or with `host` host times
     (`host_seconds`, plain TimeStats). Raises timing.OutOfMemoryError if any case does not fit, *after* the failed
     attempt's tensors are gone (inputs deleted, garbage collected, the allocator's cache emptied), so that a retry
@@ -499,7 +508,7 @@ def time_cases_cuda(cases: list, repeats: int = 7, warmup: int = 2, host: bool =
             calls = [_bound(c, x) for c, x in zip(cases, inputs, strict=True)]
             if host:
                 return time_calls(calls, repeats, warmup, host_seconds)
-            return list(time_device_calls(calls, repeats, warmup, [_keys(c) for c in cases]))
+            return list(time_device_calls(calls, repeats, warmup, [_keys(c) for c in cases], count))
     except torch.cuda.OutOfMemoryError as e:
         failure = str(e).splitlines()[0] if str(e) else "out of memory"
     except RuntimeError as e:

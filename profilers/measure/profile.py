@@ -62,7 +62,8 @@ class Measurer:
     seen: Seen = field(default_factory=Seen)
     """What the disturbance detector saw over every timed run of this measurer."""
 
-    def _key(self, kind: str, variant: str, sizes: Sizes) -> str:
+    def key(self, kind: str, variant: str, sizes: Sizes) -> str:
+        """The store key of a measurement of `variant` at `sizes` on this device (its SDPA backend included)."""
         key = record_key(kind, variant, self.scope, self.dtype, sizes.as_dict(), self.store.device)
         impl = implementation_of(variant, sizes, self.device, self.scope)  # two implementations never mix
         return key + sdpa.key_suffix(variant, self.sdpa_backend) + (f"|impl={impl.key}" if impl else "")
@@ -82,7 +83,7 @@ class Measurer:
         `fresh`: time them again even if stored (the new timings replace the stored ones).
         `replicate`: the k-th repetition of this timing, stored under its own key (see `_speed_transition`)."""
         suffix = "" if replicate is None else f"|replicate={replicate}"
-        keys = [self._key("time", v, sizes) + suffix for v in variants]
+        keys = [self.key("time", v, sizes) + suffix for v in variants]
         stored = [None if fresh else self.store.get(k) for k in keys]
         runs = repeats or self.repeats
         if all(r is not None and (r["status"] == "oom" or r["time"]["runs"] >= runs) for r in stored):
@@ -102,7 +103,7 @@ class Measurer:
         """Time a stored timing again and keep the faster of the two: a disturbance only slows a timing down,
         and some slow spells of a shared machine show on none of the detector's clocks. The kept record counts
         the times it was taken again (`retimed`), so that a rerun does not take a confirmed timing again."""
-        key = self._key("time", variant, sizes)
+        key = self.key("time", variant, sizes)
         old = self.store.get(key)
         (new,) = self.time([variant], sizes, fresh=True)
         slower = old is not None and old["status"] == "ok" and (new is None or new.median > old["time"]["median"])
@@ -142,7 +143,7 @@ class Measurer:
 
     def memory(self, variant: str, sizes: Sizes) -> int | None:
         """Peak bytes of one call (None: out of memory)."""
-        key = self._key("memory", variant, sizes)
+        key = self.key("memory", variant, sizes)
         rec = self.store.get(key)
         if rec is not None:
             self.reused += 1
@@ -266,6 +267,7 @@ def profile_pair(
     costs: tuple[str, ...] = ("time", "memory"),
     max_lengths: int = 15,
     n_max: int = 16384,
+    reach: int | None = None,
     rel_tol: float = 0.02,
     replicates: int = 4,
     scan: bool = False,
@@ -275,7 +277,9 @@ def profile_pair(
     `sizes` gives every size but N, which is what the search varies (its N is ignored). A found
     speed crossover is checked (`_speed_transition`) and re-timed `replicates` times. `scan`: the speed
     search first times one length per octave up to n_max and bisects the last sign change (`validate`,
-    which judges the whole range), instead of bracketing from the prediction."""
+    which judges the whole range), instead of bracketing from the prediction. `reach`: the longest length the
+    speed search may time (a campaign's plan: longer calls cost more than the unit has), below n_max, which still
+    bounds the memory search; a search that ends at it says so."""
     t0 = time.perf_counter()
     dims = replace(sizes, N=1).symbols()
     n0 = crossover(a, b, "flops", dims, setting, exact=False).n
@@ -300,10 +304,14 @@ def profile_pair(
 
     speed_t = memory_t = None
     if "time" in costs:
+        top = min(n_max, reach or n_max)
         speed_t = _speed_transition(
-            speed, measurer, a, b, at, n0 or 256, n_max, max_lengths, rel_tol, replicates, grain, scan
+            speed, measurer, a, b, at, n0 or 256, top, max_lengths, rel_tol, replicates, grain, scan
         )
         speed_t = against_earlier(measurer, a, b, sizes, speed_t)
+        if top < n_max and speed_t.verdict == "a-cheaper-throughout" and speed_t.note is None:
+            speed_t = replace(speed_t, note=f"A cheaper at every length timed, up to N = {top:,}: longer calls are "
+                              "beyond this run's reach (planned by their predicted time)")  # fmt: skip
     if "memory" in costs:
         memory_t = find_transition(
             memory, n1 or 256, n_min=2, n_max=n_max, max_probes=4 * max_lengths, rel_tol=0, exact=True
@@ -367,7 +375,7 @@ def stored_pair(a: str, b: str, sizes: Sizes, measurer: Measurer, setting: Setti
         return replace(sizes, N=n)
 
     def timing(variant: str, n: int, replicate: int | None = None) -> tuple[bool, TimeStats | None]:
-        key = measurer._key("time", variant, at(n)) + ("" if replicate is None else f"|replicate={replicate}")
+        key = measurer.key("time", variant, at(n)) + ("" if replicate is None else f"|replicate={replicate}")
         rec = stored.by_key.get(key)
         return rec is not None, None if rec is None else _stats(rec)
 
@@ -385,7 +393,7 @@ def stored_pair(a: str, b: str, sizes: Sizes, measurer: Measurer, setting: Setti
     traced = sorted(stored.at(measurer, "memory", a, sizes.d) & stored.at(measurer, "memory", b, sizes.d))
     peaks = []
     for n in traced:
-        ka, kb = (measurer._key("memory", v, at(n)) for v in (a, b))
+        ka, kb = (measurer.key("memory", v, at(n)) for v in (a, b))
         ra, rb = stored.by_key.get(ka), stored.by_key.get(kb)
         if ra is not None and rb is not None:
             peaks.append(Probe(n, *(r["memory"]["peak_bytes"] if r["status"] == "ok" else None for r in (ra, rb))))

@@ -295,6 +295,7 @@ def time_cases(
     seen: Seen | None = None,
     settle_s: float = SETTLE_S,
     host_clock: bool = False,
+    count_kernels: bool = True,
 ) -> list[TimeStats]:
     """Time several cases in alternation; raises OutOfMemoryError if any of them does not fit.
 
@@ -309,14 +310,16 @@ def time_cases(
 
     On CUDA the times are device times by graph replay, each a `gpu_timing.CudaTimes` that keeps the eager time,
     the host's issue time and the counted kernels beside it; or with `host_clock` host times around synchronised
-    blocks (`gpu_timing.host_seconds`: for terms that launch little or nothing). On the CPU every time is a host
-    time."""
+    blocks (`gpu_timing.host_seconds`: for terms that launch little or nothing); `count_kernels` False spares the
+    kernel count (the op calibration's one-kernel shapes). On the CPU every time is a host time."""
     if detector is DEFAULT_DETECTOR and os.environ.get("ATTN_COST_DISTURBANCE", "").lower() == "off":
         detector = None
     if cases[0].device == "cuda":  # CUDA events around blocks of calls, or the host clock: gpu_timing.py
         from attn_cost.profilers.measure.gpu_timing import time_cases_cuda
 
-        return watched_batch(lambda: time_cases_cuda(cases, repeats, warmup, host_clock), detector, seen, "cuda")
+        return watched_batch(
+            lambda: time_cases_cuda(cases, repeats, warmup, host_clock, count_kernels), detector, seen, "cuda"
+        )
     once = _timer(detector)
     times: list[list[float]] = [[] for _ in cases]
     seen = seen if seen is not None else Seen()
