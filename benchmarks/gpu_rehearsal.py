@@ -22,7 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # docblock.py, beside this script
+
 import pytest  # MonkeyPatch: the simulation is installed the way the tests install it
+from docblock import check_output, fail, write_output
 from fakecuda import SimGPU, install
 
 
@@ -67,11 +70,22 @@ def calibration_estimate() -> dict:
     return {"grid_and_held_out_shapes": shapes, "at_least_s": round(shapes * runs * gpu_timing.REP_MS / 1e3)}
 
 
+def _is_figures(path: Path) -> bool:
+    """Whether a file holds the figures this script writes with --json."""
+    from attn_cost.profilers.store.files import json_data
+
+    data = json_data(path)
+    return isinstance(data, dict) and {"parts", "skipped", "usable", "calibration"} <= data.keys()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=8.3, help="the campaign's budget (default: the GPU run's)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
+    if not 0 < args.minutes < 60 * 24 * 30:  # nan and inf fail both
+        fail(f"--minutes must be a positive number of minutes (at most 30 days), got {args.minutes}")
+    check_output(args.json, _is_figures, "a rehearsal's figures")
     result = rehearse(args.minutes)
     total_dev = sum(p["device_s"] for p in result["parts"])
     total_host = sum(p["host_s"] for p in result["parts"])
@@ -85,7 +99,7 @@ def main() -> None:
     cal = result["calibration"]
     print(f"calibration: {cal['grid_and_held_out_shapes']} shapes, at least {cal['at_least_s']} s (3 runs of 20 ms)")
     if args.json:
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
+        write_output(args.json, json.dumps(result, indent=1) + "\n", _is_figures, "a rehearsal's figures")
 
 
 if __name__ == "__main__":
