@@ -5,6 +5,7 @@ every option applied to every number it could change or refused."""
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import subprocess
@@ -105,3 +106,64 @@ def test_every_into_and_output_of_the_scripts_is_checked_before_any_is_written(t
         proc = _script(args, tmp_path)
         _one_line(proc.returncode, proc.stderr)
     assert mine.read_text() == '{"my": "own data"}\n'
+
+
+# -- 2. an import says what it replaces and never puts an older or worse record over a stored one ------------
+
+DEVICE = {"kind": "cpu", "name": "Test CPU", "threads": 1, "torch": "2.13.0"}
+
+
+def _record(n: int, at: str, status: str = "ok", median: float = 1e-3) -> dict:
+    """A time record written out by hand (not by the store under test)."""
+    rec = {
+        "schema": 1, "key": f"time|softmax|core|fp32|N={n},d=8|threads=1", "kind": "time", "variant": "softmax",
+        "scope": "core", "dtype": "fp32", "status": status, "at": at, "device": DEVICE, "sizes": {"N": n, "d": 8},
+    }  # fmt: skip
+    if status == "ok":
+        rec["time"] = {"median": median, "q1": median, "q3": median, "min": median, "max": median, "runs": 3}
+    return rec
+
+
+def _jsonl(path: Path, records: list[dict]) -> str:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return str(path)
+
+
+def _stored(tmp_path: Path, capsys) -> dict[int, dict]:
+    capsys.readouterr()
+    assert main(["results", "export", "--store", str(tmp_path / "db")]) == 0
+    return {json.loads(line)["sizes"]["N"]: json.loads(line) for line in capsys.readouterr().out.splitlines()}
+
+
+def test_an_import_never_replaces_a_newer_or_better_record_silently(tmp_path, capsys) -> None:
+    t0, t1, t2 = "2026-11-23T00:00:00+00:00", "2026-11-24T00:00:00+00:00", "2026-11-25T00:00:00+00:00"
+    store = ["--store", str(tmp_path / "db")]
+    first = _jsonl(tmp_path / "first.jsonl", [_record(n, t1) for n in (1, 2, 3, 4, 5)])
+    assert main(["results", "import", first, *store]) == 0
+    assert "5 new" in capsys.readouterr().out
+    second = _jsonl(tmp_path / "second.jsonl", [
+        _record(1, t2, "oom"),  # newer but worse: the ok timing is kept
+        _record(2, t0, median=5e-3),  # older: kept
+        _record(3, "2026-11-24T01:00:00+01:00", median=5e-3),  # the same moment in another zone: not newer, kept
+        _record(4, t2, median=2e-3),  # newer and ok: replaces
+        _record(5, t1),  # the same record: nothing changes
+        _record(6, t0),  # new
+    ])  # fmt: skip
+    capsys.readouterr()
+    assert main(["results", "import", second, *store, "--json"]) == 0
+    said = json.loads(capsys.readouterr().out)["merged"][second]
+    assert {k: said[k] for k in ("added", "replaced", "same", "kept_newer", "kept_ok")} == {
+        "added": 1, "replaced": 1, "same": 1, "kept_newer": 2, "kept_ok": 1
+    }  # fmt: skip
+    stored = _stored(tmp_path, capsys)
+    assert stored[1]["status"] == "ok" and stored[2]["at"] == t1 and stored[3]["time"]["median"] == 1e-3
+    assert stored[4]["time"]["median"] == 2e-3 and sorted(stored) == [1, 2, 3, 4, 5, 6]
+    capsys.readouterr()
+    assert main(["results", "import", second, *store]) == 0  # the table says it too, and how to take the file's
+    out = " ".join(capsys.readouterr().out.split())
+    assert "kept 3 stored records" in out and "--replace" in out
+    assert main(["results", "import", second, *store, "--replace"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "3 replaced" in out and "by an older record" in out and "oom where it was ok" in out
+    stored = _stored(tmp_path, capsys)
+    assert stored[1]["status"] == "oom" and stored[2]["at"] == t0
