@@ -48,6 +48,7 @@ app.add_typer(results_app, name="results")
 def _results(ctx: typer.Context) -> None:
     help_without_command(ctx)
 
+
 STORE = typer.Option(
     None,
     "--store",
@@ -267,5 +268,6 @@ def import_(
               "merged": {k: m.as_json() for k, m in merged.items()}})  # fmt: skip
     else:
         for name, m in merged.items():
-            render.line(f"Imported {m.written + m.same:,} of {m.written + m.same + m.kept:,} records from {escape(name)} into "
-                        f"{escape(str(db.path))}: {m.said()}.")  # fmt: skip
+            held, total = m.written + m.same, m.written + m.same + m.kept
+            render.line(f"Imported {held:,} of {total:,} records from {escape(name)} into {escape(str(db.path))}: "
+                        f"{m.said()}.")  # fmt: skip

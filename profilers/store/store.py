@@ -633,9 +633,8 @@ class Database:
         transaction (a file migrated before adds nothing)."""
         merged = Merged()
         with self._using(), self.transaction() as con:
-            if source is not None:
-                if con.execute("SELECT 1 FROM migrated WHERE file = ?", (source,)).fetchone():
-                    return merged
+            if source is not None and con.execute("SELECT 1 FROM migrated WHERE file = ?", (source,)).fetchone():
+                return merged
             for r in records:
                 row = con.execute(
                     "SELECT status, at, record FROM records WHERE device = ? AND key = ?", (r.device, r.key)
