@@ -23,7 +23,7 @@ import click
 import typer
 from attn_cost.cli.entry import run as entry_run
 from attn_cost.cli.render import one_line
-from attn_cost.costmodel.errors import PricingWarning, UserError
+from attn_cost.costmodel.errors import InputWarning, PricingWarning, UserError
 
 HELP = """FLOPs, peak memory and traffic of attention variants, their crossovers, and checks on real kernels.
 
@@ -277,12 +277,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _pricing_note(shown):
-    """warnings.showwarning that turns a PricingWarning into one `warning:` line after the output (`note`)
-    and leaves every other warning to `shown`."""
+    """warnings.showwarning that turns a PricingWarning or an InputWarning into one `warning:` line after the
+    output (`note`) and leaves every other warning to `shown`."""
 
     def show(message, category, filename, lineno, file=None, line=None):
-        if issubclass(category, PricingWarning):
-            note(f"warning: {message}")
+        if issubclass(category, (PricingWarning, InputWarning)):
+            text = str(message)
+            note(text if text.startswith("note: ") else f"warning: {text}")
         else:
             shown(message, category, filename, lineno, file, line)
 

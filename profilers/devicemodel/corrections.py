@@ -48,12 +48,12 @@ from attn_cost.costmodel.scopes import MODES, SCOPES
 from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS
 from attn_cost.costmodel.variants import derive
 from attn_cost.profilers import DATA
-from attn_cost.profilers.devicemodel.datasheet import is_datasheet
+from attn_cost.profilers.devicemodel.devices import CALIBRATED, DATASHEET, resolve
 from attn_cost.profilers.devicemodel.gpumodel import add_datasheet_columns
-from attn_cost.profilers.devicemodel.opmodel import BOOTSTRAP, known_opmodels
+from attn_cost.profilers.devicemodel.opmodel import BOOTSTRAP
 from attn_cost.profilers.devicemodel.oppredict import add_predicted_columns
 from attn_cost.profilers.measure.device import CPU_TIMER, IDENTITY, slug
-from attn_cost.profilers.store.files import claim, json_data, read_input, regular_files, write_atomic
+from attn_cost.profilers.store.files import claim, json_data, read_json, regular_files, write_atomic
 from attn_cost.profilers.store.schema import Fingerprint, SchemaError, check, load_error, rule
 from attn_cost.profilers.store.store import named_files, user_data_dir
 from scipy.optimize import nnls
@@ -81,15 +81,15 @@ def time_features(variant: str, scope: str, dtype: str) -> tuple[sp.Expr, sp.Exp
 class TimeFit:
     """Fitted time constants of one variant on one device."""
 
-    launch_s: float = field(metadata=rule(minimum=0))
-    seconds_per_flop: float = field(metadata=rule(minimum=0))
-    seconds_per_byte: float = field(metadata=rule(minimum=0))
-    points: int = field(metadata=rule(minimum=0))
-    fit_d: list[int] = field(metadata=rule(minimum=1))
+    launch_s: float = field(metadata=rule(minimum=0, maximum=1e3))
+    seconds_per_flop: float = field(metadata=rule(minimum=0, maximum=1))
+    seconds_per_byte: float = field(metadata=rule(minimum=0, maximum=1))
+    points: int = field(metadata=rule(minimum=0, maximum=1 << 31))
+    fit_d: list[int] = field(metadata=rule(minimum=1, maximum=1 << 16))
     """The head dims the fit was made on."""
-    r2: float
-    median_rel_err: float
-    max_rel_err: float
+    r2: float = field(metadata=rule(minimum=-1e12, maximum=1))
+    median_rel_err: float = field(metadata=rule(minimum=0, maximum=1e12))
+    max_rel_err: float = field(metadata=rule(minimum=0, maximum=1e12))
 
     @property
     def flops_per_s(self) -> float | None:
@@ -110,10 +110,10 @@ class TimeFit:
 class MemoryFit:
     """Fitted memory correction of one variant on one device: measured = scale · modelled + offset."""
 
-    scale: float
-    offset_bytes: float
-    max_abs_residual_bytes: float
-    points: int = field(metadata=rule(minimum=0))
+    scale: float = field(metadata=rule(above=0, maximum=1e6))
+    offset_bytes: float = field(metadata=rule(minimum=-(2.0**62), maximum=2.0**62))
+    max_abs_residual_bytes: float = field(metadata=rule(minimum=0, maximum=2.0**62))
+    points: int = field(metadata=rule(minimum=0, maximum=1 << 31))
 
     def as_json(self) -> dict:
         return asdict(self)
@@ -240,9 +240,12 @@ class DeviceProfile:
         """A profile from parsed JSON, checked field by field against the schema (one clear line if not)."""
         try:
             check(data, ProfileFile)
+            assert isinstance(data, dict)  # as `check` found it
+            for name, fit in data["time"].items():
+                if not any(fit[k] for k in ("launch_s", "seconds_per_flop", "seconds_per_byte")):
+                    raise SchemaError(f"time.{name}", "a fit that takes some time (its three constants are 0)", 0)
         except SchemaError as e:
             raise load_error(where, "device profile", e) from None
-        assert isinstance(data, dict)  # as `check` found it
         time_fields, memory_fields = set(TimeFit.__dataclass_fields__), set(MemoryFit.__dataclass_fields__)
         return cls(
             device=data["device"],
@@ -292,13 +295,13 @@ class MeasuredPoint:
 
     a: str
     b: str
-    d: int = field(metadata=rule(minimum=1))
-    heads: int = field(metadata=rule(minimum=1))
-    batch: int = field(metadata=rule(minimum=1))
-    measured_n0: float | None = None
-    n0_uncertainty: float | None = None
-    measured_n1: float | None = None
-    n1_uncertainty: float | None = None
+    d: int = field(metadata=rule(minimum=1, maximum=1 << 16))
+    heads: int = field(metadata=rule(minimum=1, maximum=1 << 16))
+    batch: int = field(metadata=rule(minimum=1, maximum=1 << 20))
+    measured_n0: float | None = field(default=None, metadata=rule(minimum=1, maximum=1 << 32))
+    n0_uncertainty: float | None = field(default=None, metadata=rule(minimum=0, maximum=1 << 32))
+    measured_n1: float | None = field(default=None, metadata=rule(minimum=1, maximum=1 << 32))
+    n1_uncertainty: float | None = field(default=None, metadata=rule(minimum=0, maximum=1 << 32))
 
 
 @dataclass
@@ -368,11 +371,7 @@ def load_profile(name: str) -> DeviceProfile:
         if name not in profiles:
             raise UserError(unknown("device", name, profiles or ["(none yet: run `attn-cost validate`)"]))
         path = profiles[name]
-    try:
-        data = json.loads(read_input(path, "a device profile").decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        raise UserError(f"{path} is not a readable device profile ({e.__class__.__name__})") from None
-    return DeviceProfile.from_json(data, str(path))
+    return DeviceProfile.from_json(read_json(path, "a readable device profile"), str(path))
 
 
 def add_device_columns(rows: list[TransitionRow], name: str, replicates: int | None = None) -> None:
@@ -381,12 +380,12 @@ def add_device_columns(rows: list[TransitionRow], name: str, replicates: int | N
     where the device has an op calibration (`attn-cost calibrate`). A device with an op calibration and no profile
     gets the op model's columns alone; a datasheet GPU (`profilers.devicemodel.datasheet`) the datasheet model's N0."""
 
-    if is_datasheet(name) and name not in known_profiles():
-
+    kind = resolve(name)
+    if kind == DATASHEET:
         add_datasheet_columns(rows, name)
         return
     replicates = BOOTSTRAP if replicates is None else replicates
-    if name in known_opmodels() and name not in known_profiles():
+    if kind == CALIBRATED:
         add_predicted_columns(rows, name, replicates=replicates)
         return
     profile = load_profile(name)

@@ -68,6 +68,7 @@ from attn_cost.profilers.devicemodel.kernels import (  # noqa: F401
 from attn_cost.profilers.devicemodel.opcalls import KernelCalls, kernel_calls, line_of, op_features, operand_layout  # noqa: F401
 from attn_cost.profilers.devicemodel.opfit import (
     MAD_TO_SIGMA,
+    MAX_SECONDS,
     Chain,
     Curve,
     Gemm,
@@ -411,8 +412,13 @@ class OpModel:
         except SchemaError as e:
             raise load_error(where, "op calibration", e) from None
         device, dtype = data["device"], data["dtype"]
+        stored = data.get("fitted") if data.get("fit_version") == FIT_VERSION else None
         try:
-            stored = data.get("fitted") if data.get("fit_version") == FIT_VERSION else None
+            if stored is not None:
+                _checked_parameters(stored, data.get("overheads"))
+        except SchemaError as e:
+            raise load_error(where, "op calibration", e) from None
+        try:
             kernels, overheads = (
                 _from_parameters(stored, data.get("overheads")) if isinstance(stored, dict) else (None, None)
             )
@@ -596,6 +602,87 @@ def _triple(values: list) -> tuple[float, float, float]:
     return a, b, c
 
 
+SECONDS = rule(minimum=0, maximum=MAX_SECONDS)
+LOG2 = rule(minimum=0, maximum=64)
+"""A log2 of a size (a row width, a product's dims)."""
+
+
+@dataclass
+class CurveParameters:
+    bytes: list[float] = field(metadata=rule(above=0, maximum=2.0**62))
+    seconds: list[float] = field(metadata=rule(above=0, maximum=MAX_SECONDS))
+
+
+@dataclass
+class StreamingParameters:
+    """A streaming kernel's stored model (`_streaming`): at least one curve per calibrated width, each with at
+    least one point, bytes rising."""
+
+    form: str
+    launch: float = field(metadata=SECONDS)
+    widths: list[float] = field(metadata=LOG2)
+    curves: list[CurveParameters]
+    elem: int = field(default=4, metadata=rule(minimum=1, maximum=16))
+
+
+@dataclass
+class GemmParameters:
+    form: str
+    launch: float = field(metadata=SECONDS)
+    item: float = field(metadata=SECONDS)
+    peak: float = field(metadata=rule(above=0, maximum=1e18))
+    """FLOP/s."""
+    half: list[float] = field(metadata=rule(minimum=0, maximum=1e6))
+    coords: list[list[float]] = field(metadata=LOG2)
+    residuals: list[float] = field(metadata=rule(minimum=-50, maximum=50))
+
+
+@dataclass
+class ChainParameters:
+    launch: float = field(metadata=SECONDS)
+    share: float = field(metadata=rule(minimum=0, maximum=1e3))
+    sigma: float = field(default=0.0, metadata=rule(minimum=0, maximum=100))
+
+
+@dataclass
+class OverheadsParameters:
+    call_s: float = field(metadata=SECONDS)
+    loop_step_s: float = field(metadata=SECONDS)
+    chain: ChainParameters | None = None
+
+
+def _checked_parameters(fitted: object, overheads: object) -> None:
+    """Every stored parameter of a calibration finite and in range, and each model whole (a curve with points,
+    bytes rising, as many curves as widths; a product's three half sizes, a residual per coordinate row of four):
+    SchemaError naming the first that is not (`fitted.copy.curves[0].seconds[3]`)."""
+    if not isinstance(fitted, dict):
+        raise SchemaError("fitted", "an object", fitted)
+    for name, p in fitted.items():
+        where = f"fitted.{name}"
+        form = p.get("form") if isinstance(p, dict) else None
+        schema = {"streaming": StreamingParameters, "gemm": GemmParameters, "chain": ChainParameters}.get(form)
+        if schema is None:
+            raise SchemaError(f"{where}.form", "streaming, gemm or chain", form)
+        check(p, schema, path=where)
+        if form == "streaming":
+            if not p["curves"] or len(p["curves"]) != len(p["widths"]):
+                raise SchemaError(f"{where}.curves", "one curve per width (at least one)", len(p["curves"]))
+            if any(b >= a for a, b in zip(p["widths"][1:], p["widths"], strict=False)):
+                raise SchemaError(f"{where}.widths", "rising", p["widths"])
+            for i, c in enumerate(p["curves"]):
+                if not c["bytes"] or len(c["bytes"]) != len(c["seconds"]):
+                    raise SchemaError(f"{where}.curves[{i}]", "points (as many seconds as bytes, at least one)", c)
+                if any(b >= a for a, b in zip(c["bytes"][1:], c["bytes"], strict=False)):
+                    raise SchemaError(f"{where}.curves[{i}].bytes", "rising", c["bytes"])
+        elif form == "gemm":
+            if len(p["half"]) != 3 or any(len(row) != 4 for row in p["coords"]):
+                raise SchemaError(f"{where}.half", "three half sizes, and coordinates of four", p["half"])
+            if len(p["coords"]) != len(p["residuals"]):
+                raise SchemaError(f"{where}.residuals", "one per coordinate row", len(p["residuals"]))
+    if overheads is not None:
+        check(overheads, OverheadsParameters, path="overheads")
+
+
 def _from_parameters(fitted: dict, overheads: dict | None) -> tuple[dict, Overheads]:
     """Kernel models and overheads from their stored parameters (products take their traffic from the stored copy
     kernel). Files written before the overheads were named fields keep them among the kernels."""
@@ -644,8 +731,11 @@ def read_calibration(path: Path) -> dict:
             if len(raw) > MAX_INPUT_BYTES:
                 raise UserError(f"{path} unpacks to over {MAX_INPUT_BYTES / 2**20:,.0f} MiB: not an op calibration")
         data = json.loads(raw.decode("utf-8"))
-    except (OSError, EOFError, zlib.error, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, RecursionError) as e:
         raise UserError(f"{path} is not a readable op calibration ({e.__class__.__name__})") from None
+    except ValueError as e:  # not JSON, or an integer of more digits than Python reads
+        why = "not JSON" if isinstance(e, json.JSONDecodeError) else "a number too long to read"
+        raise UserError(f"{path} is not a readable op calibration ({why})") from None
     if not isinstance(data, dict):
         raise UserError(f"{path} is not an attn-cost op calibration")
     return data

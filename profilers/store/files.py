@@ -194,6 +194,22 @@ def not_stdout(path: Path, flag: str) -> Path:
     return path
 
 
+def read_json(path: Path, what: str) -> object:
+    """The parsed JSON of a file a user names or attn-cost scans (`read_input`), or one line (UserError) saying why
+    it is not readable as `what`: not UTF-8, not JSON, nested too deep, or a number too long to read (Python
+    refuses integers of more than 4,300 digits)."""
+    data = read_input(path, what)
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise UserError(f"{path} is not {what}: it is not UTF-8 text") from None
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path} is not {what}: not JSON ({e.msg}, line {e.lineno})") from None
+    except (ValueError, RecursionError) as e:  # an integer of more digits than Python converts; nesting too deep
+        why = "it holds a number too long to read" if isinstance(e, ValueError) else "it is nested too deep"
+        raise UserError(f"{path} is not {what}: {why}") from None
+
+
 def json_data(path: Path) -> object:
     """The parsed JSON of a file attn-cost recognises or scans (None where it is not a readable JSON file)."""
     try:
