@@ -778,6 +778,11 @@ class DeviceColumns:
     predicted: dict | None = None
     """The op model's tie interval, its regret and what it extrapolated (`oppredict.Prediction.as_json`), where
     the op model predicted."""
+    memory_bytes: int | None = None
+    """The device's memory, where it is known (a datasheet GPU)."""
+    fits_in_memory: bool | None = None
+    """Whether A and B both fit in `memory_bytes` at the predicted N0 (None where either is unknown): a crossing
+    past the memory is a prediction of a run that cannot happen."""
 
     def as_json(self) -> dict:
         extra = {k: v for k, v in (self.predicted or {}).items() if k not in ("predicted_n0", "predicted_n0_low",
@@ -790,6 +795,11 @@ class DeviceColumns:
             "predicted_n0_high": self.predicted_n0_high,
             **extra,
             **({"predicted_by": self.predicted_by} if self.predicted_by != "op model" else {}),
+            **(
+                {"memory_bytes": self.memory_bytes, "fits_in_memory": self.fits_in_memory}
+                if self.memory_bytes is not None
+                else {}
+            ),
         }
 
     @property

@@ -191,7 +191,8 @@ def test_predict_gives_seconds_with_an_interval_and_the_engines_peak(cli) -> Non
     data = r.json()
     assert data["predicted_by"] == "datasheet" and len(data["results"]) == 4
     for row in data["results"]:
-        assert set(row) == {"variant", "n", "seconds", "seconds_low", "seconds_high", "peak_bytes"}
+        assert set(row) == {"variant", "n", "seconds", "seconds_low", "seconds_high", "peak_bytes", "fits_in_memory"}
+        assert row["fits_in_memory"] is (row["peak_bytes"] <= 80e9)  # the H100 SXM5 holds 80 GB
         assert row["seconds_low"] < row["seconds"] < row["seconds_high"]
         dims = {**row_dims({"d": 64, "h": 8, "b": 2}), BY_NAME["N"]: row["n"]}
         assert row["peak_bytes"] == int(derive(row["variant"]).peak("bf16").at(dims)[0])

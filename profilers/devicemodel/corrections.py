@@ -390,9 +390,7 @@ def add_device_columns(rows: list[TransitionRow], name: str, replicates: int | N
         return
     profile = load_profile(name)
     for row in rows:
-        s = row.setting
-        setting = Setting(s.convention, s.dtype, s.scope, s.mode)  # the profile's fits: the default counting
-        n0, n1 = corrected_points(profile, row.a, row.b, row.dims(), setting)
+        n0, n1 = corrected_points(profile, row.a, row.b, row.dims(), row.setting)
         columns = measured_points(profile, row)
         columns.corrected_n0, columns.corrected_n1 = n0, n1
         row.device = DeviceColumns(profile.slug, columns)
@@ -406,6 +404,8 @@ def corrected_points(
     n0 = n1 = None
     if not measured_here(profile, setting):
         return n0, n1
+    s = setting
+    setting = Setting(s.convention, s.dtype, s.scope, s.mode)  # the fits' curves: the default counting
     if a in profile.time and b in profile.time:
         n0 = _ceil(
             corrected_n(
@@ -425,10 +425,12 @@ def corrected_points(
 
 def measured_here(profile: DeviceProfile, setting: Setting) -> bool:
     """Whether the profile's measurements were taken at this setting: same scope, element type and
-    mode, keys as long as queries. A fit or a point from another setting would answer another question.
+    mode, keys as long as queries, each variant's own projection biases. A fit or a point from another setting
+    would answer another question: the corrected and measured columns are then empty (—, said in the caption).
     (The FLOP convention and causal counting change how FLOPs are counted, not what was timed.)"""
     here = (setting.scope, setting.dtype, setting.mode)
-    return here == (profile.scope, profile.dtype, profile.mode) and setting.counting.n_kv is None
+    own = setting.counting.n_kv is None and setting.counting.bias is None
+    return here == (profile.scope, profile.dtype, profile.mode) and own
 
 
 def measured_points(profile: DeviceProfile, row: TransitionRow) -> ProfileColumns:

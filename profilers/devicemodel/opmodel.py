@@ -394,9 +394,10 @@ class OpModel:
         }
 
     @classmethod
-    def from_json(cls, data: dict, where: str, refit: bool = False) -> OpModel:
+    def from_json(cls, data: dict, where: str, refit: bool = False, from_points: bool = False) -> OpModel:
         """A calibration as it was fitted: its stored parameters, loaded without refitting. One without them
-        (another fit version) is refitted from its points only with `refit` (`attn-cost calibrate --refit`)."""
+        (another fit version) is refitted from its points only with `refit` (`attn-cost calibrate --refit`);
+        `from_points` refits every one, its stored parameters left unread."""
         try:
             check(data, CalibrationFile)
             points = [
@@ -412,7 +413,7 @@ class OpModel:
         except SchemaError as e:
             raise load_error(where, "op calibration", e) from None
         device, dtype = data["device"], data["dtype"]
-        stored = data.get("fitted") if data.get("fit_version") == FIT_VERSION else None
+        stored = data.get("fitted") if data.get("fit_version") == FIT_VERSION and not from_points else None
         try:
             if stored is not None:
                 _checked_parameters(stored, data.get("overheads"))
@@ -741,23 +742,24 @@ def read_calibration(path: Path) -> dict:
     return data
 
 
-def load_opmodel(name: str, refit: bool = False) -> OpModel:
+def load_opmodel(name: str, refit: bool = False, from_points: bool = False) -> OpModel:
     """An op model by device slug or path (`.json` or `.json.gz`); an unknown name is bad input. `refit`: a
-    calibration of another fit version is refitted from its points (else refused, `OpModel.from_json`)."""
+    calibration of another fit version is refitted from its points (else refused, `OpModel.from_json`);
+    `from_points`: every calibration is, its stored parameters left unread (`calibrate --refit`)."""
     path = Path(name)
     if not (path.is_file() or name.endswith((".json", ".json.gz"))):
         found = known_opmodels()
         if name not in found:
             raise UserError(f"no op calibration for device {name!r}: run `attn-cost calibrate` on it")
         path = found[name]
-        model = OpModel.from_json(read_calibration(path), str(path), refit)
+        model = OpModel.from_json(read_calibration(path), str(path), refit, from_points)
         if model.slug != name:
             raise UserError(
                 f"{path} is the op calibration of {model.slug} ({model.device.get('name')}), not of {name}: "
                 "a calibration applies only to the device it was made on"
             )
         return model
-    return OpModel.from_json(read_calibration(path), str(path), refit)
+    return OpModel.from_json(read_calibration(path), str(path), refit, from_points)
 
 
 def opmodel_for(slug: str) -> OpModel | None:
