@@ -29,8 +29,11 @@ def unknown(what: str, name: str, known: Mapping[str, object] | list[str], where
     the rest counted; `where`: how to list them all)."""
 
     names = list(known)
-    close = difflib.get_close_matches(name, names, n=2, cutoff=0.5) or [k for k in names if name and name in k][:2]
-    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    holding = sorted((k for k in names if name and name in k), key=lambda k: (not k.startswith(name), len(k)))
+    close = list(dict.fromkeys([*difflib.get_close_matches(name, names, n=3, cutoff=0.5), *holding]))[:3]
+    said = [repr(c) for c in close]
+    options = " or ".join([", ".join(said[:-1]), said[-1]] if len(said) > 1 else said)
+    hint = f"; did you mean {options}?" if close else ""
     return f"unknown {what} {name!r}{hint} (known: {listed(names, where)})"
 
 
