@@ -208,7 +208,7 @@ def _datasheet_table(rows: list[TransitionRow], heads: int, batch: int, device: 
          + ("†" if row.device.fits_in_memory is False else "") if row.device else "—", _cell(row.costs["memory"])]
         for row in rows
     ]  # fmt: skip
-    over = [r.device.memory_bytes for r in rows if r.device is not None and r.device.fits_in_memory is False]
+    over = [r.device.memory_bytes or 0 for r in rows if r.device is not None and r.device.fits_in_memory is False]
     beyond = (f" †: at that N, A or B needs more memory than the GPU's {over[0] / 1e9:g} GB: the run would not fit, "
               "and the time predicted is of a run that cannot happen." if over else "")  # fmt: skip
     render.table(

@@ -76,11 +76,12 @@ def predict(
               if launch_us is not None else "")  # fmt: skip
     beyond = (f" †: does not fit in the {sheet.memory_gb:g} GB of the {sheet.title}: its time is of a run that "
               "cannot happen." if over else "")  # fmt: skip
+    cells = [[r["variant"], f"{r['n']:,}", _time(r["seconds"]), _span(r["seconds_low"], r["seconds_high"]),
+              _bytes(r["peak_bytes"]) + ("" if r["fits_in_memory"] else " †")] for r in results]  # fmt: skip
     render.table(
         f"Predicted on {sheet.title} ({st.scope}, {mode}, {dtype}, d={d}, h={heads}, b={batch})",
         [Col("variant"), right("N"), right("time"), right("95 % interval"), right("peak memory")],
-        [[r["variant"], f"{r['n']:,}", _time(r["seconds"]), _span(r["seconds_low"], r["seconds_high"]),
-          _bytes(r["peak_bytes"]) + ("" if r["fits_in_memory"] else " †")] for r in results],
+        cells,
         keys=1,
         caption=record_line().replace("N0 datasheet: predicted", "Times predicted") + launch + beyond,
     )

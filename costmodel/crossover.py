@@ -391,8 +391,9 @@ def _unsure(curves: list[list[Poly]]) -> Unsure | None:
             if _same_curve(pa, pb):
                 continue
             per = [_known(pa, pb, pads) for pads in patterns]
-            tails = [next(((lo, sign) for lo, hi, sign in k if hi is None), None) for k in per]
-            if any(t is None for t in tails):
+            found = [next(((lo, sign) for lo, hi, sign in k if hi is None), None) for k in per]
+            tails = [t for t in found if t is not None]
+            if len(tails) < len(found):
                 return None
             starts.update(lo for k in per for lo, _, _ in k)
             agreed = _agreed(per)
@@ -429,13 +430,15 @@ def _agreed(per: list[Signed]) -> Signed:
     out: Signed = []
     for a, b in zip(edges, [*edges[1:], None], strict=True):
         signs = {sign_at(k, a) for k in per}
-        if len(signs) == 1 and None not in signs:
-            out.append((a, None if b is None else b - 1, signs.pop()))
+        sign = signs.pop() if len(signs) == 1 else None
+        if sign is not None:
+            out.append((a, None if b is None else b - 1, sign))
     return out
 
 
 def _where(divisors: list[int], patterns: list[dict[int, int]]) -> str:
     """The N of some padding patterns, in words: `where N is not a multiple of 4,096`."""
+
     def one(pads: dict[int, int]) -> str:
         return " and ".join(f"N is {'not ' if pads[dv] else ''}a multiple of {dv:,}" for dv in divisors)
 

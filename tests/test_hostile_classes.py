@@ -251,14 +251,16 @@ def test_large_paddings_answer_in_seconds(capsys, args) -> None:
 
 def test_a_variant_that_pads_to_a_huge_multiple_answers(tmp_path, capsys) -> None:
     path = tmp_path / "pads.py"
-    path.write_text(textwrap.dedent("""
+    path.write_text(
+        textwrap.dedent("""
         from attn_cost.costmodel.variants import variant
 
         @variant("pads-far", "test", source="test", family="test")
         def core(g, Q, K, V):
             Qp = g.pad("Qp", Q, 2, 10**9)
             return g.matmul("Y", g.matmul("S", Qp, K.T), V)
-    """))
+    """)
+    )
     t0 = time.monotonic()
     code, _, err = _run(["crossover", "--pair", "softmax:pads-far", "--d", "64", "--variants", str(path)], capsys)
     assert code == 0, err

@@ -186,8 +186,8 @@ def read_table(path: Path, taken: dict[str, str] | None = None) -> Table:
             unread[key] = unread.get(key, 0) + 1
     warnings = [f"{line}: the row is left out" for line in left_out[:LEFT_OUT_SHOWN]]
     if len(left_out) > LEFT_OUT_SHOWN:
-        more = len(left_out) - LEFT_OUT_SHOWN
-        warnings.append(f"{path}: {more:,} more rows are left out, for reasons such as those above")
+        rest = len(left_out) - LEFT_OUT_SHOWN
+        warnings.append(f"{path}: {rest:,} more rows are left out, for reasons such as those above")
     if unread:
         keys = ", ".join(f"{k} ({n:,} row{'s' if n > 1 else ''})" for k, n in list(unread.items())[:LEFT_OUT_SHOWN])
         more = f" and {len(unread) - LEFT_OUT_SHOWN:,} more" if len(unread) > LEFT_OUT_SHOWN else ""

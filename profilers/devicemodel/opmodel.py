@@ -652,6 +652,10 @@ class OverheadsParameters:
     chain: ChainParameters | None = None
 
 
+PARAMETERS: dict[object, type] = {"streaming": StreamingParameters, "gemm": GemmParameters, "chain": ChainParameters}
+"""The stored parameters of each form of fitted kernel model."""
+
+
 def _checked_parameters(fitted: object, overheads: object) -> None:
     """Every stored parameter of a calibration finite and in range, and each model whole (a curve with points,
     bytes rising, as many curves as widths; a product's three half sizes, a residual per coordinate row of four):
@@ -661,7 +665,7 @@ def _checked_parameters(fitted: object, overheads: object) -> None:
     for name, p in fitted.items():
         where = f"fitted.{name}"
         form = p.get("form") if isinstance(p, dict) else None
-        schema = {"streaming": StreamingParameters, "gemm": GemmParameters, "chain": ChainParameters}.get(form)
+        schema = PARAMETERS.get(form)
         if schema is None:
             raise SchemaError(f"{where}.form", "streaming, gemm or chain", form)
         check(p, schema, path=where)

@@ -61,10 +61,7 @@ def gather(
         for dv in ds
     }
     d_grid = [4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]
-    versus_d = [
-        {"a": a, "b": bb, "d": d_grid, **_versus_d(a, bb, d_grid, setting, device)}
-        for a, bb in pairs
-    ]
+    versus_d = [{"a": a, "b": bb, "d": d_grid, **_versus_d(a, bb, d_grid, setting, device)} for a, bb in pairs]
     head_rows = [
         {
             "variant": v,
