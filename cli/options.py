@@ -400,7 +400,8 @@ def counting(convention: str, scope: str) -> Counting:
     implied = getattr(get_convention(convention), "counting", {})
     n_kv = chosen.get("n_kv")
     if n_kv is not None and scope != "core":
-        fail(f"--n-kv applies to the attention core (--scope core), not to the {scope} scope")
+        core = " (--scope core)" if "--scope" in command_flags() else ""
+        fail(f"--n-kv applies to the attention core{core}, not to the {scope} scope")
     return Counting(
         causal=chosen.get("causal_count") or implied.get("causal", "dense"),
         tile=128 if chosen.get("tile") is None else chosen["tile"],
@@ -472,8 +473,9 @@ def applies(names: list[str], st: Setting, given: dict) -> None:
         fail(f"--backward counts the backward pass of the score products, and none of {shown} has one in "
              f"{st.mode}: {why}")  # fmt: skip
     if "bias" in chosen and all(_projections(name, st) == 0 for name in names):
+        hint = ": give --scope layer, block or model" if "--scope" in flags_here else ""
         fail(f"--bias chooses the biases of the projections, and none of {shown} has projections at the {st.scope} "
-             "scope: give --scope layer, block or model")  # fmt: skip
+             f"scope{hint}")  # fmt: skip
     for flag, symbol in flags.items():
         if symbol not in used:
             fail(f"{flag} sizes none of {shown}: it applies to variants written with it ({st.scope} scope)")
