@@ -14,7 +14,7 @@ from attn_cost.cli import options as o
 from attn_cost.cli import render
 from attn_cost.cli.app import app, fail
 from attn_cost.cli.render import Col, emit, right
-from attn_cost.profilers.devicemodel.datasheet import get_datasheet
+from attn_cost.profilers.devicemodel.devices import datasheet_of
 from attn_cost.profilers.devicemodel.gpumodel import GpuModel, fitted, peak_bytes, record_line
 
 
@@ -46,7 +46,7 @@ def predict(
     o.positive(d, "--d")
     st = o.setting(o.DEFAULT, dtype, scope, mode, names, {"--L": latents})
     sizes = o.sizes(d, heads, batch, latents)
-    sheet = get_datasheet(device)
+    sheet = datasheet_of(device)
     eff, sigma, _ = fitted()
     fitted_us = eff.launch_s * 1e6
     if launch_us is not None:

@@ -50,12 +50,13 @@ from attn_cost.costmodel.variants import derive
 from attn_cost.profilers import DATA
 from attn_cost.profilers.devicemodel.devices import CALIBRATED, DATASHEET, resolve
 from attn_cost.profilers.devicemodel.gpumodel import add_datasheet_columns
+from attn_cost.profilers.devicemodel.names import known_profiles
 from attn_cost.profilers.devicemodel.opmodel import BOOTSTRAP
 from attn_cost.profilers.devicemodel.oppredict import add_predicted_columns
 from attn_cost.profilers.measure.device import CPU_TIMER, IDENTITY, slug
 from attn_cost.profilers.store.files import claim, json_data, read_json, regular_files, write_atomic
 from attn_cost.profilers.store.schema import Fingerprint, SchemaError, check, load_error, rule
-from attn_cost.profilers.store.store import named_files, user_data_dir
+from attn_cost.profilers.store.store import user_data_dir
 from scipy.optimize import nnls
 
 SCHEMA = 1
@@ -325,12 +326,6 @@ class ProfileFile:
 def user_profiles_dir() -> Path:
 
     return user_data_dir("devices")
-
-
-def known_profiles() -> dict[str, Path]:
-    """Device profiles by name: shipped ones, overridden by the user's own."""
-
-    return named_files(SHIPPED, "devices")
 
 
 def shipped_elsewhere(fingerprint: dict) -> str | None:

@@ -19,8 +19,9 @@ from functools import cache
 from pathlib import Path
 from typing import NamedTuple
 
-from attn_cost.costmodel.errors import InputWarning, UserError
+from attn_cost.costmodel.errors import InputWarning, UserError, unknown
 from attn_cost.profilers import DATA
+from attn_cost.profilers.devicemodel.names import measured_names
 from attn_cost.profilers.devicemodel.opmodel import user_dir as opmodels
 from attn_cost.profilers.store.files import read_json, regular_files
 from attn_cost.profilers.store.schema import SchemaError, check, rule
@@ -231,8 +232,6 @@ def _load(folder: str, measured: tuple[str, ...]) -> Table:
 
 
 def _table() -> Table:
-    from attn_cost.profilers.devicemodel.devices import measured_names
-
     return _load(str(user_dir()), tuple(measured_names()))
 
 
@@ -260,12 +259,8 @@ def left_out(name: str) -> str | None:
 
 
 def get_datasheet(name: str) -> Datasheet:
-    """The datasheet GPU of this name; any other name is one line naming the closest devices of every kind."""
-    from attn_cost.profilers.devicemodel.devices import resolve
-
+    """The datasheet GPU of this name (a command resolves a name the user gave with `devices.datasheet_of`)."""
     table = datasheets()
     if name not in table:
-        kind = resolve(name)  # unknown: the error lists every kind
-        raise UserError(f"{name} is {kind}, not a datasheet GPU: this prices GPUs from their datasheets "
-                        "(`attn-cost devices` lists them)")  # fmt: skip
+        raise UserError(unknown("datasheet GPU", name, sorted(table), where="`attn-cost devices` lists them all"))
     return table[name]

@@ -15,27 +15,17 @@ import os
 from pathlib import Path
 
 from attn_cost.costmodel.errors import UserError, unknown
-from attn_cost.profilers.devicemodel.datasheet import left_out
+from attn_cost.profilers.devicemodel.datasheet import Datasheet, datasheets, left_out
+from attn_cost.profilers.devicemodel.names import known_profiles
+from attn_cost.profilers.devicemodel.opmodel import known_opmodels
 
 MEASURED = "a measured device (a device profile)"
 CALIBRATED = "a calibrated device (an op calibration, no device profile)"
 DATASHEET = "a datasheet GPU"
 
 
-def measured_names() -> list[str]:
-    """The names of the devices measured here or shipped: their device profiles' and op calibrations' slugs."""
-    from attn_cost.profilers.devicemodel.corrections import known_profiles
-    from attn_cost.profilers.devicemodel.opmodel import known_opmodels
-
-    return sorted({*known_profiles(), *known_opmodels()})
-
-
 def kinds() -> dict[str, str]:
     """Every device name once, with its kind (a profile's name is measured even where it has an op calibration)."""
-    from attn_cost.profilers.devicemodel.corrections import known_profiles
-    from attn_cost.profilers.devicemodel.datasheet import datasheets
-    from attn_cost.profilers.devicemodel.opmodel import known_opmodels
-
     out = dict.fromkeys(datasheets(), DATASHEET)
     out.update(dict.fromkeys(known_opmodels(), CALIBRATED))
     out.update(dict.fromkeys(known_profiles(), MEASURED))
@@ -54,3 +44,12 @@ def resolve(name: str, flag: str = "--device") -> str:
     if why is not None:
         raise UserError(f"{flag} {name}: its datasheet row is left out ({why})")
     raise UserError(f"{flag}: " + unknown("device", name, sorted(table), where="`attn-cost devices` lists them all"))
+
+
+def datasheet_of(name: str, flag: str = "--device") -> Datasheet:
+    """The datasheet GPU a name means (`predict`); any other kind, or an unknown name, is one line (`resolve`)."""
+    kind = resolve(name, flag)
+    if kind != DATASHEET:
+        raise UserError(f"{flag} {name} is {kind}, not a datasheet GPU: this command prices GPUs from their "
+                        "datasheets (`attn-cost devices` lists them)")  # fmt: skip
+    return datasheets()[name]
