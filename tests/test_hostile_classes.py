@@ -608,7 +608,8 @@ def test_a_gpu_row_named_like_a_measured_device_is_left_out_everywhere(tmp_path,
     _one_line(code, err, "a measured device")
     code, out, _ = _run(["predict", "--device", "a10", "--variant", "softmax", "--n", "64", "--json"], capsys)
     assert json.loads(out)["device"] == "a10" and json.loads(out)["memory_bytes"] == 24 * 10**9  # the shipped A10
-    code, _, err = _run(["report", "--html", str(tmp_path / "r.html"), "--device", "cpu-amd-epyc-234b2f"], capsys)
+    code, _, err = _run(["report", "--html", str(tmp_path / "r.html"), "--device", "cpu-amd-epyc-234b2f", "--d", "16",
+                         "--pair", "softmax:linear"], capsys)  # fmt: skip
     assert code == 0, err  # an op calibration alone: the report takes it as crossover does
 
 
@@ -682,3 +683,16 @@ def test_a_full_disk_during_an_import_says_so_and_keeps_every_record(tmp_path, c
     assert "rollback" not in line
     monkeypatch.setattr(Database, "merge", merge)
     assert sorted(_stored(tmp_path, capsys)) == [1, 2, 3, 4, 5]
+
+
+def test_a_measured_device_named_like_a_shipped_gpu_wins_in_every_command(tmp_path, capsys) -> None:
+    folder = tmp_path / "home" / "devices"
+    folder.mkdir(parents=True)
+    (folder / "l4.json").write_text((SHIPPED_DATA / "devices" / f"{DEVICE_SLUG}.json").read_text())
+    code, out, err = _run(["devices", "--json"], capsys)
+    kinds = [d["kind"] for d in json.loads(out) if d["name"] == "l4"]
+    assert code == 0 and kinds == ["measured"] and "'l4' is left out" in err, err
+    code, out, _ = _run(["crossover", "--pair", "softmax:linear", "--d", "8", "--device", "l4", "--json"], capsys)
+    assert code == 0 and json.loads(out)["results"][0]["corrected_n0"] is not None
+    code, _, err = _run(["predict", "--device", "l4", "--variant", "softmax", "--n", "64"], capsys)
+    _one_line(code, err, "a measured device")

@@ -211,12 +211,13 @@ def _load(folder: str, measured: tuple[str, ...]) -> Table:
     row left out was: a user's row that does not fit, or is named like a measured device (`measured`) or a GPU
     already known, is left out."""
     taken = dict.fromkeys(measured, "a measured device")
-    shipped, problems, _ = read_table(SHIPPED, taken)
+    shipped, problems, _ = read_table(SHIPPED)
     if problems:
         raise UserError(f"{SHIPPED}: {problems[0]} (the shipped GPU table: reinstall attn-cost)")
     out = {sheet.name: sheet for sheet in shipped if sheet.name not in taken}
+    said = [f"note: the shipped datasheet GPU {sheet.name!r} is left out: a measured device of yours has its name"
+            for sheet in shipped if sheet.name in taken]  # fmt: skip
     taken.update(dict.fromkeys(out, "a shipped datasheet GPU"))
-    said: list[str] = []
     why: dict[str, str] = {}
     for path in regular_files(Path(folder), "*.json"):
         try:
