@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # docblock.py, beside this script
 
-from docblock import fill
+from docblock import check, fill, write_output
 
 FOLDER = Path(__file__).resolve().parent / "data" / "published"
 
@@ -407,7 +407,10 @@ def write_fit(eff, scored: list[tuple[Row, float, float]], path: Path) -> None:
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "made_by": "python benchmarks/gpu_published.py --fit",
     }
-    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    from attn_cost.profilers.devicemodel.gpumodel import FIT_KIND
+    from attn_cost.profilers.store.files import is_json_of
+
+    write_output(path, json.dumps(data, indent=1) + "\n", is_json_of(FIT_KIND), "a datasheet model fit")
 
 
 def _as_dict(eff) -> dict:
@@ -527,6 +530,7 @@ def main() -> None:
     parser.add_argument("--fit", action="store_true", help=f"refit and write {FIT_FILE.name}")
     parser.add_argument("--into", type=Path, action="append", default=[], help="write the record into this file")
     args = parser.parse_args()
+    check(args.into, BEGIN, END)
     rows = all_rows()
     if args.fit:
         eff = fit([r for r in rows if r.source in FIT_SOURCES])
@@ -535,8 +539,7 @@ def main() -> None:
     eff, sigma, _ = fitted()
     text = record(rows, eff, sigma)
     print(text)
-    for path in args.into:
-        fill(path, BEGIN, END, text)
+    fill(dict.fromkeys(args.into, text), BEGIN, END)
 
 
 if __name__ == "__main__":

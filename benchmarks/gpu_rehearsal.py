@@ -28,7 +28,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # docblock.py, beside this script
+
 import pytest  # MonkeyPatch: the simulation is installed the way the tests install it
+from docblock import check_output, fail, write_output
 from fakecuda import SimGPU, install
 
 DOCTOR_S = 20.0
@@ -116,12 +119,25 @@ def _brief(summary: dict) -> dict:
             "new_records": summary["new_records"]}  # fmt: skip
 
 
+def _is_figures(path: Path) -> bool:
+    """Whether a file holds the figures this script writes with --json."""
+    from attn_cost.profilers.store.files import json_data
+
+    data = json_data(path)
+    return isinstance(data, dict) and {"calls", "calibration"} <= data.keys()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=9.0, help="the run's budget (default: gpu_run.py's)")
     parser.add_argument("--cut-at", type=float, help="also cut the first call at this share of its budget")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
+    if not 0 < args.minutes < 60 * 24 * 30:  # nan and inf fail both
+        fail(f"--minutes must be a positive number of minutes (at most 30 days), got {args.minutes}")
+    if args.cut_at is not None and not 0 < args.cut_at < 1:
+        fail(f"--cut-at must be a share of the budget between 0 and 1, got {args.cut_at}")
+    check_output(args.json, _is_figures, "a rehearsal's figures")
     result = rehearse(args.minutes, args.cut_at)
     for n, call in enumerate(result["calls"], 1):
         s = call["summary"]
@@ -135,7 +151,7 @@ def main() -> None:
         print(f"  skipped: {len(s['skipped'])}" + "".join(f"\n    {x}" for x in s["skipped"][:12]))
     print(f"calibration: {result['calibration']}")
     if args.json:
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
+        write_output(args.json, json.dumps(result, indent=1) + "\n", _is_figures, "a rehearsal's figures")
 
 
 if __name__ == "__main__":

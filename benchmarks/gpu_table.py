@@ -168,8 +168,7 @@ def main() -> None:
     args = parser.parse_args()
     items = rows()
     print(markdown(items, short=False))
-    for path in args.into:
-        fill(path, BEGIN, END, markdown(items, short=path.name == "README.md"))
+    fill({path: markdown(items, short=path.name == "README.md") for path in args.into}, BEGIN, END)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # docblock.py, beside this script
 
-from docblock import fill
+from docblock import check, fail, fill
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 8192
@@ -274,22 +274,23 @@ def rescore(data: dict, model) -> dict:
     return {**data, "results": results, "op_model_time_errors": times}
 
 
-def _fail(message: str) -> None:
-    """Bad input: one line, exit code 2."""
-    print(message, file=sys.stderr)
-    sys.exit(2)
-
-
 def _pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.1f} %"
 
 
 def _load(path: Path, model) -> dict:
     """A validation, rescored by `model` if one is given."""
+    from attn_cost.costmodel.errors import UserError
+    from attn_cost.profilers.store.files import read_input
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        _fail(f"{path}: not a validate --json output ({e.__class__.__name__})")
+        data = json.loads(read_input(path, "a validate --json output"))
+    except UserError as e:
+        fail(str(e))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        fail(f"{path}: not a validate --json output ({e.__class__.__name__})")
+    if not isinstance(data, dict) or not isinstance(data.get("results"), list):
+        fail(f"{path}: not a validate --json output (no results)")
     return rescore(data, model) if model is not None else data
 
 
@@ -319,7 +320,7 @@ def _model(calibration: str | None, chain_per_op: bool):
     try:
         model = load_opmodel(calibration, refit=True)  # the kept calibrations (gzipped) predate stored fits
     except UserError as e:
-        _fail(str(e))
+        fail(str(e))
     return per_op(model) if chain_per_op else model
 
 
@@ -342,15 +343,17 @@ def main() -> None:
         within, rows, median = reproducibility([_load(path, None) for path in opts.validation])
         print(f"measured N0 against the other runs' median: {within} / {rows} within 10 %, median {_pct(median)}")
         return
-    model = _model(opts.calibration, opts.chain_per_op)
     if opts.into:
         if len(opts.validation) != 1:
             parser.error("--into writes the summary of one validation")
+        check(opts.into, BEGIN, END)
+    model = _model(opts.calibration, opts.chain_per_op)
+    if opts.into:
         source = opts.validation[0]
         block = generated_block(source.resolve().relative_to(ROOT) if source.resolve().is_relative_to(ROOT) else source,
                                 _load(source, model))
-        for path in opts.into:
-            print(f"{path}: {'updated' if fill(path, BEGIN, END, block) else 'unchanged'}")
+        for path, changed in fill(dict.fromkeys(opts.into, block), BEGIN, END).items():
+            print(f"{path}: {'updated' if changed else 'unchanged'}")
         return
     if len(opts.validation) == 1:
         lines, figures = summarize(_load(opts.validation[0], model))

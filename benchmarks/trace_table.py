@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # docblock.py, beside this script
 
-from docblock import fill
+from docblock import check, check_output, fill, write_output
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "tracing.md"
@@ -266,11 +266,22 @@ def _cell(text: str) -> str:
     return text if len(text) <= 220 else text[:217] + "..."
 
 
+def _is_rows(path: Path) -> bool:
+    """Whether a file holds the rows this script writes with --json (a list of objects with `what` and `status`)."""
+    from attn_cost.profilers.store.files import json_data
+
+    rows = json_data(path)
+    return isinstance(rows, list) and all(isinstance(r, dict) and {"what", "status"} <= r.keys() for r in rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--print", action="store_true", help="print the table instead of rewriting docs/tracing.md")
     parser.add_argument("--json", type=Path, help="also write every row as JSON to this file")
     args = parser.parse_args()
+    check_output(args.json, _is_rows, "a trace table's rows")
+    if not args.print:
+        check([DOC], START, END)
     sys.path.insert(0, str(ROOT / "tests"))
     from real_packages import _torchvision_shim
 
@@ -286,11 +297,11 @@ def main() -> None:
             rows.append(row)
     text = table(rows)
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+        write_output(args.json, json.dumps(rows, indent=1), _is_rows, "a trace table's rows")
     if args.print:
         print(text)
         return
-    fill(DOC, START, END, text + "\n")
+    fill({DOC: text + "\n"}, START, END)
 
 
 if __name__ == "__main__":

@@ -216,16 +216,19 @@ def _datasheet_table(rows: list[TransitionRow], heads: int, batch: int, device: 
     cells = [
         [row.a, row.b, str(row.d), _cell(row.costs["flops"]),
          op_model_n0(row.device.predicted_n0, row.device.predicted_n0_low, row.device.predicted_n0_high)
-         if row.device else "—", _cell(row.costs["memory"])]
+         + ("†" if row.device.fits_in_memory is False else "") if row.device else "—", _cell(row.costs["memory"])]
         for row in rows
     ]  # fmt: skip
+    over = [r.device.memory_bytes or 0 for r in rows if r.device is not None and r.device.fits_in_memory is False]
+    beyond = (f" †: at that N, A or B needs more memory than the GPU's {over[0] / 1e9:g} GB: the run would not fit, "
+              "and the time predicted is of a run that cannot happen." if over else "")  # fmt: skip
     render.table(
         f"B is faster than A from N = …  on {device}, predicted "
         f"({first.scope}, {first.mode}, {first.dtype}, h={heads}, b={batch})",
         columns,
         cells,
         keys=3,
-        caption="N0 FLOPs: where B needs no more FLOPs. N1: no more peak memory. " + record_line(),
+        caption="N0 FLOPs: where B needs no more FLOPs. N1: no more peak memory. " + record_line() + beyond,
     )
 
 

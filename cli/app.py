@@ -23,7 +23,7 @@ import click
 import typer
 from attn_cost.cli.entry import run as entry_run
 from attn_cost.cli.render import one_line
-from attn_cost.costmodel.errors import PricingWarning, UserError
+from attn_cost.costmodel.errors import InputWarning, PricingWarning, UserError
 
 HELP = """FLOPs, peak memory and traffic of attention variants, their crossovers, and checks on real kernels.
 
@@ -232,7 +232,7 @@ def fail(message: str) -> NoReturn:
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit code."""
     from attn_cost.cli import commands  # noqa: F401  (registers the commands)
-    from attn_cost.cli.options import bound_sizes, once_each
+    from attn_cost.cli.options import bound_sizes, once_each, one_value_each
     from attn_cost.cli.trace import add_user_options
 
     _state["stores"], _state["notes"] = [], []
@@ -246,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         polish_help(command)
         bound_sizes(command)
         once_each(command)
+        one_value_each(command, sys.argv[1:] if argv is None else argv)
         result = command.main(args=argv, prog_name="attn-cost", standalone_mode=False)
     except click_errors.ClickException as e:  # click's usage and parameter errors (typer's own copy or click)
         return _error(_with_help_hint(e), code=Status.BAD_INPUT)
@@ -277,12 +278,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _pricing_note(shown):
-    """warnings.showwarning that turns a PricingWarning into one `warning:` line after the output (`note`)
-    and leaves every other warning to `shown`."""
+    """warnings.showwarning that turns a PricingWarning or an InputWarning into one `warning:` line after the
+    output (`note`) and leaves every other warning to `shown`."""
 
     def show(message, category, filename, lineno, file=None, line=None):
-        if issubclass(category, PricingWarning):
-            note(f"warning: {message}")
+        if issubclass(category, (PricingWarning, InputWarning)):
+            text = str(message)
+            note(text if text.startswith("note: ") else f"warning: {text}")
         else:
             shown(message, category, filename, lineno, file, line)
 

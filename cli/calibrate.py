@@ -22,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 @app.command()
 def calibrate(
+    ctx: typer.Context,
     gpu: bool = GPU,
     cpu: bool = CPU,
     threads: Optional[int] = THREADS,
@@ -66,6 +67,7 @@ def calibrate(
     shapes along N; fit the per-op time model that `validate`, `crossover --device` and `report` use to
     predict any variant's time from its op list."""
     if refit is not None:
+        o.not_with(ctx, "--refit", MEASURING, "times nothing (it refits a calibration file from its points)")
         _refit(refit, out, as_json)
         return
     ds = o.head_dims(d_values, None, 1, default=[])
@@ -75,7 +77,7 @@ def calibrate(
     from attn_cost.profilers.devicemodel.calibrate import calibrate as run_calibration
 
     target = out or user_dir()
-    _check_dir(target)
+    _check_dir(target, "--out" if out is not None else None)
     measurer = open_measurer(gpu, cpu, threads, store, "core", dtype, repeats, fresh)
     claim(target / f"{measurer.store.slug}.json", is_json_of(OPMODEL_KIND), "an op calibration")  # before timing
     caches = cache_sizes(measurer.device)
@@ -159,12 +161,18 @@ def calibrate(
     render.sentence(f"Saved the op model to {path}; {used}", indent=0)
 
 
-def _refit(path: Path, out: Path | None, as_json: bool) -> None:
-    """Refit a calibration file from its points (no timing) and save it where attn-cost looks, or to --out."""
+MEASURING = ["--gpu", "--cpu", "--threads", "--repeats", "--dtype", "--quick", "--store", "--fresh", "--context",
+             "--no-context", "--d", "--variant", "--exact", "--no-exact"]  # fmt: skip
+"""The options of a calibration that times: `--refit` times nothing and refuses them."""
 
-    model = load_opmodel(str(check_input(path, "an op calibration")), refit=True)
+
+def _refit(path: Path, out: Path | None, as_json: bool) -> None:
+    """Refit a calibration file from its points (no timing: its stored parameters are not reused) and save it
+    where attn-cost looks, or to --out."""
+
+    model = load_opmodel(str(check_input(path, "an op calibration")), refit=True, from_points=True)
     target = out or user_dir()
-    _check_dir(target)
+    _check_dir(target, "--out" if out is not None else None)
     saved = model.save(target)
     if as_json:
         emit({"refitted": str(path), "fit_version": FIT_VERSION, "saved_to": str(saved)})
@@ -173,12 +181,15 @@ def _refit(path: Path, out: Path | None, as_json: bool) -> None:
                     f"to {saved}.", indent=0)  # fmt: skip
 
 
-def _check_dir(path: Path) -> None:
-
-    not_stdout(path, "--out")
+def _check_dir(path: Path, flag: str | None) -> None:
+    """The folder a calibration is saved in, created if need be: --out where it was given (`flag`), else the op
+    models' folder, named as such."""
+    what = f"{flag} {path}" if flag else f"the op calibrations' folder {path}"
+    if flag:
+        not_stdout(path, flag)
     if path.exists() and not path.is_dir():
-        fail(f"--out {path} is not a directory")
+        fail(f"{what} is not a directory")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        fail(f"cannot create --out {path} ({e.strerror})")
+        fail(f"cannot create {what} ({e.strerror})")

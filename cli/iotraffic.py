@@ -16,7 +16,7 @@ from attn_cost.costmodel import display
 from attn_cost.costmodel.conventions import MATMUL
 from attn_cost.costmodel.crossover import at_sizes, compare, cost_branches, evaluate
 from attn_cost.costmodel.iotraffic import DEFAULT_GPU, GPUS, ORDERS, Tiles, fused_causal, has_fused, io_branches
-from attn_cost.costmodel.polyterms import n_degree, terms
+from attn_cost.costmodel.polyterms import n_degree
 from attn_cost.costmodel.variants import derive
 
 FUSED_DEFAULT = ["softmax-fused", "softmax-fused-causal"]
@@ -62,7 +62,7 @@ def io(
         if not has_fused(derive(name)):
             fail(f"{name} has no fused attention kernel to tile (fused variants: softmax-fused, gqa, ...)")
     for name in others:
-        growth = n_degree(terms(derive(name).flops(MATMUL)))  # ⌈N/C⌉ (whole chunks) grows as N
+        growth = n_degree(derive(name).flops(MATMUL))  # ⌈N/C⌉ (whole chunks) grows as N
         if growth > 1:
             fail(f"--against {name}: its FLOPs grow as N^{growth}, and io compares fused attention with linear-time "
                  "variants (linear, performer, linformer, ...): give one of those")  # fmt: skip

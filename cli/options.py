@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, Optional, overload
@@ -178,6 +179,64 @@ def once_each(command) -> None:
                 param.callback = _deduplicating(max(param.opts, key=len), param.callback)
 
 
+def command_flags() -> set[str]:
+    """The flags of the command running now (empty outside one): an error names only options its command has.
+    Found through the context of the click typer runs on (its own copy in typer >= 0.27, else click)."""
+    package = typer.BadParameter.__module__.rsplit(".", 1)[0]
+    ctx = sys.modules[f"{package}.globals"].get_current_context(silent=True)
+    return {o for p in getattr(getattr(ctx, "command", None), "params", []) for o in getattr(p, "opts", [])}
+
+
+def given_options(ctx) -> list[str]:
+    """The options of a command (its typer.Context) that the command line (or the environment) set, as their flags
+    (`--threads`), in the command's order: what a command that ignores some of them refuses (`not_with`)."""
+    found = []
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name) if param.name else None
+        if param.param_type_name == "option" and getattr(source, "name", "") in ("COMMANDLINE", "ENVIRONMENT"):
+            found.append(max(param.opts, key=len))
+    return found
+
+
+def not_with(ctx, flag: str, ignored: list[str], why: str) -> None:
+    """Refuse the options among `ignored` that were given with `flag`, which makes them change nothing: one line
+    naming them (`calibrate --refit` times nothing: --threads, --quick ... would be taken and ignored)."""
+    extra = [f for f in given_options(ctx) if f in ignored]
+    if extra:
+        fail(f"{flag} {why}: {', '.join(extra)} would change nothing; leave {'it' if len(extra) == 1 else 'them'} out")
+
+
+def one_value_each(command, argv: list[str]) -> None:
+    """Refuse an option that takes one value given twice with different values (`predict --d 32 --d 64`): click
+    would keep the last without a word. The same value twice is used once, with a note. Repeatable options keep
+    each value (`once_each`); flags are not values. Reads the words of the command line as click will: the
+    command's own options, each value after its option (or after `=`), nothing after `--`."""
+    args = list(argv)
+    while hasattr(command, "commands"):  # a group: the next word that is no option names its command
+        name = next((a for a in args if not a.startswith("-")), None)
+        if name is None or name not in command.commands:
+            return
+        args, command = args[args.index(name) + 1 :], command.commands[name]
+    options = {o: p for p in command.params if p.param_type_name == "option" for o in p.opts}
+    given: dict[str, tuple[str, list[str]]] = {}
+    i = 0
+    while i < len(args) and args[i] != "--":
+        word, i = args[i], i + 1
+        flag, eq, value = word.partition("=") if word.startswith("--") else (word, "", "")
+        param = options.get(flag)
+        if param is None or getattr(param, "is_flag", False) or getattr(param, "count", False):
+            continue
+        if not eq and i < len(args):
+            value, i = args[i], i + 1
+        if not getattr(param, "multiple", False):
+            given.setdefault(param.name, (flag, []))[1].append(value)
+    for flag, values in given.values():
+        if len(set(values)) > 1:
+            fail(f"{flag} takes one value here and is given {len(values)}: {', '.join(values)}; give it once")
+        if len(values) > 1:
+            note(f"attn-cost: note: {flag} {values[0]} is given {len(values)} times: used once")
+
+
 def _deduplicating(flag: str, then: Callable | None) -> Callable:
     def callback(ctx, param, value):
         if value:
@@ -343,7 +402,8 @@ def counting(convention: str, scope: str) -> Counting:
     implied = getattr(get_convention(convention), "counting", {})
     n_kv = chosen.get("n_kv")
     if n_kv is not None and scope != "core":
-        fail(f"--n-kv applies to the attention core (--scope core), not to the {scope} scope")
+        core = " (--scope core)" if "--scope" in command_flags() else ""
+        fail(f"--n-kv applies to the attention core{core}, not to the {scope} scope")
     return Counting(
         causal=chosen.get("causal_count") or implied.get("causal", "dense"),
         tile=128 if chosen.get("tile") is None else chosen["tile"],
@@ -403,16 +463,21 @@ def applies(names: list[str], st: Setting, given: dict) -> None:
         factors |= derive(name, st.scope, st.mode, kv, st.counting.bias).flops(FULL, None).free_symbols
         for cost in ("flops", "memory"):
             used |= {x for e in cost_branches(name, cost, st) for x in e.free_symbols}
+    flags_here = command_flags()
     if "causal_count" in chosen and not factors & {F_causal, F_chunk}:
+        causal = " (--causal)" if "--causal" in flags_here else ""
         fail(f"--causal-count counts the scores of a causal mask, and none of {shown} masks a score matrix here "
-             f"({st.scope} scope): it applies to causal forms such as softmax-causal (--causal)")  # fmt: skip
+             f"({st.scope} scope): it applies to causal forms such as softmax-causal{causal}")  # fmt: skip
     if "backward" in chosen and F_bwd not in factors:
-        why = "it applies with --mode training" if st.mode != "training" else "none materialises a score matrix"
+        has_mode = "--mode" in flags_here
+        training = "with --mode training" if has_mode else "in training, which this command does not price"
+        why = f"it applies {training}" if st.mode != "training" else "none materialises a score matrix"
         fail(f"--backward counts the backward pass of the score products, and none of {shown} has one in "
              f"{st.mode}: {why}")  # fmt: skip
     if "bias" in chosen and all(_projections(name, st) == 0 for name in names):
+        hint = ": give --scope layer, block or model" if "--scope" in flags_here else ""
         fail(f"--bias chooses the biases of the projections, and none of {shown} has projections at the {st.scope} "
-             "scope: give --scope layer, block or model")  # fmt: skip
+             f"scope{hint}")  # fmt: skip
     for flag, symbol in flags.items():
         if symbol not in used:
             fail(f"{flag} sizes none of {shown}: it applies to variants written with it ({st.scope} scope)")

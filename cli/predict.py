@@ -14,7 +14,7 @@ from attn_cost.cli import options as o
 from attn_cost.cli import render
 from attn_cost.cli.app import app, fail
 from attn_cost.cli.render import Col, emit, right
-from attn_cost.profilers.devicemodel.datasheet import get_datasheet
+from attn_cost.profilers.devicemodel.devices import datasheet_of
 from attn_cost.profilers.devicemodel.gpumodel import GpuModel, fitted, peak_bytes, record_line
 
 
@@ -46,11 +46,12 @@ def predict(
     o.positive(d, "--d")
     st = o.setting(o.DEFAULT, dtype, scope, mode, names, {"--L": latents})
     sizes = o.sizes(d, heads, batch, latents)
-    sheet = get_datasheet(device)
+    sheet = datasheet_of(device)
     eff, sigma, _ = fitted()
+    fitted_us = eff.launch_s * 1e6
     if launch_us is not None:
-        if not 0 < launch_us < 1e6:
-            fail(f"--launch-us must be a positive number of microseconds, got {launch_us}")
+        if not 0 < launch_us <= 1e6:  # NaN fails too
+            fail(f"--launch-us must be a positive number of microseconds (at most 10^6), got {launch_us}")
 
         eff = replace(eff, launch_s=launch_us * 1e-6)
     model = GpuModel(sheet, eff, sigma)
@@ -59,21 +60,30 @@ def predict(
         seconds = model.time(name, sizes, np.array(lengths, dtype=float), st.scope, dtype, mode)
         low, high = model.interval(seconds)
         for i, length in enumerate(lengths):
+            peak = peak_bytes(name, sizes, length, st.scope, dtype, mode)
             results.append({
                 "variant": name, "n": length, "seconds": float(seconds[i]), "seconds_low": float(low[i]),
-                "seconds_high": float(high[i]), "peak_bytes": peak_bytes(name, sizes, length, st.scope, dtype, mode),
+                "seconds_high": float(high[i]), "peak_bytes": peak, "fits_in_memory": peak <= sheet.memory_bytes,
             })  # fmt: skip
     if as_json:
         emit({"device": sheet.name, "predicted_by": "datasheet", "setting": st.as_json(),
-              "d": d, "heads": heads, "batch": batch, "results": results})  # fmt: skip
+              "d": d, "heads": heads, "batch": batch, "memory_bytes": sheet.memory_bytes,
+              "launch_us": eff.launch_s * 1e6, "launch_us_given": launch_us is not None,
+              "results": results})  # fmt: skip
         return
+    over = any(not r["fits_in_memory"] for r in results)
+    launch = (f" Launch cost: {launch_us:g} µs a kernel (--launch-us; the fitted one is {fitted_us:.3g} µs)."
+              if launch_us is not None else "")  # fmt: skip
+    beyond = (f" †: does not fit in the {sheet.memory_gb:g} GB of the {sheet.title}: its time is of a run that "
+              "cannot happen." if over else "")  # fmt: skip
+    cells = [[r["variant"], f"{r['n']:,}", _time(r["seconds"]), _span(r["seconds_low"], r["seconds_high"]),
+              _bytes(r["peak_bytes"]) + ("" if r["fits_in_memory"] else " †")] for r in results]  # fmt: skip
     render.table(
         f"Predicted on {sheet.title} ({st.scope}, {mode}, {dtype}, d={d}, h={heads}, b={batch})",
         [Col("variant"), right("N"), right("time"), right("95 % interval"), right("peak memory")],
-        [[r["variant"], f"{r['n']:,}", _time(r["seconds"]), _span(r["seconds_low"], r["seconds_high"]),
-          _bytes(r["peak_bytes"])] for r in results],
+        cells,
         keys=1,
-        caption=record_line().replace("N0 datasheet: predicted", "Times predicted"),
+        caption=record_line().replace("N0 datasheet: predicted", "Times predicted") + launch + beyond,
     )
 
 

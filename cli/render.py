@@ -22,7 +22,7 @@ import sys
 import textwrap
 from dataclasses import dataclass
 
-from attn_cost.costmodel.errors import printable
+from attn_cost.costmodel.errors import UserError, printable
 from rich import box
 from rich.console import Console, JustifyMethod
 from rich.table import Table
@@ -314,5 +314,10 @@ def _blocks(con: Console, title: str | None, columns: list[Col], rows: list[list
 
 
 def emit(data) -> None:
-    """Print data as indented JSON on stdout (`--json`)."""
-    print(json.dumps(data, indent=2))
+    """Print data as indented JSON on stdout (`--json`): strict JSON, never NaN or Infinity (the numbers are
+    bounded before they get here; one that is not is one line, not a file no JSON reader takes)."""
+    try:
+        text = json.dumps(data, indent=2, allow_nan=False)
+    except ValueError:
+        raise UserError("a number of the output is not finite (NaN or infinity): no JSON was printed") from None
+    print(text)

@@ -48,6 +48,7 @@ app.add_typer(results_app, name="results")
 def _results(ctx: typer.Context) -> None:
     help_without_command(ctx)
 
+
 STORE = typer.Option(
     None,
     "--store",
@@ -246,19 +247,27 @@ def import_(
         ..., metavar="FILE...", help="JSON-lines files written by `attn-cost results export`.", show_default=False
     ),
     store: Optional[Path] = STORE,
+    replace: bool = typer.Option(
+        False, "--replace", help="Take every record of the files, even over a newer stored one or an ok one."
+    ),
     as_json: bool = JSON,
 ) -> None:
-    """Add the records of JSON-lines files to the database (a record with the same device and key is replaced)."""
+    """Add the records of JSON-lines files to the database. A record with a device and key already stored replaces
+    it only when it is newer (its `at`) and not an oom where the stored one is ok; otherwise the stored one is kept,
+    and the output says how many of each (docs/measuring.md). --replace takes the file's records over every one."""
 
     read = [(path, *read_jsonl(path)) for path in paths]  # every file checked before the store is touched
     db = _open(store, writable=True)
-    counts: dict[str, int] = {}
+    merged = {}
     for path, records, problems in read:
-        counts[str(path)] = db.put_many(records)
+        merged[str(path)] = db.merge(records, replace=replace)
         for warning in problems.warnings():
             render.warn(warning)
     if as_json:
-        emit({"store": str(db.path), "imported": counts})
+        emit({"store": str(db.path), "imported": {k: m.written + m.same for k, m in merged.items()},
+              "merged": {k: m.as_json() for k, m in merged.items()}})  # fmt: skip
     else:
-        for name, count in counts.items():
-            render.line(f"Imported {count:,} records from {escape(name)} into {escape(str(db.path))}.")
+        for name, m in merged.items():
+            held, total = m.written + m.same, m.written + m.same + m.kept
+            render.line(f"Imported {held:,} of {total:,} records from {escape(name)} into {escape(str(db.path))}: "
+                        f"{m.said()}.")  # fmt: skip

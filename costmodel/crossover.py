@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
 from functools import cache
-from itertools import pairwise
+from itertools import pairwise, product
 from typing import cast
 
 import numpy as np
@@ -293,16 +293,243 @@ def in_class(polys: list[Poly], r: int) -> list[Poly]:
 MAX_WALK = 1 << 16
 """The most whole N a comparison of padded costs steps through one by one (where the residue classes of N
 disagree on which is cheaper, near a crossing); beyond it such a stretch is shown as one, `mixed`."""
+MAX_CLASSES = 256
+"""The most residue classes of N a comparison of padded costs works through one by one (each is a few
+milliseconds): beyond it the comparison goes stretch by stretch between multiples of the padding (`_unsure`)."""
+MAX_STRETCHES = 1 << 14
+"""The most stretches between multiples of the padding a comparison works through exactly (each well under a
+millisecond); a comparison that needs more, and more than MAX_CLASSES classes, is refused in one line."""
 
 
 Run = tuple[int, int | None, object]
 
 
-def _integer_runs(curves: list[list[Poly]], key: Callable[[list[Fraction]], object]) -> list[Run]:
-    """Runs [lo, hi) of whole N >= 1 with one value of `key(costs at N)`, for curves with padded lengths: on
-    each residue class of N modulo the period the curves are polynomials (`in_class`), whose crossings cut N
-    into intervals where each class keeps its key; where the classes agree the run is one, where they do not
-    the N are stepped through exactly (up to MAX_WALK; a run with no end that mixes keys is "mixed")."""
+def _integer_runs(
+    curves: list[list[Poly]], key: Callable[[list[Fraction]], object], unsure: Unsure | None
+) -> list[Run]:
+    """Runs [lo, hi) of whole N >= 1 with one value of `key(costs at N)`, for curves with padded lengths: stretch
+    by stretch where `_stretches` chose them (`unsure`: the ranges of N to work out exactly), else class by class."""
+    return _by_classes(curves, key) if unsure is None else _by_stretches(curves, key, unsure)
+
+
+@dataclass
+class Unsure:
+    """Where bounds of padded costs (`Stepped.bound`) leave the order of some two curves open (`_unsure`)."""
+
+    ranges: list[tuple[int, int]]
+    """The ranges [lo, hi] of whole N where they do: worked out exactly, stretch by stretch."""
+    starts: list[int]
+    """The N at which an order they settle may change (between two of them, outside `ranges`, it is one)."""
+    mixed_from: int | None = None
+    """From this N on, the order of some two curves is settled but depends on whether N is a multiple of the
+    padding (`dearer` says where one of them stays dearer); None where one order holds for every large N."""
+    dearer: str = ""
+
+
+def _stretches(curves: list[list[Poly]]) -> Unsure | None:
+    """How a comparison of padded costs goes, with work that does not grow with the padding. Where polynomials that
+    bound the padded costs settle the order of every two curves, that order holds, and only the ranges of N they
+    leave open are worked out exactly, stretch by stretch between multiples of the padding (`_unsure`). Where the
+    bounds leave the order open for every large N, or the stretches are more than the residue classes of N modulo
+    the period, the classes are worked out instead: None. A comparison that needs more than MAX_STRETCHES stretches
+    and MAX_CLASSES classes is refused in one line."""
+    period = _period(curves)
+    unsure = _unsure(curves)
+    divisors = _divisors(curves)
+    count = None
+    if unsure is not None:
+        cuts = sum(hi // dv - (lo - 1) // dv for lo, hi in unsure.ranges for dv in divisors)
+        count = 2 * cuts + len(unsure.ranges)
+    if count is not None and count <= MAX_STRETCHES and (count < period or period > MAX_CLASSES):
+        return unsure
+    if period > MAX_CLASSES:
+        shown = ", ".join(f"{dv:,}" for dv in divisors)
+        raise UserError(
+            f"comparing costs that pad N to multiples of {shown} takes more than {MAX_STRETCHES:,} steps here: "
+            "choose a smaller padding size (such as --chunk)"
+        )
+    return None
+
+
+def _divisors(curves: list[list[Poly]]) -> list[int]:
+    return sorted({dv for c in curves for p in c if isinstance(p, Stepped) for dv in p.divisors})
+
+
+Signed = list[tuple[int, int | None, int]]
+"""Ranges [lo, hi] of whole N (hi None: no end), each with the sign of cost_a − cost_b on all of it."""
+
+
+def _known(pa: list[Poly], pb: list[Poly], pads: dict[int, int]) -> Signed:
+    """The whole N, among those where each [D ∤ N] is `pads[D]`, at which bounds of the padded costs
+    (`Stepped.bound`) tell which of a and b is cheaper, strictly: where a's lower bound is above b's upper one
+    (sign 1), or a's upper bound below b's lower one (sign −1). Each range stops short of the bounds' crossings by
+    their float error."""
+    ranges: Signed = []
+    for low, high, sign in ((_bound(pa, False, pads), _bound(pb, True, pads), 1),
+                            (_bound(pa, True, pads), _bound(pb, False, pads), -1)):  # fmt: skip
+        for lo, hi, s in _segments(low, high):
+            if s != sign:
+                continue
+            first = 1 if lo <= 1 else math.floor(lo * (1 + 1e-9)) + 1
+            last = None if hi is None else math.ceil(hi * (1 - 1e-9)) - 1
+            if last is None or last >= first:
+                ranges.append((first, last, sign))
+    return sorted(ranges)
+
+
+def _unsure(curves: list[list[Poly]]) -> Unsure | None:
+    """Where bounds of the padded costs leave the order of some two curves open, taken apart by whether N is a
+    multiple of each padding divisor (the padding's own bracket [D ∤ N] then is 0 or 1, and only the rounding of
+    ⌈N/D⌉ is left to bound); None where some order stays open for every large N. Curves that are the same cost tie
+    everywhere."""
+    divisors = _divisors(curves)
+    patterns = [dict(zip(divisors, bits, strict=True)) for bits in product((0, 1), repeat=len(divisors))]
+    open_ranges: list[tuple[int, int]] = []
+    starts: set[int] = set()
+    mixed_from: int | None = None
+    dearer = ""
+    for i, pa in enumerate(curves):
+        for pb in curves[i + 1 :]:
+            if _same_curve(pa, pb):
+                continue
+            per = [_known(pa, pb, pads) for pads in patterns]
+            found = [next(((lo, sign) for lo, hi, sign in k if hi is None), None) for k in per]
+            tails = [t for t in found if t is not None]
+            if len(tails) < len(found):
+                return None
+            starts.update(lo for k in per for lo, _, _ in k)
+            agreed = _agreed(per)
+            if len({sign for _, sign in tails}) > 1:  # settled for large N, but not alike on every multiple
+                since = max(lo for lo, _ in tails)
+                mixed_from = since if mixed_from is None else max(mixed_from, since)
+                dearer = dearer or _where(divisors, [p for p, t in zip(patterns, tails, strict=True) if t[1] < 0])
+                agreed = [(lo, hi, s) for lo, hi, s in agreed if lo < since]
+                agreed = [(lo, since - 1 if hi is None or hi >= since else hi, s) for lo, hi, s in agreed]
+                agreed.append((since, None, 0))  # from here on: mixed, not worked out
+            n = 1
+            for lo, hi, _ in agreed:
+                if lo > n:
+                    open_ranges.append((n, lo - 1))
+                n = max(n, hi + 1) if hi is not None else n
+    if mixed_from is not None:
+        open_ranges = [(lo, min(hi, mixed_from - 1)) for lo, hi in open_ranges if lo < mixed_from]
+    merged: list[tuple[int, int]] = []
+    for lo, hi in sorted(open_ranges):
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return Unsure(merged, sorted(starts), mixed_from, dearer)
+
+
+def _agreed(per: list[Signed]) -> Signed:
+    """The ranges on which every pattern's known ranges hold one sign."""
+    edges = sorted({1, *(x for k in per for lo, hi, _ in k for x in (lo, None if hi is None else hi + 1) if x)})
+
+    def sign_at(k: Signed, n: int) -> int | None:
+        return next((s for lo, hi, s in k if lo <= n and (hi is None or n <= hi)), None)
+
+    out: Signed = []
+    for a, b in zip(edges, [*edges[1:], None], strict=True):
+        signs = {sign_at(k, a) for k in per}
+        sign = signs.pop() if len(signs) == 1 else None
+        if sign is not None:
+            out.append((a, None if b is None else b - 1, sign))
+    return out
+
+
+def _where(divisors: list[int], patterns: list[dict[int, int]]) -> str:
+    """The N of some padding patterns, in words: `where N is not a multiple of 4,096`."""
+
+    def one(pads: dict[int, int]) -> str:
+        return " and ".join(f"N is {'not ' if pads[dv] else ''}a multiple of {dv:,}" for dv in divisors)
+
+    return " (for large N it is dearer where " + " or ".join(one(p) for p in patterns) + ")" if patterns else ""
+
+
+def _same_curve(pa: list[Poly], pb: list[Poly]) -> bool:
+    def form(p: Poly) -> object:
+        return (type(p), p.terms) if isinstance(p, Stepped) else (type(p), tuple(p))
+
+    return [form(p) for p in pa] == [form(p) for p in pb]
+
+
+def _bound(polys: list[Poly], upper: bool, pads: dict[int, int]) -> list[Poly]:
+    """A curve's padded branches as polynomials below (`upper`: above) them at every N >= 1 where each [D ∤ N] is
+    `pads[D]`."""
+    return [_as(p, p.bound(upper, pads)) if isinstance(p, Stepped) else p for p in polys]
+
+
+def _as(p: Stepped, poly: tuple[Fraction, ...]) -> Poly:
+    return Cap(poly) if isinstance(p, SteppedCap) else poly
+
+
+def _by_stretches(curves: list[list[Poly]], key: Callable[[list[Fraction]], object], unsure: Unsure) -> list[Run]:
+    """Runs of `key` over whole N: one value between two N where the bounds settle a new order (`_unsure`), and, on
+    each range they leave open, the exact runs of its stretches between multiples of the padding (the costs are
+    polynomials on each: their crossings cut it, and every cut is checked with exact arithmetic)."""
+    runs: list[Run] = []
+    divisors = sorted({dv for c in curves for p in c if isinstance(p, Stepped) for dv in p.divisors})
+
+    def add(lo: int, hi: int | None, value: object) -> None:
+        if runs and runs[-1][2] == value and runs[-1][1] == lo:
+            runs[-1] = (runs[-1][0], hi, value)
+        elif hi is None or hi > lo:
+            runs.append((lo, hi, value))
+
+    def exact(n: int) -> object:
+        return key([evaluate(c, n) for c in curves])
+
+    def settled(lo: int, hi: int | None) -> None:  # [lo, hi): each piece between two starts is one value
+        edges = [lo, *(x for x in unsure.starts if lo < x and (hi is None or x < hi))]
+        for a, b in zip(edges, [*edges[1:], hi], strict=True):
+            add(a, b, exact(a))
+
+    n = 1
+    for lo, hi in unsure.ranges:
+        if lo > n:
+            settled(n, lo)
+        cuts = sorted({m for dv in divisors for m in range(-(-lo // dv) * dv, hi + 1, dv)})
+        start = lo
+        for m in [*cuts, hi + 1]:
+            if m > start:
+                blocks = [[_as(p, p.block(start)) if isinstance(p, Stepped) else p for p in c] for c in curves]
+                edges = sorted({start, m, *(math.ceil(x) for x in breakpoints(blocks) if start < x < m)})
+                for a, b in pairwise(edges):
+                    _exact_runs(a, b, exact, add)
+            if m <= hi:
+                add(m, m + 1, exact(m))
+            start = m + 1
+        n = hi + 1
+    if unsure.mixed_from is None:
+        settled(n, None)
+    else:
+        settled(n, unsure.mixed_from)
+        add(max(n, unsure.mixed_from), None, "mixed")
+    return runs
+
+
+def _exact_runs(lo: int, hi: int, exact: Callable[[int], object], add: Callable[[int, int, object], None]) -> None:
+    """The runs of `exact` on [lo, hi), a stretch on which it changes only near the ends (float roots cut it): each
+    change found by bisection with exact values."""
+    while lo < hi:
+        value = exact(lo)
+        if exact(hi - 1) == value:
+            add(lo, hi, value)
+            return
+        same, other = lo, hi - 1
+        while other - same > 1:
+            mid = (same + other) // 2
+            same, other = (mid, other) if exact(mid) == value else (same, mid)
+        add(lo, other, value)
+        lo = other
+
+
+def _by_classes(curves: list[list[Poly]], key: Callable[[list[Fraction]], object]) -> list[Run]:
+    """Runs of `key` over whole N, class by class: on each residue class of N modulo the period the curves are
+    polynomials (`in_class`), whose crossings cut N into intervals where each class keeps its key; where the
+    classes agree the run is one, where they do not the N are stepped through exactly (up to MAX_WALK; a run with
+    no end that mixes keys is "mixed")."""
     period = _period(curves)
     per_class = []
     cuts: set[float] = set()
@@ -337,6 +564,31 @@ def _key_at(segments: list, n: int) -> object:
     return next(v for _, hi, v in segments if hi is None or n < hi)
 
 
+def _compare_steps(pa: list[Poly], pb: list[Poly]) -> dict:
+    """Sign analysis of cost_a - cost_b over whole N >= 1 where a cost pads N, from the runs of its sign
+    (`_integer_runs`): N0 is one past the largest N at which b costs more; where b is dearer for every large N
+    in some residue classes of N and not in others, `note` names those N."""
+    unsure = _stretches([pa, pb])
+    runs = _integer_runs([pa, pb], lambda v: _sign(v[0] - v[1]), unsure)
+    cheaper = [(float(lo), None if hi is None else float(hi)) for lo, hi, s in runs if s == 1]
+    changes = [float(lo) for (_, _, s), (lo, _, t) in pairwise(runs) if s != t and 0 not in (s, t)]
+    if all(s == 0 for _, _, s in runs):
+        return {"n": 1, "verdict": "equal"}
+    if runs[-1][2] != 1 and runs[-1][2] != 0:
+        note = _dearer(pa, pb) if unsure is None else unsure.dearer
+        return {"n": None, "verdict": "never", "crossings": changes, "b_cheaper": cheaper, "note": note}
+    if unsure is None:  # by classes: each class's last losing N, exactly
+        period = _period([pa, pb])
+        losing = [n + 1 for r in range(period) if (n := _last_losing(pa, pb, r, period)) is not None]
+    else:  # the runs are exact
+        losing = [hi for _, hi, s in runs if s == -1 and hi is not None]
+    if not losing:
+        return {"n": 1, "verdict": "always", "b_cheaper": cheaper}
+    n = max(losing)
+    verdict = "crosses" if len(changes) <= 1 else "multiple"
+    return {"n": n, "verdict": verdict, "root": float(n), "crossings": changes, "b_cheaper": cheaper}
+
+
 def _last_losing(pa: list[Poly], pb: list[Poly], r: int, period: int) -> int | None:
     """The largest N ≡ r (mod period), N >= 1, where cost_b > cost_a, exactly; None if there is none. The class's
     polynomials locate it (their last negative interval); `first_integer_from` pins it on the progression."""
@@ -356,27 +608,15 @@ def _last_losing(pa: list[Poly], pb: list[Poly], r: int, period: int) -> int | N
     return None
 
 
-def _compare_steps(pa: list[Poly], pb: list[Poly]) -> dict:
-    """Sign analysis of cost_a - cost_b over whole N >= 1 where a cost pads N: N0 is one past the largest N at
-    which b costs more, found exactly on each residue class of N modulo the period; where some class has b
-    dearer for every large N, b is never cheaper from some N on (`note` names those N)."""
+def _dearer(pa: list[Poly], pb: list[Poly]) -> str:
+    """Where b stays dearer for large N in some residue classes of N only: which (for a period of at most
+    MAX_CLASSES; '' otherwise, or where every class has b dearer)."""
     period = _period([pa, pb])
-    runs = _integer_runs([pa, pb], lambda v: _sign(v[0] - v[1]))
+    if period > MAX_CLASSES:
+        return ""
     tail = [r for r in range(period) if _segments(in_class(pa, r), in_class(pb, r))[-1][2] < 0]
-    cheaper = [(float(lo), None if hi is None else float(hi)) for lo, hi, s in runs if s == 1]
-    changes = [float(lo) for (_, _, s), (lo, _, t) in pairwise(runs) if s != t and 0 not in (s, t)]
-    if all(s == 0 for _, _, s in runs):
-        return {"n": 1, "verdict": "equal"}
-    if tail:
-        shown = ", ".join(str(r) for r in tail[:8]) + (", …" if len(tail) > 8 else "")
-        note = f" (for large N it is dearer where N mod {period} is {shown})" if len(tail) < period else ""
-        return {"n": None, "verdict": "never", "crossings": changes, "b_cheaper": cheaper, "note": note}
-    last = [n for r in range(period) if (n := _last_losing(pa, pb, r, period)) is not None]
-    if not last:
-        return {"n": 1, "verdict": "always", "b_cheaper": cheaper}
-    n = max(last) + 1
-    verdict = "crosses" if len(changes) <= 1 else "multiple"
-    return {"n": n, "verdict": verdict, "root": float(n), "crossings": changes, "b_cheaper": cheaper}
+    shown = ", ".join(str(r) for r in tail[:8]) + (", …" if len(tail) > 8 else "")
+    return f" (for large N it is dearer where N mod {period} is {shown})" if 0 < len(tail) < period else ""
 
 
 def first_integer_from(holds: Callable[[int], bool], near: float, floor: float = 1.0) -> int:
@@ -550,6 +790,11 @@ class DeviceColumns:
     predicted: dict | None = None
     """The op model's tie interval, its regret and what it extrapolated (`oppredict.Prediction.as_json`), where
     the op model predicted."""
+    memory_bytes: int | None = None
+    """The device's memory, where it is known (a datasheet GPU)."""
+    fits_in_memory: bool | None = None
+    """Whether A and B both fit in `memory_bytes` at the predicted N0 (None where either is unknown): a crossing
+    past the memory is a prediction of a run that cannot happen."""
 
     def as_json(self) -> dict:
         extra = {k: v for k, v in (self.predicted or {}).items() if k not in ("predicted_n0", "predicted_n0_low",
@@ -562,6 +807,11 @@ class DeviceColumns:
             "predicted_n0_high": self.predicted_n0_high,
             **extra,
             **({"predicted_by": self.predicted_by} if self.predicted_by != "op model" else {}),
+            **(
+                {"memory_bytes": self.memory_bytes, "fits_in_memory": self.fits_in_memory}
+                if self.memory_bytes is not None
+                else {}
+            ),
         }
 
     @property
@@ -658,12 +908,12 @@ def cheapest(names: list[str], cost: str, dims: dict[sp.Symbol, int], setting: S
     """Split N >= 1 into intervals and name the cheapest variant on each (ties listed together)."""
     curves = [curve(n, cost, setting, dims) for n in names]
     intervals: list[tuple[float, float | None, list[str]]] = []
-    if _period(curves) > 1:  # padded lengths: whole N, class by class
+    if any(isinstance(p, Stepped) for c in curves for p in c):  # padded lengths: whole N
 
         def cheapest_at(values: list[Fraction]) -> tuple[str, ...]:
             return tuple(n for n, v in zip(names, values, strict=True) if v == min(values))
 
-        runs = _integer_runs(curves, cheapest_at)
+        runs = _integer_runs(curves, cheapest_at, _stretches(curves))
         return Cheapest(cost, [(float(lo), None if hi is None else float(hi), sorted(names) if w == "mixed" else
                                 list(cast(tuple, w))) for lo, hi, w in runs])  # fmt: skip
     for lo, hi, x in probes(breakpoints(curves)):

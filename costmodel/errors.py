@@ -20,13 +20,34 @@ class PricingWarning(UserWarning):
     prints it as one `warning:` line after the command's output."""
 
 
-def unknown(what: str, name: str, known: Mapping[str, object] | list[str]) -> str:
-    """One line naming the unknown thing, the closest known names, and where to list them all."""
+LISTED = 12
+"""The most names one error line lists (`listed`): the rest are counted, not printed."""
+
+
+def unknown(what: str, name: str, known: Mapping[str, object] | list[str], where: str = "") -> str:
+    """One line naming the unknown thing, the closest known names, and the known names (at most LISTED of them,
+    the rest counted; `where`: how to list them all)."""
 
     names = list(known)
-    close = difflib.get_close_matches(name, names, n=2, cutoff=0.5) or [k for k in names if name and name in k][:2]
-    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    return f"unknown {what} {name!r}{hint} (known: {', '.join(names)})"
+    holding = sorted((k for k in names if name and name in k), key=lambda k: (not k.startswith(name), len(k)))
+    close = list(dict.fromkeys([*difflib.get_close_matches(name, names, n=3, cutoff=0.5), *holding]))[:3]
+    said = [repr(c) for c in close]
+    options = " or ".join([", ".join(said[:-1]), said[-1]] if len(said) > 1 else said)
+    hint = f"; did you mean {options}?" if close else ""
+    return f"unknown {what} {name!r}{hint} (known: {listed(names, where)})"
+
+
+def listed(names: list[str], where: str = "") -> str:
+    """Names for one line: all of them, or the first LISTED and how many more (and `where` to see them all)."""
+    if len(names) <= LISTED:
+        return ", ".join(names)
+    more = f"and {len(names) - LISTED:,} more" + (f": {where}" if where else "")
+    return ", ".join(names[:LISTED]) + f", {more}"
+
+
+class InputWarning(UserWarning):
+    """A part of a file attn-cost read that it leaves out and uses the rest (a bad row of a user's GPU table, a
+    key it does not read). The CLI prints it as one `warning:` line after the command's output."""
 
 
 UNSAFE = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})

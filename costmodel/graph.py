@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import sympy as sp
+from attn_cost.costmodel.counting import N_kv
 from attn_cost.costmodel.errors import ModelError, unknown
 from attn_cost.costmodel.opkinds import KINDS, SAVES
-from attn_cost.costmodel.symbols import Pads, padded
+from attn_cost.costmodel.symbols import N, Pads, padded
 
 Shape = tuple[sp.Expr, ...]
 ONE = sp.Integer(1)
@@ -329,7 +330,7 @@ class Graph:
         pads to whole chunks does: a new tensor where n is not a multiple of m (the op runs [m ∤ n] times and
         its storage holds [m ∤ n]·m⌈n/m⌉ rows), x itself where it is (the walk then keeps x alive in its place).
         `holds`: tensors the code keeps alive through the padding (a tuple of the originals)."""
-        n, m = x.shape[axis], sp.sympify(multiple)
+        n, m = x.shape[axis], _multiple(multiple, f"{self.name}: pad {x.name}")
         when = Pads(n, m)
         shape = list(x.shape)
         shape[axis] = padded(n, m)
@@ -517,3 +518,34 @@ _ROW_SCRATCH = {
     "normalize_rows": lambda t: t.rows,
     "layernorm": lambda t: 2 * t.rows,
 }
+
+
+MAX_MULTIPLE = 1 << 32
+"""The largest whole number of rows `Graph.pad` pads to (as --chunk and --n: beyond it no attention layer exists)."""
+
+
+def _multiple(value: object, what: str) -> sp.Expr:
+    """What `Graph.pad` pads to, checked: a whole number of rows from 1 to MAX_MULTIPLE, or a size other than N
+    (C, w, ...), or a sum or product of sizes with positive whole coefficients; anything else (2.5, N, C/2, a
+    negative number) is a ModelError naming it."""
+    try:
+        m = sp.sympify(value, strict=True)
+    except (sp.SympifyError, TypeError):
+        m = None
+    why = "a whole number of rows (from 1 to 2^32), a size such as C or w, or a product of them"
+    if not isinstance(m, sp.Expr) or m.has(sp.Float) or not m.is_commutative:
+        raise ModelError(f"{what} to a multiple of {value!r}: the multiple must be {why}")
+    if m.free_symbols & {N, N_kv}:
+        raise ModelError(f"{what} to a multiple of {m}: the multiple cannot depend on the sequence length")
+    if m.is_Integer or not m.free_symbols:
+        if not (m.is_Integer and 1 <= int(m) <= MAX_MULTIPLE):
+            raise ModelError(f"{what} to a multiple of {m}: the multiple must be {why}")
+        return m
+    sizes = sorted(m.free_symbols, key=str)
+    try:
+        coeffs = sp.Poly(m, *sizes).coeffs()
+    except sp.PolynomialError:
+        coeffs = []
+    if not coeffs or not all(c.is_Integer and c > 0 for c in coeffs):
+        raise ModelError(f"{what} to a multiple of {m}: the multiple must be {why}")
+    return m

@@ -170,13 +170,13 @@ def _degree(monom: Monomial) -> int:
     return own + sum(e for g, e in monom[-1] if g[1] == "ceil")
 
 
+def n_degree(expr: sp.Expr) -> int:
+    """How fast a cost grows with N: its degree in N, ⌈N/D⌉ counted as N (a padded length grows as N does)."""
+    return max((_n_degree(m) for m in terms(expr)), default=0)
+
+
 def _n_degree(monom: Monomial) -> int:
     return monom[N_INDEX] + sum(e for g, e in monom[-1] if g[1] == "ceil")
-
-
-def n_degree(p: Terms) -> int:
-    """How fast p grows with N: its highest power of N, ⌈N/D⌉ counted as N (0 for a cost that does not grow)."""
-    return max((_n_degree(m) for m in p), default=0)
 
 
 def leads_for_large_n(p: Terms) -> bool:
@@ -223,8 +223,17 @@ def in_n(p: Terms, values: dict[sp.Symbol, int]) -> tuple[Fraction, ...] | Stepp
                 if size is None:
                     raise KeyError(SIZE_OF[i].name)
                 factor *= size**e
-        by_degree[(monom[N_INDEX], tuple((_at(g, values), e) for g, e in monom[-1]))] += factor
-    if any(steps for _, steps in by_degree):
+        power, steps = monom[N_INDEX], []
+        for g, e in monom[-1]:
+            (dv, kind) = _at(g, values)
+            if dv > 1:
+                steps.append(((dv, kind), e))
+            elif kind == "ceil":  # ⌈N/1⌉ = N
+                power += e
+            else:  # [1 ∤ N] = 0
+                factor = Fraction(0)
+        by_degree[(power, tuple(steps))] += factor
+    if any(steps and c for (_, steps), c in by_degree.items()):
         return Stepped.of(by_degree)
     top = max((k for k, _ in by_degree), default=0)
     return tuple(by_degree.get((k, ()), Fraction(0)) for k in range(top, -1, -1))
@@ -266,6 +275,40 @@ class Stepped:
             total += v
         return total
 
+    @property
+    def divisors(self) -> tuple[int, ...]:
+        """The lengths N is padded to a multiple of."""
+        return tuple(sorted({d for (_, steps), _ in self.terms for (d, _), _ in steps}))
+
+    def bound(self, upper: bool, pads: dict[int, int]) -> tuple[Fraction, ...]:
+        """A polynomial in N (highest power first) no more (`upper`: no less) than the cost at every N >= 1 where
+        each [D ∤ N] is `pads[D]`: on the multiples of D, ⌈N/D⌉ is N/D; elsewhere each term takes it at
+        (N + 1)/D or (N + D − 1)/D, whichever makes the term least (most)."""
+        coeffs: dict[int, Fraction] = defaultdict(Fraction)
+        for (power, steps), c in self.terms:
+            if any(kind == "pads" and not pads[d] for (d, kind), _ in steps):
+                continue  # the bracket is 0
+            high = (c > 0) == upper  # every ⌈N/D⌉ at its top
+            part = {power: c}
+            for (d, kind), e in steps:
+                if kind == "ceil":
+                    s = 0 if not pads[d] else d - 1 if high else 1
+                    part = _times(part, {k: Fraction(comb(e, k) * s ** (e - k), d**e) for k in range(e + 1)})
+            for k, v in part.items():
+                coeffs[k] += v
+        return _highest_first(coeffs)
+
+    def block(self, x: int) -> tuple[Fraction, ...]:
+        """The polynomial in N (highest power first) equal to the cost at every N where each ⌈N/D⌉ and [D ∤ N] is
+        as at x: x's stretch between two multiples of the divisors (x alone where it is a multiple of one)."""
+        coeffs: dict[int, Fraction] = defaultdict(Fraction)
+        for (power, steps), c in self.terms:
+            v = c
+            for (d, kind), e in steps:
+                v *= Fraction(-(-x // d)) ** e if kind == "ceil" else int(x % d != 0)
+            coeffs[power] += v
+        return _highest_first(coeffs)
+
     def poly(self, r: int) -> tuple[Fraction, ...]:
         """The polynomial in N (highest power first) that equals the cost at every N ≡ r (mod period)."""
         r %= self.period
@@ -282,9 +325,13 @@ class Stepped:
                     part = _times(part, term)
                 for k, v in part.items():
                     coeffs[k] += v
-            top = max(coeffs, default=0)
-            self._polys[r] = tuple(coeffs.get(k, Fraction(0)) for k in range(top, -1, -1))
+            self._polys[r] = _highest_first(coeffs)
         return self._polys[r]
+
+
+def _highest_first(coeffs: dict[int, Fraction]) -> tuple[Fraction, ...]:
+    top = max(coeffs, default=0)
+    return tuple(coeffs.get(k, Fraction(0)) for k in range(top, -1, -1))
 
 
 def _times(p: dict[int, Fraction], q: dict[int, Fraction]) -> dict[int, Fraction]:

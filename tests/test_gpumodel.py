@@ -78,23 +78,31 @@ def test_a_users_gpu_is_listed_and_predicted(cli, home) -> None:
         ({"peak_tflops": {"fp32": 66.9, "tf32": 989.4, "bf16": 1978.9, "fp16": 1978.9}}, "sparsity"),
         ({"bandwidth_gbs": -1}, "bandwidth_gbs"),
         ({"arch": "sm42"}, "arch"),
-        ({"name": "h100-sxm5-80gb"}, "already known"),
+        ({"name": "h100-sxm5-80gb"}, "already names a shipped datasheet GPU"),
     ],
 )
-def test_a_bad_row_is_one_line_naming_it(cli, home, changes, says) -> None:
+def test_a_bad_row_is_left_out_and_asking_for_it_says_why(cli, home, changes, says) -> None:
+    """A bad row of a user's table costs that row only (issue 41): the other devices work, with a warning naming
+    the file and the row; asking for the row's GPU is one line saying why it was left out."""
     path = _user_table(home, **changes)
     before = path.read_bytes()
-    r = cli("predict", "--device", "my-h100", "--variant", "softmax", "--n", "1024")
-    assert r.code == 2 and len(r.err.strip().splitlines()) == 1 and says in r.err, r.err
+    r = cli("predict", "--device", "my-h100" if changes.get("name") is None else changes["name"], "--variant",
+            "softmax", "--n", "1024")  # fmt: skip
+    if "name" in changes:  # the shipped GPU of that name is used, and the user's row is said to be left out
+        assert r.code == 0 and f"{path}, row 1" in r.err and says in r.err, r.err
+    else:
+        assert r.code == 2 and len(r.err.strip().splitlines()) == 1 and says in r.err and "row 1" in r.err, r.err
+    r = cli("predict", "--device", "a100-sxm4-80gb", "--variant", "softmax", "--n", "1024")
+    assert r.code == 0 and f"{path}, row 1" in r.err and says in r.err, r.err
     assert path.read_bytes() == before
 
 
-def test_a_file_that_is_not_a_table_is_refused(cli, home) -> None:
+def test_a_file_that_is_not_a_table_is_left_out_with_a_warning(cli, home) -> None:
     folder = home / "gpus"
     folder.mkdir(parents=True)
     (folder / "notes.json").write_text('{"kind": "something else"}')
     r = cli("devices")
-    assert r.code == 2 and "not an attn-cost datasheet table" in r.err and len(r.err.strip().splitlines()) == 1
+    assert r.code == 0 and "not an attn-cost datasheet table" in r.err and "notes.json" in r.err, r.err
 
 
 # -- kernels priced from the datasheet's figures (independent arithmetic) ----------------------------------
@@ -183,7 +191,8 @@ def test_predict_gives_seconds_with_an_interval_and_the_engines_peak(cli) -> Non
     data = r.json()
     assert data["predicted_by"] == "datasheet" and len(data["results"]) == 4
     for row in data["results"]:
-        assert set(row) == {"variant", "n", "seconds", "seconds_low", "seconds_high", "peak_bytes"}
+        assert set(row) == {"variant", "n", "seconds", "seconds_low", "seconds_high", "peak_bytes", "fits_in_memory"}
+        assert row["fits_in_memory"] is (row["peak_bytes"] <= 80e9)  # the H100 SXM5 holds 80 GB
         assert row["seconds_low"] < row["seconds"] < row["seconds_high"]
         dims = {**row_dims({"d": 64, "h": 8, "b": 2}), BY_NAME["N"]: row["n"]}
         assert row["peak_bytes"] == int(derive(row["variant"]).peak("bf16").at(dims)[0])

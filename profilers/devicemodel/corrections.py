@@ -56,14 +56,16 @@ from attn_cost.costmodel.scopes import MODES, SCOPES
 from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS
 from attn_cost.costmodel.variants import derive
 from attn_cost.profilers import DATA
-from attn_cost.profilers.devicemodel.datasheet import for_device, is_datasheet
+from attn_cost.profilers.devicemodel.datasheet import for_device
+from attn_cost.profilers.devicemodel.devices import CALIBRATED, DATASHEET, resolve
 from attn_cost.profilers.devicemodel.gpumodel import add_datasheet_columns
-from attn_cost.profilers.devicemodel.opmodel import BOOTSTRAP, known_opmodels
+from attn_cost.profilers.devicemodel.names import known_profiles
+from attn_cost.profilers.devicemodel.opmodel import BOOTSTRAP
 from attn_cost.profilers.devicemodel.oppredict import add_predicted_columns
 from attn_cost.profilers.measure.device import CPU_TIMER, IDENTITY, slug
-from attn_cost.profilers.store.files import claim, json_data, read_input, regular_files, write_atomic
+from attn_cost.profilers.store.files import claim, json_data, read_json, regular_files, write_atomic
 from attn_cost.profilers.store.schema import Fingerprint, SchemaError, check, load_error, rule
-from attn_cost.profilers.store.store import named_files, user_data_dir
+from attn_cost.profilers.store.store import user_data_dir
 from scipy.optimize import lsq_linear
 
 SCHEMA = 1
@@ -131,19 +133,19 @@ def device_peak(device: dict, dtype: str) -> Peak | None:
 class TimeFit:
     """Fitted time constants of one variant on one device."""
 
-    launch_s: float = field(metadata=rule(minimum=0))
-    seconds_per_flop: float = field(metadata=rule(minimum=0))
-    seconds_per_byte: float = field(metadata=rule(minimum=0))
-    points: int = field(metadata=rule(minimum=0))
-    fit_d: list[int] = field(metadata=rule(minimum=1))
+    launch_s: float = field(metadata=rule(minimum=0, maximum=1e3))
+    seconds_per_flop: float = field(metadata=rule(minimum=0, maximum=1))
+    seconds_per_byte: float = field(metadata=rule(minimum=0, maximum=1))
+    points: int = field(metadata=rule(minimum=0, maximum=1 << 31))
+    fit_d: list[int] = field(metadata=rule(minimum=1, maximum=1 << 16))
     """The head dims the fit was made on."""
-    r2: float
-    median_rel_err: float
-    max_rel_err: float
+    r2: float = field(metadata=rule(minimum=-1e12, maximum=1))
+    median_rel_err: float = field(metadata=rule(minimum=0, maximum=1e12))
+    max_rel_err: float = field(metadata=rule(minimum=0, maximum=1e12))
     flops: str = field(default="dense", metadata=rule(choices=("dense", "performed")))
     """How F counts a fused causal kernel: "performed" (its tiles, `PERFORMED`) or "dense" (profiles fitted before
     the count was the kernel's)."""
-    peak_flops_per_s: float | None = field(default=None, metadata=rule(above=0))
+    peak_flops_per_s: float | None = field(default=None, metadata=rule(above=0, maximum=1e18))
     """The bound on P: the device's datasheet peak for the dtype (None: no datasheet, P unbounded)."""
     peak_source: str = field(default="", metadata=rule(blank=True))
     bound_active: bool = False
@@ -178,11 +180,11 @@ class MemoryFit:
     holding each term's scale (`memory_terms`); a profile fitted before per-term scales has `terms` empty and one
     `scale` for the whole modelled peak."""
 
-    scale: float
-    offset_bytes: float
-    max_abs_residual_bytes: float
-    points: int = field(metadata=rule(minimum=0))
-    terms: dict[str, float] = field(default_factory=dict, metadata=rule(minimum=0))
+    scale: float = field(metadata=rule(minimum=0, maximum=1e6))
+    offset_bytes: float = field(metadata=rule(minimum=-(2.0**62), maximum=2.0**62))
+    max_abs_residual_bytes: float = field(metadata=rule(minimum=0, maximum=2.0**62))
+    points: int = field(metadata=rule(minimum=0, maximum=1 << 31))
+    terms: dict[str, float] = field(default_factory=dict, metadata=rule(minimum=0, maximum=1e6))
 
     def as_json(self) -> dict:
         return asdict(self)
@@ -396,9 +398,12 @@ class DeviceProfile:
         """A profile from parsed JSON, checked field by field against the schema (one clear line if not)."""
         try:
             check(data, ProfileFile)
+            assert isinstance(data, dict)  # as `check` found it
+            for name, fit in data["time"].items():
+                if not any(fit[k] for k in ("launch_s", "seconds_per_flop", "seconds_per_byte")):
+                    raise SchemaError(f"time.{name}", "a fit that takes some time (its three constants are 0)", 0)
         except SchemaError as e:
             raise load_error(where, "device profile", e) from None
-        assert isinstance(data, dict)  # as `check` found it
         time_fields, memory_fields = set(TimeFit.__dataclass_fields__), set(MemoryFit.__dataclass_fields__)
         profile = cls(
             device=data["device"],
@@ -466,13 +471,13 @@ class MeasuredPoint:
 
     a: str
     b: str
-    d: int = field(metadata=rule(minimum=1))
-    heads: int = field(metadata=rule(minimum=1))
-    batch: int = field(metadata=rule(minimum=1))
-    measured_n0: float | None = None
-    n0_uncertainty: float | None = None
-    measured_n1: float | None = None
-    n1_uncertainty: float | None = None
+    d: int = field(metadata=rule(minimum=1, maximum=1 << 16))
+    heads: int = field(metadata=rule(minimum=1, maximum=1 << 16))
+    batch: int = field(metadata=rule(minimum=1, maximum=1 << 20))
+    measured_n0: float | None = field(default=None, metadata=rule(minimum=1, maximum=1 << 32))
+    n0_uncertainty: float | None = field(default=None, metadata=rule(minimum=0, maximum=1 << 32))
+    measured_n1: float | None = field(default=None, metadata=rule(minimum=1, maximum=1 << 32))
+    n1_uncertainty: float | None = field(default=None, metadata=rule(minimum=0, maximum=1 << 32))
 
 
 @dataclass
@@ -497,12 +502,6 @@ class ProfileFile:
 def user_profiles_dir() -> Path:
 
     return user_data_dir("devices")
-
-
-def known_profiles() -> dict[str, Path]:
-    """Device profiles by name: shipped ones, overridden by the user's own."""
-
-    return named_files(SHIPPED, "devices")
 
 
 def shipped_elsewhere(fingerprint: dict) -> str | None:
@@ -543,11 +542,7 @@ def load_profile(name: str) -> DeviceProfile:
         if name not in profiles:
             raise UserError(unknown("device", name, profiles or ["(none yet: run `attn-cost validate`)"]))
         path = profiles[name]
-    try:
-        data = json.loads(read_input(path, "a device profile").decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        raise UserError(f"{path} is not a readable device profile ({e.__class__.__name__})") from None
-    return DeviceProfile.from_json(data, str(path))
+    return DeviceProfile.from_json(read_json(path, "a readable device profile"), str(path))
 
 
 def add_device_columns(rows: list[TransitionRow], name: str, replicates: int | None = None) -> None:
@@ -556,18 +551,17 @@ def add_device_columns(rows: list[TransitionRow], name: str, replicates: int | N
     where the device has an op calibration (`attn-cost calibrate`). A device with an op calibration and no profile
     gets the op model's columns alone; a datasheet GPU (`profilers.devicemodel.datasheet`) the datasheet model's N0."""
 
-    if is_datasheet(name) and name not in known_profiles():
+    kind = resolve(name)
+    if kind == DATASHEET:
         add_datasheet_columns(rows, name)
         return
     replicates = BOOTSTRAP if replicates is None else replicates
-    if name in known_opmodels() and name not in known_profiles():
+    if kind == CALIBRATED:
         add_predicted_columns(rows, name, replicates=replicates)
         return
     profile = load_profile(name)
     for row in rows:
-        s = row.setting
-        setting = Setting(s.convention, s.dtype, s.scope, s.mode)  # the profile's fits: the default counting
-        n0, n1 = corrected_points(profile, row.a, row.b, row.dims(), setting)
+        n0, n1 = corrected_points(profile, row.a, row.b, row.dims(), row.setting)
         columns = measured_points(profile, row)
         columns.corrected_n0, columns.corrected_n1 = n0, n1
         row.device = DeviceColumns(profile.slug, columns)
@@ -581,6 +575,8 @@ def corrected_points(
     n0 = n1 = None
     if not measured_here(profile, setting):
         return n0, n1
+    s = setting
+    setting = Setting(s.convention, s.dtype, s.scope, s.mode)  # the fits' curves: the default counting
     if a in profile.time and b in profile.time:
         n0 = _ceil(
             corrected_n(
@@ -600,10 +596,12 @@ def corrected_points(
 
 def measured_here(profile: DeviceProfile, setting: Setting) -> bool:
     """Whether the profile's measurements were taken at this setting: same scope, element type and
-    mode, keys as long as queries. A fit or a point from another setting would answer another question.
+    mode, keys as long as queries, each variant's own projection biases. A fit or a point from another setting
+    would answer another question: the corrected and measured columns are then empty (—, said in the caption).
     (The FLOP convention and causal counting change how FLOPs are counted, not what was timed.)"""
     here = (setting.scope, setting.dtype, setting.mode)
-    return here == (profile.scope, profile.dtype, profile.mode) and setting.counting.n_kv is None
+    own = setting.counting.n_kv is None and setting.counting.bias is None
+    return here == (profile.scope, profile.dtype, profile.mode) and own
 
 
 def measured_points(profile: DeviceProfile, row: TransitionRow) -> ProfileColumns:

@@ -32,7 +32,7 @@ from functools import cache
 import numpy as np
 import sympy as sp
 from attn_cost.costmodel.conventions import backward_factor
-from attn_cost.costmodel.counting import F_bwd
+from attn_cost.costmodel.counting import BACKWARD_FACTOR, DEFAULT_COUNTING, Counting, F_bwd, N_kv
 from attn_cost.costmodel.crossover import DeviceColumns
 from attn_cost.costmodel.derive import STORAGE_BYTES, dtype_bytes
 from attn_cost.costmodel.errors import UserError
@@ -174,13 +174,14 @@ class GpuModel:
     # -- a variant -----------------------------------------------------------------------------------------
 
     def time(self, variant: str, dims: dict, ns: np.ndarray, scope: str = "core", dtype: str = "fp32",
-             mode: str = "inference") -> np.ndarray:  # fmt: skip
+             mode: str = "inference", counting: Counting = DEFAULT_COUNTING) -> np.ndarray:  # fmt: skip
         """Predicted seconds of one call of `variant` at every N of `ns` (sizes but N in `dims`, keyed by symbol);
-        training: forward and backward."""
-        return np.sum(list(self.parts(variant, dims, ns, scope, dtype, mode).values()), axis=0)
+        training: forward and backward. `counting`: the graph it is built as (keys of their own length, the
+        projections' biases) and the backward of its score products (autograd or recompute)."""
+        return np.sum(list(self.parts(variant, dims, ns, scope, dtype, mode, counting).values()), axis=0)
 
     def parts(self, variant: str, dims: dict, ns: np.ndarray, scope: str = "core", dtype: str = "fp32",
-              mode: str = "inference") -> dict[str, np.ndarray]:  # fmt: skip
+              mode: str = "inference", counting: Counting = DEFAULT_COUNTING) -> dict[str, np.ndarray]:  # fmt: skip
         """`time` split by what bounds each kernel: `launch` (the call, and every kernel shorter than its launch),
         `product`, `attention` (fused SDPA) and `streaming` (every other op at the bandwidth)."""
         ns = np.atleast_1d(np.asarray(ns, dtype=float))
@@ -192,7 +193,7 @@ class GpuModel:
             parts["launch"] += reps * np.where(seconds <= bound, bound, 0.0)
             parts[_family(kernel)] += reps * np.where(seconds > bound, seconds, 0.0)
 
-        for kernel, f, repeat, backward in _ops(variant, scope, dtype, _key(dims)):
+        for kernel, f, repeat, backward in _ops(variant, scope, dtype, _key(dims), counting):
             feats = {k: np.broadcast_to(np.asarray(fn(ns), dtype=float), ns.shape) for k, fn in f.items()}
             reps = np.broadcast_to(np.asarray(repeat(ns), dtype=float), ns.shape)
             device = self.kernel_seconds(kernel, feats, dtype)
@@ -216,12 +217,28 @@ class GpuModel:
 
 
 def peak_bytes(
-    variant: str, dims: dict, n: int, scope: str = "core", dtype: str = "fp32", mode: str = "inference"
+    variant: str,
+    dims: dict,
+    n: int,
+    scope: str = "core",
+    dtype: str = "fp32",
+    mode: str = "inference",
+    counting: Counting = DEFAULT_COUNTING,
 ) -> int:
     """Peak bytes of one call: the engine's peak of the op list at the dtype (in training, the larger of the
-    forward walk and the backward walk, `Derived.backward_steps`)."""
+    forward walk and the backward walk, `Derived.backward_steps`), built as `counting` has it (N_kv, biases)."""
 
-    return int(derive(variant, scope, mode).peak(dtype).at({**dims, N: n})[0])
+    kv = counting.n_kv is not None
+    sizes = {**dims, N: n, **({N_kv: counting.n_kv} if kv else {})}
+    return int(derive(variant, scope, mode, kv, counting.bias).peak(dtype).at(sizes)[0])
+
+
+def fits(sheet: Datasheet, variants: list[str], dims: dict, n: int | None, scope: str, dtype: str, mode: str,
+         counting: Counting = DEFAULT_COUNTING) -> bool | None:  # fmt: skip
+    """Whether every variant's peak memory at N = n fits in the GPU's memory (None where n is None)."""
+    if n is None:
+        return None
+    return all(peak_bytes(v, dims, n, scope, dtype, mode, counting) <= sheet.memory_bytes for v in variants)
 
 
 def input_bytes(variant: str, dims: dict, n: int, scope: str = "core", dtype: str = "fp32") -> int:
@@ -235,11 +252,16 @@ def input_bytes(variant: str, dims: dict, n: int, scope: str = "core", dtype: st
 
 
 def predict_n0(model: GpuModel, a: str, b: str, dims: dict, scope: str = "core", dtype: str = "fp32",
-               mode: str = "inference", n_max: int = 1 << 20):  # fmt: skip
+               mode: str = "inference", n_max: int = 1 << 20, counting: Counting = DEFAULT_COUNTING):  # fmt: skip
     """Where B's predicted time falls to A's (the last crossing up to n_max), with the interval of the model's
     spread: the crossings of B's time over A's at e^(±1.96σ)."""
+
     def at(ratio: float):
-        return lambda n: model.time(a, dims, n, scope, dtype, mode) * ratio - model.time(b, dims, n, scope, dtype, mode)
+        def gap(n):
+            ta, tb = (model.time(v, dims, n, scope, dtype, mode, counting) for v in (a, b))
+            return ta * ratio - tb
+
+        return gap
 
     spread = math.exp(Z95 * model.sigma)
     n0, low, high = (last_crossing(at(r), 2.0, float(n_max)) for r in (1.0, spread, 1 / spread))
@@ -247,15 +269,17 @@ def predict_n0(model: GpuModel, a: str, b: str, dims: dict, scope: str = "core",
 
 
 def add_datasheet_columns(rows: list, name: str) -> None:
-    """Give crossover rows a datasheet GPU's predicted N0 and its interval (`crossover --device a100-sxm4-80gb`)."""
+    """Give crossover rows a datasheet GPU's predicted N0 and its interval (`crossover --device a100-sxm4-80gb`),
+    priced as each row counts (keys of their own length, biases, the backward of the score products), and whether
+    both variants fit in the GPU's memory there."""
 
     model = GpuModel.named(name)
     for row in rows:
-        s = row.setting
-        prediction = predict_n0(model, row.a, row.b, row_dims(row.sizes), s.scope, s.dtype, s.mode)
-        row.device = DeviceColumns(
-            name, None, prediction.n0, prediction.low, prediction.high, predicted_by="datasheet"
-        )
+        s, dims = row.setting, row_dims(row.sizes)
+        prediction = predict_n0(model, row.a, row.b, dims, s.scope, s.dtype, s.mode, counting=s.counting)
+        fit = fits(model.sheet, [row.a, row.b], dims, prediction.n0, s.scope, s.dtype, s.mode, s.counting)
+        row.device = DeviceColumns(name, None, prediction.n0, prediction.low, prediction.high, predicted_by="datasheet",
+                                   memory_bytes=model.sheet.memory_bytes, fits_in_memory=fit)  # fmt: skip
 
 
 def record_line() -> str:
@@ -282,16 +306,20 @@ def _key(dims: dict) -> tuple:
 
 
 @cache
-def _ops(variant: str, scope: str, dtype: str, dims_key: tuple) -> list[tuple]:
+def _ops(variant: str, scope: str, dtype: str, dims_key: tuple, counting: Counting = DEFAULT_COUNTING) -> list[tuple]:
     """Per op: kernel, features (functions of N), repeat (a function of N) and, where it has a backward, its
-    factor (backward device time per forward) and how many kernels it launches."""
+    factor (backward device time per forward, the score products' as `counting.backward` has it) and how many
+    kernels it launches."""
 
-    calls = kernel_calls(variant, scope, dtype, dict(dims_key))
-    values = dict(dims_key)
+    calls = kernel_calls(variant, scope, dtype, dict(dims_key), counting)
+    values = {**dict(dims_key), **({N_kv: counting.n_kv} if counting.n_kv is not None else {})}
+    kv = counting.n_kv is not None
     out = []
-    for op, kernel, feats in zip(derive(variant, scope).ops, calls.kernels, calls.features, strict=True):
+    for op, kernel, feats in zip(derive(variant, scope, "inference", kv, counting.bias).ops, calls.kernels,
+                                 calls.features, strict=True):  # fmt: skip
         f = {k: fn for k, fn in feats.items() if k != "repeat"}
-        factor = sp.sympify(sp.sympify(backward_factor(op)).xreplace({F_bwd: 2, **values}))
+        grad = BACKWARD_FACTOR[counting.backward]
+        factor = sp.sympify(sp.sympify(backward_factor(op)).xreplace({F_bwd: grad, **values}))
         grads = 2 if kernel.startswith("matmul") else 1
         backward = (float(factor), grads) if not factor.free_symbols - {N} and op.kind not in ("fill",) else None
         out.append((kernel, f, feats["repeat"], backward))

@@ -11,6 +11,7 @@ from functools import cache
 
 import numpy as np
 import sympy as sp
+from attn_cost.costmodel.counting import DEFAULT_COUNTING, Counting, N_kv
 from attn_cost.costmodel.derive import dtype_bytes
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.graph import Storage
@@ -201,9 +202,11 @@ def op_features(derived, op, dtype: str) -> tuple[str, dict]:
 
 
 @cache
-def _calls(variant: str, scope: str, dtype: str, dims_key: tuple) -> KernelCalls:
+def _calls(
+    variant: str, scope: str, dtype: str, dims_key: tuple, kv: bool = False, bias: str | None = None
+) -> KernelCalls:
 
-    derived = derive(variant, scope)
+    derived = derive(variant, scope, "inference", kv, bias)
     values = dict(dims_key)
     kernels, features, touches = [], [], []
     storages: dict[int, Storage] = {}
@@ -229,10 +232,13 @@ def _calls(variant: str, scope: str, dtype: str, dims_key: tuple) -> KernelCalls
     return KernelCalls(kernels, features, _fn(loops, values), touches, sizes, freed, in_loop, lines, key)
 
 
-def kernel_calls(variant: str, scope: str, dtype: str, dims: dict) -> KernelCalls:
-    """The kernel calls of a variant with every size but N fixed (`dims` keyed by sympy symbols)."""
+def kernel_calls(
+    variant: str, scope: str, dtype: str, dims: dict, counting: Counting = DEFAULT_COUNTING
+) -> KernelCalls:
+    """The kernel calls of a variant with every size but N fixed (`dims` keyed by sympy symbols), as `counting`
+    builds it: keys of their own length (`--n-kv`: N_kv at its value), the projections' biases (`--bias`)."""
 
+    if counting.n_kv is not None:
+        dims = {**dims, N_kv: counting.n_kv}
     key = tuple(sorted(((s, int(v)) for s, v in dims.items() if s != N), key=lambda kv: kv[0].name))
-    return _calls(variant, scope, dtype, key)
-
-
+    return _calls(variant, scope, dtype, key, counting.n_kv is not None, counting.bias)

@@ -19,19 +19,24 @@ if TYPE_CHECKING:
 MAD_TO_SIGMA = 1.4826
 """A normal distribution's σ over its median absolute deviation: robust spreads from median errors."""
 
+MAX_SECONDS = 1e4
+"""The longest a timed kernel or a fitted cost of one may be in a calibration file (a number beyond is not a
+timing: a hand edit, a unit mistake)."""
+
+
 @dataclass
 class Point:
     """One calibration timing: a kernel at one shape."""
 
     kernel: str
-    dims: dict[str, float]
+    dims: dict[str, float] = field(metadata=rule(minimum=0, maximum=2.0**62))
     """bytes, and rows/cols or batch/m/k/n."""
-    seconds: float = field(metadata=rule(above=0))
-    se: float = field(default=0.0, metadata=rule(minimum=0))
+    seconds: float = field(metadata=rule(above=0, maximum=MAX_SECONDS))
+    se: float = field(default=0.0, metadata=rule(minimum=0, maximum=MAX_SECONDS))
     """Standard error of the median (seconds)."""
     line: str = field(default="", metadata=rule(blank=True))
     """The line (`line_of`) of a variant's op this point was timed for, at length `n`; empty on the grid."""
-    n: float = field(default=0.0, metadata=rule(minimum=0))
+    n: float = field(default=0.0, metadata=rule(minimum=0, maximum=2.0**32))
 
     def as_json(self) -> dict:
         out = {"kernel": self.kernel, "dims": self.dims, "seconds": self.seconds, "se": self.se}

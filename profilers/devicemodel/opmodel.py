@@ -69,6 +69,7 @@ from attn_cost.profilers.devicemodel.kernels import (  # noqa: F401
 from attn_cost.profilers.devicemodel.opcalls import KernelCalls, kernel_calls, line_of, op_features, operand_layout  # noqa: F401
 from attn_cost.profilers.devicemodel.opfit import (
     MAD_TO_SIGMA,
+    MAX_SECONDS,
     Chain,
     Curve,
     Gemm,
@@ -394,9 +395,10 @@ class OpModel:
         }
 
     @classmethod
-    def from_json(cls, data: dict, where: str, refit: bool = False) -> OpModel:
+    def from_json(cls, data: dict, where: str, refit: bool = False, from_points: bool = False) -> OpModel:
         """A calibration as it was fitted: its stored parameters, loaded without refitting. One without them
-        (another fit version) is refitted from its points only with `refit` (`attn-cost calibrate --refit`)."""
+        (another fit version) is refitted from its points only with `refit` (`attn-cost calibrate --refit`);
+        `from_points` refits every one, its stored parameters left unread."""
         try:
             check(data, CalibrationFile)
             points = [
@@ -412,8 +414,13 @@ class OpModel:
         except SchemaError as e:
             raise load_error(where, "op calibration", e) from None
         device, dtype = data["device"], data["dtype"]
+        stored = data.get("fitted") if data.get("fit_version") == FIT_VERSION and not from_points else None
         try:
-            stored = data.get("fitted") if data.get("fit_version") == FIT_VERSION else None
+            if stored is not None:
+                _checked_parameters(stored, data.get("overheads"))
+        except SchemaError as e:
+            raise load_error(where, "op calibration", e) from None
+        try:
             kernels, overheads = (
                 _from_parameters(stored, data.get("overheads")) if isinstance(stored, dict) else (None, None)
             )
@@ -597,6 +604,91 @@ def _triple(values: list) -> tuple[float, float, float]:
     return a, b, c
 
 
+SECONDS = rule(minimum=0, maximum=MAX_SECONDS)
+LOG2 = rule(minimum=0, maximum=64)
+"""A log2 of a size (a row width, a product's dims)."""
+
+
+@dataclass
+class CurveParameters:
+    bytes: list[float] = field(metadata=rule(above=0, maximum=2.0**62))
+    seconds: list[float] = field(metadata=rule(above=0, maximum=MAX_SECONDS))
+
+
+@dataclass
+class StreamingParameters:
+    """A streaming kernel's stored model (`_streaming`): at least one curve per calibrated width, each with at
+    least one point, bytes rising."""
+
+    form: str
+    launch: float = field(metadata=SECONDS)
+    widths: list[float] = field(metadata=LOG2)
+    curves: list[CurveParameters]
+    elem: int = field(default=4, metadata=rule(minimum=1, maximum=16))
+
+
+@dataclass
+class GemmParameters:
+    form: str
+    launch: float = field(metadata=SECONDS)
+    item: float = field(metadata=SECONDS)
+    peak: float = field(metadata=rule(above=0, maximum=1e18))
+    """FLOP/s."""
+    half: list[float] = field(metadata=rule(minimum=0, maximum=1e6))
+    coords: list[list[float]] = field(metadata=LOG2)
+    residuals: list[float] = field(metadata=rule(minimum=-50, maximum=50))
+
+
+@dataclass
+class ChainParameters:
+    launch: float = field(metadata=SECONDS)
+    share: float = field(metadata=rule(minimum=0, maximum=1e3))
+    sigma: float = field(default=0.0, metadata=rule(minimum=0, maximum=100))
+
+
+@dataclass
+class OverheadsParameters:
+    call_s: float = field(metadata=SECONDS)
+    loop_step_s: float = field(metadata=SECONDS)
+    chain: ChainParameters | None = None
+
+
+PARAMETERS: dict[object, type] = {"streaming": StreamingParameters, "gemm": GemmParameters, "chain": ChainParameters}
+"""The stored parameters of each form of fitted kernel model."""
+
+
+def _checked_parameters(fitted: object, overheads: object) -> None:
+    """Every stored parameter of a calibration finite and in range, and each model whole (a curve with points,
+    bytes rising, as many curves as widths; a product's three half sizes, a residual per coordinate row of four):
+    SchemaError naming the first that is not (`fitted.copy.curves[0].seconds[3]`)."""
+    if not isinstance(fitted, dict):
+        raise SchemaError("fitted", "an object", fitted)
+    for name, p in fitted.items():
+        where = f"fitted.{name}"
+        form = p.get("form") if isinstance(p, dict) else None
+        schema = PARAMETERS.get(form)
+        if schema is None:
+            raise SchemaError(f"{where}.form", "streaming, gemm or chain", form)
+        check(p, schema, path=where)
+        if form == "streaming":
+            if not p["curves"] or len(p["curves"]) != len(p["widths"]):
+                raise SchemaError(f"{where}.curves", "one curve per width (at least one)", len(p["curves"]))
+            if any(b >= a for a, b in zip(p["widths"][1:], p["widths"], strict=False)):
+                raise SchemaError(f"{where}.widths", "rising", p["widths"])
+            for i, c in enumerate(p["curves"]):
+                if not c["bytes"] or len(c["bytes"]) != len(c["seconds"]):
+                    raise SchemaError(f"{where}.curves[{i}]", "points (as many seconds as bytes, at least one)", c)
+                if any(b >= a for a, b in zip(c["bytes"][1:], c["bytes"], strict=False)):
+                    raise SchemaError(f"{where}.curves[{i}].bytes", "rising", c["bytes"])
+        elif form == "gemm":
+            if len(p["half"]) != 3 or any(len(row) != 4 for row in p["coords"]):
+                raise SchemaError(f"{where}.half", "three half sizes, and coordinates of four", p["half"])
+            if len(p["coords"]) != len(p["residuals"]):
+                raise SchemaError(f"{where}.residuals", "one per coordinate row", len(p["residuals"]))
+    if overheads is not None:
+        check(overheads, OverheadsParameters, path="overheads")
+
+
 def _from_parameters(fitted: dict, overheads: dict | None) -> tuple[dict, Overheads]:
     """Kernel models and overheads from their stored parameters (products take their traffic from the stored copy
     kernel). Files written before the overheads were named fields keep them among the kernels."""
@@ -645,30 +737,34 @@ def read_calibration(path: Path) -> dict:
             if len(raw) > MAX_INPUT_BYTES:
                 raise UserError(f"{path} unpacks to over {MAX_INPUT_BYTES / 2**20:,.0f} MiB: not an op calibration")
         data = json.loads(raw.decode("utf-8"))
-    except (OSError, EOFError, zlib.error, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, RecursionError) as e:
         raise UserError(f"{path} is not a readable op calibration ({e.__class__.__name__})") from None
+    except ValueError as e:  # not JSON, or an integer of more digits than Python reads
+        why = "not JSON" if isinstance(e, json.JSONDecodeError) else "a number too long to read"
+        raise UserError(f"{path} is not a readable op calibration ({why})") from None
     if not isinstance(data, dict):
         raise UserError(f"{path} is not an attn-cost op calibration")
     return data
 
 
-def load_opmodel(name: str, refit: bool = False) -> OpModel:
+def load_opmodel(name: str, refit: bool = False, from_points: bool = False) -> OpModel:
     """An op model by device slug or path (`.json` or `.json.gz`); an unknown name is bad input. `refit`: a
-    calibration of another fit version is refitted from its points (else refused, `OpModel.from_json`)."""
+    calibration of another fit version is refitted from its points (else refused, `OpModel.from_json`);
+    `from_points`: every calibration is, its stored parameters left unread (`calibrate --refit`)."""
     path = Path(name)
     if not (path.is_file() or name.endswith((".json", ".json.gz"))):
         found = known_opmodels()
         if name not in found:
             raise UserError(f"no op calibration for device {name!r}: run `attn-cost calibrate` on it")
         path = found[name]
-        model = OpModel.from_json(read_calibration(path), str(path), refit)
+        model = OpModel.from_json(read_calibration(path), str(path), refit, from_points)
         if model.slug != name:
             raise UserError(
                 f"{path} is the op calibration of {model.slug} ({model.device.get('name')}), not of {name}: "
                 "a calibration applies only to the device it was made on"
             )
         return model
-    return OpModel.from_json(read_calibration(path), str(path), refit)
+    return OpModel.from_json(read_calibration(path), str(path), refit, from_points)
 
 
 def opmodel_for(slug: str) -> OpModel | None:

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from attn_cost.costmodel.counting import DEFAULT_COUNTING, Counting
 from attn_cost.costmodel.crossover import DeviceColumns, TransitionRow
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS, MEASURED_DEPTH
@@ -98,9 +99,11 @@ def predict_n0(
     n_max: int = 65536,
     replicates: int = BOOTSTRAP,
     seed: int = 0,
+    counting: Counting = DEFAULT_COUNTING,
 ) -> Prediction:
-    """Where B's predicted time falls to A's, with a bootstrap interval over the calibration."""
-    ca, cb = kernel_calls(a, scope, dtype, dims), kernel_calls(b, scope, dtype, dims)
+    """Where B's predicted time falls to A's, with a bootstrap interval over the calibration (the variants built
+    as `counting` has them: keys of their own length, the projections' biases)."""
+    ca, cb = kernel_calls(a, scope, dtype, dims, counting), kernel_calls(b, scope, dtype, dims, counting)
     used = {name for calls in (ca, cb) for k in calls.kernels for name in pricing(k)}
     lines = {line for calls in (ca, cb) for line in calls.lines}
 
@@ -182,7 +185,7 @@ def add_predicted_columns(
                 with contextlib.suppress(UserError):  # a size the model is not given: no prediction
                     prediction = predict_n0(
                         model, row.a, row.b, row_dims(row.sizes), s.scope, model.dtype, n_max=n_max,
-                        replicates=replicates,
+                        replicates=replicates, counting=s.counting,
                     )  # fmt: skip
         device = model.slug if model is not None else row.device.device if row.device is not None else name
         profile = row.device.profile if row.device is not None else None

@@ -12,7 +12,8 @@ from attn_cost.costmodel.heads import heads as head_tradeoff
 from attn_cost.costmodel.symbols import DEFAULT_DEPTH, DEFAULTS, D, L, b, d, h, r
 from attn_cost.costmodel.variants import get_variant
 from attn_cost.profilers.devicemodel.corrections import add_device_columns, known_profiles, load_profile
-from attn_cost.profilers.devicemodel.datasheet import get_datasheet, is_datasheet
+from attn_cost.profilers.devicemodel.datasheet import get_datasheet
+from attn_cost.profilers.devicemodel.devices import DATASHEET, MEASURED, resolve
 from attn_cost.profilers.devicemodel.gpumodel import record_line
 from attn_cost.profilers.devicemodel.opmodel import opmodel_for
 from attn_cost.profilers.devicemodel.oppredict import predicted_curve
@@ -40,12 +41,12 @@ def gather(
     setting: Setting,
 ) -> dict:
     """All the report's numbers, JSON-ready."""
+    kind = None if device is None else resolve(device)
     sheet = _datasheet(device)
-    profile = None if sheet else _device_profile(device)
+    profile = load_profile(device) if device is not None and kind == MEASURED else None
     dims = {dv: report_dims(dv) for dv in ds}
     rows = [transition_row(a, bb, dims[dv], setting, (L,)) for a, bb in pairs for dv in ds]
-    if (profile is not None or sheet) and device is not None:
-
+    if device is not None:
         add_device_columns(rows, device)
     top = max([4096] + [4 * (n or 0) for row in rows for n in (row.n0, row.n1)])
     grid = length_grid(min(top, 1 << 20))
@@ -60,10 +61,7 @@ def gather(
         for dv in ds
     }
     d_grid = [4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]
-    versus_d = [
-        {"a": a, "b": bb, "d": d_grid, **_versus_d(a, bb, d_grid, setting, device if profile or sheet else None)}
-        for a, bb in pairs
-    ]
+    versus_d = [{"a": a, "b": bb, "d": d_grid, **_versus_d(a, bb, d_grid, setting, device)} for a, bb in pairs]
     head_rows = [
         {
             "variant": v,
@@ -96,7 +94,7 @@ def gather(
             for v in variants
         },
         "measured": _measured(profile, variants, ds, setting) if profile else {},
-        "devices": [] if sheet else _devices(device),
+        "devices": [] if kind not in (None, MEASURED) else _devices(device),
         "datasheet": sheet,
         "claims": claims(),
     }
@@ -110,17 +108,10 @@ def _scopes(variant: str) -> list[str]:
 def _datasheet(device: str | None) -> dict | None:
     """A datasheet GPU chosen as the report's device: its name and what its predictions are (None otherwise)."""
 
-    if device is None or not is_datasheet(device) or device in known_profiles():
+    if device is None or resolve(device) != DATASHEET:
         return None
 
     return {"name": device, "title": get_datasheet(device).title, "about": record_line()}
-
-
-def _device_profile(device: str | None):
-    if device is None:
-        return None
-
-    return load_profile(device)
 
 
 def _versus_d(a: str, bb: str, d_grid: list[int], setting: Setting, device: str | None) -> dict:

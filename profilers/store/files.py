@@ -22,7 +22,7 @@ import json
 import os
 import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from attn_cost.costmodel.errors import UserError
@@ -141,7 +141,29 @@ def new_file_mode() -> int:
 def write_atomic(path: Path, text: str | bytes) -> None:
     """Replace `path` with `text` so that a reader (or a kill) sees the old file or the new one. Through a
     symbolic link, the file it points to is replaced (keeping its permissions) and the link stays."""
-    path = Path(path)
+    write_all_atomic({Path(path): text})
+
+
+def write_all_atomic(files: Mapping[Path, str | bytes]) -> None:
+    """Replace several files at once: each new text is written in full to a temporary file beside its target
+    before any target is replaced, so a full disk, a file-size limit or a kill while writing leaves every target
+    as it was (`write_atomic` for one)."""
+    staged: list[tuple[str, Path]] = []
+    try:
+        for path, text in files.items():
+            staged.append((_staged(Path(path), text), Path(path)))
+        for tmp, path in staged:
+            try:
+                os.replace(tmp, real(path))
+            except OSError as e:
+                raise UserError(f"cannot write {path}: {e.strerror or e}") from None
+    finally:
+        for tmp, _ in staged:
+            Path(tmp).unlink(missing_ok=True)
+
+
+def _staged(path: Path, text: str | bytes) -> str:
+    """A temporary file beside `path`'s target holding `text`, flushed to disk, with the target's permissions."""
     target = real(path)
     try:
         mode = stat.S_IMODE(os.stat(target).st_mode)
@@ -157,12 +179,12 @@ def write_atomic(path: Path, text: str | bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
-        os.replace(tmp, target)
     except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(e, OSError):
             raise UserError(f"cannot write {path}: {e.strerror or e}") from None
         raise
+    return tmp
 
 
 def not_stdout(path: Path, flag: str) -> Path:
@@ -170,6 +192,22 @@ def not_stdout(path: Path, flag: str) -> Path:
     if str(path) == STDOUT:
         raise UserError(f"{flag} takes a folder, not {STDOUT!r} (standard output cannot hold several files)")
     return path
+
+
+def read_json(path: Path, what: str) -> object:
+    """The parsed JSON of a file a user names or attn-cost scans (`read_input`), or one line (UserError) saying why
+    it is not readable as `what`: not UTF-8, not JSON, nested too deep, or a number too long to read (Python
+    refuses integers of more than 4,300 digits)."""
+    data = read_input(path, what)
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise UserError(f"{path} is not {what}: it is not UTF-8 text") from None
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path} is not {what}: not JSON ({e.msg}, line {e.lineno})") from None
+    except (ValueError, RecursionError) as e:  # an integer of more digits than Python converts; nesting too deep
+        why = "it holds a number too long to read" if isinstance(e, ValueError) else "it is nested too deep"
+        raise UserError(f"{path} is not {what}: {why}") from None
 
 
 def json_data(path: Path) -> object:

@@ -25,7 +25,7 @@ import tempfile
 import time
 import weakref
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
@@ -48,6 +48,8 @@ DB_NAME = "results.db"
 SHIPPED = DATA / "results"
 """Measurements that ship with attn-cost (read-only): the devices its authors measured."""
 BUSY_TIMEOUT_S = 60.0
+SQLITE_FULL = 13
+"""SQLite's result code for a full disk (or a database at its page limit)."""
 KINDS = ("time", "memory")
 STATUSES = ("ok", "oom")
 MAX_SIZE = 2**53
@@ -350,6 +352,64 @@ ON CONFLICT (device, key) DO UPDATE SET
 """
 
 
+@dataclass
+class Merged:
+    """What an import did with its records (`Database.merge`)."""
+
+    added: int = 0
+    """Records under a device and key not stored before."""
+    replaced: int = 0
+    """Stored records replaced by the file's."""
+    by_older: int = 0
+    """Of those replaced, how many by a record no newer than the stored one (`--replace` only)."""
+    by_worse: int = 0
+    """Of those replaced, how many ok measurements by an oom (`--replace` only)."""
+    same: int = 0
+    """Records stored already, unchanged."""
+    kept_newer: int = 0
+    """Stored records kept because the file's is no newer."""
+    kept_ok: int = 0
+    """Stored ok measurements kept because the file's, newer, is an oom."""
+
+    @property
+    def written(self) -> int:
+        return self.added + self.replaced
+
+    @property
+    def kept(self) -> int:
+        return self.kept_newer + self.kept_ok
+
+    def as_json(self) -> dict:
+        return {**asdict(self), "written": self.written, "kept": self.kept}
+
+    def said(self) -> str:
+        """What the import did, in words: `4 new, 2 replacing older ones, 3 already stored; kept 1 stored record
+        newer than the file's (--replace takes the file's)`."""
+        parts = [f"{self.added:,} new"] if self.added or not (self.replaced or self.same) else []
+        if self.replaced:
+            forced = [f"{k:,} by {what}" for k, what in ((self.by_older, "an older record"),
+                                                          (self.by_worse, "an oom where it was ok")) if k]  # fmt: skip
+            parts.append(f"{self.replaced:,} replaced" + (f" ({', '.join(forced)})" if forced else " (older ones)"))
+        if self.same:
+            parts.append(f"{self.same:,} already stored")
+        text = ", ".join(parts)
+        if self.kept:
+            why = [f"{k:,} {what}" for k, what in ((self.kept_newer, "as new as the file's or newer"),
+                                                   (self.kept_ok, "ok where the file's is an oom")) if k]  # fmt: skip
+            text += (f"; kept {self.kept:,} stored record{'s' if self.kept > 1 else ''} ({', '.join(why)}): "
+                     "`--replace` takes the file's")  # fmt: skip
+        return text
+
+
+def _moment(at: str) -> datetime:
+    """A record's `at` as an aware time (a time without a zone is UTC; one that cannot be read is the oldest)."""
+    try:
+        moment = datetime.fromisoformat(at)
+    except (TypeError, ValueError):
+        return datetime.min.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
 def _row(r: Record) -> tuple:
     return (r.device, r.key, r.kind, r.variant, r.scope, r.dtype, r.status, r.d, r.n, r.at, json.dumps(r.data))
 
@@ -390,6 +450,11 @@ def _read_only(path: Path) -> sqlite3.Connection:
 def damaged(path: Path, e: sqlite3.Error, doing: str = "use") -> UserError:
     """The one line for an SQLite error on the results database: a damaged file (SQLite's "malformed", "not a
     database") with what the user can do, else the error itself (a disk error, a lock held past the busy timeout)."""
+    if getattr(e, "sqlite_errorcode", None) == SQLITE_FULL or "disk is full" in str(e):
+        return UserError(
+            f"cannot {doing} the results database {path}: the disk is full; what the command was writing is not "
+            "stored (the database keeps every record it had): free some space and run it again"
+        )
     if isinstance(e, sqlite3.OperationalError) or not isinstance(e, sqlite3.DatabaseError):
         return UserError(f"cannot {doing} the results database {path}: {e}")
     return UserError(
@@ -572,7 +637,10 @@ class Database:
             return self.con
 
         def __exit__(self, exc_type, exc, tb) -> None:
-            self.con.execute("ROLLBACK" if exc_type else "COMMIT")
+            if not exc_type:
+                self.con.execute("COMMIT")
+            elif self.con.in_transaction:  # SQLite ends the transaction itself on a full disk: the error stays its own
+                self.con.execute("ROLLBACK")
 
     def transaction(self) -> Database._Tx:
         """BEGIN IMMEDIATE … COMMIT (ROLLBACK on any exception); waits up to the busy timeout for other writers."""
@@ -592,18 +660,44 @@ class Database:
             con.execute(_UPSERT, _row(record))
 
     def put_many(self, records: Iterable[Record], source: str | None = None) -> int:
-        """Several records in one transaction (an import); `source` marks a file as migrated in it too."""
-        rows = [_row(r) for r in records]
+        """Several records in one transaction by the import rule (`merge`); returns how many were written."""
+        return self.merge(records, source=source).written
+
+    def merge(self, records: Iterable[Record], replace: bool = False, source: str | None = None) -> Merged:
+        """Several records in one transaction (an import), each by the import rule: a record whose device and key
+        are not stored is added; one that is stored unchanged changes nothing; a stored record is replaced by a
+        newer one (its `at`) of a status no worse (an ok measurement is never replaced by an oom), and kept
+        otherwise, unless `replace` takes every record of the file. `source` marks a file as migrated in the same
+        transaction (a file migrated before adds nothing)."""
+        merged = Merged()
         with self._using(), self.transaction() as con:
+            if source is not None and con.execute("SELECT 1 FROM migrated WHERE file = ?", (source,)).fetchone():
+                return merged
+            for r in records:
+                row = con.execute(
+                    "SELECT status, at, record FROM records WHERE device = ? AND key = ?", (r.device, r.key)
+                ).fetchone()
+                if row is not None and row[2] == json.dumps(r.data):
+                    merged.same += 1
+                    continue
+                if row is not None:
+                    older, worse = _moment(r.at) <= _moment(row[1]), row[0] == "ok" and r.status != "ok"
+                    if (older or worse) and not replace:
+                        merged.kept_newer += older
+                        merged.kept_ok += worse and not older
+                        continue
+                    merged.replaced += 1
+                    merged.by_older += older
+                    merged.by_worse += worse
+                else:
+                    merged.added += 1
+                con.execute(_UPSERT, _row(r))
             if source is not None:
-                if con.execute("SELECT 1 FROM migrated WHERE file = ?", (source,)).fetchone():
-                    return 0
                 con.execute(
                     "INSERT INTO migrated VALUES (?, ?, ?)",
-                    (source, len(rows), datetime.now(timezone.utc).isoformat(timespec="seconds")),
+                    (source, merged.written, datetime.now(timezone.utc).isoformat(timespec="seconds")),
                 )
-            con.executemany(_UPSERT, rows)
-        return len(rows)
+        return merged
 
     def migrated(self, source: str) -> bool:
         with self._using():

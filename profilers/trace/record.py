@@ -11,6 +11,8 @@ import weakref
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import cache
 from itertools import product
 from typing import Any
 
@@ -397,26 +399,64 @@ def guard_texts(exprs: list, divisors: dict[str, int], example: dict[str, int], 
     return out
 
 
+EVERY_N_UP_TO = 32
+"""The largest padding multiple m whose guards are read at every N from 1 to 8m; beyond it they are read near 1
+and near each multiple of m up to 8m (`points`), so reading them takes the same time for any m."""
+
+
+def points(m: int) -> tuple[int, ...]:
+    """The N at which a guard of code that pads N to a multiple of m is read: every N from 1 to 8m, or, for an m
+    beyond EVERY_N_UP_TO, the first 32 and the 16 on either side of each multiple of m up to 8m (where such a guard
+    changes; a threshold between two of them is found by bisection, `_threshold`)."""
+    if m <= EVERY_N_UP_TO:
+        return tuple(range(1, 8 * m + 1))
+    near = {n for k in range(1, 9) for n in range(k * m - 16, min(k * m + 17, 8 * m + 1))}
+    return tuple(sorted({*range(1, 33), *near}))
+
+
 def _truths(guard: Any, m: int, example: dict[str, int]) -> list[list[bool]] | None:
-    """Whether the guard holds at N = 1 … 8m, with the other dims at their example values, then at 2, 3 and 7
-    (None where it does not evaluate to a truth value)."""
-    others = sorted(guard.free_symbols - {N}, key=str)
-    samples = [{s: sp.Integer(example.get(str(s), 2)) for s in others}, *({s: sp.Integer(v) for s in others}
-                                                                         for v in (2, 3, 7))]  # fmt: skip
+    """Whether the guard holds at each of `points(m)`, with the other dims at their example values, then at 2, 3
+    and 7 (None where it does not evaluate to a truth value)."""
+    holds = _evaluator(guard, tuple(sorted(example.items())))
+    if holds is None:
+        return None
     try:
-        e = _numeric(guard)
-        return [[bool(e.xreplace(at).xreplace({N: n})) for n in range(1, 8 * m + 1)] for at in samples]
-    except (TypeError, ValueError, ZeroDivisionError):
+        return [[holds(n, i) for n in points(m)] for i in range(4)]
+    except (TypeError, ValueError, ZeroDivisionError, NameError, AttributeError, OverflowError):
         return None
 
 
+@cache
+def _evaluator(guard: Any, example: tuple[tuple[str, int], ...]) -> Callable[[int, int], bool] | None:
+    """The guard as a Python function of N and a sample of the other dims (0: their example values, then 2, 3 and 7
+    for all), evaluated on exact fractions (lambdify), not by sympy substitution: thousands of N take milliseconds."""
+    others = sorted(guard.free_symbols - {N}, key=str)
+    given = dict(example)
+    samples = [[Fraction(given.get(str(s), 2)) for s in others], *([Fraction(v)] * len(others) for v in (2, 3, 7))]
+    try:
+        f = sp.lambdify([N, *others], _numeric(guard), modules="math")
+    except (TypeError, ValueError, NameError, AttributeError, SyntaxError):
+        return None
+    return lambda n, i: bool(f(Fraction(n), *samples[i]))
+
+
 def _threshold(guard: Any, m: int, example: dict[str, int]) -> int | None:
-    """t where the guard holds exactly for N >= t (N from 1 to 8m, the other dims at their example values and at
-    a few others), None where it is not such a threshold (a guard on ⌈N/m⌉ > 1 reads N >= m + 1)."""
+    """t where the guard holds exactly for N >= t (N at `points(m)`, the other dims at their example values and at
+    a few others; between two points, bisected), None where it is not such a threshold (a guard on ⌈N/m⌉ > 1 reads
+    N >= m + 1)."""
     found: set[int | None] = set()
-    for truth in _truths(guard, m, example) or [[]]:
-        t = truth.index(True) + 1 if True in truth else None
-        found.add(t if t is not None and all(truth[t - 1 :]) else None)
+    at = points(m)
+    holds = _evaluator(guard, tuple(sorted(example.items())))
+    for i, truth in enumerate(_truths(guard, m, example) or [[]]):
+        first = truth.index(True) if True in truth else None
+        if first is None or not all(truth[first:]):
+            found.add(None)
+            continue
+        lo, hi = (at[first - 1], at[first]) if first else (0, at[0])  # false at lo (or N < 1), true at hi
+        while holds is not None and hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if holds(mid, i) else (mid, hi)
+        found.add(hi)
     return found.pop() if len(found) == 1 else None
 
 
@@ -433,7 +473,7 @@ def _pads_at(guard: Any, m: int, example: dict[str, int]) -> bool | None:
     truths = _truths(guard, m, example)
     if truths is None:
         return None
-    padded = [n % m != 0 for n in range(1, 8 * m + 1)]
+    padded = [n % m != 0 for n in points(m)]
     if truths[0] == padded:
         return True
     return False if all(t for truth in truths for t, p in zip(truth, padded, strict=True) if p) else None

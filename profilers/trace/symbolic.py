@@ -60,11 +60,14 @@ def _on_padding_branch(expr: sp.Expr, m: int) -> sp.Expr:
         if poly is None or poly.degree() != 1 or not all(c.is_Integer for c in poly.all_coeffs()):
             return None
         a, c = (int(v) for v in poly.all_coeffs())
-        g = [(c - a * r) // m for r in range(1, m)]
-        slope = g[1] - g[0] if m > 2 else 0
-        if any(g[i] != g[0] + slope * i for i in range(len(g))):
+        # ⌊(c − ar)/m⌋ over r = 1 … m − 1, with a = a1·m + a0: −a1·r + ⌊(c − a0·r)/m⌋, whose last term falls by 0 or
+        # 1 at each step; it is affine in r only where every step is the same, read off its ends (no walk over r)
+        a1, a0 = divmod(a, m)
+        drop = (c - a0 * (m - 1)) // m - (c - a0) // m
+        if m > 2 and drop not in (0, 2 - m):
             return None
-        return a * q + slope * (m * q - N) + g[0] - slope
+        slope = -a1 + drop // (m - 2) if m > 2 else 0
+        return a * q + slope * (m * q - N) + (c - a) // m - slope
 
     def rewrite(f: sp.Expr) -> sp.Expr:
         if isinstance(f, sp.floor) and (k := floor_of(f.args[0])) is not None:

@@ -1,0 +1,27 @@
+"""The names measured devices go by: their device profiles' and op calibrations' slugs, shipped or the user's.
+
+Below both `datasheet.py` (whose rows may not take these names) and `devices.py` (which resolves any name), so
+that neither imports the other's callers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from attn_cost.profilers import DATA
+from attn_cost.profilers.devicemodel.opmodel import known_opmodels
+from attn_cost.profilers.store.store import named_files
+
+PROFILES = DATA / "devices"
+"""The shipped device profiles."""
+
+
+def known_profiles() -> dict[str, Path]:
+    """Device profiles by name: shipped ones, overridden by the user's own."""
+
+    return named_files(PROFILES, "devices")
+
+
+def measured_names() -> list[str]:
+    """The names of the devices measured here or shipped: their device profiles' and op calibrations' slugs."""
+
+    return sorted({*known_profiles(), *known_opmodels()})
