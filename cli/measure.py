@@ -5,7 +5,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from attn_cost.cli import options as o
@@ -553,7 +553,7 @@ def _campaign_plan(ctx: typer.Context, path: Path, pair, d_values, fit_d, heads,
         source = ctx.get_parameter_source(name)
         return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
 
-    def planned(key: str, ok) -> object:
+    def planned(key: str, ok) -> Any:  # checked by `ok`
         value = plan.get(key)
         if not ok(value):
             fail(f"{path}: its plan has no usable {key!r}: give its option on the command line")

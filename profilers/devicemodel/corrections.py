@@ -180,7 +180,7 @@ class MemoryFit:
     holding each term's scale (`memory_terms`); a profile fitted before per-term scales has `terms` empty and one
     `scale` for the whole modelled peak."""
 
-    scale: float = field(metadata=rule(minimum=0, maximum=1e6))
+    scale: float = field(metadata=rule(above=0, maximum=1e6))
     offset_bytes: float = field(metadata=rule(minimum=-(2.0**62), maximum=2.0**62))
     max_abs_residual_bytes: float = field(metadata=rule(minimum=0, maximum=2.0**62))
     points: int = field(metadata=rule(minimum=0, maximum=1 << 31))

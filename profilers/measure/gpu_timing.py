@@ -292,6 +292,7 @@ class _Point:
         self.stream = stream
         if self.captured:
             warm_side_stream(self.call, stream)
+        counted: tuple[int | None, str | None]
         if not self.count:
             counted = (None, NOT_COUNTED)
         elif self.key is None or self.key not in _KERNELS:
