@@ -323,14 +323,28 @@ def kill_loop(root, kills: int, seed: int = 0) -> dict:
     rng = random.Random(seed)
     committed: set[str] = set()
     for k in range(kills):
-        proc = subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(root), f"k{k}", "100000"], stdout=subprocess.PIPE, text=True
-        )
-        os.set_blocking(proc.stdout.fileno(), False)
-        time.sleep(0.3 + rng.random() * 0.5)  # start-up, then a random moment of the write loop
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(root), f"k{k}", "100000"], stdout=subprocess.PIPE)
+        fd = proc.stdout.fileno()
+        os.set_blocking(fd, False)
+        said = b""
+
+        def read(fd: int = fd) -> bytes:
+            try:
+                return os.read(fd, 1 << 20)
+            except BlockingIOError:
+                return b""
+
+        deadline = time.monotonic() + 60  # its start-up (imports) takes what the machine's load makes it
+        while b"\n" not in said and proc.poll() is None and time.monotonic() < deadline:
+            said += read()
+            time.sleep(0.01)
+        time.sleep(rng.random() * 0.3)  # a random moment of the write loop, once it is writing
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        committed |= set((proc.stdout.read() or "").split())
+        while chunk := read():
+            said += chunk
+        lines = said.decode().split("\n")
+        committed |= {line for line in lines[:-1] if line}  # a last line cut by the kill was not reported whole
         proc.stdout.close()
     db = open_database(root)
     keys = {rec["key"] for _, rec in db.select()}
