@@ -10,9 +10,9 @@ The changes (mutants):
   factor (`Counting.scores`, `chunk_share`, `values`, `causal_factor`, `BACKWARD_FACTOR`): every integer constant
   one more and one fewer (so per_out(k) → per_out(k±1)); every condition negated (a branch of `backward_factor` or
   `_gain_size` taken for the wrong ops, an accumulating GEMM's add charged to the others); each op kind dropped from
-  a tuple of kinds; each entry dropped from a dict of counting.py; every number in a published formula ±1. The input
-  position of `in_numel(0)` is not a count and is left alone; so are the module's import-time guard and its
-  look-up functions (get_convention, op_convention).
+  a tuple of kinds; each entry dropped from a dict of counting.py or of published formulas; every number in a
+  published formula ±1. The input position of `in_numel(0)` is not a count and is left alone; so are the module's
+  import-time guard and its look-up functions (get_convention, op_convention).
 - in each convention's rule table, for every entry: the entry dropped, and one more and one fewer operation per
   output element (per input element for a per_in rule); `count_gains` flipped; each counting switch a convention
   implies dropped.
@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import argparse
 import ast
+import itertools
 import json
 import re
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -57,7 +59,10 @@ if "path" in spec:  # a mutated source file, loaded as the real module
     found = importlib.util.spec_from_file_location(spec["module"], spec["path"])
     module = importlib.util.module_from_spec(found)
     sys.modules[spec["module"]] = module
-    found.loader.exec_module(module)
+    try:
+        found.loader.exec_module(module)
+    except Exception:
+        sys.exit(98)  # the mutated module does not import
     parent, _, leaf = spec["module"].rpartition(".")
     setattr(importlib.import_module(parent), leaf, module)
 else:  # a change to one convention's live table
@@ -105,11 +110,9 @@ def _offsets(text: str) -> list[int]:
     return starts
 
 
-def _span(node: ast.AST, starts: list[int]) -> tuple[int, int]:
-    return (
-        starts[node.lineno - 1] + node.col_offset,  # type: ignore[attr-defined]
-        starts[node.end_lineno - 1] + node.end_col_offset,  # type: ignore[attr-defined]
-    )
+def _span(node: ast.expr, starts: list[int]) -> tuple[int, int]:
+    """Where a node's text starts and ends, in bytes of the file."""
+    return starts[node.lineno - 1] + node.col_offset, starts[node.end_lineno - 1] + node.end_col_offset  # type: ignore[operator]
 
 
 def _owners(tree: ast.Module) -> dict[ast.AST, str]:
@@ -155,6 +158,7 @@ def source_mutants(relpath: str, workdir: Path) -> Iterator[Mutant]:
     owner = _owners(tree)
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     name = Path(relpath).name
+    ids = itertools.count()
 
     def keep(node: ast.AST) -> bool:
         where = owner.get(node, "")
@@ -162,13 +166,12 @@ def source_mutants(relpath: str, workdir: Path) -> Iterator[Mutant]:
             return False
         return scope is None or where in scope
 
-    def mutant(node: ast.AST, replacement: str, change: str) -> Mutant:
+    def mutant(node: ast.expr, replacement: str, change: str) -> Mutant:
         start, end = _span(node, starts)
-        new = raw[:start] + replacement.encode() + raw[end:]
-        path = workdir / f"m{next(_counter)}" / name
+        path = workdir / f"{Path(relpath).stem}-{next(ids)}" / name
         path.parent.mkdir()
-        path.write_bytes(new)
-        where = f"{name}:{node.lineno} {owner.get(node, '')}"  # type: ignore[attr-defined]
+        path.write_bytes(raw[:start] + replacement.encode() + raw[end:])
+        where = f"{name}:{node.lineno} {owner.get(node, '')}"
         return Mutant(where, change, {"module": module, "path": str(path)})
 
     for node in ast.walk(tree):
@@ -185,26 +188,28 @@ def source_mutants(relpath: str, workdir: Path) -> Iterator[Mutant]:
             and len(node.elts) > 1
             and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts)
         ):
-            for i, e in enumerate(node.elts):
-                rest = [repr(x.value) for j, x in enumerate(node.elts) if j != i]  # type: ignore[attr-defined]
-                yield mutant(node, "(" + ", ".join(rest) + ",)", f"{e.value!r} dropped from the tuple")  # type: ignore[attr-defined]
+            kinds = [ast.literal_eval(e) for e in node.elts]
+            for i, kind in enumerate(kinds):
+                rest = [repr(k) for j, k in enumerate(kinds) if j != i]
+                yield mutant(node, "(" + ", ".join(rest) + ",)", f"{kind!r} dropped from the tuple")
         elif isinstance(node, ast.Dict) and (scope is not None or _formulas(node, parents)):
-            for i, k in enumerate(node.keys):
-                rest = [
-                    f"{ast.get_source_segment(text, kk)}: {ast.get_source_segment(text, v)}"  # type: ignore[arg-type]
-                    for j, (kk, v) in enumerate(zip(node.keys, node.values, strict=True))
-                    if j != i
-                ]
-                label = ast.get_source_segment(text, k)  # type: ignore[arg-type]
-                yield mutant(node, "{" + ", ".join(rest) + "}", f"entry {label} dropped")
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _formulas(parents.get(node), parents):
+            entries = [
+                (ast.get_source_segment(text, k), ast.get_source_segment(text, v))  # type: ignore[arg-type]
+                for k, v in zip(node.keys, node.values, strict=True)
+            ]
+            for i, (key, _) in enumerate(entries):
+                rest = [f"{k}: {v}" for j, (k, v) in enumerate(entries) if j != i]
+                yield mutant(node, "{" + ", ".join(rest) + "}", f"entry {key} dropped")
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and _formulas(up := parents[node], parents)
+            and node in up.values  # type: ignore[attr-defined]
+        ):
             for m in re.finditer(r"\d+", node.value):
                 for value in (int(m.group()) + 1, int(m.group()) - 1):
                     formula = node.value[: m.start()] + str(value) + node.value[m.end() :]
                     yield mutant(node, repr(formula), f"{node.value!r} → {formula!r}")
-
-
-_counter = iter(range(1_000_000))
 
 
 def _place(m: Mutant) -> tuple[str, int]:
@@ -240,7 +245,7 @@ def table_mutants() -> Iterator[Mutant]:
 
 
 def run(spec: dict, tests: list[str], timeout: float) -> tuple[str, float]:
-    """'killed', 'killed (import)', 'killed (timeout)' or 'survived', and the seconds it took."""
+    """'survived' or how the mutant was killed (a test failed, it does not import, ...), and the seconds it took."""
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(
@@ -257,11 +262,13 @@ def run(spec: dict, tests: list[str], timeout: float) -> tuple[str, float]:
         return "survived", seconds
     if proc.returncode == 1:
         return "killed", seconds
+    if proc.returncode == 98:
+        return "killed (import)", seconds
     if proc.returncode in (4, 5, 99):  # usage error, no tests collected, mutant not in effect: no answer
         raise SystemExit(
             f"the tests did not run on the mutant ({proc.returncode}): {proc.stdout[-500:]}{proc.stderr[-500:]}"
         )
-    return "killed (import)", seconds
+    return f"killed (pytest status {proc.returncode})", seconds
 
 
 def main() -> None:
@@ -280,6 +287,8 @@ def main() -> None:
         found = [m for rel in SOURCES for m in source_mutants(rel, Path(tmp))]
         mutants = sorted(found, key=_place) + list(table_mutants())
         mutants = [m for m in mutants if opts.only in m.where or opts.only in m.change]
+        if not mutants:
+            parser.error(f"no mutant's place or change contains {opts.only!r} (--list shows them)")
         if opts.list:
             for m in mutants:
                 print(f"{m.where:<40} {m.change}")
@@ -299,9 +308,7 @@ def main() -> None:
         elapsed = time.perf_counter() - t0
 
     survivors = [m for m, o in zip(mutants, outcomes, strict=True) if o == "survived"]
-    tally: dict[str, int] = {}
-    for o in outcomes:
-        tally[o] = tally.get(o, 0) + 1
+    tally = Counter(outcomes)
     if opts.json:
         print(json.dumps({
             "tests": opts.tests,

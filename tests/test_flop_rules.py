@@ -26,14 +26,15 @@ from attn_cost.costmodel.conventions import (
     chunk_products,
 )
 from attn_cost.costmodel.counting import BACKWARD_FACTOR, Counting, F_bwd, F_causal, F_chunk, causal_factor
-from attn_cost.costmodel.graph import Graph, Op
+from attn_cost.costmodel.graph import Graph, Op, Tensor
 from attn_cost.costmodel.opkinds import KINDS
 from attn_cost.costmodel.symbols import C, N, b, d, h
+from attn_cost.costmodel.variants import derive
 
 Build = Callable[[Graph], object]
 
 
-def _x(g: Graph, name: str = "X") -> object:
+def _x(g: Graph, name: str = "X") -> Tensor:
     return g.input(name, 2, 3, 5)
 
 
@@ -106,7 +107,10 @@ FULL_COUNTS: dict[str, object] = {
     "exp": 30,
     "elu1": 60,  # a compare and an exp or add: 2·30
     "cumsum": 30,
-    "layernorm": 222,  # mean, centre, variance, scale, affine: 7·30; two per row (1/n and the square root): 2·6
+    # per element: accumulate for the mean, centre, square, accumulate for the variance, scale by 1/σ, γ·x, + β:
+    # 7·30; per row the rule counts 2 (one per row statistic): 2·6. (Every ÷, + and √ per row, as `full` defines a
+    # FLOP, would be 5: the mean's and the variance's ÷width, + ε, √ and 1/σ.)
+    "layernorm": 222,
     "gelu": 150,  # 0.5·x·(1 + erf(x/√2)): 5·30
     "pointwise": 30,
     "norm": 66,  # a square and an add per input element: 2·30; a square root per output: 6
@@ -340,6 +344,45 @@ def test_flash_bench_implies_the_benchmarks_own_counting() -> None:
     """benchmark_flash_attention.py's flops(): 4·b·h·N²·d, `// (2 if causal else 1)`, bwd 2.5× fwd."""
     implied = {name: dict(conv.counting) for name, conv in CONVENTIONS.items() if conv.counting}
     assert implied == {"flash-bench": {"causal": "half", "backward": "recompute"}}
+
+
+# -- the papers ---------------------------------------------------------------------------------------------------
+
+
+def _steps(variant: str, convention: str) -> list[tuple[str, sp.Expr]]:
+    """The ops a convention counts, in the variant's order, per head (b = h = 1)."""
+    ops = derive(variant).ops
+    counts = [sp.factor(CONVENTIONS[convention].op_flops(op).xreplace({b: 1, h: 1})) for op in ops]
+    return [(op.kind, n) for op, n in zip(ops, counts, strict=True) if n != 0]
+
+
+def test_taylorshift_section_4_1_step_by_step() -> None:
+    """TaylorShift v1, Sec. 4.1, direct (Eq. 1 step by step): "2N²d operations to multiply QKᵀ, 4N² operations to
+    apply x ↦ ½x² + x + 1 element-wise to this N×N matrix, 2N² operations for normalization, and 2N²d operations
+    for the final multiplication by V". Efficient: "the tensor operation has Nd² FLOPS and the subsequent matrix
+    multiplication needs 2Nd²(d+1)", the same again for Q; "4Nd(d+1) operations ... for the linear influence QKᵀV"
+    (2Nd(d+1) for KᵀV, 2Nd(d+1) for Q·(KᵀV)); "3N(d+1) FLOPS for the sums and scalar multiplication" (Ŷ/2, the
+    addition of Q(KᵀV), the addition of ΣV); "the Nd operations for normalization"."""
+    assert _steps("taylorshift-direct", "taylorshift-v1") == [
+        ("matmul", 2 * N**2 * d),
+        ("poly2", 4 * N**2),
+        ("normalize_rows", 2 * N**2),
+        ("matmul", 2 * N**2 * d),
+    ]
+    plus_one = d + 1
+    assert _steps("taylorshift-efficient", "taylorshift-v1") == [
+        ("outer", N * d**2),
+        ("matmul", 2 * N * d**2 * plus_one),
+        ("matmul", 2 * N * d * plus_one),
+        ("outer", N * d**2),
+        ("matmul", 2 * N * d**2 * plus_one),
+        ("scale", N * plus_one),
+        ("matmul", sp.factor(2 * N * d * plus_one + N * plus_one)),
+        ("add", N * plus_one),
+        ("div", N * d),
+    ]
+    # the ICPR version "adds N(d+1) for the column sum": ΣV over the N rows of the augmented V
+    assert ("sum", N * plus_one) in _steps("taylorshift-efficient", "taylorshift-icpr")
 
 
 # -- a paper's published totals -----------------------------------------------------------------------------------
