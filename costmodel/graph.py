@@ -24,7 +24,7 @@ import sympy as sp
 from attn_cost.costmodel.counting import N_kv
 from attn_cost.costmodel.errors import ModelError, unknown
 from attn_cost.costmodel.opkinds import KINDS, SAVES
-from attn_cost.costmodel.symbols import N, Pads, b, padded
+from attn_cost.costmodel.symbols import N, Pads, padded
 
 Shape = tuple[sp.Expr, ...]
 ONE = sp.Integer(1)
@@ -373,15 +373,15 @@ class Graph:
 
     # -- attention dropout and a key padding mask (--dropout, --padding-mask) ---------------------------------------
 
-    def key_padding(self, keys: sp.Expr) -> Tensor | None:
-        """The key padding mask where the graph is built with one (None otherwise): an input of b×keys booleans,
+    def key_padding(self, batch: sp.Expr, keys: sp.Expr) -> Tensor | None:
+        """The key padding mask where the graph is built with one (None otherwise): an input of batch×keys booleans,
         True for a real token, made on first use. It is what flash-attention's benchmark passes its reference
         attention (attn_mask, (batch, seqlen) bool) and, True for padding, what PyTorch's MultiheadAttention takes
         (key_padding_mask, (N, S) bool); one byte per key, broadcast over heads and queries by a view."""
         if not self.key_padding_mask:
             return None
         if self._mask is None:
-            self._mask = self.input("mask", b, keys, dtype="bool")
+            self._mask = self.input("mask", batch, keys, dtype="bool")
         self.applied.add("padding")
         return self._mask
 
@@ -390,7 +390,7 @@ class Graph:
         flash-attention's reference attention does: `S.masked_fill_(~mask[:, None, None, :], -inf)`, the inverted
         mask a b×N bool tensor (kept for backward, which zeroes the same entries of the gradient), the fill in
         place. S itself without a mask."""
-        mask = self.key_padding(S.shape[-1])
+        mask = self.key_padding(S.shape[0], S.shape[-1])
         if mask is None:
             return S
         inverted = self.traced("compare", "¬mask", mask.shape, (mask,), attrs={"gain": None, "backward": sp.Integer(0)},
@@ -406,16 +406,17 @@ class Graph:
         padding mask: for a variant that mixes the keys along the sequence before any score sees them (Linformer's
         E·K and F·V, as the Nyströmformer authors' Linformer multiplies K and V by the mask). Only x has a
         gradient (backward: one product per element)."""
-        mask = self.key_padding(x.shape[-2])
+        mask = self.key_padding(x.shape[0], x.shape[-2])
         if mask is None:
             return x
         return self.traced("mul", x.name, x.shape, (x, mask), attrs={"gain": None, "backward": sp.Integer(1)},
                            label=f"{x.name} ← {x.name} ⊙ mask (padded rows zeroed)")  # fmt: skip
 
-    def padding_bias(self, keys: sp.Expr) -> Tensor | None:
-        """The additive mask a fused kernel reads where the graph has a padding mask: SDPA converts a bool
-        attn_mask to one of the activation dtype, where(mask, 0, −∞), b×keys elements (then broadcast by a view)."""
-        mask = self.key_padding(keys)
+    def padding_bias(self, k: Tensor) -> Tensor | None:
+        """The additive mask a fused kernel reads for keys k (batch×heads×keys×d) where the graph has a padding
+        mask: SDPA converts a bool attn_mask to one of the activation dtype, where(mask, 0, −∞), batch×keys elements
+        (then broadcast by a view)."""
+        mask = self.key_padding(k.shape[0], k.shape[-2])
         if mask is None:
             return None
         return self.traced("mask", "bias", mask.shape, (mask,), attrs={"gain": None, "padding": True},
@@ -439,12 +440,17 @@ class Graph:
         """F.scaled_dot_product_attention as a fused variant calls it, with the options the graph is built with:
         the key padding mask as its attn_mask (`padding_bias`) and dropout_p in training (the kernel draws each
         probability's keep bit from a counter-based generator, Philox, and draws it again in backward: no mask in
-        memory, the draw's arithmetic per score)."""
-        bias = self.padding_bias(k.shape[-2])
+        memory, the draw's arithmetic per score). With is_causal PyTorch takes no attn_mask: code that pads a causal
+        fused kernel unpads the batch (flash_attn_varlen_func) or builds a combined N×N mask, neither modelled
+        here, so a causal call takes no padding mask."""
+        bias = None if causal else self.padding_bias(k)
         drop = self.dropout is not None and self.training
         if drop:
             self.applied.add("dropout")
-        return self.fused_attention(name, q, k, v, causal=causal, mask=bias, dropout=drop, label=label)
+        out = self.fused_attention(name, q, k, v, causal=causal, mask=bias, dropout=drop, label=label)
+        if bias is not None:  # the bool mask is the call's argument (converted inside it): alive through the call
+            self.ops[-1].attrs["holds"] = [self._mask]
+        return out
 
     def fused_attention(
         self,
