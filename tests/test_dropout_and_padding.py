@@ -11,7 +11,9 @@ refusals and notes are at the end."""
 from __future__ import annotations
 
 import math
+import runpy
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import sympy as sp
@@ -345,3 +347,36 @@ def test_a_variant_that_does_not_take_an_option_is_named(cli) -> None:
     r = cli("crossover", "--pair", "softmax:linear", "--d", "64", "--padding-mask", "--json")
     assert r.code == 0, r.err
     assert "applies to softmax, not to linear" in r.err
+
+
+# -- FlashAttention's Table 21, measured with dropout and a padding mask ------------------------------------------
+
+
+def _table_21() -> tuple[dict, list]:
+    """benchmarks/gpu_published.py's namespace and its Table 21 rows of the methods run with the harness's options."""
+    bench = runpy.run_path(str(Path(__file__).parents[1] / "benchmarks" / "gpu_published.py"), run_name="published")
+    return bench, [r for r in bench["fa1_rows"]() if r.quantity == "memory" and r.harness]
+
+
+def test_table_21_pytorch_attention_gains_a_byte_a_score_and_two_a_key() -> None:
+    """b = 16, h = 8, fp16: without the options the training peak is in the softmax's backward (P, dP, dS: 6 bytes a
+    score); with them in the backward of P·V (P, the keep mask, the dropped P, its gradient: 7 bytes a score), the
+    b×N mask and its inversion (a byte a key and sequence each) held besides; the N×d tensors held are the same."""
+    bench, rows = _table_21()
+    torch_rows = [r for r in rows if r.method == "PyTorch Attention"]
+    assert {r.method for r in rows} == {"PyTorch Attention", "Linformer"} and len(torch_rows) == 6
+    for r in torch_rows:
+        assert bench["one_step_bytes"](r) - bench["one_step_bytes"](r, harness=False) == 16 * 8 * r.n**2 + 2 * 16 * r.n
+
+
+def test_table_21_rows_with_the_options_stay_below_the_published_memory() -> None:
+    """What the harness holds (one training step and the inputs' gradients of the step before) is a lower bound of
+    what it measured: with the options no PyTorch-attention or Linformer row of Table 21 may exceed the published
+    MiB (an op the options added twice, or a mask counted at the wrong size, would)."""
+    from attn_cost.profilers.devicemodel.gpumodel import input_bytes
+    from attn_cost.profilers.devicemodel.oppredict import row_dims
+
+    bench, rows = _table_21()
+    for r in rows:
+        held = bench["one_step_bytes"](r) + input_bytes(r.variant, row_dims(r.sizes), r.n, dtype=r.dtype)
+        assert held <= r.value, (r.method, r.n)
