@@ -471,8 +471,9 @@ def applies(names: list[str], st: Setting, given: dict) -> None:
     """Refuse an option the user gave that changes nothing here, instead of showing it under the table as if it
     had: --causal-count where no variant masks a score matrix, --backward without a backward pass of score products
     (inference), --tile without --causal-count tiles, --align without --n-kv, --bias where no variant has
-    projections (the core scope), a size (--window, --kv-heads, --L, --r, --depth ...) that none of the variants
-    is written with. The same rule in every command that takes these options."""
+    projections (the core scope), --dropout in inference (eval: no op) and --dropout or --padding-mask where no
+    variant takes it (`graph_options`), a size (--window, --kv-heads, --L, --r, --depth ...) that none of the
+    variants is written with. The same rule in every command that takes these options."""
     chosen = {k: v for k, v in (_COUNTING.get() or {}).items() if v is not None and v is not False and k != "n_kv"}
     flags = {SIZE_FLAGS[str(k)]: k for k in extra_sizes(None, given_only=True)}
     flags.update({flag: OWN_SIZES[flag] for flag, value in given.items() if value is not None})
