@@ -49,7 +49,7 @@ from attn_cost.costmodel.opkinds import KINDS
 from attn_cost.costmodel.scopes import MODES, SCOPES
 from attn_cost.costmodel.symbols import BY_NAME, L, b
 from attn_cost.costmodel.symbols import DESCRIPTIONS as SYMBOLS
-from attn_cost.costmodel.variants import all_variants, derive, get_variant
+from attn_cost.costmodel.variants import all_variants, derive_counted, get_variant
 from attn_cost.profilers.devicemodel.corrections import add_device_columns
 from attn_cost.profilers.devicemodel.gpumodel import record_line
 from attn_cost.profilers.measure.standing import cell as measured_cell
@@ -103,6 +103,7 @@ def crossover(
 
     ds, heads = own_widths(names, ds, heads)  # a traced module is compared at its own width and heads
     st = o.setting(convention, dtype, scope, mode, names, {"--L": latents, "--r": ratio, "--depth": depth})
+    o.without_device(st, device)
     tied = () if latents else (L,)  # L defaults to d, so closed forms follow d with it
     rows = [
         transition_row(a, bb, o.sizes(dv, heads, batch, latents, ratio, depth), st, tied)
@@ -423,7 +424,7 @@ def formula(
     if as_json:
         emit(data)
         return
-    derived = derive(v.name, st.scope, mode, st.counting.n_kv is not None, st.counting.bias)
+    derived = derive_counted(v.name, st.scope, mode, st.counting)
     fmt = display.latex if latex else display.text
     render.prose(f"[bold]{v.name}[/] ({st.scope}, {mode}) — {escape(v.summary)}\n  source: {escape(v.source)}")
     cells = []

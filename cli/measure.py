@@ -84,10 +84,14 @@ def measuring_args(gpu: bool, cpu: bool, threads: int | None, repeats: int, max_
 
 def measurable(names: list[str], st=None) -> None:
     """Refuse, before anything is measured, variants without a runnable implementation and counting switches
-    the measurements cannot follow (--n-kv: the implementations take keys and values of length N)."""
+    the measurements cannot follow (--n-kv: the implementations take keys and values of length N; --padding-mask,
+    --dropout: they run neither)."""
     if st is not None and st.counting.n_kv is not None:
         fail("--n-kv is not measured (the reference implementations run keys and values of length N): "
              "use crossover or formula for N_kv")  # fmt: skip
+    if st is not None and (st.counting.padding_mask or st.counting.dropout):
+        fail("--padding-mask and --dropout are not measured (the reference implementations run neither): use "
+             "crossover or formula for their counts")  # fmt: skip
     from attn_cost.profilers.measure.cases import require_references
 
     require_references(names)

@@ -16,9 +16,9 @@ from attn_cost.costmodel.conventions import DEFAULT, FULL, get_convention
 from attn_cost.costmodel.counting import Counting, F_bwd, F_causal, F_chunk
 from attn_cost.costmodel.crossover import Setting, cost_branches
 from attn_cost.costmodel.derive import dtype_bytes
-from attn_cost.costmodel.scopes import MODES, SCOPES
+from attn_cost.costmodel.scopes import DROPOUT_IN_INFERENCE, MODES, SCOPES
 from attn_cost.costmodel.symbols import BY_NAME, DEFAULT_DEPTH, DEFAULTS, D, L, b, d, h, h_kv, r
-from attn_cost.costmodel.variants import derive, get_variant
+from attn_cost.costmodel.variants import derive, derive_counted, get_variant
 
 D_VALUES = typer.Option(None, "--d", help="Head dimension; repeat for several.")
 D_DEFAULT = {
@@ -86,6 +86,19 @@ BIAS = typer.Option(
     help="Projection biases of an attention layer: all (Q, K, V, O), out (output only: the linformer, "
     "performer-pytorch, nystrom-attention packages) or none (Llama-style). Default: each variant's own.",
 )
+DROPOUT = typer.Option(
+    None,
+    "--dropout",
+    help="Attention dropout probability p (0 <= p < 1) on the attention probabilities, in training (--mode "
+    "training): a bool keep mask of their size kept for backward where they are materialised, the draw per score "
+    "inside a fused kernel. Not with variants without probabilities (linear attention).",
+)
+PADDING_MASK = typer.Option(
+    False,
+    "--padding-mask",
+    help="A key padding mask, b×N bool (flash-attention's benchmark, MultiheadAttention's key_padding_mask): "
+    "masked_fill of a materialised score matrix, SDPA's attn_mask for a fused kernel.",
+)
 KV_HEADS = typer.Option(None, "--kv-heads", help="Key/value heads of gqa, a divisor of --h (default 1: multi-query).")
 WINDOW = typer.Option(None, "--window", help="Sliding-window width w, keys per query (default 256).")
 PROJ_LEN = typer.Option(None, "--proj-len", help="Linformer's projected length k (default 256).")
@@ -107,6 +120,8 @@ COUNTING_OPTIONS = {
     "n_kv": N_KV,
     "align": ALIGN,
     "bias": BIAS,
+    "dropout": DROPOUT,
+    "padding_mask": PADDING_MASK,
 }
 """The counting switches `with_counting` adds to a command; `setting` reads what the user chose."""
 _COUNTING: ContextVar[dict | None] = ContextVar("counting", default=None)
@@ -368,7 +383,8 @@ def pairs(texts: list[str] | None, default: list[tuple[str, str]], causal: bool 
 
 
 def with_counting(command: Callable) -> Callable:
-    """Give a command the counting switches (--causal-count, --tile, --backward, --n-kv, --align, --bias).
+    """Give a command the counting switches (--causal-count, --tile, --backward, --n-kv, --align, --bias, --dropout,
+    --padding-mask).
 
     Put it under `@app.command()`; the command calls `setting` as before and gets them in `Setting.counting`.
     """
@@ -376,7 +392,16 @@ def with_counting(command: Callable) -> Callable:
         inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=kind)
         for (name, opt), kind in zip(
             COUNTING_OPTIONS.items(),
-            (Optional[str], Optional[int], Optional[str], Optional[int], Optional[str], Optional[str]),
+            (
+                Optional[str],
+                Optional[int],
+                Optional[str],
+                Optional[int],
+                Optional[str],
+                Optional[str],
+                Optional[float],
+                bool,
+            ),
             strict=True,
         )
     ]
@@ -411,6 +436,8 @@ def counting(convention: str, scope: str) -> Counting:
         n_kv=n_kv,
         align=chosen.get("align") or "top-left",
         bias=chosen.get("bias"),
+        dropout=chosen.get("dropout"),
+        padding_mask=bool(chosen.get("padding_mask")),
     )
 
 
@@ -444,9 +471,10 @@ def applies(names: list[str], st: Setting, given: dict) -> None:
     """Refuse an option the user gave that changes nothing here, instead of showing it under the table as if it
     had: --causal-count where no variant masks a score matrix, --backward without a backward pass of score products
     (inference), --tile without --causal-count tiles, --align without --n-kv, --bias where no variant has
-    projections (the core scope), a size (--window, --kv-heads, --L, --r, --depth ...) that none of the variants
-    is written with. The same rule in every command that takes these options."""
-    chosen = {k: v for k, v in (_COUNTING.get() or {}).items() if v is not None and k != "n_kv"}
+    projections (the core scope), --dropout in inference (eval: no op) and --dropout or --padding-mask where no
+    variant takes it (`graph_options`), a size (--window, --kv-heads, --L, --r, --depth ...) that none of the
+    variants is written with. The same rule in every command that takes these options."""
+    chosen = {k: v for k, v in (_COUNTING.get() or {}).items() if v is not None and v is not False and k != "n_kv"}
     flags = {SIZE_FLAGS[str(k)]: k for k in extra_sizes(None, given_only=True)}
     flags.update({flag: OWN_SIZES[flag] for flag, value in given.items() if value is not None})
     if not chosen and not flags:
@@ -456,11 +484,14 @@ def applies(names: list[str], st: Setting, given: dict) -> None:
         fail("--tile sizes the tiles of --causal-count tiles: give both, or neither")
     if "align" in chosen and st.counting.n_kv is None:
         fail("--align places the causal mask when keys have their own length: give it with --n-kv")
-    kv = st.counting.n_kv is not None
+    if st.counting.dropout and st.mode != "training":
+        unpriced = "--dropout drops attention probabilities while training, which this command does not price"
+        fail(DROPOUT_IN_INFERENCE if "--mode" in command_flags() else f"{unpriced} (in inference it costs nothing)")
+    graph_options(names, st)
     factors: set = set()
     used: set = set()
     for name in names:
-        factors |= derive(name, st.scope, st.mode, kv, st.counting.bias).flops(FULL, None).free_symbols
+        factors |= derive_counted(name, st.scope, st.mode, st.counting).flops(FULL, None).free_symbols
         for cost in ("flops", "memory"):
             used |= {x for e in cost_branches(name, cost, st) for x in e.free_symbols}
     flags_here = command_flags()
@@ -481,6 +512,44 @@ def applies(names: list[str], st: Setting, given: dict) -> None:
     for flag, symbol in flags.items():
         if symbol not in used:
             fail(f"{flag} sizes none of {shown}: it applies to variants written with it ({st.scope} scope)")
+
+
+GRAPH_OPTIONS = {
+    "dropout": ("--dropout", "drops attention probabilities", "has attention probabilities"),
+    "padding": ("--padding-mask", "masks padded keys out of the attention", "is modelled with a key padding mask"),
+}
+"""The options a variant's ops take where it has what they act on (`Graph.applied`): what each does, and what a
+variant that takes it has."""
+
+
+def graph_options(names: list[str], st: Setting) -> None:
+    """Refuse --dropout or --padding-mask where none of the variants takes it at this scope (the linear-attention
+    family has no attention probabilities; a decoding step takes no padding mask); where some do, say which did not
+    (a note: their costs are counted without it)."""
+    wanted = [key for key, on in (("dropout", bool(st.counting.dropout)), ("padding", st.counting.padding_mask)) if on]
+    if not wanted:
+        return
+    took = {name: derive_counted(name, st.scope, st.mode, st.counting).graph.applied for name in names}
+    for key in wanted:
+        flag, does, has = GRAPH_OPTIONS[key]
+        without = [name for name in names if key not in took[name]]
+        if len(without) == len(names):
+            fail(f"{flag} {does}, and none of {', '.join(names)} {has} at the {st.scope} scope")
+        if without:
+            note(f"attn-cost: note: {flag} applies to {', '.join(n for n in names if n not in without)}, not to "
+                 f"{', '.join(without)} (none of them {has} at the {st.scope} scope): counted without it")  # fmt: skip
+
+
+def without_device(st: Setting, device: str | None) -> None:
+    """Refuse --dropout and --padding-mask with --device: the device models (profilers/devicemodel) build the op
+    lists they price without them, so their times and crossovers would be of attention without dropout or mask
+    under a heading that says otherwise."""
+    given = [flag for flag, on in (("--dropout", st.counting.dropout), ("--padding-mask", st.counting.padding_mask))
+             if on]  # fmt: skip
+    if device is not None and given:
+        fail(f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} not priced on a device yet (the device "
+             "models build their op lists without them): leave --device out for the counts, or the option out for "
+             "the device's times")  # fmt: skip
 
 
 def _projections(name: str, st: Setting) -> sp.Expr:

@@ -53,6 +53,7 @@ def report(
     ds = o.head_dims(d_values, None, 1, default=[16, 32, 64])
     o.positive(embed, "--d-embed"), o.positive(n, "--n")
     st = o.setting(convention, dtype, scope, "inference", sorted(set(names) | {v for p in pairs for v in p}))
+    o.without_device(st, device)
     writable_report(html)
 
     with progress() as notify:  # the op model's bootstrap intervals take seconds a row

@@ -65,9 +65,12 @@ def _fused_matmuls(op: Op) -> sp.Expr:
 
 def _fused_full(op: Op) -> sp.Expr:
     """The two GEMMs, the 1/√d scale and a 5-op softmax on every score (with is_causal, the share the
-    kernel computes is the factor F_causal of `counting`, applied like for a materialised mask)."""
+    kernel computes is the factor F_causal of `counting`, applied like for a materialised mask); with an attn_mask
+    the addition of the mask to every score; with dropout, per score what the materialised form's ops count
+    (`Graph.attention_dropout`): the draw compared with 1 − p, the product by the keep bit and the 1/(1 − p)."""
     a = op.attrs
-    return a["batch"] * a["nq"] * a["nk"] * (2 * (a["dqk"] + a["dv"]) + 6)
+    per_score = 2 * (a["dqk"] + a["dv"]) + 6 + (1 if a.get("masked") else 0) + (3 if a.get("dropout") else 0)
+    return a["batch"] * a["nq"] * a["nk"] * per_score
 
 
 def chunk_products(op: Op, backward: bool = False) -> tuple[sp.Expr, sp.Expr]:

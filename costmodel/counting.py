@@ -69,6 +69,12 @@ SYMBOLS: dict[str, str] = {
     "F_chunk": "share of each chunk's C×C block of scores a fused chunk kernel computes (--causal-count)",
     "N_kv": "key/value length when it differs from the query length N (--n-kv)",
 }
+PADDING_MASK = (
+    "a key padding mask, b×N_kv booleans (True: a real token), broadcast over heads and queries: masked_fill of the "
+    "scores on a materialised score matrix, SDPA's attn_mask for a fused kernel (flash-attention's benchmark and "
+    "PyTorch's MultiheadAttention pass a b×N bool key mask)"
+)
+"""What --padding-mask adds (`Graph.key_padding`)."""
 BACKWARD_FACTOR = {"autograd": sp.Integer(2), "recompute": sp.Rational(5, 2)}
 
 
@@ -84,6 +90,11 @@ class Counting:
     """PyTorch's is_causal (what the catalogue's causal variants and their references run)."""
     bias: str | None = None
     """Which projections carry a bias (`scopes.BIASES`); None: each variant's own."""
+    dropout: sp.Rational | None = None
+    """Attention dropout probability p (0 <= p < 1) on the attention probabilities in training (`--dropout`); None
+    or 0: none. The counts do not depend on p: every probability is drawn for, kept or dropped, and scaled."""
+    padding_mask: bool = False
+    """A key padding mask (`--padding-mask`, `PADDING_MASK`)."""
 
     def __post_init__(self) -> None:
         for value, known, flag in (
@@ -98,6 +109,8 @@ class Counting:
                 raise UserError(f"{flag} must be a positive integer, got {size}")
         if self.bias is not None and self.bias not in ("all", "out", "none"):
             raise UserError(f"unknown --bias {self.bias!r} (known: all, out, none)")
+        if self.dropout is not None:
+            object.__setattr__(self, "dropout", dropout_probability(self.dropout))
         if self.causal == "tiles" and self.n_kv is not None and self.n_kv % self.tile:
             raise UserError(
                 f"--causal-count tiles needs the tile T = {self.tile} to divide --n-kv {self.n_kv} (otherwise it "
@@ -160,6 +173,8 @@ class Counting:
             "n_kv": self.n_kv,
             "align": self.align,
             "bias": self.bias or "each variant's own",
+            "dropout": float(self.dropout) if self.dropout else None,
+            "padding_mask": self.padding_mask,
             "causal_scores": str(self.scores()),
             "chunk_share": str(self.chunk_share()),
             "assumes": self.assumptions(),
@@ -180,7 +195,26 @@ def describe(data: dict) -> str:
     assumes = f" (assumes {', '.join(data['assumes'])})" if data["assumes"] else ""
     bias = data.get("bias", "each variant's own")
     biases = f", biases {bias}" if bias != "each variant's own" else ""
-    return f"Counting: causal {causal}{kv}{assumes}, backward {bwd}{biases}."
+    dropout = f", attention dropout p={data['dropout']:g}" if data.get("dropout") else ""
+    padding = ", key padding mask (b×N bool)" if data.get("padding_mask") else ""
+    return f"Counting: causal {causal}{kv}{assumes}, backward {bwd}{biases}{dropout}{padding}."
+
+
+def dropout_probability(value: object) -> sp.Rational | None:
+    """--dropout's p as an exact fraction (0.1 is 1/10, not the nearest binary float), checked: 0 <= p < 1; None
+    for 0 (PyTorch's dropout returns its input when p = 0)."""
+    p = None
+    if isinstance(value, sp.Rational):
+        p = value
+    elif isinstance(value, (int, float, str)) and not isinstance(value, bool):
+        try:
+            p = sp.Rational(str(value))
+        except (TypeError, ValueError, sp.SympifyError):
+            p = None
+    if not isinstance(p, sp.Rational) or not 0 <= p < 1:
+        raise UserError(f"--dropout takes a probability p with 0 <= p < 1 (the share of attention probabilities "
+                        f"dropped in training), got {value}")  # fmt: skip
+    return p if p else None
 
 
 DEFAULT_COUNTING = Counting()
@@ -209,8 +243,10 @@ def score_op(op) -> bool:
 
 
 def causal_graph(ops) -> bool:
-    """The graph masks its scores causally (a `mask` op on a score matrix)."""
-    return any(op.kind == "mask" and not op.attrs.get("window") and score_op(op) for op in ops)
+    """The graph masks its scores causally (a `mask` op on a score matrix that is neither a window's nor a key
+    padding mask's)."""
+    return any(op.kind == "mask" and not op.attrs.get("window") and not op.attrs.get("padding") and score_op(op)
+               for op in ops)  # fmt: skip
 
 
 def causal_factor(op, causal: bool) -> sp.Expr:

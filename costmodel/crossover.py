@@ -26,7 +26,7 @@ from attn_cost.costmodel.display import plain
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.polyterms import Stepped, in_n, terms
 from attn_cost.costmodel.symbols import BY_NAME, N, Pads, d
-from attn_cost.costmodel.variants import derive, get_variant
+from attn_cost.costmodel.variants import derive_counted, get_variant
 
 COSTS: dict[str, str] = {
     "flops": "floating-point operations (under a convention)",
@@ -71,7 +71,7 @@ def cost_branches(name: str, cost: str, setting: Setting = Setting()) -> tuple[s
             )
         return (conv.total(name),)
     counting = setting.counting
-    derived = derive(name, setting.scope, setting.mode, counting.n_kv is not None, counting.bias)
+    derived = derive_counted(name, setting.scope, setting.mode, counting)
     if cost == "flops":
         out: tuple[sp.Expr, ...] = (derived.flops(op_convention(setting.convention), counting),)
     elif cost == "memory":

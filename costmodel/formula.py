@@ -8,7 +8,7 @@ from attn_cost.costmodel import display
 from attn_cost.costmodel.conventions import CONVENTIONS, FULL, op_convention
 from attn_cost.costmodel.counting import DEFAULT_COUNTING, Counting
 from attn_cost.costmodel.published import compare_published
-from attn_cost.costmodel.variants import derive, get_variant
+from attn_cost.costmodel.variants import derive_counted, get_variant
 
 
 def own_counting(conv, counting: Counting) -> Counting:
@@ -27,7 +27,7 @@ def formula_data(
 ) -> dict:
     """Everything `formula --json` prints, as plain data."""
 
-    derived = derive(name, scope, mode, counting.n_kv is not None, counting.bias)
+    derived = derive_counted(name, scope, mode, counting)
     conv = op_convention(convention)
     copied = display.copied_lengths(*_costs(derived, conv, counting, dtype))
     peak = derived.peak()

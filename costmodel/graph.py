@@ -171,8 +171,16 @@ class Graph:
     loops: list[Loop] = field(default_factory=list)
     training: bool = False
     """Build for training: tensors that backward needs are kept (see `conventions.SAVES`)."""
+    dropout: sp.Expr | None = None
+    """Attention dropout probability p (`--dropout`): `attention_dropout` and `sdpa` apply it in training."""
+    key_padding_mask: bool = False
+    """Build with a key padding mask (`--padding-mask`): `key_padding` makes it, the variants' ops read it."""
+    applied: set[str] = field(default_factory=set)
+    """The options above the variant's ops took ("dropout", "padding"): a variant without attention probabilities
+    (linear attention) takes neither, and the command says so."""
     _ids: Any = field(default_factory=itertools.count)
     _open: list[Loop] = field(default_factory=list)
+    _mask: Tensor | None = None
 
     @contextmanager
     def loop(self, count: sp.Expr | int, label: str, carried: tuple[Tensor, ...] = ()) -> Iterator[Loop]:
@@ -363,6 +371,87 @@ class Graph:
         """A new tensor filled with zeros or left empty to be written (an accumulator, an output buffer)."""
         return self._emit("fill", name, shape, (), label=label or f"{name} ← 0")
 
+    # -- attention dropout and a key padding mask (--dropout, --padding-mask) ---------------------------------------
+
+    def key_padding(self, batch: sp.Expr, keys: sp.Expr) -> Tensor | None:
+        """The key padding mask where the graph is built with one (None otherwise): an input of batch×keys booleans,
+        True for a real token, made on first use. It is what flash-attention's benchmark passes its reference
+        attention (attn_mask, (batch, seqlen) bool) and, True for padding, what PyTorch's MultiheadAttention takes
+        (key_padding_mask, (N, S) bool); one byte per key, broadcast over heads and queries by a view."""
+        if not self.key_padding_mask:
+            return None
+        if self._mask is None:
+            self._mask = self.input("mask", batch, keys, dtype="bool")
+        self.applied.add("padding")
+        return self._mask
+
+    def pad_scores(self, S: Tensor) -> Tensor:
+        """Materialised scores with the padded keys' columns set to −∞ where the graph has a padding mask, as
+        flash-attention's reference attention does: `S.masked_fill_(~mask[:, None, None, :], -inf)`, the inverted
+        mask a b×N bool tensor (kept for backward, which zeroes the same entries of the gradient), the fill in
+        place. S itself without a mask."""
+        mask = self.key_padding(S.shape[0], S.shape[-1])
+        if mask is None:
+            return S
+        inverted = self.traced("compare", "¬mask", mask.shape, (mask,), attrs={"gain": None, "backward": sp.Integer(0)},
+                               label="¬mask ← padded keys", dtype="bool")  # fmt: skip
+        out = self.traced("mask", S.name, S.shape, (inverted,), into=S, attrs={"gain": None, "padding": True},
+                          label=f"{S.name} ← −∞ at padded keys")  # fmt: skip
+        if self.training:
+            self.ops[-1].attrs["saved"].append(inverted)  # masked_fill's backward zeroes the same entries
+        return out
+
+    def zero_padded(self, x: Tensor) -> Tensor:
+        """x (keys or values, b×h×N×d) with the rows of padded tokens zeroed, x ⊙ mask, where the graph has a
+        padding mask: for a variant that mixes the keys along the sequence before any score sees them (Linformer's
+        E·K and F·V, as the Nyströmformer authors' Linformer multiplies K and V by the mask). Only x has a
+        gradient (backward: one product per element)."""
+        mask = self.key_padding(x.shape[0], x.shape[-2])
+        if mask is None:
+            return x
+        return self.traced("mul", x.name, x.shape, (x, mask), attrs={"gain": None, "backward": sp.Integer(1)},
+                           label=f"{x.name} ← {x.name} ⊙ mask (padded rows zeroed)")  # fmt: skip
+
+    def padding_bias(self, k: Tensor) -> Tensor | None:
+        """The additive mask a fused kernel reads for keys k (batch×heads×keys×d) where the graph has a padding
+        mask: SDPA converts a bool attn_mask to one of the activation dtype, where(mask, 0, −∞), batch×keys elements
+        (then broadcast by a view)."""
+        mask = self.key_padding(k.shape[0], k.shape[-2])
+        if mask is None:
+            return None
+        return self.traced("mask", "bias", mask.shape, (mask,), attrs={"gain": None, "padding": True},
+                           label="bias ← where(mask, 0, −∞) (SDPA's bool attn_mask, converted)")  # fmt: skip
+
+    def attention_dropout(self, P: Tensor) -> Tensor:
+        """Attention probabilities with dropout where the graph is built with it, in training (in inference a
+        model's dropout returns its input: P itself). As PyTorch's native_dropout (what F.dropout runs on a GPU):
+        a keep mask, one bool per probability, from a uniform draw compared with 1 − p (kept for backward), and
+        P ⊙ M/(1 − p) (its backward, dP ⊙ M/(1 − p), one product and the scale per element; the draw is not redone).
+        The counts are those of any p: every probability is drawn for."""
+        if self.dropout is None or not self.training:
+            return P
+        self.applied.add("dropout")
+        keep = self.traced("compare", f"M({P.name})", P.shape, (), attrs={"gain": None, "backward": sp.Integer(0)},
+                           label=f"M ← uniform draw < 1 − p (keep mask of {P.name})", dtype="bool")  # fmt: skip
+        return self.traced("mul", P.name, P.shape, (P, keep), attrs={"gain": "1/(1−p)", "backward": sp.Integer(1)},
+                           label=f"{P.name} ← {P.name} ⊙ M/(1 − p) (dropout)")  # fmt: skip
+
+    def sdpa(self, name: str, q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, label: str = "") -> Tensor:
+        """F.scaled_dot_product_attention as a fused variant calls it, with the options the graph is built with:
+        the key padding mask as its attn_mask (`padding_bias`) and dropout_p in training (the kernel draws each
+        probability's keep bit from a counter-based generator, Philox, and draws it again in backward: no mask in
+        memory, the draw's arithmetic per score). With is_causal PyTorch takes no attn_mask: code that pads a causal
+        fused kernel unpads the batch (flash_attn_varlen_func) or builds a combined N×N mask, neither modelled
+        here, so a causal call takes no padding mask."""
+        bias = None if causal else self.padding_bias(k)
+        drop = self.dropout is not None and self.training
+        if drop:
+            self.applied.add("dropout")
+        out = self.fused_attention(name, q, k, v, causal=causal, mask=bias, dropout=drop, label=label)
+        if bias is not None:  # the bool mask is the call's argument (converted inside it): alive through the call
+            self.ops[-1].attrs["holds"] = [self._mask]
+        return out
+
     def fused_attention(
         self,
         name: str,
@@ -372,15 +461,18 @@ class Graph:
         *,
         causal: bool = False,
         mask: Tensor | None = None,
+        dropout: bool = False,
         label: str = "",
     ) -> Tensor:
         """softmax(q kᵀ/√d) v without materialising the N×N matrix; also writes the row log-sum-exp (fp32).
-        A `mask` (traced code's attn_mask) is read by the kernel: an input, alive while it runs."""
+        A `mask` (an additive attn_mask, traced code's or `padding_bias`) is read by the kernel, added to every
+        score, and kept for backward; `dropout`: the kernel drops probabilities (`sdpa`)."""
         *bq, nq, dq = q.shape
         nk = k.shape[-2]
         dv = v.shape[-1]
         shape = (*bq, nq, dv)
-        attrs = {"batch": _prod(tuple(bq)), "nq": nq, "nk": nk, "dqk": dq, "dv": dv, "causal": causal}
+        attrs = {"batch": _prod(tuple(bq)), "nq": nq, "nk": nk, "dqk": dq, "dv": dv, "causal": causal,
+                 "masked": mask is not None, "dropout": dropout}  # fmt: skip
         out = self._emit(
             "fused_attention",
             name,

@@ -56,7 +56,7 @@ SAVES: dict[str, tuple] = {
     "gelu": (0,),
     "pointwise": (0,),
     "norm": (0, "out"),
-    "fused_attention": (0, 1, 2, "out"),
+    "fused_attention": (0, 1, 2, 3, "out"),  # 3: an attn_mask, where there is one
     "linear_chunk": (0, 1, 2),
 }
 """Training mode keeps these tensors alive to the end of the forward pass."""

@@ -35,20 +35,38 @@ MODES: dict[str, str] = {
 }
 
 
-def build_graph(variant, scope: str, mode: str, kv: bool = False, bias: str | None = None) -> Graph:
+def build_graph(
+    variant,
+    scope: str,
+    mode: str,
+    kv: bool = False,
+    bias: str | None = None,
+    dropout: sp.Expr | None = None,
+    padding: bool = False,
+) -> Graph:
     """The op list of `variant` at `scope` in `mode`; kv: keys and values of length N_kv (core scope);
-    bias: which projections carry a bias (None: the variant's own)."""
+    bias: which projections carry a bias (None: the variant's own); dropout: attention dropout probability p in
+    training (refused in inference, where a model's dropout returns its input); padding: a key padding mask. A
+    variant applies the last two where it has what they act on (`Graph.applied` says which it took)."""
     bias = bias or variant.bias
     if bias not in BIASES:
         raise UserError(f"unknown --bias {bias!r} (known: {', '.join(BIASES)})")
+    if dropout and mode != "training":
+        raise UserError(DROPOUT_IN_INFERENCE)
     token = _BIAS.set(bias)
     try:
-        return _build(variant, scope, mode, kv)
+        return _build(variant, scope, mode, kv, dropout or None, padding)
     finally:
         _BIAS.reset(token)
 
 
-def _build(variant, scope: str, mode: str, kv: bool) -> Graph:
+DROPOUT_IN_INFERENCE = (
+    "--dropout drops attention probabilities while training; in inference a model runs in eval mode, where "
+    "PyTorch's dropout returns its input and costs nothing: give it with --mode training"
+)
+
+
+def _build(variant, scope: str, mode: str, kv: bool, dropout: sp.Expr | None, padding: bool) -> Graph:
     if scope not in SCOPES:
         raise UserError(f"unknown scope {scope!r} (known: {', '.join(SCOPES)})")
     if mode not in MODES:
@@ -56,7 +74,7 @@ def _build(variant, scope: str, mode: str, kv: bool) -> Graph:
     if scope not in variant.scopes:
         what = "it is defined with its projections: use --scope layer" if scope == "core" else "it has no decoding step"
         raise UserError(f"{variant.name} has no {scope} scope: {what}")
-    g = Graph(variant.name, training=mode == "training")
+    g = Graph(variant.name, training=mode == "training", dropout=dropout, key_padding_mask=padding)
     if kv and scope != "core":
         raise UserError(f"--n-kv applies to the attention core (--scope core), not to the {scope} scope")
     if scope == "core":

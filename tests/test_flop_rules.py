@@ -199,6 +199,66 @@ def test_the_products_over_the_score_matrix_are_the_flash_benchmarks() -> None:
     assert CONVENTIONS["flash-bench"].op_flops(one(OPS["matmul"])) == 0
 
 
+# -- attention dropout and a key padding mask (--dropout, --padding-mask): ops of the kinds above ---------------
+
+
+def _fused(mask: bool, dropout: bool) -> Op:
+    """The fused op of OPS (48 scores, d_qk = 5, d_v = 3) reading an additive attn_mask and/or dropping."""
+    g = Graph("fused")
+    q, k, v = g.input("Q", 2, 4, 5), g.input("K", 2, 6, 5), g.input("V", 2, 6, 3)
+    g.fused_attention("Y", q, k, v, mask=g.input("bias", 2, 1, 6) if mask else None, dropout=dropout)
+    return g.ops[-1]
+
+
+@pytest.mark.parametrize(("mask", "dropout", "full"), [
+    (True, False, 1056 + 48),  # the mask added to each of the 48 scores
+    (False, True, 1056 + 3 * 48),  # per score: the draw compared with 1 − p, the keep bit's product, 1/(1 − p)
+    (True, True, 1056 + 4 * 48),
+])  # fmt: skip
+def test_a_fused_kernels_mask_and_dropout(mask: bool, dropout: bool, full: int) -> None:
+    """FlopCounterMode and the FlashAttention benchmark count the two products alone whatever the kernel adds."""
+    op = _fused(mask, dropout)
+    expected = {"full": full, "taylorshift-v1": full, "taylorshift-icpr": full, "matmul": 768, "flash-bench": 768}
+    assert {name: CONVENTIONS[name].op_flops(op) for name in expected} == expected
+    assert backward_factor(op) == Fraction(21, 8)  # the kernel's backward, as without
+
+
+def test_dropout_on_materialised_probabilities_op_by_op() -> None:
+    """P (2×3×5, 30 probabilities) dropped in training: the keep mask, one compare per element of a draw with 1 − p
+    (30; no gradient, nothing in backward), and P ⊙ M/(1 − p), one product per element (30) and, under `full`, the
+    folded 1/(1 − p) (30); its backward dP ⊙ M/(1 − p) is the same work once (factor 1, not a product's 2: M has no
+    gradient)."""
+    g = Graph("dropout", training=True, dropout=sp.Rational(1, 10))
+    g.attention_dropout(_x(g, "P"))
+    draw, scale = g.ops
+    assert (draw.kind, scale.kind, draw.output.storage.dtype) == ("compare", "mul", "bool")
+    expected = {"full": (30, 60), "taylorshift-v1": (30, 30), "taylorshift-icpr": (30, 30), "matmul": (0, 0),
+                "flash-bench": (0, 0)}  # fmt: skip
+    assert {name: (CONVENTIONS[name].op_flops(draw), CONVENTIONS[name].op_flops(scale)) for name in expected} == (
+        expected
+    )
+    assert (backward_factor(draw), backward_factor(scale)) == (0, 1)
+    assert Graph("eval", dropout=sp.Rational(1, 10)).attention_dropout(_x(Graph("x"), "P")).name == "P"  # inference
+
+
+def test_a_padding_mask_op_by_op() -> None:
+    """A b×N key mask (b = 2, N = 5 keys) on 2×3×4×5 scores: its inversion, one logical not per key (10, no gradient),
+    and the fill of the scores, a selection (0); for a fused kernel its conversion to an additive mask, a selection
+    (0); where keys are mixed (Linformer), K ⊙ mask on 2×3×5×4 keys, one product per element (120, one in backward)."""
+    g = Graph("padding", training=True, key_padding_mask=True)
+    g.pad_scores(g.input("S", 2, 3, 4, 5))
+    g.padding_bias(g.input("K", 2, 3, 5, 4))
+    g.zero_padded(g.input("K", 2, 3, 5, 4))
+    invert, _, _, zero = g.ops
+    assert [op.kind for op in g.ops] == ["compare", "mask", "mask", "mul"]
+    assert g.inputs[1].shape == (2, 5) and g.inputs[1].storage.dtype == "bool"  # the mask, made once
+    for name in ("full", "taylorshift-v1", "taylorshift-icpr"):
+        assert [CONVENTIONS[name].op_flops(op) for op in g.ops] == [10, 0, 0, 120], name
+    for name in ("matmul", "flash-bench"):
+        assert [CONVENTIONS[name].op_flops(op) for op in g.ops] == [0, 0, 0, 0], name
+    assert [backward_factor(op) for op in (invert, zero)] == [0, 1]
+
+
 # -- folded scalar gains: one multiply per element they touch, under `full` only ---------------------------------
 
 GAINED: dict[str, tuple[Build, int]] = {

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 
 import sympy as sp
+from attn_cost.costmodel.counting import Counting
 from attn_cost.costmodel.derive import Derived
 from attn_cost.costmodel.errors import UserError, unknown
 from attn_cost.costmodel.graph import Graph, Tensor
@@ -119,13 +120,25 @@ def all_variants() -> list[Variant]:
 
 @cache
 def derive(
-    name: str, scope: str = "core", mode: str = "inference", kv: bool = False, bias: str | None = None
+    name: str,
+    scope: str = "core",
+    mode: str = "inference",
+    kv: bool = False,
+    bias: str | None = None,
+    dropout: sp.Expr | None = None,
+    padding: bool = False,
 ) -> Derived:
     """Build a variant's graph at a scope and mode and derive its costs (cached per process);
     kv: keys and values of their own length N_kv (`--n-kv`); bias: which projections carry a bias
-    (None: the variant's own, `Variant.bias`)."""
+    (None: the variant's own, `Variant.bias`); dropout, padding: attention dropout probability in training and a
+    key padding mask (`--dropout`, `--padding-mask`)."""
 
-    return Derived(build_graph(get_variant(name), scope, mode, kv, bias))
+    return Derived(build_graph(get_variant(name), scope, mode, kv, bias, dropout, padding))
+
+
+def derive_counted(name: str, scope: str, mode: str, counting: Counting) -> Derived:
+    """`derive` with the graph options a `Counting` carries: N_kv, biases, dropout, padding mask."""
+    return derive(name, scope, mode, counting.n_kv is not None, counting.bias, counting.dropout, counting.padding_mask)
 
 
 def _load() -> None:

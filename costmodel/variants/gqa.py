@@ -29,7 +29,7 @@ PAPER = "Ainslie et al., GQA, EMNLP 2023; Shazeer, Fast Transformer Decoding (mu
 )
 def gqa(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
     grouped = Q.view(b, h_kv, (h / h_kv) * N, d, name="Q_g")
-    Y = g.fused_attention("Y", grouped, K, V, label="Y ← SDPA(Q grouped by key/value head, K, V)")
+    Y = g.sdpa("Y", grouped, K, V, label="Y ← SDPA(Q grouped by key/value head, K, V)")
     return Y.view(b, h, N, d)
 
 
@@ -43,7 +43,7 @@ def gqa(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
     bias="none",
 )
 def gqa_causal(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
-    return g.fused_attention("Y", Q, K, V, causal=True, label="Y ← SDPA(Q, K, V, is_causal, enable_gqa)")
+    return g.sdpa("Y", Q, K, V, causal=True, label="Y ← SDPA(Q, K, V, is_causal, enable_gqa)")
 
 
 @decode_step("gqa", "gqa-causal")

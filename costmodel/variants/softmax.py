@@ -10,11 +10,15 @@ VASWANI = "Vaswani et al. 2017; PyTorch scaled_dot_product_attention"
 
 
 def softmax_core(g: Graph, Q: Tensor, K: Tensor, V: Tensor, causal: bool = False) -> Tensor:
+    """Materialised attention; a key padding mask fills the padded keys' scores with −∞ before the softmax, dropout
+    acts on the probabilities before P·V (flash-attention's reference attention, in its order)."""
     S = g.matmul("S", Q, K.T)
     S = g.map("scale", "S", S, inplace=True, label="S ← S/√d")
+    S = g.pad_scores(S)
     if causal:
         S = g.map("mask", "S", S, inplace=True, label="S ← −∞ above the diagonal")
     P = g.map("softmax", "P", S, label="P ← softmax(S)")
+    P = g.attention_dropout(P)
     return g.matmul("Y", P, V)
 
 
@@ -48,12 +52,12 @@ def softmax_causal(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
     causal_form="softmax-fused-causal",
 )
 def softmax_fused(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
-    return g.fused_attention("Y", Q, K, V)
+    return g.sdpa("Y", Q, K, V)
 
 
 @variant("softmax-fused-causal", "fused attention with is_causal=True", source=VASWANI, family="softmax", causal=True)
 def softmax_fused_causal(g: Graph, Q: Tensor, K: Tensor, V: Tensor) -> Tensor:
-    return g.fused_attention("Y", Q, K, V, causal=True)
+    return g.sdpa("Y", Q, K, V, causal=True)
 
 
 def _token_and_cache(g: Graph) -> tuple[Tensor, Tensor, Tensor]:

@@ -45,7 +45,7 @@ def counted(case: Case, training: bool = False) -> int:
         case.run([t.clone() for t in inputs])  # make the parameters, then make them trainable
         made = case.params.cache.values() if case.params is not None else ()
         for t in [*inputs, *made]:
-            t.requires_grad_(True)
+            t.requires_grad_(t.is_floating_point())  # a bool mask has no gradient
     with FlopCounterMode(display=False, custom_mapping=CPU_SDPA) as mode:
         if training:
             case.run(list(inputs)).sum().backward()

@@ -76,7 +76,8 @@ def traced_peak(case: Case) -> tuple[int, str]:
 
 def traced_training_peak(case: Case) -> tuple[int, str]:
     """Peak live bytes of one training step of `case`: its forward, then `backward(dO)` with dO = 1, the inputs
-    made leaves that require gradients (the weights stay frozen), and the aten op at which it was reached.
+    made leaves that require gradients (the floating-point ones: a bool mask has none; the weights stay frozen), and
+    the aten op at which it was reached.
 
     The tracer sees the backward pass's ops as it sees the forward's (autograd dispatches them through the mode):
     the saved tensors, the gradients and the temporaries of each backward formula. The caller holds the inputs,
@@ -84,7 +85,7 @@ def traced_training_peak(case: Case) -> tuple[int, str]:
     with torch.no_grad():
         case.run(case.make_inputs())
     gc.collect()
-    inputs = [t.requires_grad_(True) for t in case.make_inputs()]
+    inputs = [t.requires_grad_(t.is_floating_point()) for t in case.make_inputs()]
     tracer = LiveTensorTracer()
     for t in inputs:
         tracer.track(t)
