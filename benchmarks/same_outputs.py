@@ -26,24 +26,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 H200 = "profilers/data/results/cuda-nvidia-h200-12fde9.jsonl"
 RUN1 = "benchmarks/data/gpu-h200-2026-11-26/run1/summary.json"
-TINY = ["--cpu", "--threads", "1", "--pair", "softmax:linear", "--repeats", "3", "--max-n", "256"]
+CPU = ["--cpu", "--threads", "1"]
+TINY = [*CPU, "--pair", "softmax:linear", "--repeats", "3", "--max-n", "256"]
 COMMANDS: list[tuple[str, list[str]]] = [
     ("profile", ["profile", *TINY, "--d", "8", "--max-lengths", "5"]),
     ("profile-json", ["profile", *TINY, "--d", "8", "--max-lengths", "5", "--json"]),
-    ("measure", ["measure", "--cpu", "--threads", "1", "--variant", "softmax", "--variant", "linear", "--n", "64", "--n", "128",
-                 "--d", "8", "--repeats", "3"]),
+    ("measure", ["measure", *CPU, "--variant", "softmax", "--variant", "linear", "--n", "64", "--n", "128", "--d",
+                 "8", "--repeats", "3"]),
     ("validate", ["validate", *TINY, "--fit-d", "4", "--fit-d", "8", "--d", "12", "--no-save", "--no-exact"]),
     ("validate-json", ["validate", *TINY, "--fit-d", "4", "--fit-d", "8", "--d", "12", "--no-save", "--no-exact",
                        "--json"]),
     ("validate-records", ["validate", "--records", H200, "--summary", RUN1, "--dtype", "bf16", "--no-save"]),
     ("validate-records-json", ["validate", "--records", H200, "--summary", RUN1, "--dtype", "fp32", "--no-save",
                                "--json"]),
-    ("calibrate", ["calibrate", "--cpu", "--threads", "1", "--quick", "--d", "8", "--variant", "softmax", "--repeats", "3",
-                   "--out", "{tmp}/opmodels"]),
+    ("calibrate", ["calibrate", *CPU, "--quick", "--d", "8", "--variant", "softmax", "--repeats", "3", "--out",
+                   "{tmp}/opmodels"]),
     ("calibrate-refit", ["calibrate", "--refit", "profilers/data/opmodels/cpu-amd-epyc-5155e7.json", "--out",
                          "{tmp}/refit"]),
-    ("campaign", ["campaign", "--cpu", "--threads", "1", "--quick", "--minutes", "1", "--pair", "softmax:linear", "--d", "4", "--d",
-                  "8", "--dtype", "fp32", "--no-calibrate", "--out", "{tmp}/campaign"]),
+    ("campaign", ["campaign", *CPU, "--quick", "--minutes", "1", "--pair", "softmax:linear", "--d", "4", "--d", "8",
+                  "--dtype", "fp32", "--no-calibrate", "--out", "{tmp}/campaign"]),
     ("trace", ["trace", "docs/examples/naive_taylorshift.py:efficient"]),
     ("results-ls", ["results", "ls", "--limit", "20"]),
     ("results-ls-json", ["results", "ls", "--variant", "linear", "--d", "8", "--json"]),
@@ -57,7 +58,7 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("bad-backend", ["profile", "--cpu", "--sdpa-backend", "nope"]),
     ("bad-refit", ["calibrate", "--refit", "x.json", "--threads", "2"]),
     ("bad-filter", ["results", "ls", "--dtype", "fp8"]),
-]
+]  # fmt: skip
 """(name, arguments): `{tmp}` is a fresh folder per run."""
 MEASURING = {"profile", "measure", "validate", "calibrate", "campaign"}
 """The commands that fill the store when primed."""
