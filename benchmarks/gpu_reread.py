@@ -52,7 +52,7 @@ def command(records: Path, summaries: list[Path], plan: dict, dtype: str) -> lis
 def main() -> None:
     from attn_cost.costmodel.crossover import Setting
     from attn_cost.profilers.devicemodel.corrections import SHIPPED
-    from attn_cost.profilers.devicemodel.validate import refit
+    from attn_cost.profilers.workflow.validate import refit
     from attn_cost.profilers.measure.device import slug
     from attn_cost.profilers.measure.sizes import Sizes
     from attn_cost.profilers.measure.standing import tally

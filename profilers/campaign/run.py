@@ -59,7 +59,7 @@ from attn_cost.profilers.devicemodel.gpumodel import GpuModel, fitted
 from attn_cost.profilers.devicemodel.opmodel import OPMODEL_KIND, user_dir
 from attn_cost.profilers.devicemodel.oppredict import row_dims
 from attn_cost.profilers.devicemodel.tunables import DEFAULT, GPU_CAMPAIGN, QUICK
-from attn_cost.profilers.devicemodel.validate import validate
+from attn_cost.profilers.workflow.validate import validate
 from attn_cost.profilers.measure import gpu_timing
 from attn_cost.profilers.measure.device import prepare, select_device, slug
 from attn_cost.profilers.measure.gpu_record import record_launch_bound
