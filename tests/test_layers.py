@@ -76,9 +76,12 @@ def test_the_layer_check_sees_an_upward_import(tmp_path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("def f():\n    from attn_cost.cli.render import emit\n    return emit\n")
     assert "cli.render" in _imports(bad)
-    assert layer_of("profilers.measure.profile") < layer_of("profilers.workflow.validate") < layer_of(
-        "profilers.campaign.run"
-    ) < layer_of("cli.measure")
+    assert (
+        layer_of("profilers.measure.profile")
+        < layer_of("profilers.workflow.validate")
+        < layer_of("profilers.campaign.run")
+        < layer_of("cli.measure")
+    )
     assert layer_of("profilers.workflow") == layer_of("profilers.workflow.measuring")
     assert layer_of("profilers.workflows") == layer_of("profilers")  # a prefix of a name is not its package
 
@@ -98,7 +101,7 @@ def test_no_import_cycle_at_module_level() -> None:
         state[node] = 1
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                cycle = [*stack[stack.index(nxt):], nxt]
+                cycle = [*stack[stack.index(nxt) :], nxt]
                 if not registration & set(cycle):
                     cycles.append(cycle)
             elif nxt not in state:
@@ -119,9 +122,6 @@ pynvml, transformers) and is imported where it is used, inside a function, so at
 HEAVY = {"torch", "plotly"}
 CYCLES = {
     ("costmodel.plugins", "costmodel.variants"): "the registry checks a user's variants; it loads them in turn",
-    ("cli.app", "cli.commands"): "the command modules register on `app`, which main() runs once they have",
-    ("cli.app", "cli.options"): "the options' checks are attached to the commands `app` holds",
-    ("cli.app", "cli.trace"): "--trace and --variants are added to the commands `app` holds",
     ("profilers.devicemodel.kernels", "profilers.devicemodel.opmodel"): "the op model prices the kernels' features",
     ("profilers.devicemodel.opmodel", "profilers.devicemodel.corrections"): "both save to one device folder",
     ("profilers.measure.timing", "profilers.measure.gpu_timing"): "the CUDA timer returns the CPU timer's stats",
@@ -214,8 +214,11 @@ def test_costmodel_never_imports_torch_or_plotly() -> None:
         if name.startswith("costmodel"):
             tree = ast.parse(path.read_text(encoding="utf-8"))
             for n in ast.walk(tree):
-                names = [n.module or ""] if isinstance(n, ast.ImportFrom) else (
-                    [a.name for a in n.names] if isinstance(n, ast.Import) else [])
+                names = (
+                    [n.module or ""]
+                    if isinstance(n, ast.ImportFrom)
+                    else ([a.name for a in n.names] if isinstance(n, ast.Import) else [])
+                )
                 if {x.split(".")[0] for x in names} & HEAVY:
                     users.append(name)
     assert not users
@@ -237,7 +240,7 @@ def test_the_analytic_commands_import_no_torch_and_no_plotly(tmp_path) -> None:
     plotly: the commands answer in a second on a machine where importing torch takes several."""
     code = (
         "import contextlib, io, json, sys\n"
-        "from attn_cost.cli.app import main\n"
+        "from attn_cost.cli.main import main\n"
         "codes = []\n"
         "for args in json.loads(sys.argv[1]):\n"
         "    with contextlib.redirect_stdout(io.StringIO()):\n"
