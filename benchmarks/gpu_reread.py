@@ -56,7 +56,7 @@ def main() -> None:
     from attn_cost.profilers.measure.sizes import Sizes
     from attn_cost.profilers.measure.standing import tally
     from attn_cost.profilers.store.store import SHIPPED as RESULTS
-    from attn_cost.profilers.workflow.validate import refit
+    from attn_cost.profilers.workflow.validating import refit
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="print the commands and tallies; write nothing")

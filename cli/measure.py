@@ -495,7 +495,7 @@ def validate(
     if catalogue and pair:
         fail("--catalogue and --pair both choose the pairs: give one")
     if catalogue:
-        from attn_cost.profilers.workflow.validate import catalogue_pairs
+        from attn_cost.profilers.workflow.validating import catalogue_pairs
 
         pairs = catalogue_pairs()
     else:
@@ -514,8 +514,8 @@ def validate(
         template = Sizes(N=1, d=1, h=heads, b=batch, L=latents)
         _from_records(records, device, store, summary or [], pairs, check, fit, template, st, max_n, save, as_json)
         return
-    from attn_cost.profilers.workflow.validate import time_errors
-    from attn_cost.profilers.workflow.validate import validate as run_validation
+    from attn_cost.profilers.workflow.validating import time_errors
+    from attn_cost.profilers.workflow.validating import validate as run_validation
 
     measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats, fresh, sdpa_backend, check + fit)
     n_max = max_n or (65536 if measurer.device == "cuda" else 16384)
@@ -544,7 +544,7 @@ def validate(
 def _campaign_plan(ctx: typer.Context, path: Path, pair, d_values, fit_d, heads, batch) -> tuple:
     """--pair, --d, --fit-d, --h and --b, each from the campaign summary's plan where the command line left it out
     (a campaign's fit afterwards is `validate --records DIR/measurements.jsonl --summary DIR/summary.json`)."""
-    from attn_cost.profilers.workflow.validate import read_summary
+    from attn_cost.profilers.workflow.validating import read_summary
 
     plan = read_summary(path).get("plan")
     plan = plan if isinstance(plan, dict) else {}
@@ -585,7 +585,7 @@ def _campaign_plan(ctx: typer.Context, path: Path, pair, d_values, fit_d, heads,
 
 def _from_records(records, device, store, summaries, pairs, check, fit, template, st, max_n, save, as_json) -> None:
     """`validate --records/--from-store`: the fit, the validation and each unit's standing from records alone."""
-    from attn_cost.profilers.workflow.validate import refit
+    from attn_cost.profilers.workflow.validating import refit
 
     source = f"--records {records}" if records is not None else f"--from-store --device {device}"
     made = f"attn-cost validate {source}: fitted and validated from stored records alone, nothing timed"

@@ -22,7 +22,7 @@ calibrating, validating) sit on the rest of `profilers`, the campaign on the wor
 
 
 def layer_of(module: str) -> int:
-    """The layer of a module (`profilers.workflow.validate`: the workflows'), by the longest prefix in LAYERS; -1
+    """The layer of a module (`profilers.workflow.validating`: the workflows'), by the longest prefix in LAYERS; -1
     for a module outside them."""
     parts = module.split(".")
     for n in range(len(parts), 0, -1):
@@ -78,7 +78,7 @@ def test_the_layer_check_sees_an_upward_import(tmp_path) -> None:
     assert "cli.render" in _imports(bad)
     assert (
         layer_of("profilers.measure.profile")
-        < layer_of("profilers.workflow.validate")
+        < layer_of("profilers.workflow.validating")
         < layer_of("profilers.campaign.run")
         < layer_of("cli.measure")
     )

@@ -59,7 +59,6 @@ from attn_cost.profilers.devicemodel.gpumodel import GpuModel, fitted
 from attn_cost.profilers.devicemodel.opmodel import OPMODEL_KIND, user_dir
 from attn_cost.profilers.devicemodel.oppredict import row_dims
 from attn_cost.profilers.devicemodel.tunables import DEFAULT, GPU_CAMPAIGN, QUICK
-from attn_cost.profilers.workflow.validate import validate
 from attn_cost.profilers.measure import gpu_timing
 from attn_cost.profilers.measure.device import prepare, select_device, slug
 from attn_cost.profilers.measure.gpu_record import record_launch_bound
@@ -71,6 +70,7 @@ from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.report.gather import gather
 from attn_cost.profilers.store.files import claim, head, is_html_report, is_json_of, read_input, write_atomic
 from attn_cost.profilers.store.store import ResultStore, is_results_file, read_jsonl, select
+from attn_cost.profilers.workflow.validating import validate
 
 PAIRS = (
     ("softmax-fused-causal", "linear-chunked-fused"),
