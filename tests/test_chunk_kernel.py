@@ -17,7 +17,7 @@ from attn_cost.costmodel.errors import ModelError
 from attn_cost.costmodel.graph import Graph
 from attn_cost.costmodel.symbols import C, N, b, d, h
 from attn_cost.costmodel.variants import derive
-from attn_cost.profilers.measure import reference as ref
+from attn_cost.profilers.measure import references as ref
 from attn_cost.profilers.measure.cases import build_case
 from attn_cost.profilers.measure.flops import counted, derived
 from attn_cost.profilers.measure.memory import traced_peak

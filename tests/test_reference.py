@@ -98,7 +98,7 @@ def test_a_decoding_step_continues_the_sequence(recurrent: str, full: str) -> No
     q, k, v = whole.make_inputs()
     with torch.no_grad():
         expected = whole.run([q.clone(), k.clone(), v.clone()])[:, :, -1]
-        from attn_cost.profilers.measure import reference as ref
+        from attn_cost.profilers.measure import references as ref
 
         if recurrent == "linear-recurrent":
             s = q.new_zeros(1, 2, 4, 4)

@@ -1,6 +1,6 @@
 """attn-cost's own reference cores written as (q, k, v) -> y functions, for `attn-cost trace`.
 
-Each `ref_*` function hands its inputs to the reference implementation (profilers/measure/reference.py) in a
+Each `ref_*` function hands its inputs to the reference implementation (profilers/measure/references/) in a
 list the reference empties, so the exported graph and a live-tensor measurement of `BOXES[name]` run
 the same code. The causal softmax makes its mask inside the call (the profiler's case makes it outside).
 """
@@ -8,7 +8,7 @@ the same code. The causal softmax makes its mask inside the call (the profiler's
 import math
 
 import torch
-from attn_cost.profilers.measure import reference
+from attn_cost.profilers.measure import references as reference
 
 
 def softmax_causal_box(box: list) -> torch.Tensor:

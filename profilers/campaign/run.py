@@ -64,7 +64,7 @@ from attn_cost.profilers.measure.device import prepare, select_device, slug
 from attn_cost.profilers.measure.gpu_record import record_launch_bound
 from attn_cost.profilers.measure.opchecks import softmax_axes
 from attn_cost.profilers.measure.profile import Measurer, profile_pair
-from attn_cost.profilers.measure.reference import stand_in
+from attn_cost.profilers.measure.references import stand_in
 from attn_cost.profilers.measure.sdpa import validate_choice
 from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.report.gather import gather

@@ -203,7 +203,7 @@ def _torch(name: str) -> Callable:
     return call
 
 
-_REF = "attn_cost.profilers.measure.reference"
+_REF = "attn_cost.profilers.measure.references"
 
 
 def _normalize_rows(x):
@@ -407,7 +407,7 @@ def _kernel_runner(at: Shape, rand: Callable, dt, device: str) -> Runner:
 
         return Runner(product, make_product)
     if kernel.name == CHUNK:
-        from attn_cost.profilers.measure.reference import chunk_implementation, chunk_kernel
+        from attn_cost.profilers.measure.references import chunk_implementation, chunk_kernel
 
         bt, n, d, c = (at.get(x) for x in ("batch", "m", "k", "n"))
         run_chunk = chunk_kernel(c, device)
@@ -466,7 +466,7 @@ def _window_product(at: Shape, rand: Callable, ta: bool, tb: bool) -> Runner:
 
 def _overhead_runner(at: Shape, rand: Callable, dtype: str, device: str, parts: Callable | None) -> Runner:
     """PyTorch code of what `calibrate` times beside the kernels (`OVERHEADS`)."""
-    from attn_cost.profilers.measure import reference as ref
+    from attn_cost.profilers.measure import references as ref
 
     if at.kernel == LOOP_STEP:
         its = at.get("iterations")

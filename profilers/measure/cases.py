@@ -18,7 +18,7 @@ import torch.nn.functional as F  # noqa: N812
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.symbols import L, h
 from attn_cost.costmodel.variants import get_variant
-from attn_cost.profilers.measure.reference import REFERENCES, Reference, softmax, take
+from attn_cost.profilers.measure.references import REFERENCES, Reference, softmax, take
 from attn_cost.profilers.measure.sizes import Sizes
 from torch import Tensor
 

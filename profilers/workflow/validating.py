@@ -27,7 +27,7 @@ from attn_cost.profilers.devicemodel.oppredict import Prediction, predict_n0, pr
 from attn_cost.profilers.devicemodel.trend import spikes
 from attn_cost.profilers.measure.device import slug as slug_of
 from attn_cost.profilers.measure.profile import Measurer, Stored, length_grain, profile_pair, snap, stored_pair
-from attn_cost.profilers.measure.reference import REFERENCES
+from attn_cost.profilers.measure.references import REFERENCES
 from attn_cost.profilers.measure.search import replicate_interval
 from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.measure.standing import judge
