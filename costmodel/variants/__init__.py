@@ -62,7 +62,7 @@ def variant(name: str, summary: str, *, source: str, family: str, **options) -> 
     """Register an attention core under a canonical name."""
 
     def register(core: CoreFn) -> CoreFn:
-        _add(Variant(name, summary, source, family, core=core, **options))
+        add_variant(Variant(name, summary, source, family, core=core, **options))
         return core
 
     return register
@@ -72,7 +72,7 @@ def layer_variant(name: str, summary: str, *, source: str, family: str, **option
     """Register a variant that only exists as a whole layer (its projections are part of it)."""
 
     def register(layer: LayerFn) -> LayerFn:
-        _add(Variant(name, summary, source, family, layer=layer, **options))
+        add_variant(Variant(name, summary, source, family, layer=layer, **options))
         return layer
 
     return register
@@ -96,7 +96,7 @@ def decode_step(*names: str) -> Callable[[DecodeFn], DecodeFn]:
     return register
 
 
-def _add(v: Variant) -> None:
+def add_variant(v: Variant) -> None:
     if v.name in REGISTRY:
         known = REGISTRY[v.name].source
         raise UserError(f"variant {v.name!r} is already registered (source: {known}); choose another name")
