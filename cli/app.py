@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import NoReturn, Optional
 
 import typer
+from attn_cost.costmodel.dtypes import ACTIVATION
 from attn_cost.costmodel.errors import UserError
 
 HELP = """FLOPs, peak memory and traffic of attention variants, their crossovers, and checks on real kernels.
@@ -125,7 +126,7 @@ METAVARS = {
     "--device": "NAME",
     "--profile": "NAME",
     "--convention": "NAME",
-    "--dtype": "fp32|bf16|fp16",
+    "--dtype": "|".join(ACTIVATION),
     "--mode": "inference|training",
     "--cost": "COST",
     "--scope": "SCOPE",

@@ -11,7 +11,7 @@ from attn_cost.cli import render
 from attn_cost.cli.app import app, fail
 from attn_cost.cli.measure import CPU, FRESH, GPU, STORE, THREADS, err, open_measurer
 from attn_cost.cli.render import Col, emit, right
-from attn_cost.costmodel.derive import dtype_bytes
+from attn_cost.costmodel.dtypes import dtype_bytes
 from attn_cost.costmodel.paths import check_input
 from attn_cost.costmodel.variants import all_variants
 from attn_cost.profilers.devicemodel.opmodel import FIT_VERSION, LINES, OPMODEL_KIND, load_opmodel, user_dir

@@ -21,6 +21,7 @@ from attn_cost.cli import render
 from attn_cost.cli.app import app
 from attn_cost.cli.measure import CPU, GPU
 from attn_cost.cli.render import emit
+from attn_cost.costmodel.dtypes import ACTIVATION
 from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers.measure import sdpa
 from attn_cost.profilers.measure.device import CPU_TIMER_VERSION, cpu_info, select_device
@@ -28,7 +29,7 @@ from attn_cost.profilers.measure.gpu_record import L2_POLICY
 from attn_cost.profilers.measure.sizes import Sizes
 
 HEAD_DIMS = (16, 32, 64, 96, 128, 256)
-SDPA_DTYPES = ("fp32", "bf16", "fp16")
+SDPA_DTYPES = ACTIVATION
 PROFILE_S = 30.0
 """The mini profile stops starting new lengths after this many seconds."""
 OPTIONAL = {

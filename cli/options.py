@@ -15,7 +15,7 @@ from attn_cost.cli.app import _commands, fail, note
 from attn_cost.costmodel.conventions import DEFAULT, FULL, get_convention
 from attn_cost.costmodel.counting import Counting, F_bwd, F_causal, F_chunk
 from attn_cost.costmodel.crossover import Setting, cost_branches
-from attn_cost.costmodel.derive import dtype_bytes
+from attn_cost.costmodel.dtypes import dtype_bytes, spelled
 from attn_cost.costmodel.scopes import MODES, SCOPES
 from attn_cost.costmodel.symbols import BY_NAME, DEFAULT_DEPTH, DEFAULTS, D, L, b, d, h, h_kv, r
 from attn_cost.costmodel.variants import derive, get_variant
@@ -45,7 +45,7 @@ LATENTS = typer.Option(None, "--L", help="Latte latent states per head (default:
 RATIO = typer.Option(None, "--r", help="MLP ratio (block and model scopes).", show_default="4")
 DEPTH = typer.Option(None, "--depth", help="Encoder depth D (model scope).", show_default=str(DEFAULT_DEPTH))
 CONVENTION = typer.Option(DEFAULT, "--convention", help="FLOP convention (see `attn-cost conventions`).")
-DTYPE = typer.Option("fp32", "--dtype", help="fp32, bf16 or fp16: bytes per element for memory and traffic.")
+DTYPE = typer.Option("fp32", "--dtype", help=f"{spelled()}: bytes per element for memory and traffic.")
 SCOPE = typer.Option(
     None,
     "--scope",

@@ -15,6 +15,7 @@ import typer
 from attn_cost.cli import render
 from attn_cost.cli.app import app, fail, help_without_command
 from attn_cost.cli.render import emit
+from attn_cost.costmodel.dtypes import ACTIVATION
 from attn_cost.profilers.measure.device import slug
 from attn_cost.profilers.store.files import STDOUT, claim, regular_files, write_atomic
 from attn_cost.profilers.store.store import (
@@ -59,7 +60,7 @@ VARIANT = typer.Option(None, "--variant", help="Only this variant.")
 KIND = typer.Option(None, "--kind", help="time or memory.")
 STATUS = typer.Option(None, "--status", help="ok or oom.")
 SCOPE = typer.Option(None, "--scope", help="Only this scope (core, layer, block, model, decode, op).")
-DTYPE = typer.Option(None, "--dtype", help="Only this dtype (fp32, bf16, fp16).")
+DTYPE = typer.Option(None, "--dtype", help=f"Only this dtype ({', '.join(ACTIVATION)}).")
 D = typer.Option(None, "--d", help="Only this head dimension.")
 N = typer.Option(None, "--n", help="Only this sequence length.")
 SHIPPED = typer.Option(False, "--shipped", help="Also the measurements shipped with attn-cost (read-only).")

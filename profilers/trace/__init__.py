@@ -43,7 +43,7 @@ What the modules share (named without an underscore; a name with one stays insid
   (torch's size functions as sympy), `FLOAT_FUNCTIONS`, `ceil_symbol` and `on_padding_branch` (sizes on a
   branch that pads N).
 - `aten`: `RULES`, `SKIP`, `VIEWS` (the rule of each ATen op), `RuleNode` (what a rule sees), `copy_rule`,
-  `FIXED_DTYPES` (torch dtypes by engine name), `UnmappedError` (no rule maps a node).
+  `FIXED_DTYPES` (torch dtypes by engine name, from `costmodel.dtypes`), `UnmappedError` (no rule maps a node).
 - `export`: `export` (torch.export with dynamic shapes) and `Exported` (its program and runtime asserts).
 - `replay`: `replay_eager` and `replay_export` (a recording or an exported program onto an engine Graph).
 - `register`: `trace`, `register`, `traced`, `exported_peak` (what the CLI calls); `check`: `checked`, `measure`.

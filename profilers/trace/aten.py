@@ -9,6 +9,7 @@ from typing import Any
 
 import sympy as sp
 import torch
+from attn_cost.costmodel.dtypes import DTYPES
 from attn_cost.costmodel.graph import Tensor
 
 
@@ -311,9 +312,10 @@ VIEWS = {
 op's rule (or a copy) applies."""
 
 
-FIXED_DTYPES = {torch.bool: "bool", torch.int32: "int32", torch.int64: "int64", torch.uint8: "bool",
-                torch.int8: "bool", torch.int16: "fp16", torch.float64: "fp64", torch.complex64: "fp64",
-                torch.complex128: "complex128", torch.float16: "fp16", torch.bfloat16: "bf16"}  # fmt: skip
+SAME_BYTES = {torch.uint8: "bool", torch.int8: "bool", torch.int16: "fp16", torch.complex64: "fp64"}
+"""torch dtypes the engine has no name of, by the name of a dtype of the same bytes."""
+FIXED_DTYPES = {**{getattr(torch, t.torch): name for name, t in DTYPES.items() if t.storage and name != "fp32"},
+                **SAME_BYTES}  # fmt: skip
 
 
 """dtypes other than the activation's (float32 in the run) and their engine names, by their bytes (one-byte
