@@ -108,6 +108,7 @@ def main() -> int:
     sub = parser.add_subparsers(dest="what", required=True)
     prime = sub.add_parser("prime")
     prime.add_argument("home", type=Path)
+    prime.add_argument("--tree", type=Path, default=ROOT, help="the checkout to run (default: this one)")
     record = sub.add_parser("record")
     record.add_argument("out", type=Path)
     record.add_argument("--home", type=Path, required=True)
@@ -120,7 +121,7 @@ def main() -> int:
         args.home.mkdir(parents=True, exist_ok=True)
         measuring = {name for name, argv in COMMANDS if argv[0] in MEASURING}
         for _ in range(2):  # the second pass re-times what the first found disturbed
-            run_all(args.home, None, measuring, tries=10)
+            run_all(args.home, None, measuring, tree=args.tree.resolve(), tries=10)
         return 0
     if args.what == "record":
         args.out.mkdir(parents=True, exist_ok=True)

@@ -14,8 +14,8 @@ from attn_cost.cli.app import app, fail
 from attn_cost.cli.render import Col, emit, right
 from attn_cost.costmodel import display
 from attn_cost.costmodel.conventions import MATMUL
-from attn_cost.costmodel.dtypes import HALF, spelled
 from attn_cost.costmodel.crossover import at_sizes, compare, cost_branches, evaluate
+from attn_cost.costmodel.dtypes import HALF, spelled
 from attn_cost.costmodel.iotraffic import DEFAULT_GPU, GPUS, ORDERS, Tiles, fused_causal, has_fused, io_branches
 from attn_cost.costmodel.polyterms import n_degree
 from attn_cost.costmodel.variants import derive
