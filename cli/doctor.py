@@ -156,7 +156,7 @@ def _sdpa(device: str) -> dict:
 
 def _fla(device: str) -> dict:
     """Whether linear-chunked-fused runs flash-linear-attention's chunk kernels here (fla-core on CUDA), and why not."""
-    from attn_cost.profilers.measure.references import FLA_CHUNK, chunk_implementation, fla_linear_attn
+    from attn_cost.profilers.measure.references.linear import FLA_CHUNK, chunk_implementation, fla_linear_attn
 
     fn, why = fla_linear_attn()
     impl = chunk_implementation(FLA_CHUNK, device)

@@ -484,7 +484,7 @@ def open_campaign(plan: Plan, sink: Callable[[str], None]) -> Campaign:
 
 def runnable_pairs(plan: Plan, device: str) -> tuple[list[tuple[str, str]], list[str]]:
     """The plan's pairs whose variants run their own kernels on this device, and a line for each pair left out
-    because one would run a stand-in (`reference.stand_in`: linear-chunked-fused without fla-core)."""
+    because one would run a stand-in (`references.stand_in`: linear-chunked-fused without fla-core)."""
     kept, dropped = [], []
     for a, b in plan.pairs:
         others = {v: stand_in(v, Sizes(N=64, d=64), device) for v in (a, b)}

@@ -19,7 +19,8 @@ from attn_cost.costmodel import dtypes
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.symbols import L, h
 from attn_cost.costmodel.variants import get_variant
-from attn_cost.profilers.measure.references import REFERENCES, Reference, softmax, take
+from attn_cost.profilers.measure.references import REFERENCES, Reference, take
+from attn_cost.profilers.measure.references.softmax import softmax
 from attn_cost.profilers.measure.sizes import Sizes
 from torch import Tensor
 

@@ -69,7 +69,7 @@ class FlopCheck:
     counted: int
     formulas: str = ""
     """The variant whose formulas were counted: the variant, or the one whose code ran in its place
-    (`reference.stand_in`: linear-chunked's PyTorch form for linear-chunked-fused without its kernels)."""
+    (`references.stand_in`: linear-chunked's PyTorch form for linear-chunked-fused without its kernels)."""
 
     @property
     def ok(self) -> bool:
