@@ -99,19 +99,20 @@ def run() -> None:
         sys.exit(2)  # before the CLI is imported: Status.BAD_INPUT
     code = 2
     try:
-        from attn_cost.cli.main import finish, main
+        from attn_cost.cli.exits import finish
+        from attn_cost.cli.main import main
 
         code = finish(main())
     except KeyboardInterrupt:
         try:
-            from attn_cost.cli.main import interrupted
+            from attn_cost.cli.exits import interrupted
 
             code = interrupted()
         except KeyboardInterrupt:
             code = 130
     except BrokenPipeError:
         from attn_cost.cli.app import Status
-        from attn_cost.cli.main import silence_stdout
+        from attn_cost.cli.exits import silence_stdout
 
         silence_stdout()
         code = Status.PIPE_CLOSED

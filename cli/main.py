@@ -7,7 +7,6 @@ commands register on `cli.app.app` as their modules are imported (`cli.commands`
 
 from __future__ import annotations
 
-import os
 import sys
 import warnings
 
@@ -15,6 +14,7 @@ import click
 import typer
 from attn_cost.cli import commands  # noqa: F401  (registers the commands)
 from attn_cost.cli.app import Status, app, kept, note, notes, polish_help, started
+from attn_cost.cli.exits import describe_os_error, error, interrupted, silence_stdout
 from attn_cost.cli.options import bound_sizes, once_each, one_value_each
 from attn_cost.cli.render import one_line
 from attn_cost.cli.trace import add_user_options
@@ -37,17 +37,17 @@ def main(argv: list[str] | None = None) -> int:
         one_value_each(command, sys.argv[1:] if argv is None else argv)
         result = command.main(args=argv, prog_name="attn-cost", standalone_mode=False)
     except click_errors.ClickException as e:  # click's usage and parameter errors (typer's own copy or click)
-        return _error(_with_help_hint(e), code=Status.BAD_INPUT)
+        return error(_with_help_hint(e), code=Status.BAD_INPUT)
     except UserError as e:
-        return _error(f"{e}{kept()}")
+        return error(f"{e}{kept()}")
     except (typer.Abort, KeyboardInterrupt):
         result = Status.INTERRUPTED
     except RecursionError:
-        return _error("the input is too large to handle (recursion limit reached); try smaller sizes")
+        return error("the input is too large to handle (recursion limit reached); try smaller sizes")
     except MemoryError:
-        return _error("out of memory; try smaller sizes")
+        return error("out of memory; try smaller sizes")
     except OSError as e:
-        return _error(describe_os_error(e))
+        return error(describe_os_error(e))
     except SystemExit:
         if sys.stdout is not stdout:  # click answers a broken pipe by wrapping stdout and sys.exit(1)
             silence_stdout()
@@ -78,18 +78,6 @@ def _pricing_note(shown):
     return show
 
 
-def interrupted() -> int:
-    """The Ctrl-C line; only commands that measure keep something worth resuming."""
-    return _error(f"interrupted{kept()}", code=Status.INTERRUPTED)
-
-
-def describe_os_error(e: OSError) -> str:
-    """One line for an OS error: what failed, on which path, in the system's words."""
-    reason = e.strerror or e.__class__.__name__
-    where = f"{e.filename}: " if e.filename else ""
-    if e.filename is None and e.errno in (28, 32, 5):  # ENOSPC, EPIPE, EIO with no file: the output stream
-        return f"cannot write the output ({reason})"
-    return f"{where}{reason}"
 
 
 def _click_exceptions():
@@ -104,30 +92,4 @@ def _with_help_hint(e: click.ClickException) -> str:
     return f"{e.format_message()} (see '{cmd} --help')"
 
 
-def _error(message: str, code: int = Status.BAD_INPUT) -> int:
 
-    try:
-        sys.stderr.write(f"attn-cost: error: {one_line(message)}\n")
-        sys.stderr.flush()
-    except OSError:
-        pass
-    return code
-
-
-def finish(code: int) -> int:
-    """Flush stdout; a full disk there becomes one line on stderr and exit 2, a closed pipe a quiet exit."""
-    try:
-        sys.stdout.flush()
-    except OSError as e:
-        silence_stdout()
-        return Status.PIPE_CLOSED if isinstance(e, BrokenPipeError) else _error(describe_os_error(e))
-    return code
-
-
-def silence_stdout() -> None:
-    """Point stdout at /dev/null so the interpreter's own flush at exit stays quiet."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass

@@ -392,7 +392,7 @@ def test_ctrl_c_message_says_saved_only_for_measuring_commands(monkeypatch, caps
     from types import SimpleNamespace
 
     from attn_cost.cli import app
-    from attn_cost.cli.main import interrupted
+    from attn_cost.cli.exits import interrupted
 
     store = SimpleNamespace(path="/tmp/results.db", session={})
     app.measuring_started(store)
