@@ -87,10 +87,10 @@ def _filters(
     ):  # fmt: skip
         if value is not None and value not in known:
             fail(f"{flag} takes {', '.join(known[:-1])} or {known[-1]}, got {value!r}")
-    for value, flag in ((d, "--d"), (n, "--n")):
-        if value is not None and not 1 <= value <= MAX_SIZE:
+    for size, flag in ((d, "--d"), (n, "--n")):
+        if size is not None and not 1 <= size <= MAX_SIZE:
             fail(f"{flag} must be a positive integer of at most {MAX_SIZE:,} (2^53, the largest stored size), "
-                 f"got {value}")  # fmt: skip
+                 f"got {size}")  # fmt: skip
     found = dict(device=device, variant=variant, kind=kind, status=status, scope=scope, dtype=dtype, d=d, n=n)
     return {k: v for k, v in found.items() if v is not None}
 

@@ -129,19 +129,13 @@ def derive(
 
 
 def _load() -> None:
-    from attn_cost.costmodel.variants import (  # noqa: F401 (registration)
-        gqa,
-        hosseini,
-        latte,
-        linear,
-        linformer,
-        nystromformer,
-        performer,
-        sliding_window,
-        softmax,
-        taylorshift,
-    )
+    """Import every module of this package (each registers its variants as it is imported, in the order of their
+    names), then the user's own variant files: a catalogue variant touches its own module only."""
+    import importlib
+    import pkgutil
 
+    for module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+        importlib.import_module(f"{__name__}.{module}")
     _load_user_files()
 
 

@@ -169,8 +169,9 @@ def embed_width(layer: torch.nn.Module, path: Path, name: str) -> int:
     for m in layer.modules():
         if isinstance(m, torch.nn.Linear):
             return m.in_features
-        if type(m).__name__ == "Conv1D" and hasattr(m, "weight"):  # GPT-2's projections
-            return int(m.weight.shape[0])
+        weight = getattr(m, "weight", None)
+        if type(m).__name__ == "Conv1D" and isinstance(weight, torch.Tensor):  # GPT-2's projections
+            return int(weight.shape[0])
     raise UserError(f"{path}:{name}: cannot tell the module's embedding width: give it an attribute d_embed")
 
 

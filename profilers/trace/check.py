@@ -81,6 +81,7 @@ def measure(t: Traced, sizes: dict[str, int]) -> dict[str, int]:
         shape = tuple(sizes.get(k, t.example[k]) for k in CORE_DIMS)
         inputs = [torch.randn(*shape, generator=gen) for _ in range(3)]
     else:
+        assert t.width is not None, "a layer is traced at its embedding width"
         inputs = [torch.randn(sizes["b"], sizes["N"], t.width, generator=gen)]
     try:
         with user_code(f"{t.path}:{t.name}"), torch.no_grad():

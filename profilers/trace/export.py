@@ -37,6 +37,7 @@ def export(module: torch.nn.Module, kind: str, example: dict[str, int], width: i
         args = tuple(torch.randn(*(example[k] for k in CORE_DIMS), generator=gen) for _ in range(3))
         axes = dict(enumerate(CORE_DIMS))
     else:
+        assert width is not None, "a layer is traced at its embedding width"
         args = (torch.randn(example["b"], example["N"], width, generator=gen),)
         axes = {0: "b", 1: "N"}
     step, top = divisor.get("N", 1), upper

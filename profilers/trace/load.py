@@ -326,21 +326,21 @@ def build(obj: Any, path: Path, name: str, init: dict[str, Any], config: Any) ->
     return adapt(module, config)
 
 
-def _init_params(cls: type) -> set[str]:
+def _init_params(cls: type[Any]) -> set[str]:
     try:
         return set(inspect.signature(cls.__init__).parameters)
     except (TypeError, ValueError):
         return set()
 
 
-def _takes_kwargs(cls: type) -> bool:
+def _takes_kwargs(cls: type[Any]) -> bool:
     try:
         return any(p.kind == p.VAR_KEYWORD for p in inspect.signature(cls.__init__).parameters.values())
     except (TypeError, ValueError):
         return True
 
 
-def _required(cls: type) -> list[str]:
+def _required(cls: type[Any]) -> list[str]:
     try:
         params = list(inspect.signature(cls.__init__).parameters.values())[1:]
     except (TypeError, ValueError):

@@ -125,97 +125,95 @@ class Recording:
         self.guards = guard_texts(self.exprs, self.divisors, self.example)
 
 
-class _Recorder:
-    """A TorchDispatchMode (made lazily: torch.utils._python_dispatch is heavy to import) recording ops."""
+def _recorder(fake: Any) -> Any:
+    """A TorchDispatchMode recording ops and deaths (its class made lazily: torch.utils._python_dispatch is heavy)."""
 
-    def __new__(cls, fake: Any):
+    class Mode(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fake = fake
+            self.nodes: list[_EagerNode] = []
+            self.alive: dict[int, tuple[StorageWeakRef, int]] = {}
+            self.count = 0
+            self.deaths: dict[int, list[int]] = {}
+            self.by_tensor: dict[int, tuple[Any, _Ref]] = {}
+            self.leaves: dict[int, tuple[str, Any]] = {}
+            self.leaf_refs: dict[int, _Ref] = {}
+            self.shapes: dict[int, tuple[Any, ...]] = {}
+            self.watch: tuple[Any, Any] | None = None
+            self.pinned_at = ""
 
-        class Mode(TorchDispatchMode):
-            def __init__(self) -> None:
-                super().__init__()
-                self.fake = fake
-                self.nodes: list[_EagerNode] = []
-                self.alive: dict[int, tuple[StorageWeakRef, int]] = {}
-                self.count = 0
-                self.deaths: dict[int, list[int]] = {}
-                self.by_tensor: dict[int, tuple[Any, _Ref]] = {}
-                self.leaves: dict[int, tuple[str, Any]] = {}
-                self.leaf_refs: dict[int, _Ref] = {}
-                self.shapes: dict[int, tuple[Any, ...]] = {}
-                self.watch: tuple[Any, Any] | None = None
-                self.pinned_at = ""
+        def storage(self, t: torch.Tensor) -> tuple[int, bool]:
+            s = t.untyped_storage()
+            key = s._cdata
+            known = self.alive.get(key)
+            if known is not None and not known[0].expired():
+                return known[1], False
+            if known is not None:
+                self.deaths.setdefault(len(self.nodes) - 1, []).append(known[1])
+            self.count += 1
+            self.alive[key] = (StorageWeakRef(s), self.count)
+            return self.count, True
 
-            def storage(self, t: torch.Tensor) -> tuple[int, bool]:
-                s = t.untyped_storage()
-                key = s._cdata
-                known = self.alive.get(key)
-                if known is not None and not known[0].expired():
-                    return known[1], False
-                if known is not None:
-                    self.deaths.setdefault(len(self.nodes) - 1, []).append(known[1])
-                self.count += 1
-                self.alive[key] = (StorageWeakRef(s), self.count)
-                return self.count, True
+        def leaf(self, t: torch.Tensor, kind: str, label: Any) -> _Ref:
+            sid, _ = self.storage(t)
+            ref = _Ref(("leaf", sid), 0, "leaf")
+            self.leaves.setdefault(sid, (kind, label))
+            self.shapes.setdefault(sid, tuple(t.shape))
+            self.leaf_refs.setdefault(sid, ref)
+            self.by_tensor[id(t)] = (weakref.ref(t), ref)
+            return ref
 
-            def leaf(self, t: torch.Tensor, kind: str, label: Any) -> _Ref:
-                sid, _ = self.storage(t)
-                ref = _Ref(("leaf", sid), 0, "leaf")
-                self.leaves.setdefault(sid, (kind, label))
-                self.shapes.setdefault(sid, tuple(t.shape))
-                self.leaf_refs.setdefault(sid, ref)
-                self.by_tensor[id(t)] = (weakref.ref(t), ref)
-                return ref
+        def sweep(self) -> None:
+            for key in [k for k, (r, _) in self.alive.items() if r.expired()]:
+                self.deaths.setdefault(len(self.nodes) - 1, []).append(self.alive.pop(key)[1])
 
-            def sweep(self) -> None:
-                for key in [k for k, (r, _) in self.alive.items() if r.expired()]:
-                    self.deaths.setdefault(len(self.nodes) - 1, []).append(self.alive.pop(key)[1])
+        def ref_of(self, t: torch.Tensor) -> _Ref:
+            known = self.by_tensor.get(id(t))
+            if known is not None and known[0]() is t:
+                return known[1]
+            return self.leaf(t, "const", f"constant{len(self.leaf_refs)}")
 
-            def ref_of(self, t: torch.Tensor) -> _Ref:
-                known = self.by_tensor.get(id(t))
-                if known is not None and known[0]() is t:
-                    return known[1]
-                return self.leaf(t, "const", f"constant{len(self.leaf_refs)}")
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
 
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            self.sweep()
 
-                kwargs = kwargs or {}
-                self.sweep()
+            def fake(a):
+                if isinstance(a, torch.Tensor) and not isinstance(a, FakeTensor):
+                    f = self.fake.from_tensor(a, static_shapes=True)
+                    self.leaf(f, "const", f"constant{len(self.leaf_refs)}")
+                    return f
+                return a
 
-                def fake(a):
-                    if isinstance(a, torch.Tensor) and not isinstance(a, FakeTensor):
-                        f = self.fake.from_tensor(a, static_shapes=True)
-                        self.leaf(f, "const", f"constant{len(self.leaf_refs)}")
-                        return f
-                    return a
-
-                args, kwargs = tree_map(fake, (args, kwargs))
-                special = SYMBOLIC_FAKES.get(func)
-                out = special(*args, **kwargs) if special is not None else func(*args, **kwargs)
-                if self.watch is not None and not self.pinned_at and self.watch[1] in self.watch[0].replacements:
-                    loc, code = where(_EagerNode("", func, (), {}, {"stack_trace": _stack()}))
-                    known = loc != "(unknown location)"
-                    self.pinned_at = f" at {loc} (`{code}`, aten.{func.__name__})" if known else " "
-                outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
-                if not outs:
-                    return out
-                node = _EagerNode(f"op{len(self.nodes)}", func, tree_map(self._arg, args), tree_map(self._arg, kwargs),
-                                  {"stack_trace": _stack()})  # fmt: skip
-                metas = []
-                for i, t in enumerate(outs):
-                    sid, _ = self.storage(t)
-                    metas.append(Meta(tuple(t.shape), t.dtype, sid, transposed_view(t)))
-                    ref = _Ref(node, i)
-                    node.outs.append(ref)
-                    self.by_tensor[id(t)] = (weakref.ref(t), ref)
-                multi = isinstance(out, (tuple, list))
-                node.meta["val"] = metas if multi else metas[0]
-                self.nodes.append(node)
+            args, kwargs = tree_map(fake, (args, kwargs))
+            special = SYMBOLIC_FAKES.get(func)
+            out = special(*args, **kwargs) if special is not None else func(*args, **kwargs)
+            if self.watch is not None and not self.pinned_at and self.watch[1] in self.watch[0].replacements:
+                loc, code = where(_EagerNode("", func, (), {}, {"stack_trace": _stack()}))
+                known = loc != "(unknown location)"
+                self.pinned_at = f" at {loc} (`{code}`, aten.{func.__name__})" if known else " "
+            outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+            if not outs:
                 return out
+            node = _EagerNode(f"op{len(self.nodes)}", func, tree_map(self._arg, args), tree_map(self._arg, kwargs),
+                              {"stack_trace": _stack()})  # fmt: skip
+            metas = []
+            for i, t in enumerate(outs):
+                sid, _ = self.storage(t)
+                metas.append(Meta(tuple(t.shape), t.dtype, sid, transposed_view(t)))
+                ref = _Ref(node, i)
+                node.outs.append(ref)
+                self.by_tensor[id(t)] = (weakref.ref(t), ref)
+            multi = isinstance(out, (tuple, list))
+            node.meta["val"] = metas if multi else metas[0]
+            self.nodes.append(node)
+            return out
 
-            def _arg(self, a):
-                return self.ref_of(a) if isinstance(a, torch.Tensor) else a
+        def _arg(self, a):
+            return self.ref_of(a) if isinstance(a, torch.Tensor) else a
 
-        return Mode()
+    return Mode()
 
 
 def _pad(x: torch.Tensor, pad: list, value: float = 0.0) -> torch.Tensor:
@@ -274,7 +272,7 @@ def record(module: torch.nn.Module, kind: str, example: dict[str, int], width: i
         inputs = [torch.empty(*shape) for _ in range(3 if kind == "core" else 1)]
         params = {k: fake.from_tensor(p, static_shapes=True) for k, p in module.named_parameters()}
         buffers = {k: fake.from_tensor(p, static_shapes=True) for k, p in module.named_buffers()}
-    rec = _Recorder(fake)
+    rec = _recorder(fake)
     rec.watch = (env, next(s for s, k in names.items() if k == "N"))
     for i, t in enumerate(inputs):
         rec.leaf(t, "input", i)

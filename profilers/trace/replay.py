@@ -94,6 +94,7 @@ def replay_export(t: Traced, g: Graph, inputs: list[Tensor], program: Any = None
             out = tensors[0]
     if g.ops:  # the caller holds the arguments: eager PyTorch cannot free them before the call returns
         g.ops[-1].attrs.setdefault("holds", []).extend(inputs)
+    assert out is not None, "an exported graph ends in its output node"
     return out
 
 
@@ -258,6 +259,7 @@ def _replay_node(t: Traced, g: Graph, node: Any, env: dict, storages: dict, subs
             result = g.fused_attention(label_name, *ins, causal=attrs["causal"], mask=attrs["mask"], label=label)
         elif known is not None:  # in place, or out=: writes into an existing storage
             into = kwargs.get("out") if isinstance(kwargs.get("out"), Tensor) else args[0]
+            assert into is not None, "an op in place writes into its first argument"
             others = tuple(x for x in ins if x is not into)
             if (kwargs.get("out") is not None and into is not args[0]) or kind in ("fill", "copy"):
                 attrs = {**attrs, "overwrite": True}
