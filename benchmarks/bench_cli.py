@@ -39,7 +39,7 @@ def main() -> None:
         subprocess.run(cmd, capture_output=True, check=True)
         times.append(time.perf_counter() - t0)
     probe = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", f"from attn_cost.cli.app import main; main({args!r})"],
+        [sys.executable, "-X", "importtime", "-c", f"from attn_cost.cli.main import main; main({args!r})"],
         capture_output=True,
         text=True,
     )

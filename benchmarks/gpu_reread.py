@@ -52,11 +52,11 @@ def command(records: Path, summaries: list[Path], plan: dict, dtype: str) -> lis
 def main() -> None:
     from attn_cost.costmodel.crossover import Setting
     from attn_cost.profilers.devicemodel.corrections import SHIPPED
-    from attn_cost.profilers.devicemodel.validate import refit
     from attn_cost.profilers.measure.device import slug
     from attn_cost.profilers.measure.sizes import Sizes
     from attn_cost.profilers.measure.standing import tally
     from attn_cost.profilers.store.store import SHIPPED as RESULTS
+    from attn_cost.profilers.workflow.validating import refit
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="print the commands and tallies; write nothing")

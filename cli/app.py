@@ -1,29 +1,24 @@
-"""The `attn-cost` command line: typer app, shared options and the single error path.
+"""The `attn-cost` typer app the commands register on, its help, its exit statuses, and what a command says
+beside its output (`note`, `fail`, what a measuring command keeps when stopped). `cli.main` runs it.
 
-Bad input of any kind (a click usage error, a `UserError` from the engine, an OS error such as an
-unwritable path or a full disk) ends as one line on stderr and exit code 2. Heavy modules (torch,
-plotly) are imported inside the commands that need them, so the analytic commands start fast.
+Heavy modules (torch, plotly) are imported inside the commands that need them, so the analytic commands start
+fast.
 """
 
 from __future__ import annotations
 
 import inspect
-import os
 import re
-import sys
 import textwrap
 import types
 import typing
-import warnings
 from enum import IntEnum
 from pathlib import Path
 from typing import NoReturn, Optional
 
-import click
 import typer
-from attn_cost.cli.entry import run as entry_run
-from attn_cost.cli.render import one_line
-from attn_cost.costmodel.errors import InputWarning, PricingWarning, UserError
+from attn_cost.costmodel.dtypes import ACTIVATION
+from attn_cost.costmodel.errors import UserError
 
 HELP = """FLOPs, peak memory and traffic of attention variants, their crossovers, and checks on real kernels.
 
@@ -64,6 +59,16 @@ class Status(IntEnum):
 
 
 _state: dict = {"stores": [], "notes": []}
+
+
+def started() -> None:
+    """A command starts (`main`): no store opened yet, no note to print."""
+    _state["stores"], _state["notes"] = [], []
+
+
+def notes() -> list[str]:
+    """The remarks `note` collected, in order."""
+    return list(_state["notes"])
 
 
 def measuring_started(store) -> None:
@@ -121,7 +126,7 @@ METAVARS = {
     "--device": "NAME",
     "--profile": "NAME",
     "--convention": "NAME",
-    "--dtype": "fp32|bf16|fp16",
+    "--dtype": "|".join(ACTIVATION),
     "--mode": "inference|training",
     "--cost": "COST",
     "--scope": "SCOPE",
@@ -227,126 +232,3 @@ def _unhyphenated(context_class):
 def fail(message: str) -> NoReturn:
     """Stop with bad input: `main` prints the message as one line and exits 2."""
     raise UserError(message)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Console-script entry point; returns the exit code."""
-    from attn_cost.cli import commands  # noqa: F401  (registers the commands)
-    from attn_cost.cli.options import bound_sizes, once_each, one_value_each
-    from attn_cost.cli.trace import add_user_options
-
-    _state["stores"], _state["notes"] = [], []
-    shown = warnings.showwarning
-    warnings.showwarning = _pricing_note(shown)
-    click_errors = _click_exceptions()
-    stdout = sys.stdout
-    try:
-        command = typer.main.get_command(app)
-        add_user_options(command)  # --variants PATH and --trace PATH:NAME on every command
-        polish_help(command)
-        bound_sizes(command)
-        once_each(command)
-        one_value_each(command, sys.argv[1:] if argv is None else argv)
-        result = command.main(args=argv, prog_name="attn-cost", standalone_mode=False)
-    except click_errors.ClickException as e:  # click's usage and parameter errors (typer's own copy or click)
-        return _error(_with_help_hint(e), code=Status.BAD_INPUT)
-    except UserError as e:
-        return _error(f"{e}{kept()}")
-    except (typer.Abort, KeyboardInterrupt):
-        result = Status.INTERRUPTED
-    except RecursionError:
-        return _error("the input is too large to handle (recursion limit reached); try smaller sizes")
-    except MemoryError:
-        return _error("out of memory; try smaller sizes")
-    except OSError as e:
-        return _error(describe_os_error(e))
-    except SystemExit:
-        if sys.stdout is not stdout:  # click answers a broken pipe by wrapping stdout and sys.exit(1)
-            _silence_stdout()
-            return Status.PIPE_CLOSED
-        raise
-    finally:
-        warnings.showwarning = shown
-    if result == Status.INTERRUPTED:  # typer turns Ctrl-C into exit code 130 itself
-        return interrupted()
-    code = result if isinstance(result, int) else 0
-    if code == 0:
-
-        for text in _state["notes"]:
-            sys.stderr.write(f"{one_line(text)}\n")
-    return code
-
-
-def _pricing_note(shown):
-    """warnings.showwarning that turns a PricingWarning or an InputWarning into one `warning:` line after the
-    output (`note`) and leaves every other warning to `shown`."""
-
-    def show(message, category, filename, lineno, file=None, line=None):
-        if issubclass(category, (PricingWarning, InputWarning)):
-            text = str(message)
-            note(text if text.startswith("note: ") else f"warning: {text}")
-        else:
-            shown(message, category, filename, lineno, file, line)
-
-    return show
-
-
-def interrupted() -> int:
-    """The Ctrl-C line; only commands that measure keep something worth resuming."""
-    return _error(f"interrupted{kept()}", code=Status.INTERRUPTED)
-
-
-def describe_os_error(e: OSError) -> str:
-    """One line for an OS error: what failed, on which path, in the system's words."""
-    reason = e.strerror or e.__class__.__name__
-    where = f"{e.filename}: " if e.filename else ""
-    if e.filename is None and e.errno in (28, 32, 5):  # ENOSPC, EPIPE, EIO with no file: the output stream
-        return f"cannot write the output ({reason})"
-    return f"{where}{reason}"
-
-
-def _click_exceptions():
-    """The exceptions module of the click that typer runs on: typer's own copy (typer >= 0.27) or click.
-    `typer.BadParameter` is public in every typer and lives there."""
-    return sys.modules[typer.BadParameter.__module__]
-
-
-def _with_help_hint(e: click.ClickException) -> str:
-    ctx = getattr(e, "ctx", None)
-    cmd = ctx.command_path if ctx is not None else "attn-cost"
-    return f"{e.format_message()} (see '{cmd} --help')"
-
-
-def _error(message: str, code: int = Status.BAD_INPUT) -> int:
-
-    try:
-        sys.stderr.write(f"attn-cost: error: {one_line(message)}\n")
-        sys.stderr.flush()
-    except OSError:
-        pass
-    return code
-
-
-def finish(code: int) -> int:
-    """Flush stdout; a full disk there becomes one line on stderr and exit 2, a closed pipe a quiet exit."""
-    try:
-        sys.stdout.flush()
-    except OSError as e:
-        _silence_stdout()
-        return Status.PIPE_CLOSED if isinstance(e, BrokenPipeError) else _error(describe_os_error(e))
-    return code
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null so the interpreter's own flush at exit stays quiet."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
-
-
-def run() -> None:
-    """setuptools entry point (kept for `python -m`; the console script uses `attn_cost.cli.entry`)."""
-
-    entry_run()

@@ -2,31 +2,35 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
 import typer
 from attn_cost.cli import options as o
 from attn_cost.cli import render
-from attn_cost.cli.app import app, fail
-from attn_cost.cli.measure import CPU, FRESH, GPU, STORE, THREADS, err, open_measurer
+from attn_cost.cli.app import app
+from attn_cost.cli.measure import err, events
 from attn_cost.cli.render import Col, emit, right
-from attn_cost.costmodel.derive import dtype_bytes
-from attn_cost.costmodel.paths import check_input
+from attn_cost.costmodel.dtypes import dtype_bytes
 from attn_cost.costmodel.variants import all_variants
-from attn_cost.profilers.devicemodel.opmodel import FIT_VERSION, LINES, OPMODEL_KIND, load_opmodel, user_dir
+from attn_cost.profilers.devicemodel.opmodel import FIT_VERSION, LINES, user_dir
 from attn_cost.profilers.devicemodel.tunables import DEFAULT, QUICK
-from attn_cost.profilers.store.files import claim, is_json_of, not_stdout, same_file
+from attn_cost.profilers.store.files import same_file
+from attn_cost.profilers.workflow.calibrating import Calibrated, calibration_folder, refit_calibration
+from attn_cost.profilers.workflow.calibrating import calibrate as run_calibration
+from attn_cost.profilers.workflow.measuring import Measuring, open_measurer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+REPEATS = typer.Option(7, "--repeats", help="Timed samples per shape (3 for shapes slower than 20 ms).")
 
 
 @app.command()
+@o.with_measuring(REPEATS, sdpa=False)
 def calibrate(
     ctx: typer.Context,
-    gpu: bool = GPU,
-    cpu: bool = CPU,
-    threads: Optional[int] = THREADS,
-    repeats: int = typer.Option(7, "--repeats", help="Timed samples per shape (3 for shapes slower than 20 ms)."),
+    measuring: Measuring = o.MEASURING,
     dtype: str = o.DTYPE,
     quick: bool = typer.Option(
         False,
@@ -34,8 +38,6 @@ def calibrate(
         help="A coarse grid, exact shapes at every third length and (without --d) d = 16 only: a smoke test, "
         "not for predictions.",
     ),
-    store: Optional[Path] = STORE,
-    fresh: bool = FRESH,
     context: bool = typer.Option(
         False,
         "--context/--no-context",
@@ -67,55 +69,50 @@ def calibrate(
     shapes along N; fit the per-op time model that `validate`, `crossover --device` and `report` use to
     predict any variant's time from its op list."""
     if refit is not None:
-        o.not_with(ctx, "--refit", MEASURING, "times nothing (it refits a calibration file from its points)")
+        o.not_with(ctx, "--refit", TIMING, "times nothing (it refits a calibration file from its points)")
         _refit(refit, out, as_json)
         return
     ds = o.head_dims(d_values, None, 1, default=[])
     names = o.variant_names(variant or [], causal=False)
     dtype_bytes(dtype)
-    from attn_cost.profilers.devicemodel.calibrate import Calibrator, cache_sizes, line_grid
-    from attn_cost.profilers.devicemodel.calibrate import calibrate as run_calibration
-
-    target = out or user_dir()
-    _check_dir(target, "--out" if out is not None else None)
-    measurer = open_measurer(gpu, cpu, threads, store, "core", dtype, repeats, fresh)
-    claim(target / f"{measurer.store.slug}.json", is_json_of(OPMODEL_KIND), "an op calibration")  # before timing
-    caches = cache_sizes(measurer.device)
+    target = calibration_folder(out)
+    measurer = open_measurer(measuring, "core", dtype, [], events())
     tune = QUICK if quick else DEFAULT
-    calibrator = Calibrator(measurer.store, measurer.device, dtype, repeats, tune=tune)
-    lines = []
-    glue: tuple[list[str], list[dict[str, int]]] = ([], [])
-    if exact:
+    every = (names or [v.name for v in all_variants()]) if exact else []
+    sizes = [{"d": d} for d in ds or tune.line_d]
+    with _bar() as step:
+        done = run_calibration(measurer.store, measurer.device, dtype, repeats=measuring.repeats or 7, tune=tune,
+                               variants=every, sizes=sizes, context=context, out=target, step=step)  # fmt: skip
+    for suspect in done.model.suspects:  # on stderr, in text and JSON modes alike
+        render.warn(f"implausible timing: {suspect}: was the machine quiet? (`suspects` in {done.path})")
+    if as_json:
+        summary = done.model.as_json()
+        summary.pop("points")
+        emit({**summary, "grid_shapes": done.grid_shapes, "exact_shapes": done.exact_shapes,
+              "held_out_shapes": done.held_out_shapes, "measured": done.measured,
+              "saved_to": str(done.path)})  # fmt: skip
+        return
+    _tables(done)
 
-        every = names or [v.name for v in all_variants()]
-        sizes = [{"d": d} for d in ds or tune.line_d]
-        lines = line_grid(every, sizes, caches, dtype, tune, calibrator.rates)
-        glue = (every, sizes)
-    with Progress(
-        TextColumn("{task.description}", style="dim"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-    ) as bar:
+
+@contextmanager
+def _bar() -> Iterator[Callable[[str, int, int], None]]:
+    """A progress bar on stderr for a calibration; yields its step(message, done, total)."""
+    columns = (TextColumn("{task.description}", style="dim"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=True) as bar:
         task = bar.add_task("calibrating", total=None)
 
         def step(message: str, done: int, total: int) -> None:
             bar.update(task, description=message[:40], completed=done, total=total)
 
-        model, n_grid, n_lines, n_held = run_calibration(calibrator, caches, lines=lines, glue=glue, step=step)
-    model.context = context
-    path = model.save(target)
-    for suspect in model.suspects:  # on stderr, in text and JSON modes alike
-        render.warn(f"implausible timing: {suspect}: was the machine quiet? (`suspects` in {path})")
+        yield step
+
+
+def _tables(done: Calibrated) -> None:
+    """The op model's kernels, its overheads, what was timed, its held-out errors and where it was saved."""
+    model, caches, path = done.model, done.caches, done.path
+    assert path is not None  # a calibration the command made is saved
     summary = model.as_json()
-    if as_json:
-        summary.pop("points")
-        emit({**summary, "grid_shapes": n_grid, "exact_shapes": n_lines, "held_out_shapes": n_held,
-              "measured": calibrator.measured,
-              "saved_to": str(path)})  # fmt: skip
-        return
     dev = model.device
     rows = []
     for name, k in summary["kernels"].items():
@@ -142,8 +139,8 @@ def calibrate(
     )
     caches_txt = ", ".join(f"{k} {v / 1024:,.0f} KiB" for k, v in caches.items())
     render.sentence(
-        f"Caches: {caches_txt}. {n_grid:,} grid shapes, {n_lines:,} exact shapes of the variants' ops, "
-        f"{calibrator.measured:,} newly timed.",
+        f"Caches: {caches_txt}. {done.grid_shapes:,} grid shapes, {done.exact_shapes:,} exact shapes of the "
+        f"variants' ops, {done.measured:,} newly timed.",
         indent=0,
     )
     for family, e in model.held_out.items():
@@ -161,7 +158,7 @@ def calibrate(
     render.sentence(f"Saved the op model to {path}; {used}", indent=0)
 
 
-MEASURING = ["--gpu", "--cpu", "--threads", "--repeats", "--dtype", "--quick", "--store", "--fresh", "--context",
+TIMING = ["--gpu", "--cpu", "--threads", "--repeats", "--dtype", "--quick", "--store", "--fresh", "--context",
              "--no-context", "--d", "--variant", "--exact", "--no-exact"]  # fmt: skip
 """The options of a calibration that times: `--refit` times nothing and refuses them."""
 
@@ -169,27 +166,9 @@ MEASURING = ["--gpu", "--cpu", "--threads", "--repeats", "--dtype", "--quick", "
 def _refit(path: Path, out: Path | None, as_json: bool) -> None:
     """Refit a calibration file from its points (no timing: its stored parameters are not reused) and save it
     where attn-cost looks, or to --out."""
-
-    model = load_opmodel(str(check_input(path, "an op calibration")), refit=True, from_points=True)
-    target = out or user_dir()
-    _check_dir(target, "--out" if out is not None else None)
-    saved = model.save(target)
+    model, saved = refit_calibration(path, out)
     if as_json:
         emit({"refitted": str(path), "fit_version": FIT_VERSION, "saved_to": str(saved)})
         return
     render.sentence(f"Refitted {path} with fit version {FIT_VERSION} from its {len(model.points):,} points; saved "
                     f"to {saved}.", indent=0)  # fmt: skip
-
-
-def _check_dir(path: Path, flag: str | None) -> None:
-    """The folder a calibration is saved in, created if need be: --out where it was given (`flag`), else the op
-    models' folder, named as such."""
-    what = f"{flag} {path}" if flag else f"the op calibrations' folder {path}"
-    if flag:
-        not_stdout(path, flag)
-    if path.exists() and not path.is_dir():
-        fail(f"{what} is not a directory")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        fail(f"cannot create {what} ({e.strerror})")

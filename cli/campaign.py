@@ -15,21 +15,23 @@ import typer
 from attn_cost.cli import options as o
 from attn_cost.cli import render
 from attn_cost.cli.app import Status, app, fail
-from attn_cost.cli.measure import CPU, GPU, SDPA_BACKEND, STORE, THREADS, measurable
 from attn_cost.cli.render import emit
-from attn_cost.profilers.measure.sdpa import get_backend
 from attn_cost.profilers.store.files import not_stdout
+from attn_cost.profilers.workflow.measuring import Measuring, check_measurable
 
 
 def _err(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+REPEATS = typer.Option(None, "--repeats", help="Timed runs per length (default 3 on a GPU, 5 on a CPU).")
+
+
 @app.command()
+@o.with_measuring(REPEATS, fresh=False)
 def campaign(
     out: Path = typer.Option(..., "--out", help="Folder for the log, measurements, device profiles and reports."),
-    gpu: bool = GPU,
-    cpu: bool = CPU,
+    measuring: Measuring = o.MEASURING,
     quick: bool = typer.Option(False, "--quick", help="A rehearsal at small sizes (d 4, 8, 12; b 1; N <= 1024)."),
     d_values: Optional[list[int]] = typer.Option(None, "--d", help="Head dims; repeatable (default 64, 128, 32)."),
     dtypes: Optional[list[str]] = typer.Option(None, "--dtype", help="Repeatable (default bf16 and fp32)."),
@@ -48,9 +50,6 @@ def campaign(
         help="Batch (default: on a GPU 4 waves of heads over its SMs; on a CPU 32). A shape that leaves "
         "SMs idle is measured and labelled launch-bound.",
     ),
-    repeats: Optional[int] = typer.Option(
-        None, "--repeats", help="Timed runs per length (default 3 on a GPU, 5 on a CPU)."
-    ),
     max_lengths: Optional[int] = typer.Option(None, "--max-lengths", help="Lengths timed per pair and d (12)."),
     max_n: Optional[int] = typer.Option(None, "--max-n", help="Longest N (default 65536 on CUDA, 16384 on CPU)."),
     minutes: Optional[float] = typer.Option(
@@ -68,9 +67,6 @@ def campaign(
         help="Fit the corrections at the end (default: on a CPU; on a GPU its time is for "
         "measuring: fit afterwards on any machine, `attn-cost validate --records DIR/measurements.jsonl`).",
     ),
-    sdpa_backend: Optional[str] = SDPA_BACKEND,
-    threads: Optional[int] = THREADS,
-    store: Optional[Path] = STORE,
     slurm: bool = typer.Option(False, "--slurm", help="Submit jobs through submitit instead of running here."),
     partition: Optional[list[str]] = typer.Option(
         None, "--partition", help="Slurm partition, one per device kind; repeatable (with --slurm)."
@@ -84,14 +80,9 @@ def campaign(
     """Profile the TaylorShift pair and softmax against linear, Latte and efficient TaylorShift at several d and
     dtypes, fit and check the device's corrections, and write the measurements, profiles, report and log to --out."""
 
-    plan = _plan(out, gpu, cpu, quick, d_values, dtypes, pair, heads, batch, repeats, max_lengths, max_n, minutes)
-    if sdpa_backend is not None:
-        get_backend(sdpa_backend)
-    plan.sdpa_backend = sdpa_backend
+    plan = _plan(out, measuring, quick, d_values, dtypes, pair, heads, batch, max_lengths, max_n, minutes)
     plan.calibrate = calibrate
     plan.fit = fit
-    plan.threads = o.positive(threads, "--threads")
-    plan.store = str(store) if store else None
     if partition and not slurm:
         fail("--partition goes with --slurm")
     if slurm:
@@ -107,13 +98,12 @@ def campaign(
     _summary_tables(summary)
 
 
-def _plan(out, gpu, cpu, quick, d_values, dtypes, pair, heads, batch, repeats, max_lengths, max_n, minutes):
+def _plan(out, measuring: Measuring, quick, d_values, dtypes, pair, heads, batch, max_lengths, max_n, minutes):
     from attn_cost.profilers.campaign.run import DTYPES, PAIRS, Plan
 
     not_stdout(out, "--out")
-    if gpu and cpu:
-        fail("give --gpu or --cpu, not both")
     pairs = o.pairs(pair, list(PAIRS))
+    repeats = measuring.repeats
     for value, flag in ((heads, "--h"), (batch, "--b"), (repeats, "--repeats"), (max_lengths, "--max-lengths")):
         o.positive(value, flag)
     o.positive(max_n, "--max-n")
@@ -124,18 +114,18 @@ def _plan(out, gpu, cpu, quick, d_values, dtypes, pair, heads, batch, repeats, m
     ds = o.head_dims(d_values, None, heads or 1, default=[]) or None
     names = sorted({v for p in pairs for v in p})
     for dt in dtypes or DTYPES:
-        measurable(names, o.setting(o.DEFAULT, dt, "core", "inference", names))
+        check_measurable(names, o.setting(o.DEFAULT, dt, "core", "inference", names))
     fields = {
         "ds": ds, "dtypes": list(dict.fromkeys(dtypes)) if dtypes else None, "heads": heads, "batch": batch,
         "repeats": repeats, "max_lengths": max_lengths, "n_max": max_n, "minutes": minutes,
     }  # fmt: skip
-    device = "cuda" if gpu else "cpu" if cpu else "auto"
     if quick:
         plan = Plan.quick_plan(str(out), **fields)
     else:
         plan = Plan(out=str(out), **{k: v for k, v in fields.items() if v is not None})
     plan.pairs = pairs
-    plan.device = device
+    plan.device, plan.threads, plan.sdpa_backend = measuring.device, measuring.threads, measuring.sdpa_backend
+    plan.store = str(measuring.store) if measuring.store else None
     return plan
 
 

@@ -19,16 +19,17 @@ import typer
 from attn_cost.cli import options as o
 from attn_cost.cli import render
 from attn_cost.cli.app import app
-from attn_cost.cli.measure import CPU, GPU
 from attn_cost.cli.render import emit
+from attn_cost.costmodel.dtypes import ACTIVATION
 from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers.measure import sdpa
-from attn_cost.profilers.measure.device import CPU_TIMER_VERSION, cpu_info, select_device
+from attn_cost.profilers.measure.device import CPU_TIMER_VERSION, cpu_info
 from attn_cost.profilers.measure.gpu_record import L2_POLICY
 from attn_cost.profilers.measure.sizes import Sizes
+from attn_cost.profilers.workflow.measuring import choose_device, measuring
 
 HEAD_DIMS = (16, 32, 64, 96, 128, 256)
-SDPA_DTYPES = ("fp32", "bf16", "fp16")
+SDPA_DTYPES = ACTIVATION
 PROFILE_S = 30.0
 """The mini profile stops starting new lengths after this many seconds."""
 OPTIONAL = {
@@ -40,15 +41,15 @@ OPTIONAL = {
 
 @app.command()
 def doctor(
-    gpu: bool = GPU,
-    cpu: bool = CPU,
+    gpu: bool = o.GPU,
+    cpu: bool = o.CPU,
     profile: bool = typer.Option(True, "--profile/--no-profile", help="Run the ~30-second mini profile."),
     as_json: bool = o.JSON,
 ) -> None:
     """Check this machine before measuring: versions, device, SDPA backends, timer, peak memory, TF32, a mini
     profile. Run it first on a new machine; --gpu makes a missing GPU an error."""
 
-    device = select_device(gpu, cpu)
+    device = choose_device(measuring(gpu, cpu))
     report = examine(device, profile)
     if as_json:
         emit(report)
@@ -155,7 +156,7 @@ def _sdpa(device: str) -> dict:
 
 def _fla(device: str) -> dict:
     """Whether linear-chunked-fused runs flash-linear-attention's chunk kernels here (fla-core on CUDA), and why not."""
-    from attn_cost.profilers.measure.reference import FLA_CHUNK, chunk_implementation, fla_linear_attn
+    from attn_cost.profilers.measure.references.linear import FLA_CHUNK, chunk_implementation, fla_linear_attn
 
     fn, why = fla_linear_attn()
     impl = chunk_implementation(FLA_CHUNK, device)

@@ -99,19 +99,21 @@ def run() -> None:
         sys.exit(2)  # before the CLI is imported: Status.BAD_INPUT
     code = 2
     try:
-        from attn_cost.cli.app import finish, main
+        from attn_cost.cli.exits import finish
+        from attn_cost.cli.main import main
 
         code = finish(main())
     except KeyboardInterrupt:
         try:
-            from attn_cost.cli.app import interrupted
+            from attn_cost.cli.exits import interrupted
 
             code = interrupted()
         except KeyboardInterrupt:
             code = 130
     except BrokenPipeError:
-        from attn_cost.cli.app import Status, _silence_stdout
+        from attn_cost.cli.app import Status
+        from attn_cost.cli.exits import silence_stdout
 
-        _silence_stdout()
+        silence_stdout()
         code = Status.PIPE_CLOSED
     sys.exit(code)

@@ -15,6 +15,7 @@ from attn_cost.cli.render import Col, emit, right
 from attn_cost.costmodel import display
 from attn_cost.costmodel.conventions import MATMUL
 from attn_cost.costmodel.crossover import at_sizes, compare, cost_branches, evaluate
+from attn_cost.costmodel.dtypes import HALF, spelled
 from attn_cost.costmodel.iotraffic import DEFAULT_GPU, GPUS, ORDERS, Tiles, fused_causal, has_fused, io_branches
 from attn_cost.costmodel.polyterms import n_degree
 from attn_cost.costmodel.variants import derive
@@ -36,7 +37,7 @@ def io(
     d_values: Optional[list[int]] = o.head_dim_option("io"),
     heads: int = o.HEADS,
     batch: int = o.BATCH,
-    dtype: str = typer.Option("bf16", "--dtype", help="fp32, bf16 or fp16 (FlashAttention kernels run bf16/fp16)."),
+    dtype: str = typer.Option("bf16", "--dtype", help=f"{spelled()} (FlashAttention kernels run {'/'.join(HALF)})."),
     gpu: str = typer.Option(
         DEFAULT_GPU,
         "--gpu",

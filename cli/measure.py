@@ -1,8 +1,9 @@
-"""Commands that run real kernels: profile, measure, check-flops. torch is imported inside them."""
+"""Commands that run real kernels: profile, measure, check-flops, validate; and `devices`. They parse the command
+line, call the workflows (`profilers.workflow`: opening a measurer, profiling, validating) and render what those
+return; torch is imported below them, inside the workflows' functions."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Optional
@@ -11,58 +12,28 @@ import typer
 from attn_cost.cli import options as o
 from attn_cost.cli import render
 from attn_cost.cli.app import Status, app, fail, measuring_started, note
-from attn_cost.cli.render import Col, emit, right
-from attn_cost.costmodel.conventions import MATMUL
-from attn_cost.costmodel.errors import UserError
+from attn_cost.cli.render import Col, emit, progress, right
 from attn_cost.costmodel.scopes import SCOPES
-from attn_cost.costmodel.variants import derive, get_variant
+from attn_cost.costmodel.variants import get_variant
 from attn_cost.profilers.devicemodel.corrections import (
     VALIDATION_COLUMNS,
     known_profiles,
     load_profile,
-    shipped_elsewhere,
     user_profiles_dir,
 )
 from attn_cost.profilers.devicemodel.datasheet import datasheets
-from attn_cost.profilers.devicemodel.opmodel import check_device, known_opmodels, load_opmodel, opmodel_for
-from attn_cost.profilers.measure.device import IDENTITY, prepare, select_device, slug
-from attn_cost.profilers.measure.sdpa import get_backend, validate_choice
+from attn_cost.profilers.devicemodel.opmodel import known_opmodels
+from attn_cost.profilers.measure.device import IDENTITY
 from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.measure.standing import cell, tally
-from attn_cost.profilers.store.store import ResultStore
+from attn_cost.profilers.workflow.measuring import Events, Measuring, check_measurable, open_measurer
+from attn_cost.profilers.workflow.profiling import profile as profile_pairs
+from attn_cost.profilers.workflow.profiling import sweep
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 console = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
-
-GPU = typer.Option(False, "--gpu", help="Measure on CUDA (an error if there is none).")
-CPU = typer.Option(False, "--cpu", help="Measure on the CPU even if CUDA is present.")
-THREADS = typer.Option(None, "--threads", help="CPU threads (default: torch's default); recorded with every result.")
-REPEATS = typer.Option(7, "--repeats", help="Timed runs per length (after warm-up).")
-STORE = typer.Option(
-    None,
-    "--store",
-    help="Results directory or SQLite file (default: $ATTN_COST_HOME/results or ~/.local/share/attn-cost/results).",
-)
-FRESH = typer.Option(
-    False, "--fresh", help="Measure every length again instead of reusing stored (and shipped) results."
-)
-SDPA_BACKEND = typer.Option(
-    None, "--sdpa-backend", help="Kernel of softmax-fused: flash, efficient, cudnn or math (default: PyTorch's choice)."
-)
-
-
-@contextmanager
-def progress():
-    """A spinner on stderr that shows what is being measured; yields a notify(message) function. Off when
-    stderr is not a terminal: a log or a pipe would get the blank line a stopped spinner leaves."""
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
-    with Progress(*columns, console=err, transient=True, disable=not err.is_terminal) as p:
-        task = p.add_task("starting", total=None)
-        yield lambda message: p.update(task, description=message)
-
 
 MIN_MAX_N = 16
 """The smallest --max-n: below it the search has no lengths to compare."""
@@ -73,69 +44,23 @@ PROFILE_SCOPE = typer.Option(
 )
 
 
-def measuring_args(gpu: bool, cpu: bool, threads: int | None, repeats: int, max_n: int | None = None) -> None:
-    """Check the options every measuring command shares before torch is imported: a typo is answered at once."""
-    if gpu and cpu:
-        fail("give --gpu or --cpu, not both")
-    o.positive(threads, "--threads"), o.positive(repeats, "--repeats"), o.positive(max_n, "--max-n")
+def events() -> Events:
+    """How a workflow talks to the terminal: warnings on stderr, notes after the output, lines on stderr, and every
+    store opened to measure into remembered (what Ctrl-C keeps)."""
+    return Events(say=err.print, warn=render.warn, note=note, opened=measuring_started)
+
+
+def longest_asked(max_n: int | None) -> None:
+    """Refuse a --max-n that leaves the search nothing to compare."""
+    o.positive(max_n, "--max-n")
     if max_n is not None and max_n < MIN_MAX_N:
         fail(f"--max-n {max_n} leaves nothing to search: give at least {MIN_MAX_N}")
-
-
-def measurable(names: list[str], st=None) -> None:
-    """Refuse, before anything is measured, variants without a runnable implementation and counting switches
-    the measurements cannot follow (--n-kv: the implementations take keys and values of length N; --padding-mask,
-    --dropout: they run neither)."""
-    if st is not None and st.counting.n_kv is not None:
-        fail("--n-kv is not measured (the reference implementations run keys and values of length N): "
-             "use crossover or formula for N_kv")  # fmt: skip
-    if st is not None and (st.counting.padding_mask or st.counting.dropout):
-        fail("--padding-mask and --dropout are not measured (the reference implementations run neither): use "
-             "crossover or formula for their counts")  # fmt: skip
-    from attn_cost.profilers.measure.cases import require_references
-
-    require_references(names)
-
-
-def open_measurer(
-    gpu: bool,
-    cpu: bool,
-    threads: int | None,
-    store: Path | None,
-    scope: str,
-    dtype: str,
-    repeats: int,
-    fresh: bool = False,
-    sdpa_backend: str | None = None,
-    head_dims: list[int] | None = None,
-):
-    """Pick the device, fix the threads, open the device's result store; refuse an SDPA backend that
-    cannot run here at these head dims (one line, before anything is measured)."""
-    measuring_args(gpu, cpu, threads, repeats)
-    if sdpa_backend is not None:
-        get_backend(sdpa_backend)
-    import torch
-    from attn_cost.profilers.measure.profile import Measurer
-
-    device = select_device(gpu, cpu)
-
-    validate_choice(sdpa_backend, device, [dtype], head_dims or [])
-    if threads is not None:
-        torch.set_num_threads(threads)
-    fingerprint = prepare(device)
-    shipped_note = shipped_elsewhere(fingerprint)
-    if shipped_note is not None:
-        note(shipped_note)
-    results = ResultStore(fingerprint, store, reuse=not fresh)
-    for warning in results.warnings:
-        render.warn(warning)
-    measuring_started(results)
-    return Measurer(device, results, scope=scope, dtype=dtype, repeats=repeats, sdpa_backend=sdpa_backend)
 
 
 @app.command()
 @o.with_counting
 @o.with_sizes
+@o.with_measuring()
 def profile(
     pair: Optional[list[str]] = typer.Option(
         None, "--pair", help="A:B, repeatable. Default: taylorshift-direct:taylorshift-efficient."
@@ -148,17 +73,11 @@ def profile(
     dtype: str = o.DTYPE,
     convention: str = o.CONVENTION,
     cost: str = typer.Option("both", "--cost", help="time, memory or both."),
-    gpu: bool = GPU,
-    cpu: bool = CPU,
-    threads: Optional[int] = THREADS,
-    repeats: int = REPEATS,
+    measuring: Measuring = o.MEASURING,
     max_lengths: int = typer.Option(15, "--max-lengths", help="At most this many lengths timed per pair and d."),
     max_n: Optional[int] = typer.Option(
         None, "--max-n", help="Longest sequence tried (default 16384 on CPU, 65536 on CUDA)."
     ),
-    store: Optional[Path] = STORE,
-    fresh: bool = FRESH,
-    sdpa_backend: Optional[str] = SDPA_BACKEND,
     as_json: bool = o.JSON,
 ) -> None:
     """Measure where B overtakes A in time (N0) and peak memory (N1), starting from the analytic prediction."""
@@ -171,29 +90,19 @@ def profile(
     if costs is None:
         fail(f"--cost takes time, memory or both, got {cost!r}")
     o.positive(max_lengths, "--max-lengths"), o.positive(batch, "--b"), o.positive(latents, "--L")
-    measuring_args(gpu, cpu, threads, repeats, max_n)
-    measurable(sorted({n for p in pairs for n in p}), st)
-    from attn_cost.profilers.measure.profile import profile_pair
-
-    measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats, fresh, sdpa_backend, ds)
-    n_max = max_n or (65536 if measurer.device == "cuda" else 16384)
-    results = []
+    longest_asked(max_n)
+    check_measurable(sorted({n for p in pairs for n in p}), st)
+    measurer = open_measurer(measuring, st.scope, dtype, ds, events())
+    template = Sizes(N=1, d=ds[0], h=heads, b=batch, L=latents, **o.given_sizes(heads))
     with progress() as notify:
         measurer.notify = notify
-        for a, b in pairs:
-            for dv in ds:
-                sizes = Sizes(N=1, d=dv, h=heads, b=batch, L=latents, **o.given_sizes(heads))
-                results.append(
-                    profile_pair(a, b, sizes, measurer, st, costs=costs, max_lengths=max_lengths, n_max=n_max)
-                )
-    rows = [r.as_json() for r in results]
+        done = profile_pairs(measurer, pairs, ds, template, st, costs=costs, max_lengths=max_lengths, n_max=max_n)
+    rows = done.rows()
     if as_json:
         emit({"device": measurer.store.device, **provenance(measurer), **st.as_json(), "results": rows})
         return
-    _profile_table(rows, measurer, n_max)
+    _profile_table(rows, measurer, done.n_max)
     said(rows, measurer)
-
-
 def _profile_table(rows: list[dict], measurer, n_max: int) -> None:
     """One narrow table per pair: N0 and N1 per head dim, the model's beside the measured, and what it took."""
     dev = measurer.store.device
@@ -258,6 +167,7 @@ def _measured(row: dict, which: str, n_max: int | None = None) -> str:
 @app.command()
 @o.with_counting
 @o.with_sizes
+@o.with_measuring()
 def measure(
     variant: list[str] = typer.Option(..., "--variant", help="Repeatable."),
     n: list[int] = typer.Option(..., "--n", help="Sequence lengths; repeatable."),
@@ -267,13 +177,7 @@ def measure(
     latents: Optional[int] = o.LATENTS,
     scope: Optional[str] = o.SCOPE,
     dtype: str = o.DTYPE,
-    gpu: bool = GPU,
-    cpu: bool = CPU,
-    threads: Optional[int] = THREADS,
-    repeats: int = REPEATS,
-    store: Optional[Path] = STORE,
-    fresh: bool = FRESH,
-    sdpa_backend: Optional[str] = SDPA_BACKEND,
+    measuring: Measuring = o.MEASURING,
     as_json: bool = o.JSON,
 ) -> None:
     """Time and peak memory of variants at given lengths (a sweep for plots and fits), with the model's prediction."""
@@ -283,31 +187,12 @@ def measure(
     lengths = [o.positive(x, "--n") for x in n]
     st = o.setting("full", dtype, scope, "inference", names, {"--L": latents})
     o.positive(batch, "--b"), o.positive(latents, "--L")
-    measuring_args(gpu, cpu, threads, repeats)
-    measurable(names, st)
-
-    measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats, fresh, sdpa_backend, ds)
-    rows = []
+    check_measurable(names, st)
+    measurer = open_measurer(measuring, st.scope, dtype, ds, events())
+    template = Sizes(N=1, d=ds[0], h=heads, b=batch, L=latents, **o.given_sizes(heads))
     with progress() as notify:
         measurer.notify = notify
-        for dv in ds:
-            for length in lengths:
-                sizes = Sizes(N=length, d=dv, h=heads, b=batch, L=latents, **o.given_sizes(heads))
-                times = measurer.time(names, sizes)
-                for name, t in zip(names, times, strict=True):
-                    derived = derive(name, st.scope)
-                    syms = sizes.symbols()
-                    rows.append(
-                        {
-                            "variant": name,
-                            **sizes.as_dict(),
-                            "seconds": t.median if t else None,
-                            "seconds_iqr": t.iqr if t else None,
-                            "peak_bytes": measurer.memory(name, sizes),
-                            "predicted_peak_bytes": int(derived.peak(dtype).at(syms)[0]),
-                            "flops_matmul": int(derived.flops(MATMUL).xreplace(syms)),
-                        }
-                    )
+        rows = sweep(measurer, names, lengths, ds, template)
     if as_json:
         emit({"device": measurer.store.device, **st.as_json(), "results": rows})
         return
@@ -349,7 +234,7 @@ def check_flops(
     for name in names or []:
         if not set(scopes) & set(get_variant(name).scopes):
             fail(f"{name} has no {' or '.join(scopes)} scope (it has: {', '.join(get_variant(name).scopes)})")
-    measurable(names or [])
+    check_measurable(names or [])
     from attn_cost.profilers.measure.flops import GRID
     from attn_cost.profilers.measure.flops import check_flops as run_checks
 
@@ -405,6 +290,7 @@ def check_flops(
 
 @app.command()
 @o.with_counting
+@o.with_measuring()
 def validate(
     ctx: typer.Context,
     pair: Optional[list[str]] = typer.Option(
@@ -426,16 +312,10 @@ def validate(
     scope: Optional[str] = PROFILE_SCOPE,
     dtype: str = o.DTYPE,
     convention: str = o.CONVENTION,
-    gpu: bool = GPU,
-    cpu: bool = CPU,
-    threads: Optional[int] = THREADS,
-    repeats: int = REPEATS,
+    measuring: Measuring = o.MEASURING,
     max_n: Optional[int] = typer.Option(
         None, "--max-n", help="Longest sequence measured (default 16384 on CPU, 65536 on CUDA)."
     ),
-    store: Optional[Path] = STORE,
-    fresh: bool = FRESH,
-    sdpa_backend: Optional[str] = SDPA_BACKEND,
     save: bool = typer.Option(
         True, "--save/--no-save", help="Write the fitted device profile (see `attn-cost devices`)."
     ),
@@ -482,24 +362,14 @@ def validate(
     A stored timing much slower than its neighbours' trend along N is timed again, and the faster one kept.
     With --records or --from-store nothing is timed: every point comes from the records (a missing timing is left
     out with a line), and each measured crossover is judged (does it stand: docs/measuring.md)."""
-
-    if records is not None or from_store:
-        given = [flag for flag, on in (("--gpu", gpu), ("--cpu", cpu), ("--fresh", fresh), ("--profile", use),
-                                       ("--sdpa-backend", sdpa_backend), ("--threads", threads),
-                                       ("--calibration", calibration)) if on]  # fmt: skip
-        if records is not None and from_store:
-            fail("--records and --from-store both name the records to read: give one")
-        if given:
-            fail(f"{given[0]} asks for a measurement, and --records/--from-store time nothing: leave it out")
-    elif device is not None or summary:
-        fail("--device and --summary choose records to read: give them with --records FILE or --from-store")
+    _records_or_timing(records, from_store, device, summary, measuring, use, calibration)
     if summary:
         pair, d_values, fit_d, heads, batch = _campaign_plan(ctx, summary[0], pair, d_values, fit_d, heads, batch)
     existing = load_profile(use) if use else None
     if catalogue and pair:
         fail("--catalogue and --pair both choose the pairs: give one")
     if catalogue:
-        from attn_cost.profilers.devicemodel.validate import catalogue_pairs
+        from attn_cost.profilers.workflow.validating import catalogue_pairs
 
         pairs = catalogue_pairs()
     else:
@@ -512,43 +382,54 @@ def validate(
     if st.scope == "model":
         fail("validate measures core, layer, block or decode scopes (a whole model is many blocks: use --scope block)")
     o.positive(batch, "--b"), o.positive(latents, "--L")
-    measuring_args(gpu, cpu, threads, repeats, max_n)
-    measurable(sorted({n for p in pairs for n in p}), st)
-    if records is not None or from_store:
-        template = Sizes(N=1, d=1, h=heads, b=batch, L=latents)
-        _from_records(records, device, store, summary or [], pairs, check, fit, template, st, max_n, save, as_json)
-        return
-    from attn_cost.profilers.devicemodel.validate import time_errors
-    from attn_cost.profilers.devicemodel.validate import validate as run_validation
+    longest_asked(max_n)
+    check_measurable(sorted({n for p in pairs for n in p}), st)
+    from attn_cost.profilers.workflow import validating as wf
 
-    measurer = open_measurer(gpu, cpu, threads, store, st.scope, dtype, repeats, fresh, sdpa_backend, check + fit)
-    n_max = max_n or (65536 if measurer.device == "cuda" else 16384)
-    opmodel = _calibration(calibration, measurer.store.device)
+    template = Sizes(N=1, d=1, h=heads, b=batch, L=latents)
+    if records is not None or from_store:
+        done = wf.validate_from_records(records, device, pairs, check, fit, template, st, store=measuring.store,
+                                        summaries=summary or [], n_max=max_n,
+                                        save_to=user_profiles_dir() if save else None)  # fmt: skip
+        _from_records(done, fit, as_json)
+        return
+    measurer = open_measurer(measuring, st.scope, dtype, check + fit, events())
+    opmodel = wf.calibration_of(calibration, measurer.store.device, events())
     with progress() as notify:
         measurer.notify = notify
-        if opmodel is not None and exact:
-            opmodel = _complete_lines(opmodel, measurer, sorted({n for p in pairs for n in p}), check + fit)
-        template = Sizes(N=1, d=1, h=heads, b=batch, L=latents)
-        profile, rows = run_validation(
-            pairs, check, fit, template, measurer, st, n_max=n_max, existing=existing, opmodel=opmodel
-        )
-        variants = sorted({v for p in pairs for v in p})
-        errors = time_errors(opmodel, measurer, variants, sorted(set(check + fit)), template) if opmodel else {}
-    path = profile.save(user_profiles_dir()) if save and existing is None else None
+        done = wf.validate_device(measurer, pairs, check, fit, template, st, n_max=max_n, existing=existing,
+                                  opmodel=opmodel, exact=exact, save_to=user_profiles_dir() if save else None,
+                                  events=events())  # fmt: skip
     if as_json:
-        saved = {"saved_to": str(path) if path else None, **provenance(measurer)}
-        ops = {"op_model": opmodel.slug if opmodel else None, "op_model_time_errors": errors}
-        emit({**profile.as_json(), **saved, **ops, "results": rows})
+        saved = {"saved_to": str(done.path) if done.path else None, **provenance(measurer)}
+        ops = {"op_model": done.opmodel.slug if done.opmodel else None, "op_model_time_errors": done.errors}
+        emit({**done.profile.as_json(), **saved, **ops, "results": done.rows})
         return
-    _validation_tables(profile, rows, fit, path)
-    _op_model_summary(opmodel, errors)
-    said(rows, measurer)
+    _validation_tables(done.profile, done.rows, fit, done.path)
+    _op_model_summary(done.opmodel, done.errors)
+    said(done.rows, measurer)
+
+
+def _records_or_timing(records, from_store: bool, device, summary, measuring: Measuring, use, calibration) -> None:
+    """--records and --from-store time nothing: refuse both together, and every option that asks for a measurement
+    with them; --device and --summary choose records, and go with them only."""
+    if records is not None or from_store:
+        asked = (("--gpu", measuring.device == "cuda"), ("--cpu", measuring.device == "cpu"),
+                 ("--fresh", measuring.fresh), ("--profile", use), ("--sdpa-backend", measuring.sdpa_backend),
+                 ("--threads", measuring.threads), ("--calibration", calibration))  # fmt: skip
+        given = [flag for flag, on in asked if on]
+        if records is not None and from_store:
+            fail("--records and --from-store both name the records to read: give one")
+        if given:
+            fail(f"{given[0]} asks for a measurement, and --records/--from-store time nothing: leave it out")
+    elif device is not None or summary:
+        fail("--device and --summary choose records to read: give them with --records FILE or --from-store")
 
 
 def _campaign_plan(ctx: typer.Context, path: Path, pair, d_values, fit_d, heads, batch) -> tuple:
     """--pair, --d, --fit-d, --h and --b, each from the campaign summary's plan where the command line left it out
     (a campaign's fit afterwards is `validate --records DIR/measurements.jsonl --summary DIR/summary.json`)."""
-    from attn_cost.profilers.devicemodel.validate import read_summary
+    from attn_cost.profilers.workflow.validating import read_summary
 
     plan = read_summary(path).get("plan")
     plan = plan if isinstance(plan, dict) else {}
@@ -587,66 +468,17 @@ def _campaign_plan(ctx: typer.Context, path: Path, pair, d_values, fit_d, heads,
     return pair, d_values, fit_d, heads, batch
 
 
-def _from_records(records, device, store, summaries, pairs, check, fit, template, st, max_n, save, as_json) -> None:
-    """`validate --records/--from-store`: the fit, the validation and each unit's standing from records alone."""
-    from attn_cost.profilers.devicemodel.validate import refit
-
-    source = f"--records {records}" if records is not None else f"--from-store --device {device}"
-    made = f"attn-cost validate {source}: fitted and validated from stored records alone, nothing timed"
-    profile, rows, notes = refit(records, device, pairs, check, fit, template, st, store=store, summaries=summaries,
-                                 n_max=max_n, made=made)  # fmt: skip
-    path = profile.save(user_profiles_dir()) if save else None
+def _from_records(done, fit: list[int], as_json: bool) -> None:
+    """`validate --records/--from-store`'s output: the fit, the validation and each unit's standing."""
     if as_json:
-        emit({**profile.as_json(), "saved_to": str(path) if path else None, "results": rows, "left_out": notes})
+        emit({**done.profile.as_json(), "saved_to": str(done.path) if done.path else None, "results": done.rows,
+              "left_out": done.notes})  # fmt: skip
         return
-    _validation_tables(profile, rows, fit, path)
-    for line in notes:
+    _validation_tables(done.profile, done.rows, fit, done.path)
+    for line in done.notes:
         render.sentence(escape(line), indent=0)
-    render.prose(escape(f"Nothing timed: every point read from the records of {profile.slug}. {tally(rows)}."))
-
-
-def _complete_lines(opmodel, measurer, variants: list[str], ds: list[int]):
-    """The op model with the exact-shape lines it lacks for these variants at these head dims, timed now on this
-    device (into its result store: a rerun reuses them), with a progress line; unchanged where it lacks none."""
-    from attn_cost.profilers.devicemodel.calibrate import (
-        Calibrator,
-        cache_sizes,
-        glue_points,
-        missing_lines,
-        time_lines,
-    )
-
-    calibrator = Calibrator(measurer.store, measurer.device, opmodel.dtype, measurer.repeats)
-    todo = missing_lines(opmodel, variants, sorted(set(ds)), cache_sizes(measurer.device), calibrator.rates)
-    if not todo:
-        return opmodel
-    d_text = ", ".join(map(str, sorted(set(ds))))
-    err.print(f"Timing {len(todo):,} exact shapes of ops the op calibration {opmodel.slug} lacks (d = {d_text}).")
-
-    def step(message: str, done: int, total: int) -> None:
-        measurer.notify(f"exact shapes {done:,}/{total:,}: {message}")
-
-    points = time_lines(calibrator, todo, step)
-    points += glue_points(calibrator, variants, [{"d": d} for d in sorted(set(ds))], step)
-    return opmodel.with_lines(points)
-
-
-def _calibration(name: str | None, device: dict):
-    """The op model `validate` checks: the named one (which must be of this device), else this device's own."""
-
-    if name is not None:
-        named = load_opmodel(name)
-        check_device(named, device)
-        return named
-    model = opmodel_for(slug(device))
-    if model is None:
-        return None
-    try:
-        check_device(model, device)
-    except UserError as e:
-        render.warn(f"{e}; op-model columns left empty")
-        return None
-    return model
+    whose = done.profile.slug
+    render.prose(escape(f"Nothing timed: every point read from the records of {whose}. {tally(done.rows)}."))
 
 
 def _op_model_summary(opmodel, errors: dict) -> None:

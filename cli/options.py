@@ -7,6 +7,7 @@ import inspect
 import sys
 from collections.abc import Callable
 from contextvars import ContextVar
+from pathlib import Path
 from typing import Any, Optional, overload
 
 import sympy as sp
@@ -15,10 +16,11 @@ from attn_cost.cli.app import _commands, fail, note
 from attn_cost.costmodel.conventions import DEFAULT, FULL, get_convention
 from attn_cost.costmodel.counting import Counting, F_bwd, F_causal, F_chunk
 from attn_cost.costmodel.crossover import Setting, cost_branches
-from attn_cost.costmodel.derive import dtype_bytes
+from attn_cost.costmodel.dtypes import dtype_bytes, spelled
 from attn_cost.costmodel.scopes import DROPOUT_IN_INFERENCE, MODES, SCOPES
 from attn_cost.costmodel.symbols import BY_NAME, DEFAULT_DEPTH, DEFAULTS, D, L, b, d, h, h_kv, r
 from attn_cost.costmodel.variants import derive, derive_counted, get_variant
+from attn_cost.profilers.workflow.measuring import Measuring, measuring
 
 D_VALUES = typer.Option(None, "--d", help="Head dimension; repeat for several.")
 D_DEFAULT = {
@@ -45,7 +47,7 @@ LATENTS = typer.Option(None, "--L", help="Latte latent states per head (default:
 RATIO = typer.Option(None, "--r", help="MLP ratio (block and model scopes).", show_default="4")
 DEPTH = typer.Option(None, "--depth", help="Encoder depth D (model scope).", show_default=str(DEFAULT_DEPTH))
 CONVENTION = typer.Option(DEFAULT, "--convention", help="FLOP convention (see `attn-cost conventions`).")
-DTYPE = typer.Option("fp32", "--dtype", help="fp32, bf16 or fp16: bytes per element for memory and traffic.")
+DTYPE = typer.Option("fp32", "--dtype", help=f"{spelled()}: bytes per element for memory and traffic.")
 SCOPE = typer.Option(
     None,
     "--scope",
@@ -125,6 +127,67 @@ COUNTING_OPTIONS = {
 }
 """The counting switches `with_counting` adds to a command; `setting` reads what the user chose."""
 _COUNTING: ContextVar[dict | None] = ContextVar("counting", default=None)
+
+
+GPU = typer.Option(False, "--gpu", help="Measure on CUDA (an error if there is none).")
+CPU = typer.Option(False, "--cpu", help="Measure on the CPU even if CUDA is present.")
+THREADS = typer.Option(None, "--threads", help="CPU threads (default: torch's default); recorded with every result.")
+REPEATS = typer.Option(7, "--repeats", help="Timed runs per length (after warm-up).")
+STORE = typer.Option(
+    None,
+    "--store",
+    help="Results directory or SQLite file (default: $ATTN_COST_HOME/results or ~/.local/share/attn-cost/results).",
+)
+FRESH = typer.Option(
+    False, "--fresh", help="Measure every length again instead of reusing stored (and shipped) results."
+)
+SDPA_BACKEND = typer.Option(
+    None, "--sdpa-backend", help="Kernel of softmax-fused: flash, efficient, cudnn or math (default: PyTorch's choice)."
+)
+Decorator = Callable[[Callable], Callable]
+MEASURING = Measuring()
+"""The default of a command's `measuring` parameter, which `with_measuring` replaces by the measuring options."""
+
+
+def with_measuring(repeats: Any = REPEATS, fresh: bool = True, sdpa: bool = True) -> Decorator:
+    """Give a command the measuring options (--gpu, --cpu, --threads, --repeats, --store, and with `fresh` --fresh,
+    with `sdpa` --sdpa-backend), each defined once above, in place of its parameter `measuring`, which receives them
+    checked (`workflow.measuring.measuring`: --gpu with --cpu, an unknown backend) as one `Measuring`. `repeats`: the
+    command's own --repeats where its default or meaning differs."""
+    options = {"gpu": (GPU, bool), "cpu": (CPU, bool), "threads": (THREADS, Optional[int])}
+    options["repeats"] = (repeats, int if repeats.default is not None else Optional[int])
+    options["store"] = (STORE, Optional[Path])
+    if fresh:
+        options["fresh"] = (FRESH, bool)
+    if sdpa:
+        options["sdpa_backend"] = (SDPA_BACKEND, Optional[str])
+    return grouped("measuring", options, measuring)
+
+
+def grouped(name: str, options: dict[str, tuple[Any, Any]], build: Callable[..., Any]) -> Decorator:
+    """A decorator that replaces the command's parameter `name` by a group of options (parameter name: (typer
+    option, annotation)), in its place, and calls the command with `build(**their values)` in it: options that
+    several commands share are declared once, and read into one value."""
+
+    def decorate(command: Callable) -> Callable:
+        sig = inspect.signature(command, eval_str=True)
+        params = list(sig.parameters.values())
+        at = next(i for i, p in enumerate(params) if p.name == name)
+        kind = params[at].kind
+        group = [inspect.Parameter(k, kind, default=opt, annotation=hint) for k, (opt, hint) in options.items()]
+
+        @functools.wraps(command)
+        def run(*args, **kwargs):
+            kwargs[name] = build(**{k: kwargs.pop(k) for k in options})
+            return command(*args, **kwargs)
+
+        # typer reads the signature through inspect; the type of a functools.wraps wrapper does not declare it
+        run.__signature__ = sig.replace(parameters=[*params[:at], *group, *params[at + 1 :]])  # type: ignore[attr-defined]
+        hints = {k: v for k, v in command.__annotations__.items() if k != name}
+        run.__annotations__ = {**hints, **{p.name: p.annotation for p in group}}
+        return run
+
+    return decorate
 
 
 LIMITS = {
@@ -215,8 +278,10 @@ def given_options(ctx) -> list[str]:
 
 def not_with(ctx, flag: str, ignored: list[str], why: str) -> None:
     """Refuse the options among `ignored` that were given with `flag`, which makes them change nothing: one line
-    naming them (`calibrate --refit` times nothing: --threads, --quick ... would be taken and ignored)."""
-    extra = [f for f in given_options(ctx) if f in ignored]
+    naming them in the order of `ignored` (`calibrate --refit` times nothing: --threads, --quick ... would be taken
+    and ignored)."""
+    given = set(given_options(ctx))
+    extra = [f for f in ignored if f in given]
     if extra:
         fail(f"{flag} {why}: {', '.join(extra)} would change nothing; leave {'it' if len(extra) == 1 else 'them'} out")
 

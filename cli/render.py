@@ -20,11 +20,13 @@ import os
 import shutil
 import sys
 import textwrap
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from attn_cost.costmodel.errors import UserError, printable
 from rich import box
 from rich.console import Console, JustifyMethod
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -321,3 +323,14 @@ def emit(data) -> None:
     except ValueError:
         raise UserError("a number of the output is not finite (NaN or infinity): no JSON was printed") from None
     print(text)
+
+
+@contextlib.contextmanager
+def progress() -> Iterator[Callable[[str], None]]:
+    """A spinner on stderr that shows what is being measured; yields a notify(message) function. Off when
+    stderr is not a terminal: a log or a pipe would get the blank line a stopped spinner leaves."""
+    err = Console(stderr=True, highlight=False)
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=True, disable=not err.is_terminal) as p:
+        task = p.add_task("starting", total=None)
+        yield lambda message: p.update(task, description=message)

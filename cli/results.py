@@ -12,9 +12,12 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from attn_cost.cli import options as o
 from attn_cost.cli import render
 from attn_cost.cli.app import app, fail, help_without_command
+from attn_cost.cli.options import grouped
 from attn_cost.cli.render import emit
+from attn_cost.costmodel.dtypes import ACTIVATION
 from attn_cost.profilers.measure.device import slug
 from attn_cost.profilers.store.files import STDOUT, claim, regular_files, write_atomic
 from attn_cost.profilers.store.store import (
@@ -49,24 +52,29 @@ def _results(ctx: typer.Context) -> None:
     help_without_command(ctx)
 
 
-STORE = typer.Option(
-    None,
-    "--store",
-    help="Results directory or database file (default: $ATTN_COST_HOME/results or ~/.local/share/attn-cost/results).",
-)
 DEVICE = typer.Option(None, "--device", help="Device slug (cpu-amd-epyc-bed586) or a part of the device's name.")
 VARIANT = typer.Option(None, "--variant", help="Only this variant.")
 KIND = typer.Option(None, "--kind", help="time or memory.")
 STATUS = typer.Option(None, "--status", help="ok or oom.")
 SCOPE = typer.Option(None, "--scope", help="Only this scope (core, layer, block, model, decode, op).")
-DTYPE = typer.Option(None, "--dtype", help="Only this dtype (fp32, bf16, fp16).")
+DTYPE = typer.Option(None, "--dtype", help=f"Only this dtype ({', '.join(ACTIVATION)}).")
 D = typer.Option(None, "--d", help="Only this head dimension.")
 N = typer.Option(None, "--n", help="Only this sequence length.")
 SHIPPED = typer.Option(False, "--shipped", help="Also the measurements shipped with attn-cost (read-only).")
-JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
+NO_FILTER: dict = {}
+"""The default of a command's `filters` parameter, which `with_filters` replaces by the filter options."""
 
 
-def _filters(device, variant, kind, status, scope, dtype, d, n) -> dict:
+def _filters(
+    device: str | None = None,
+    variant: str | None = None,
+    kind: str | None = None,
+    status: str | None = None,
+    scope: str | None = None,
+    dtype: str | None = None,
+    d: int | None = None,
+    n: int | None = None,
+) -> dict:
     """The filters given, each checked: a value no record can have is refused, not matched against nothing, and an
     empty one (which would match every device name) is refused before anything is removed."""
 
@@ -79,12 +87,23 @@ def _filters(device, variant, kind, status, scope, dtype, d, n) -> dict:
     ):  # fmt: skip
         if value is not None and value not in known:
             fail(f"{flag} takes {', '.join(known[:-1])} or {known[-1]}, got {value!r}")
-    for value, flag in ((d, "--d"), (n, "--n")):
-        if value is not None and not 1 <= value <= MAX_SIZE:
+    for size, flag in ((d, "--d"), (n, "--n")):
+        if size is not None and not 1 <= size <= MAX_SIZE:
             fail(f"{flag} must be a positive integer of at most {MAX_SIZE:,} (2^53, the largest stored size), "
-                 f"got {value}")  # fmt: skip
+                 f"got {size}")  # fmt: skip
     found = dict(device=device, variant=variant, kind=kind, status=status, scope=scope, dtype=dtype, d=d, n=n)
     return {k: v for k, v in found.items() if v is not None}
+
+
+with_filters = grouped(
+    "filters",
+    {"device": (DEVICE, Optional[str]), "variant": (VARIANT, Optional[str]), "kind": (KIND, Optional[str]),
+     "status": (STATUS, Optional[str]), "scope": (SCOPE, Optional[str]), "dtype": (DTYPE, Optional[str]),
+     "d": (D, Optional[int]), "n": (N, Optional[int])},
+    _filters,
+)  # fmt: skip
+"""Give a command the filter options (--device, --variant, --kind, --status, --scope, --dtype, --d, --n), each
+defined once above, in place of its parameter `filters`, which receives the checked filters (`_filters`)."""
 
 
 def _open(store: Path | None, writable: bool) -> Database:
@@ -126,25 +145,19 @@ def _match(r, filters: dict) -> bool:
 
 
 @results_app.command("ls")
+@with_filters
 def ls(
-    device: Optional[str] = DEVICE,
-    variant: Optional[str] = VARIANT,
-    kind: Optional[str] = KIND,
-    status: Optional[str] = STATUS,
-    scope: Optional[str] = SCOPE,
-    dtype: Optional[str] = DTYPE,
-    d: Optional[int] = D,
-    n: Optional[int] = N,
+    filters: dict = NO_FILTER,
     shipped: bool = SHIPPED,
     limit: int = typer.Option(50, "--limit", help="Rows shown in the table (0: all); --json prints all."),
-    store: Optional[Path] = STORE,
-    as_json: bool = JSON,
+    store: Optional[Path] = o.STORE,
+    as_json: bool = o.JSON,
 ) -> None:
     """List stored measurements, newest last, filtered by device, variant, kind, status, scope, dtype, d, N."""
 
     if limit < 0:
         fail(f"--limit must be 0 or more, got {limit}")
-    db, rows = _matching(store, _filters(device, variant, kind, status, scope, dtype, d, n), shipped)
+    db, rows = _matching(store, filters, shipped)
     if as_json:
         emit({"store": str(db.path), "count": len(rows), "results": [rec for _, rec in rows]})
         return
@@ -181,21 +194,14 @@ def _value(rec: dict) -> str:
 
 
 @results_app.command("rm")
+@with_filters
 def rm(
-    device: Optional[str] = DEVICE,
-    variant: Optional[str] = VARIANT,
-    kind: Optional[str] = KIND,
-    status: Optional[str] = STATUS,
-    scope: Optional[str] = SCOPE,
-    dtype: Optional[str] = DTYPE,
-    d: Optional[int] = D,
-    n: Optional[int] = N,
+    filters: dict = NO_FILTER,
     every: bool = typer.Option(False, "--all", help="Remove every record (needed when no filter is given)."),
-    store: Optional[Path] = STORE,
-    as_json: bool = JSON,
+    store: Optional[Path] = o.STORE,
+    as_json: bool = o.JSON,
 ) -> None:
     """Remove the stored measurements that match the filters (the shipped ones are never touched)."""
-    filters = _filters(device, variant, kind, status, scope, dtype, d, n)
     if not filters and not every:
         fail("results rm needs a filter (--device, --variant, --kind, --status, --scope, --dtype, --d, --n) or --all")
     db, rows = _matching(store, filters, shipped=False, writable=True)
@@ -207,20 +213,14 @@ def rm(
 
 
 @results_app.command("export")
+@with_filters
 def export(
-    device: Optional[str] = DEVICE,
-    variant: Optional[str] = VARIANT,
-    kind: Optional[str] = KIND,
-    status: Optional[str] = STATUS,
-    scope: Optional[str] = SCOPE,
-    dtype: Optional[str] = DTYPE,
-    d: Optional[int] = D,
-    n: Optional[int] = N,
+    filters: dict = NO_FILTER,
     shipped: bool = SHIPPED,
     output: Optional[Path] = typer.Option(
         None, "--output", "-o", help="Write to this file (default, and with -o -: stdout)."
     ),
-    store: Optional[Path] = STORE,
+    store: Optional[Path] = o.STORE,
 ) -> None:
     """Write the matching records as JSON lines: the format to share measurements and to ship them."""
 
@@ -230,7 +230,7 @@ def export(
         db_path = database_path(store)
         sqlite_files = (db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm"))
         claim(output, is_results_file, "a results file", reading=sqlite_files)
-    _, rows = _matching(store, _filters(device, variant, kind, status, scope, dtype, d, n), shipped)
+    _, rows = _matching(store, filters, shipped)
     records = [rec for _, rec in rows]
     if output is None:
         write_jsonl(records, sys.stdout)
@@ -246,11 +246,11 @@ def import_(
     paths: list[Path] = typer.Argument(
         ..., metavar="FILE...", help="JSON-lines files written by `attn-cost results export`.", show_default=False
     ),
-    store: Optional[Path] = STORE,
+    store: Optional[Path] = o.STORE,
     replace: bool = typer.Option(
         False, "--replace", help="Take every record of the files, even over a newer stored one or an ok one."
     ),
-    as_json: bool = JSON,
+    as_json: bool = o.JSON,
 ) -> None:
     """Add the records of JSON-lines files to the database. A record with a device and key already stored replaces
     it only when it is newer (its `at`) and not an oom where the stored one is ok; otherwise the stored one is kept,

@@ -14,33 +14,16 @@ from functools import cached_property
 import sympy as sp
 from attn_cost.costmodel.conventions import Convention, backward_factor
 from attn_cost.costmodel.counting import DEFAULT_COUNTING, Counting, causal_factor, causal_graph
-from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.dtypes import FLOAT_DTYPES, STORAGE_BYTES, dtype_bytes
 from attn_cost.costmodel.graph import Graph, Op, Storage
 from attn_cost.costmodel.polyterms import leads_for_large_n, nonneg_when_at_least_one, subtract, terms
 from attn_cost.costmodel.symbols import d, d_embed, h
-
-DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2}
-
-
-def dtype_bytes(dtype: str) -> int:
-    """Bytes per element of a dtype name."""
-    try:
-        return DTYPE_BYTES[dtype]
-    except KeyError:
-        raise UserError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPE_BYTES)})") from None
-
-
-FLOAT_DTYPES = (None, "fp32", "bf16", "fp16", "fp64")
-"""Storage dtypes a gradient can flow through (None: the activation dtype)."""
 
 NO_GRADIENT = ("compare", "fill")
 """Op kinds whose result carries no gradient (a mask from a comparison, a fresh buffer)."""
 
 BROADCASTING = ("add", "sub", "mul", "div", "maximum")
 """Element-wise kinds with two operands, either of which may be broadcast."""
-
-STORAGE_BYTES: dict[str, int] = {**DTYPE_BYTES, "bool": 1, "int32": 4, "int64": 8, "fp64": 8, "complex128": 16}
-"""Fixed dtypes a storage may have besides the activation dtype (masks and indices in traced code)."""
 
 
 def _nbytes(numel: sp.Expr, storage_dtype: str | None, act_dtype: str) -> sp.Expr:

@@ -42,7 +42,8 @@ import math
 from dataclasses import dataclass
 
 import sympy as sp
-from attn_cost.costmodel.derive import Derived, dtype_bytes
+from attn_cost.costmodel.derive import Derived
+from attn_cost.costmodel.dtypes import dtype_bytes
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.graph import Op
 from attn_cost.costmodel.symbols import N

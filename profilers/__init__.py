@@ -1,6 +1,6 @@
 """Measure attention on a device, model a device, trace a user's code: the layer above `costmodel`.
 
-Six packages, each one job (each package's `__init__` says what it may import):
+Seven packages, each one job (each package's `__init__` says what it may import):
 
 - `store`: the result store and attn-cost's own files (writing, schemas). torch-free.
 - `measure`: running a variant on a device: cases, reference implementations, timing, memory, the fingerprint.
@@ -8,7 +8,9 @@ Six packages, each one job (each package's `__init__` says what it may import):
   a device one owns, and the datasheet model of a GPU one does not own; per-device fitted corrections.
 - `trace`: a variant from the user's own PyTorch code, mapped onto the engine's ops.
 - `report`: the report's data and its HTML page.
-- `campaign`: everything a user runs on their GPU, in one command (and on a Slurm cluster).
+- `workflow`: each step a command or a campaign runs, written once: opening a measurer, profiling, calibrating,
+  validating; results returned, progress through a callback.
+- `campaign`: everything a user runs on their GPU, in one command (and on a Slurm cluster): the workflows in order.
 
 Imports sit at the top of each module; the one exception is the torch and plotly boundary: a torch-free module
 (store, measure.device, sizes and sdpa, devicemodel's pricing, report.gather) imports torch, plotly or a module

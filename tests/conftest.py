@@ -61,11 +61,12 @@ def attn_cost(tmp_path, request):
 
 @pytest.fixture
 def cli(tmp_path, monkeypatch, capsys):
-    """Call the CLI in this process (`attn_cost.cli.app.main`, then `finish` as the console script does), with the
+    """Call the CLI in this process (`cli.main.main`, then `exits.finish` as the console script does), with the
     arguments, environment (COLUMNS=200, ATTN_COST_HOME=tmp_path/home, `env`), working folder (tmp_path) and Result
     of `attn_cost`: no interpreter start-up and imports per call. As after a process, variants a call registers
     (--variants, --trace) are gone after it, and torch's thread count (--threads) is set back after the test."""
-    from attn_cost.cli.app import finish, main
+    from attn_cost.cli.exits import finish
+    from attn_cost.cli.main import main
 
     threads = sys.modules["torch"].get_num_threads() if "torch" in sys.modules else None
 

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from attn_cost.cli.app import main
+from attn_cost.cli.main import main
 
 PROFILE = min((Path(__file__).parent / "data" / "devices").glob("*.json"))
 """The tests' own device profile (tests/data/make_device.py), never the shipped measurements of one CPU."""
@@ -107,7 +107,7 @@ def test_bad_arguments_get_one_line_and_exit_2(args: list[str], needle: str, cap
 @pytest.mark.integration  # a fresh interpreter
 def test_measuring_commands_answer_bad_arguments_before_importing_torch() -> None:
     script = (
-        "import sys; from attn_cost.cli.app import main\n"
+        "import sys; from attn_cost.cli.main import main\n"
         "for args in (['profile', '--max-n', '1'], ['measure', '--variant', 'softmax', '--n', '0'],"
         " ['validate', '--gpu', '--cpu'], ['check-flops', '--variant', 'super-attention', '--scope', 'core']):\n"
         "    assert main(args) == 2, args\n"
@@ -392,13 +392,14 @@ def test_ctrl_c_message_says_saved_only_for_measuring_commands(monkeypatch, caps
     from types import SimpleNamespace
 
     from attn_cost.cli import app
+    from attn_cost.cli.exits import interrupted
 
     store = SimpleNamespace(path="/tmp/results.db", session={})
     app.measuring_started(store)
-    assert app.interrupted() == 130
+    assert interrupted() == 130
     assert capsys.readouterr().err == "attn-cost: error: interrupted; nothing had been measured yet\n"
     store.session.update(a={}, b={})
-    assert app.interrupted() == 130
+    assert interrupted() == 130
     err = capsys.readouterr().err
     assert "the 2 measurements made so far are saved in /tmp/results.db" in err and "resume" in err
 

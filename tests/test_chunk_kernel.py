@@ -17,10 +17,11 @@ from attn_cost.costmodel.errors import ModelError
 from attn_cost.costmodel.graph import Graph
 from attn_cost.costmodel.symbols import C, N, b, d, h
 from attn_cost.costmodel.variants import derive
-from attn_cost.profilers.measure import reference as ref
+from attn_cost.profilers.measure import references
 from attn_cost.profilers.measure.cases import build_case
 from attn_cost.profilers.measure.flops import counted, derived
 from attn_cost.profilers.measure.memory import traced_peak
+from attn_cost.profilers.measure.references import linear as ref
 from attn_cost.profilers.measure.sizes import Sizes
 
 NAME = "linear-chunked-fused"
@@ -163,11 +164,10 @@ def test_the_pytorch_form_that_runs_here_computes_causal_linear_attention(n: int
             case = build_case(variant, "core", sizes)
             ys.append(case.run(case.make_inputs()).double())
     assert ((ys[0] - ys[1]).abs().max() / ys[1].abs().max()).item() < 1e-5
-    impl = ref.implementation_of(NAME, sizes, "cpu")
+    impl = references.implementation_of(NAME, sizes, "cpu")
     assert impl is not None and not impl.native and not impl.token_major
-    assert ref.stand_in(NAME, sizes, "cpu") == "linear-chunked" and ref.stand_in("linear-chunked", sizes, "cpu") == (
-        "linear-chunked"
-    )
+    assert references.stand_in(NAME, sizes, "cpu") == "linear-chunked"
+    assert references.stand_in("linear-chunked", sizes, "cpu") == "linear-chunked"
 
 
 @pytest.mark.parametrize(("n", "c"), [(16, 4), (13, 4), (7, 8)])
@@ -248,9 +248,9 @@ def test_where_fla_runs_its_function_gets_token_major_inputs_without_a_copy_and_
     assert record["implementation"] == "fla chunk_linear_attn"
     assert record["implementation_version"] == "fla-core 0.0-test"
     assert record["key"].endswith("|impl=fla")
-    assert ref.stand_in(NAME, sizes, "cpu") == NAME
+    assert references.stand_in(NAME, sizes, "cpu") == NAME
     other = Sizes(N=40, d=4, h=3, b=2, C=32)  # not fla's chunk: the PyTorch form runs
-    assert not ref.implementation_of(NAME, other, "cpu").native
+    assert not references.implementation_of(NAME, other, "cpu").native
 
 
 # -- the commands ---------------------------------------------------------------------------------------------------
@@ -349,7 +349,7 @@ def test_flash_linear_attention_runs_on_token_major_views_and_computes_causal_li
 
     sizes = Sizes(N=n, d=64, h=4, b=2, C=ref.FLA_CHUNK)
     case = build_case(NAME, "core", sizes, dtype, "cuda")
-    impl = ref.implementation_of(NAME, sizes, "cuda")
+    impl = references.implementation_of(NAME, sizes, "cuda")
     assert impl is not None and impl.native and impl.version.startswith("fla-core ")
     inputs = case.make_inputs()
     assert all(x.transpose(1, 2).is_contiguous() for x in inputs)

@@ -129,7 +129,7 @@ def test_the_analytic_path_never_imports_torch_or_plotly() -> None:
     import sys
 
     code = (
-        "import sys; from attn_cost.cli.app import main; "
+        "import sys; from attn_cost.cli.main import main; "
         "main(['crossover', '--d', '8', '--d', '128', '--json']); main(['formula', 'softmax', '--json']); "
         "main(['heads', '--d-embed', '64', '--json']); "
         "bad = [m for m in ('torch', 'plotly') if m in sys.modules]; sys.exit(3 if bad else 0)"

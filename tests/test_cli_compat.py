@@ -101,7 +101,7 @@ def test_a_usage_error_is_one_line_and_exit_2(cli, args, says) -> None:
 @pytest.mark.integration  # a fresh interpreter
 def test_an_analytic_command_runs_and_imports_no_torch(tmp_path) -> None:
     code = (
-        "import sys; from attn_cost.cli.app import main; "
+        "import sys; from attn_cost.cli.main import main; "
         "rc = main(['crossover', '--pair', 'softmax:linear', '--d', '64', '--json']); "
         "print('torch' in sys.modules, 'plotly' in sys.modules, rc, file=sys.stderr)"
     )

@@ -118,7 +118,7 @@ def test_check_flops_passes_and_fails_with_the_right_exit_codes(cli, monkeypatch
     assert data["mismatches"] == 0 and data["checked"] > 0
 
     import attn_cost.profilers.measure.flops as flops
-    from attn_cost.cli.app import main
+    from attn_cost.cli.main import main
 
     real = flops.derived
     monkeypatch.setattr(flops, "derived", lambda *a, **k: real(*a, **k) + 1)
@@ -127,7 +127,7 @@ def test_check_flops_passes_and_fails_with_the_right_exit_codes(cli, monkeypatch
 
 def test_an_interrupted_command_says_so_and_exits_130(monkeypatch, capsys) -> None:
     import attn_cost.profilers.measure.profile as prof
-    from attn_cost.cli.app import main
+    from attn_cost.cli.main import main
 
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt

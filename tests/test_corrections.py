@@ -289,8 +289,8 @@ def test_validate_needs_two_fit_dims(cli) -> None:
 
 def test_the_catalogue_pairs_cover_every_timed_variant_against_softmax_of_its_causality() -> None:
     from attn_cost.costmodel.variants import all_variants
-    from attn_cost.profilers.devicemodel.validate import catalogue_pairs
-    from attn_cost.profilers.measure.reference import REFERENCES
+    from attn_cost.profilers.measure.references import REFERENCES
+    from attn_cost.profilers.workflow.validating import catalogue_pairs
 
     pairs = catalogue_pairs()
     causal = {v.name: v.causal for v in all_variants()}

@@ -267,7 +267,7 @@ def test_bad_input_is_one_line_and_exit_2(cli, args) -> None:
 def test_validation_rows_of_a_measured_gpu_get_its_datasheet_prediction() -> None:
     from attn_cost.costmodel.crossover import Setting
     from attn_cost.profilers.devicemodel.oppredict import row_dims
-    from attn_cost.profilers.devicemodel.validate import _datasheet
+    from attn_cost.profilers.workflow.validating import _datasheet
 
     dims = row_dims({"d": 64, "h": 1, "b": 32})
     h200 = {"kind": "cuda", "name": "NVIDIA H200"}

@@ -17,7 +17,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from attn_cost.cli.app import main
+from attn_cost.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
@@ -270,18 +270,18 @@ def test_a_variant_that_pads_to_a_huge_multiple_answers(tmp_path, capsys) -> Non
 def test_padding_guards_are_read_in_time_that_does_not_grow_with_the_multiple() -> None:
     import sympy as sp
     from attn_cost.costmodel.symbols import N
-    from attn_cost.profilers.trace.record import _pads_at, _threshold, points
-    from attn_cost.profilers.trace.symbolic import _ceil_symbol, _on_padding_branch
+    from attn_cost.profilers.trace.record import _threshold, pads_at, points
+    from attn_cost.profilers.trace.symbolic import ceil_symbol, on_padding_branch
 
     for m in (7, 512, 10**6, 10**9):
         assert len(points(m)) <= 8 * 33 + 40
         t0 = time.monotonic()
         assert _threshold(sp.ceiling(N / m) > 1, m, {}) == m + 1  # a guard on ⌈N/m⌉ > 1 reads N >= m + 1
         assert _threshold(N > 3, m, {}) == 4
-        assert _pads_at(sp.Ne(sp.Mod(N, m), 0), m, {}) is True
-        q = _ceil_symbol(m)
-        assert sp.expand(_on_padding_branch(sp.floor(N / m), m) - (q - 1)) == 0  # ⌊N/m⌋ = ⌈N/m⌉ − 1 off multiples
-        assert sp.expand(_on_padding_branch(sp.floor((N + m - 1) / m), m) - q) == 0
+        assert pads_at(sp.Ne(sp.Mod(N, m), 0), m, {}) is True
+        q = ceil_symbol(m)
+        assert sp.expand(on_padding_branch(sp.floor(N / m), m) - (q - 1)) == 0  # ⌊N/m⌋ = ⌈N/m⌉ − 1 off multiples
+        assert sp.expand(on_padding_branch(sp.floor((N + m - 1) / m), m) - q) == 0
         assert time.monotonic() - t0 < 5
 
 

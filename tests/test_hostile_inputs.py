@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from attn_cost.cli.app import main
+from attn_cost.cli.main import main
 
 ENTRY = [sys.executable, "-c", "from attn_cost.cli.entry import run; run()"]
 MY_VARIANTS = Path(__file__).parents[1] / "docs" / "examples" / "my_variants.py"

@@ -92,7 +92,7 @@ def test_a_kernel_the_calibration_never_timed_is_a_named_warning() -> None:
 
 
 def test_the_cli_prints_a_pricing_warning_once_after_its_output(tmp_path, monkeypatch, capsys) -> None:
-    from attn_cost.cli.app import main
+    from attn_cost.cli.main import main
     from test_opmodel import lean_synthetic_model
 
     model = lean_synthetic_model()  # no row-sum kernel either

@@ -1,4 +1,5 @@
-"""The layers read top-down: costmodel <- profilers <- cli, nothing up, and no import cycle at module level.
+"""The layers read top-down: costmodel <- profilers <- profilers.workflow <- profilers.campaign <- cli, nothing up,
+and no import cycle at module level.
 
 Read from the source (every `import`, at module level or inside a function), not from what happens to be
 imported when the tests run, so a lazy import that points upward is caught too."""
@@ -15,13 +16,24 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = {"costmodel": 0, "profilers": 1, "cli": 2}
-"""Each layer may import the layers below it, never one above."""
+LAYERS = {"costmodel": 0, "profilers": 1, "profilers.workflow": 2, "profilers.campaign": 3, "cli": 4}
+"""Each layer may import the layers below it, never one above: the workflows (opening a measurer, profiling,
+calibrating, validating) sit on the rest of `profilers`, the campaign on the workflows, the CLI on all of them."""
+
+
+def layer_of(module: str) -> int:
+    """The layer of a module (`profilers.workflow.validating`: the workflows'), by the longest prefix in LAYERS; -1
+    for a module outside them."""
+    parts = module.split(".")
+    for n in range(len(parts), 0, -1):
+        if ".".join(parts[:n]) in LAYERS:
+            return LAYERS[".".join(parts[:n])]
+    return -1
 
 
 def _modules() -> dict[str, Path]:
     out = {}
-    for layer in LAYERS:
+    for layer in ("costmodel", "profilers", "cli"):
         for path in sorted((ROOT / layer).rglob("*.py")):
             parts = path.relative_to(ROOT).with_suffix("").parts
             name = ".".join(p for p in parts if p != "__init__")
@@ -53,16 +65,25 @@ MODULES = _modules()
 
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_no_module_imports_a_layer_above_its_own(module: str) -> None:
-    own = LAYERS[module.split(".")[0]]
-    upward = sorted(m for m in _imports(MODULES[module]) if LAYERS.get(m.split(".")[0], -1) > own)
+    own = layer_of(module)
+    upward = sorted(m for m in _imports(MODULES[module]) if layer_of(m) > own)
     assert not upward, f"{module} imports {', '.join(upward)} from a layer above it"
 
 
 def test_the_layer_check_sees_an_upward_import(tmp_path) -> None:
-    """The check itself: a costmodel file importing the CLI inside a function is caught."""
+    """The check itself: a costmodel file importing the CLI inside a function is caught, and so is a measuring
+    module importing a workflow, or a workflow the campaign."""
     bad = tmp_path / "bad.py"
     bad.write_text("def f():\n    from attn_cost.cli.render import emit\n    return emit\n")
     assert "cli.render" in _imports(bad)
+    assert (
+        layer_of("profilers.measure.profile")
+        < layer_of("profilers.workflow.validating")
+        < layer_of("profilers.campaign.run")
+        < layer_of("cli.measure")
+    )
+    assert layer_of("profilers.workflow") == layer_of("profilers.workflow.measuring")
+    assert layer_of("profilers.workflows") == layer_of("profilers")  # a prefix of a name is not its package
 
 
 def test_no_import_cycle_at_module_level() -> None:
@@ -80,7 +101,7 @@ def test_no_import_cycle_at_module_level() -> None:
         state[node] = 1
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                cycle = [*stack[stack.index(nxt):], nxt]
+                cycle = [*stack[stack.index(nxt) :], nxt]
                 if not registration & set(cycle):
                     cycles.append(cycle)
             elif nxt not in state:
@@ -101,9 +122,6 @@ pynvml, transformers) and is imported where it is used, inside a function, so at
 HEAVY = {"torch", "plotly"}
 CYCLES = {
     ("costmodel.plugins", "costmodel.variants"): "the registry checks a user's variants; it loads them in turn",
-    ("cli.app", "cli.commands"): "the command modules register on `app`, which main() runs once they have",
-    ("cli.app", "cli.options"): "the options' checks are attached to the commands `app` holds",
-    ("cli.app", "cli.trace"): "--trace and --variants are added to the commands `app` holds",
     ("profilers.devicemodel.kernels", "profilers.devicemodel.opmodel"): "the op model prices the kernels' features",
     ("profilers.devicemodel.opmodel", "profilers.devicemodel.corrections"): "both save to one device folder",
     ("profilers.measure.timing", "profilers.measure.gpu_timing"): "the CUDA timer returns the CPU timer's stats",
@@ -196,8 +214,11 @@ def test_costmodel_never_imports_torch_or_plotly() -> None:
         if name.startswith("costmodel"):
             tree = ast.parse(path.read_text(encoding="utf-8"))
             for n in ast.walk(tree):
-                names = [n.module or ""] if isinstance(n, ast.ImportFrom) else (
-                    [a.name for a in n.names] if isinstance(n, ast.Import) else [])
+                names = (
+                    [n.module or ""]
+                    if isinstance(n, ast.ImportFrom)
+                    else ([a.name for a in n.names] if isinstance(n, ast.Import) else [])
+                )
                 if {x.split(".")[0] for x in names} & HEAVY:
                     users.append(name)
     assert not users
@@ -219,7 +240,7 @@ def test_the_analytic_commands_import_no_torch_and_no_plotly(tmp_path) -> None:
     plotly: the commands answer in a second on a machine where importing torch takes several."""
     code = (
         "import contextlib, io, json, sys\n"
-        "from attn_cost.cli.app import main\n"
+        "from attn_cost.cli.main import main\n"
         "codes = []\n"
         "for args in json.loads(sys.argv[1]):\n"
         "    with contextlib.redirect_stdout(io.StringIO()):\n"

@@ -13,10 +13,10 @@ from attn_cost.costmodel.conventions import get_convention
 from attn_cost.costmodel.iotraffic import Tiles, fused_op_traffic, io_traffic
 from attn_cost.costmodel.symbols import C, N, b, c, d, h, h_kv, k, m, w
 from attn_cost.costmodel.variants import derive
-from attn_cost.profilers.measure import reference as ref
 from attn_cost.profilers.measure.cases import build_case
 from attn_cost.profilers.measure.flops import counted, derived
 from attn_cost.profilers.measure.memory import LiveTensorTracer, traced_peak
+from attn_cost.profilers.measure.references import performer as ref
 from attn_cost.profilers.measure.sizes import Sizes
 from torch.utils.flop_counter import FlopCounterMode
 

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from attn_cost.cli.app import main
+from attn_cost.cli.main import main
 from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers.store.store import Database, ResultStore, read_jsonl
 

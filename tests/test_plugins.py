@@ -161,7 +161,7 @@ def test_missing_file(cli, tmp_path: Path) -> None:
 @pytest.mark.integration  # a fresh interpreter
 def test_loading_a_variant_file_does_not_import_torch(user_file: Path) -> None:
     code = (
-        "import sys; from attn_cost.cli.app import main; "
+        "import sys; from attn_cost.cli.main import main; "
         f"code = main(['formula', 'cosine', '--json', '--variants', {str(user_file)!r}]); "
         "assert code == 0, code; assert 'torch' not in sys.modules, 'torch imported'"
     )

@@ -98,21 +98,21 @@ def test_a_decoding_step_continues_the_sequence(recurrent: str, full: str) -> No
     q, k, v = whole.make_inputs()
     with torch.no_grad():
         expected = whole.run([q.clone(), k.clone(), v.clone()])[:, :, -1]
-        from attn_cost.profilers.measure import reference as ref
+        from attn_cost.profilers.measure.references import latte, linear
 
         if recurrent == "linear-recurrent":
             s = q.new_zeros(1, 2, 4, 4)
             z = q.new_zeros(1, 2, 4, 1)
             for t in range(sizes.N):
-                ref.linear_step([q[:, :, t], k[:, :, t], v[:, :, t]], s, z)
-            y = ref.linear_decode([q[:, :, -1], k[:, :, -1], v[:, :, -1], s, z])
+                linear.linear_step([q[:, :, t], k[:, :, t], v[:, :, t]], s, z)
+            y = linear.linear_decode([q[:, :, -1], k[:, :, -1], v[:, :, -1], s, z])
         else:
             p = torch.softmax(q, dim=-1)
             m = q.new_full((1, 2, 3), float("-inf"))
             alpha, vt = q.new_zeros(1, 2, 3), q.new_zeros(1, 2, 3, 4)
             for t in range(sizes.N):
-                ref.latte_step([p[:, :, t], k[:, :, t], v[:, :, t]], m, alpha, vt)
-            y = ref.latte_decode([q[:, :, -1], k[:, :, -1], v[:, :, -1], m, alpha, vt])
+                latte.latte_step([p[:, :, t], k[:, :, t], v[:, :, t]], m, alpha, vt)
+            y = latte.latte_decode([q[:, :, -1], k[:, :, -1], v[:, :, -1], m, alpha, vt])
     assert rel_err(y.squeeze(-2).double(), expected.double()) < 1e-5
 
 

@@ -57,7 +57,7 @@ def test_always_and_never_are_measured_at_every_octave(b: float, verdict: str) -
 
 def test_validate_scans_the_whole_range_it_judges(monkeypatch) -> None:
     """`validate` scores "always" and "never" verdicts: its searches scan every octave (profile's need not)."""
-    from attn_cost.profilers.devicemodel import validate as val
+    from attn_cost.profilers.workflow import validating as val
 
     seen: list[dict] = []
 

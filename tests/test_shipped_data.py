@@ -27,9 +27,9 @@ def test_every_shipped_profile_has_its_measurements(shipped) -> None:
 
 
 def test_refitting_the_shipped_measurements_gives_the_shipped_constants(shipped, tmp_path) -> None:
-    from attn_cost.profilers.devicemodel.validate import fit_profile
     from attn_cost.profilers.measure.profile import Measurer
     from attn_cost.profilers.measure.sizes import Sizes
+    from attn_cost.profilers.workflow.validating import fit_profile
 
     store = ResultStore(shipped.device, tmp_path)  # reads the shipped results for this device
     fit_d = next(iter(shipped.time.values())).fit_d

@@ -7,7 +7,7 @@ from attn_cost.costmodel.variants import all_variants, derive
 from attn_cost.profilers.measure.cases import build_case
 from attn_cost.profilers.measure.flops import GRID, counted, derived
 from attn_cost.profilers.measure.memory import traced_peak, traced_training_peak
-from attn_cost.profilers.measure.reference import stand_in
+from attn_cost.profilers.measure.references import stand_in
 from attn_cost.profilers.measure.sizes import Sizes
 
 CASES = [(v.name, scope) for v in all_variants() for scope in v.scopes]

@@ -451,9 +451,9 @@ def test_ls_and_rm_with_filters(cli, tmp_path) -> None:
 
 
 def test_a_stored_timing_off_its_neighbours_trend_is_timed_again_and_the_faster_kept(tmp_path) -> None:
-    from attn_cost.profilers.devicemodel.validate import recheck_spikes
     from attn_cost.profilers.measure.device import prepare
     from attn_cost.profilers.measure.profile import Measurer
+    from attn_cost.profilers.workflow.validating import recheck_spikes
 
     measurer = Measurer("cpu", ResultStore(prepare("cpu"), tmp_path / "store", shipped=False))
     law = {n: 1e-5 * (n / 64) ** 2 for n in (64, 128, 256, 512, 1024)}  # t ∝ N², as a product's time grows

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import sympy as sp
-from attn_cost.cli.app import main
+from attn_cost.cli.main import main
 from attn_cost.costmodel import display
 from attn_cost.costmodel.symbols import BY_NAME
 from attn_cost.costmodel.variants import all_variants

@@ -1,6 +1,6 @@
 """attn-cost's own reference cores written as (q, k, v) -> y functions, for `attn-cost trace`.
 
-Each `ref_*` function hands its inputs to the reference implementation (profilers/measure/reference.py) in a
+Each `ref_*` function hands its inputs to the reference implementation (profilers/measure/references/) in a
 list the reference empties, so the exported graph and a live-tensor measurement of `BOXES[name]` run
 the same code. The causal softmax makes its mask inside the call (the profiler's case makes it outside).
 """
@@ -8,13 +8,13 @@ the same code. The causal softmax makes its mask inside the call (the profiler's
 import math
 
 import torch
-from attn_cost.profilers.measure import reference
+from attn_cost.profilers.measure.references import latte, linear, softmax, take, taylorshift
 
 
 def softmax_causal_box(box: list) -> torch.Tensor:
-    """reference.softmax with its mask made inside the call and dropped as soon as it is applied (reference.softmax
+    """softmax.softmax with its mask made inside the call and dropped as soon as it is applied (softmax.softmax
     takes the mask as an argument and would hold it to the end)."""
-    q, k, v = reference.take(box)
+    q, k, v = take(box)
     n = q.shape[-2]
     s = q @ k.transpose(-1, -2)
     del q, k
@@ -26,16 +26,16 @@ def softmax_causal_box(box: list) -> torch.Tensor:
 
 
 BOXES = {
-    "softmax": reference.softmax,
+    "softmax": softmax.softmax,
     "softmax-causal": softmax_causal_box,
-    "softmax-fused": reference.softmax_fused,
-    "softmax-fused-causal": lambda box: reference.softmax_fused(box, causal=True),
-    "taylorshift-direct": reference.taylorshift_direct,
-    "taylorshift-efficient": reference.taylorshift_efficient,
-    "linear": reference.linear,
-    "linear-causal": reference.linear_causal,
-    "latte": reference.latte,
-    "latte-causal": reference.latte_causal,
+    "softmax-fused": softmax.softmax_fused,
+    "softmax-fused-causal": lambda box: softmax.softmax_fused(box, causal=True),
+    "taylorshift-direct": taylorshift.taylorshift_direct,
+    "taylorshift-efficient": taylorshift.taylorshift_efficient,
+    "linear": linear.linear,
+    "linear-causal": linear.linear_causal,
+    "latte": latte.latte,
+    "latte-causal": latte.latte_causal,
 }
 """Every core of the catalogue without a Python loop over N, in the reference's list protocol."""
 
@@ -82,4 +82,4 @@ def ref_latte_causal(q, k, v):
 
 def ref_linear_recurrent(q, k, v):
     """A Python loop over the tokens: cannot be traced with a symbolic N."""
-    return reference.linear_recurrent([q, k, v])
+    return linear.linear_recurrent([q, k, v])

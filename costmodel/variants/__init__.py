@@ -63,7 +63,7 @@ def variant(name: str, summary: str, *, source: str, family: str, **options) -> 
     """Register an attention core under a canonical name."""
 
     def register(core: CoreFn) -> CoreFn:
-        _add(Variant(name, summary, source, family, core=core, **options))
+        add_variant(Variant(name, summary, source, family, core=core, **options))
         return core
 
     return register
@@ -73,7 +73,7 @@ def layer_variant(name: str, summary: str, *, source: str, family: str, **option
     """Register a variant that only exists as a whole layer (its projections are part of it)."""
 
     def register(layer: LayerFn) -> LayerFn:
-        _add(Variant(name, summary, source, family, layer=layer, **options))
+        add_variant(Variant(name, summary, source, family, layer=layer, **options))
         return layer
 
     return register
@@ -97,7 +97,7 @@ def decode_step(*names: str) -> Callable[[DecodeFn], DecodeFn]:
     return register
 
 
-def _add(v: Variant) -> None:
+def add_variant(v: Variant) -> None:
     if v.name in REGISTRY:
         known = REGISTRY[v.name].source
         raise UserError(f"variant {v.name!r} is already registered (source: {known}); choose another name")
@@ -142,19 +142,13 @@ def derive_counted(name: str, scope: str, mode: str, counting: Counting) -> Deri
 
 
 def _load() -> None:
-    from attn_cost.costmodel.variants import (  # noqa: F401 (registration)
-        gqa,
-        hosseini,
-        latte,
-        linear,
-        linformer,
-        nystromformer,
-        performer,
-        sliding_window,
-        softmax,
-        taylorshift,
-    )
+    """Import every module of this package (each registers its variants as it is imported, in the order of their
+    names), then the user's own variant files: a catalogue variant touches its own module only."""
+    import importlib
+    import pkgutil
 
+    for module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+        importlib.import_module(f"{__name__}.{module}")
     _load_user_files()
 
 

@@ -12,7 +12,7 @@ Which implementation each form describes:
 - `sliding-window-fused`: one query at a time, one row of w scores alive (the memory of a fused
   local kernel); it pads K and V as the banded form does.
 
-No package on PyPI runs the exact band; profilers/measure/reference.py holds the banded reference the
+No package on PyPI runs the exact band; profilers/measure/references/ holds the banded reference the
 tracer checks. The public blocked implementation, lucidrains' `local-attention`, is described op by
 op in docs/examples/local_attention.py (`sliding-window-local`, loaded with --variants), and its
 traced peak and FlopCounterMode equal that description.

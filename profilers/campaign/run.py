@@ -47,30 +47,31 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-import torch
 from attn_cost.costmodel.conventions import DEFAULT as CONVENTION
 from attn_cost.costmodel.crossover import Setting, crossover
 from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers.campaign.planning import WAVES, Price, launch_bound_shape, loaded_shape, unit_cost
-from attn_cost.profilers.devicemodel.calibrate import Calibrator, cache_sizes, calibrate, line_grid
+from attn_cost.profilers.devicemodel.calibrate import cache_sizes
 from attn_cost.profilers.devicemodel.corrections import PROFILE_KIND, profile_name
 from attn_cost.profilers.devicemodel.datasheet import for_device
 from attn_cost.profilers.devicemodel.gpumodel import GpuModel, fitted
 from attn_cost.profilers.devicemodel.opmodel import OPMODEL_KIND, user_dir
 from attn_cost.profilers.devicemodel.oppredict import row_dims
 from attn_cost.profilers.devicemodel.tunables import DEFAULT, GPU_CAMPAIGN, QUICK
-from attn_cost.profilers.devicemodel.validate import validate
 from attn_cost.profilers.measure import gpu_timing
-from attn_cost.profilers.measure.device import prepare, select_device, slug
+from attn_cost.profilers.measure.device import slug
 from attn_cost.profilers.measure.gpu_record import record_launch_bound
 from attn_cost.profilers.measure.opchecks import softmax_axes
-from attn_cost.profilers.measure.profile import Measurer, profile_pair
-from attn_cost.profilers.measure.reference import stand_in
-from attn_cost.profilers.measure.sdpa import validate_choice
+from attn_cost.profilers.measure.profile import Measurer
+from attn_cost.profilers.measure.references import stand_in
 from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.report.gather import gather
 from attn_cost.profilers.store.files import claim, head, is_html_report, is_json_of, read_input, write_atomic
-from attn_cost.profilers.store.store import ResultStore, is_results_file, read_jsonl, select
+from attn_cost.profilers.store.store import is_results_file, read_jsonl, select
+from attn_cost.profilers.workflow.calibrating import calibrate
+from attn_cost.profilers.workflow.measuring import Events, Measuring, longest, measurer_on, open_device, open_store
+from attn_cost.profilers.workflow.profiling import profile as profile_pairs
+from attn_cost.profilers.workflow.validating import validate_device
 
 PAIRS = (
     ("softmax-fused-causal", "linear-chunked-fused"),
@@ -179,6 +180,11 @@ class Plan:
 
     def as_json(self) -> dict:
         return {**asdict(self), "pairs": [list(p) for p in self.pairs], "fit_d": self.fit_d, "check_d": self.check_d}
+
+    def measuring(self) -> Measuring:
+        """How the campaign measures (`workflow.measuring`): its device, threads, store, timed runs, SDPA backend."""
+        store = Path(self.store) if self.store else None
+        return Measuring(self.device, self.threads, self.repeats, store, sdpa_backend=self.sdpa_backend)
 
     @classmethod
     def from_json(cls, data: dict) -> Plan:
@@ -299,7 +305,7 @@ class Campaign:
 
     @property
     def n_max(self) -> int:
-        return self.plan.n_max or (65536 if self.device == "cuda" else 16384)
+        return longest(self.device, self.plan.n_max)
 
     def over(self, share: float) -> bool:
         return self.log.elapsed > share * 60 * self.plan.minutes
@@ -331,11 +337,8 @@ class Campaign:
         if self.log.elapsed - self.saved_at > CHECKPOINT_S:
             self.checkpoint()
 
-    def measurer(self, dtype: str):
-        return Measurer(
-            self.device, self.store, scope="core", dtype=dtype, repeats=self.plan.repeats,
-            notify=self.notify, sdpa_backend=self.plan.sdpa_backend,
-        )  # fmt: skip
+    def measurer(self, dtype: str) -> Measurer:
+        return measurer_on(self.device, self.store, self.plan.measuring(), "core", dtype, self.notify)
 
     def summary(self) -> dict:
         return {
@@ -447,8 +450,7 @@ def open_campaign(plan: Plan, sink: Callable[[str], None]) -> Campaign:
     Every file the campaign may write is checked first: a user's file among them ends the run before anything
     is measured or written."""
 
-    device = select_device(plan.device == "cuda", plan.device == "cpu")
-    validate_choice(plan.sdpa_backend, device, plan.dtypes, plan.ds)
+    device, fingerprint = open_device(plan.measuring(), plan.dtypes, plan.ds)
     out = Path(plan.out)
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out} is a file, not a folder")
@@ -456,19 +458,17 @@ def open_campaign(plan: Plan, sink: Callable[[str], None]) -> Campaign:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"cannot write into --out {out}: {e.strerror or e}") from None
-    if plan.threads is not None:
-        torch.set_num_threads(plan.threads)
-    fingerprint = prepare(device)
     for path, recognise, what in outputs(plan, slug(fingerprint)):
         if os.path.lexists(path):  # an absent one (its folder yet to be made) holds nothing to lose
             claim(path, recognise, what)
-    store = ResultStore(fingerprint, Path(plan.store) if plan.store else None, shipped=False)
+    warnings: list[str] = []
+    store = open_store(fingerprint, plan.measuring(), Events(warn=warnings.append), shipped=False)
     try:
         log = Log(out / "campaign.log", sink, plan.spent_s)
     except OSError as e:
         store.close()
         raise UserError(f"cannot write into --out {out}: {e.strerror or e}") from None
-    for w in getattr(store, "warnings", []):
+    for w in warnings:
         log(f"warning: {w}")
     pairs, dropped = runnable_pairs(plan, device)
     camp = Campaign(replace(resolved(plan, device, store.device.get("sm_count")), pairs=pairs), log, device, store)
@@ -484,7 +484,7 @@ def open_campaign(plan: Plan, sink: Callable[[str], None]) -> Campaign:
 
 def runnable_pairs(plan: Plan, device: str) -> tuple[list[tuple[str, str]], list[str]]:
     """The plan's pairs whose variants run their own kernels on this device, and a line for each pair left out
-    because one would run a stand-in (`reference.stand_in`: linear-chunked-fused without fla-core)."""
+    because one would run a stand-in (`references.stand_in`: linear-chunked-fused without fla-core)."""
     kept, dropped = [], []
     for a, b in plan.pairs:
         others = {v: stand_in(v, Sizes(N=64, d=64), device) for v in (a, b)}
@@ -569,7 +569,6 @@ def calibrate_step(camp: Campaign) -> None:
     tune = QUICK if plan.quick else GPU_CAMPAIGN if camp.device == "cuda" else DEFAULT
     grid_name = "quick" if plan.quick else "the GPU campaign's" if tune is GPU_CAMPAIGN else "full"
     camp.log(f"calibrate the op model in {dtype} ({grid_name} grid); caches {caches}")
-    calibrator = Calibrator(camp.store, camp.device, dtype, calibration_runs(plan, camp.device), tune=tune)
     last = [0.0]
 
     def step(message: str, done: int, total: int) -> None:
@@ -579,11 +578,12 @@ def calibrate_step(camp: Campaign) -> None:
             last[0] = camp.log.elapsed
             camp.notify(f"  calibration {done}/{total}: {message}")
 
+    variants = sorted({v for pair in plan.pairs for v in pair})
+    sizes = [{"d": d, "h": plan.heads, "b": plan.batch} for d in plan.ds]
     try:
-        variants = sorted({v for pair in plan.pairs for v in pair})
-        sizes = [{"d": d, "h": plan.heads, "b": plan.batch} for d in plan.ds]
-        lines = line_grid(variants, sizes, caches, dtype, calibrator.tune, calibrator.rates)
-        model, n_grid, n_lines, n_held = calibrate(calibrator, caches, lines=lines, step=step)
+        runs = calibration_runs(plan, camp.device)
+        done = calibrate(camp.store, camp.device, dtype, repeats=runs, tune=tune, variants=variants, sizes=sizes,
+                         glue=False, caches=caches, out=user_dir(), step=step)  # fmt: skip
     except _OutOfTimeError as e:
         camp.skip(f"rest of the calibration (over {CALIBRATE_SHARE:.0%} of the time budget; {e}, kept in the store)")
         camp.steps["calibrate"] = f"cut off: {e}"
@@ -596,11 +596,10 @@ def calibrate_step(camp: Campaign) -> None:
         camp.error("calibrate", f"in {dtype}", e)
         camp.steps["calibrate"] = f"error: {e}"
         return
-    camp.opmodel = model
-    model.save(user_dir())  # where validate and crossover --device look for it
+    model = camp.opmodel = done.model  # saved where validate and crossover --device look for it (user_dir)
     path = camp.write(opmodel_file(model.slug), model.to_text(), is_json_of(OPMODEL_KIND), "an op calibration")
-    shapes = f"{n_grid} grid, {n_lines} exact and {n_held} held-out shapes"
-    camp.steps["calibrate"] = f"{shapes}, {calibrator.measured} timed; {path.name}"
+    shapes = f"{done.grid_shapes} grid, {done.exact_shapes} exact and {done.held_out_shapes} held-out shapes"
+    camp.steps["calibrate"] = f"{shapes}, {done.measured} timed; {path.name}"
     camp.log(f"  wrote {path.name}; held-out error {model.held_out}")
     camp.checkpoint()
 
@@ -727,10 +726,10 @@ def profile_step(camp: Campaign, tier: int, share: float) -> int:
         settle_garbage()
         camp.unit_ends = camp.log.elapsed + plan.unit_s
         try:
-            p = profile_pair(
-                a, b, sizes, measurers[dtype], setting, max_lengths=plan.max_lengths, n_max=camp.n_max, reach=n_max,
-                replicates=plan.replicates,
-            )  # fmt: skip
+            (p,) = profile_pairs(
+                measurers[dtype], [(a, b)], [dv], sizes, setting, max_lengths=plan.max_lengths, n_max=camp.n_max,
+                reach=n_max, replicates=plan.replicates,
+            ).pairs  # fmt: skip
         except _UnitOutOfTimeError as e:
             camp.skip(f"profile {what} ({e}; its timings are kept: the next call continues it)")
             continue
@@ -783,14 +782,15 @@ def validate_step(camp: Campaign, again: bool = False) -> None:
         camp.log(f"validate {dtype}: fit on d = {plan.fit_d}, check on d = {check or 'none'}")
         template = Sizes(N=1, d=1, h=plan.heads, b=plan.batch)
         setting = Setting(CONVENTION, dtype, "core", "inference")
-        args = (pairs, check, plan.fit_d, template, camp.measurer(dtype), setting)
+        args = (camp.measurer(dtype), pairs, check, plan.fit_d, template, setting)
         kwargs = {"n_max": camp.n_max, "max_lengths": plan.max_lengths, "replicates": plan.replicates}
         try:
             try:
-                profile, rows = validate(*args, **kwargs, opmodel=camp.opmodel)
+                done = validate_device(*args, **kwargs, opmodel=camp.opmodel, op_errors=False)
             except (ValueError, ArithmeticError) as e:  # an op-model prediction gone wrong must not cost the fit
                 camp.log(f"warning: the op model's prediction failed ({type(e).__name__}: {e}); validating without it")
-                profile, rows = validate(*args, **kwargs)  # every measurement is stored: lookups only
+                done = validate_device(*args, **kwargs)  # every measurement is stored: lookups only
+            profile, rows = done.profile, done.rows
         except UserError as e:
             camp.skip(f"validation in {dtype}: {e}")
             continue

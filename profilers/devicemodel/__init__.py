@@ -6,7 +6,8 @@ The same kernel calls are priced by two parameterisations:
   (`calibrate`, `tunables`, `trend`);
 - the datasheet model (`gpumodel`), from the figures of a GPU one does not own (`datasheet`, data/gpus.json,
   data/gpumodel.json).
-Per-device corrections fitted to whole-variant measurements (`corrections`, checked by `validate`) sit beside them.
+Per-device corrections fitted to whole-variant measurements (`corrections`, fitted and checked by
+`workflow.validating`) sit beside them.
 
 Layer: imports `costmodel`, `store` and `measure`. Pricing (opcalls, opfit, opmodel, oppredict, datasheet,
 gpumodel, corrections) is numpy and scipy only: `predict` and `crossover --device` run without torch.

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from attn_cost.costmodel.dtypes import dtype_bytes
 from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers.devicemodel import kernels
 from attn_cost.profilers.devicemodel.kernels import (
@@ -37,7 +38,7 @@ from attn_cost.profilers.devicemodel.opmodel import GLUE, LINES, Point, fit_poin
 from attn_cost.profilers.devicemodel.oppredict import row_dims
 from attn_cost.profilers.devicemodel.trend import spikes
 from attn_cost.profilers.devicemodel.tunables import DEFAULT, Tunables
-from attn_cost.profilers.measure.cases import DTYPES, Case, build_case
+from attn_cost.profilers.measure.cases import Case, build_case
 from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.measure.timing import OutOfMemoryError, time_cases
 from attn_cost.profilers.store.store import ResultStore, record_key
@@ -95,7 +96,7 @@ def _square_sides(llc: int, elem: int) -> list[int]:
 def grid(caches: dict[str, int], dtype: str = "fp32", tune: Tunables = DEFAULT) -> list[Shape]:
     """Every shape the calibration times."""
     llc = max(caches.values())
-    elem = torch.finfo(DTYPES[dtype]).bits // 8
+    elem = dtype_bytes(dtype)
     shapes: list[Shape] = []
     for kernel in ELEMENTWISE:
         shapes += [_s(kernel, rows=max(1, n // 64), cols=64) for n in _numels(llc, tune, elem)]
@@ -189,7 +190,7 @@ def held_out_grid(caches: dict[str, int], dtype: str = "fp32", tune: Tunables = 
     """Shapes off the grid (log-uniform in its range, d = 24 and 48 products) for the held-out error."""
     rng = random.Random(seed)
     llc = max(caches.values())
-    elem = torch.finfo(DTYPES[dtype]).bits // 8
+    elem = dtype_bytes(dtype)
     top = llc * tune.cache_multiple // (2 * elem)
     out: list[Shape] = []
     for kernel in ELEMENTWISE + ROWWISE:

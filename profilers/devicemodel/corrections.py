@@ -50,7 +50,7 @@ from attn_cost.costmodel.crossover import (
     compare,
     cost_branches,
 )
-from attn_cost.costmodel.derive import DTYPE_BYTES
+from attn_cost.costmodel.dtypes import DTYPE_BYTES
 from attn_cost.costmodel.errors import UserError, unknown
 from attn_cost.costmodel.scopes import MODES, SCOPES
 from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS

@@ -34,7 +34,7 @@ import sympy as sp
 from attn_cost.costmodel.conventions import backward_factor
 from attn_cost.costmodel.counting import BACKWARD_FACTOR, DEFAULT_COUNTING, Counting, F_bwd, N_kv
 from attn_cost.costmodel.crossover import DeviceColumns
-from attn_cost.costmodel.derive import STORAGE_BYTES, dtype_bytes
+from attn_cost.costmodel.dtypes import DTYPES, STORAGE_BYTES, dtype_bytes
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.iotraffic import KERNEL_HEAD_DIMS, Gpu, fa2_tiles
 from attn_cost.costmodel.symbols import N
@@ -52,7 +52,6 @@ KERNELS = ("fa2", "fa1")
 """Fused attention kernels the model knows: FlashAttention-2 (PyTorch's SDPA on sm80+) and FlashAttention (1),
 which published tables of 2022 ran."""
 Z95 = 1.96
-_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}
 FAMILIES = ("launch", "product", "attention", "streaming")
 """What bounds a kernel in the model (`GpuModel.parts`): its launch, or its family's roofline."""
 
@@ -155,7 +154,7 @@ class GpuModel:
         rate = eff.flash_v1 if self.attention_kernel == "fa1" else eff.attention
         per_block = flops / (sheet.peak(dtype, self.tf32) * rate / sheet.sms) + exps / (sheet.exp_rate / sheet.sms)
         # a block's own tiles in and out (Q and O; backward also dO, dQ, dK, dV) at its SM's share of the bandwidth
-        io = (2 if not backward else 5) * br * dk * _BYTES[dtype] / (sheet.bandwidth * eff.stream / sheet.sms)
+        io = (2 if not backward else 5) * br * dk * DTYPES[dtype].bytes / (sheet.bandwidth * eff.stream / sheet.sms)
         compute = _ceil(blocks / sheet.sms) * (per_block + io)
         return np.maximum(compute, (3 if backward else 1) * self.streaming(f))
 

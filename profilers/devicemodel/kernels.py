@@ -41,7 +41,7 @@ CHUNK = "linear-chunk"
 """The fused chunk kernels of causal linear attention (one engine op, `linear_chunk`: flash-linear-attention's
 chunk_fwd_h and chunk_fwd_o). Timed only at the variants' shapes (`calibrate --d`): the kernels where
 flash-linear-attention runs (CUDA), the PyTorch chunk form in their place elsewhere
-(`reference.chunk_kernel`); a calibration without them prices the op as a copy of its bytes, with a warning."""
+(`references.linear.chunk_kernel`); a calibration without them prices the op as a copy of its bytes, with a warning."""
 MAX_SQUARED_WIDTH = 64
 """Widest row the grid times for a kernel whose output is w² wide."""
 RANK = 4
@@ -203,7 +203,7 @@ def _torch(name: str) -> Callable:
     return call
 
 
-_REF = "attn_cost.profilers.measure.reference"
+_REF = "attn_cost.profilers.measure.references"
 
 
 def _normalize_rows(x):
@@ -407,7 +407,7 @@ def _kernel_runner(at: Shape, rand: Callable, dt, device: str) -> Runner:
 
         return Runner(product, make_product)
     if kernel.name == CHUNK:
-        from attn_cost.profilers.measure.reference import chunk_implementation, chunk_kernel
+        from attn_cost.profilers.measure.references.linear import chunk_implementation, chunk_kernel
 
         bt, n, d, c = (at.get(x) for x in ("batch", "m", "k", "n"))
         run_chunk = chunk_kernel(c, device)
@@ -445,7 +445,7 @@ def _kernel_runner(at: Shape, rand: Callable, dt, device: str) -> Runner:
 
 def _window_product(at: Shape, rand: Callable, ta: bool, tb: bool) -> Runner:
     """A product whose B matrices are overlapping windows of one buffer (`window_rows`), read through their
-    strides as the banded reference does (`reference._band_bmm`: one bmm over the windows, into its output)."""
+    strides as the banded reference does (`references.sliding_window._band_bmm`: one bmm over the windows)."""
     import torch
 
     bt, m, k, n = (at.get(x) for x in ("batch", "m", "k", "n"))
@@ -466,7 +466,7 @@ def _window_product(at: Shape, rand: Callable, ta: bool, tb: bool) -> Runner:
 
 def _overhead_runner(at: Shape, rand: Callable, dtype: str, device: str, parts: Callable | None) -> Runner:
     """PyTorch code of what `calibrate` times beside the kernels (`OVERHEADS`)."""
-    from attn_cost.profilers.measure import reference as ref
+    from attn_cost.profilers.measure import references as ref
 
     if at.kernel == LOOP_STEP:
         its = at.get("iterations")

@@ -12,7 +12,7 @@ from functools import cache
 import numpy as np
 import sympy as sp
 from attn_cost.costmodel.counting import DEFAULT_COUNTING, Counting, N_kv
-from attn_cost.costmodel.derive import dtype_bytes
+from attn_cost.costmodel.dtypes import dtype_bytes
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.graph import Storage
 from attn_cost.costmodel.symbols import N, Pads

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from attn_cost.costmodel.derive import STORAGE_BYTES
+from attn_cost.costmodel.dtypes import STORAGE_BYTES
 from attn_cost.costmodel.errors import PricingWarning, UserError
 from attn_cost.profilers import DATA
 from attn_cost.profilers.devicemodel.kernels import (  # noqa: F401

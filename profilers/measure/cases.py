@@ -15,14 +15,17 @@ from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F  # noqa: N812
+from attn_cost.costmodel import dtypes
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.symbols import L, h
 from attn_cost.costmodel.variants import get_variant
-from attn_cost.profilers.measure.reference import REFERENCES, Reference, softmax, take
+from attn_cost.profilers.measure.references import REFERENCES, Reference, take
+from attn_cost.profilers.measure.references.softmax import softmax
 from attn_cost.profilers.measure.sizes import Sizes
 from torch import Tensor
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+DTYPES = {name: getattr(torch, dtypes.DTYPES[name].torch) for name in dtypes.ACTIVATION}
+"""The torch dtype of each activation dtype (`costmodel.dtypes`)."""
 
 
 def require_references(names: list[str]) -> None:
@@ -82,8 +85,7 @@ def build_case(variant: str, scope: str, sizes: Sizes, dtype: str = "fp32", devi
     v = get_variant(variant)
     if scope not in v.scopes:
         raise UserError(f"{variant} has no {scope} scope (it has: {', '.join(v.scopes)})")
-    if dtype not in DTYPES:
-        raise UserError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPES)})")
+    dtypes.dtype_bytes(dtype)  # an unknown name is bad input
     require_references([variant])
     ref = REFERENCES[variant]
     s = sizes

@@ -14,7 +14,7 @@ import torch
 from attn_cost.costmodel.conventions import MATMUL
 from attn_cost.costmodel.variants import all_variants, derive
 from attn_cost.profilers.measure.cases import Case, build_case
-from attn_cost.profilers.measure.reference import REFERENCES, stand_in
+from attn_cost.profilers.measure.references import REFERENCES, stand_in
 from attn_cost.profilers.measure.sizes import Sizes
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
@@ -69,7 +69,7 @@ class FlopCheck:
     counted: int
     formulas: str = ""
     """The variant whose formulas were counted: the variant, or the one whose code ran in its place
-    (`reference.stand_in`: linear-chunked's PyTorch form for linear-chunked-fused without its kernels)."""
+    (`references.stand_in`: linear-chunked's PyTorch form for linear-chunked-fused without its kernels)."""
 
     @property
     def ok(self) -> bool:

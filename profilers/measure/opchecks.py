@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from attn_cost.costmodel.dtypes import dtype_bytes
 from attn_cost.profilers.measure.cases import DTYPES, Case
 from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.measure.timing import OutOfMemoryError, time_cases
@@ -72,6 +73,6 @@ def softmax_axes(
                                      "sizes": sizes.as_dict(), "time": None, "status": "oom"})  # fmt: skip
             seconds[name] = rec["time"]["median"] if rec["status"] == "ok" and rec["time"] else None
         elements = sizes.b * sizes.h * n * sizes.latents
-        nbytes = 2 * elements * torch.finfo(DTYPES[dtype]).bits // 8
+        nbytes = 2 * elements * dtype_bytes(dtype)
         out.append(AxisCheck(n, seconds["op:softmax-sequence-axis"], seconds["op:softmax-last-axis"], nbytes))
     return out

@@ -16,7 +16,7 @@ from attn_cost.profilers.measure import sdpa, standing
 from attn_cost.profilers.measure.cases import build_case
 from attn_cost.profilers.measure.gpu_timing import CudaTimes, precision_settings, release
 from attn_cost.profilers.measure.memory import cuda_peak, traced_peak
-from attn_cost.profilers.measure.reference import implementation_of
+from attn_cost.profilers.measure.references import implementation_of
 from attn_cost.profilers.measure.search import (
     Probe,
     Transition,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from attn_cost.costmodel.dtypes import ACTIVATION, HALF
 from attn_cost.costmodel.errors import UserError
 
 
@@ -39,29 +40,29 @@ BACKENDS: dict[str, Backend] = {
     b.name: b
     for b in (
         Backend(
-            "flash", "FLASH_ATTENTION", ("cuda", "cpu"), ("fp16", "bf16"), 256, 1, (8, 0),
+            "flash", "FLASH_ATTENTION", ("cuda", "cpu"), HALF, 256, 1, (8, 0),
             "FlashAttention-2 (CUDA: fp16/bf16, head dim <= 256, sm80+; the CPU has its own flash kernel)",
         ),
         Backend(
-            "efficient", "EFFICIENT_ATTENTION", ("cuda",), ("fp32", "fp16", "bf16"), None, 8, (5, 0),
+            "efficient", "EFFICIENT_ATTENTION", ("cuda",), ACTIVATION, None, 8, (5, 0),
             "memory-efficient attention (xFormers; CUDA only, bf16 needs sm80+; on sm80+ a head dim that is a "
             "multiple of 8 in fp16/bf16, of 4 in fp32)",
         ),
         Backend(
-            "cudnn", "CUDNN_ATTENTION", ("cuda",), ("fp16", "bf16"), 128, 8, (8, 0),
+            "cudnn", "CUDNN_ATTENTION", ("cuda",), HALF, 128, 8, (8, 0),
             "cuDNN fused attention (CUDA: fp16/bf16, head dim a multiple of 8 up to 128, up to 256 on sm90 with "
             "cuDNN 9.10+, sm80+)",
         ),
         Backend(
-            "math", "MATH", ("cuda", "cpu"), ("fp32", "fp16", "bf16"), None, 1, (0, 0),
+            "math", "MATH", ("cuda", "cpu"), ACTIVATION, None, 1, (0, 0),
             "the unfused composition (matmul, softmax, matmul): runs everywhere",
         ),
     )
 }  # fmt: skip
 """The choices of `--sdpa-backend`."""
 
-CPU_FLASH_DTYPES = ("fp32", "fp16", "bf16")
-"""The CPU flash kernel (`_scaled_dot_product_flash_attention_for_cpu`) takes every float dtype."""
+CPU_FLASH_DTYPES = ACTIVATION
+"""The CPU flash kernel (`_scaled_dot_product_flash_attention_for_cpu`) takes every activation dtype."""
 
 
 def uses_sdpa(variant: str) -> bool:

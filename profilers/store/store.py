@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
-from attn_cost.costmodel.derive import DTYPE_BYTES
+from attn_cost.costmodel.dtypes import DTYPE_BYTES
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.paths import check_input, os_reason, real
 from attn_cost.costmodel.scopes import SCOPES

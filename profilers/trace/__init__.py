@@ -27,4 +27,24 @@ The modules, in the order a trace runs them: `load` (the user's file, its option
 sympy), `replay` (either recording onto an engine Graph), `register` (trace, register, traced) and `check` (the
 traced variant against the real code). Layer: imports `costmodel`, `store` and `measure` (FLOP counter, live-tensor
 tracer); torch at the top of every module but this one: the CLI imports them when a command traces.
+
+What the modules share (named without an underscore; a name with one stays inside its module):
+
+- `load`: `user_code` (the user's file and object), `CORE_DIMS`, `LAYER_DIMS`, `SYMBOLS` (the sizes a trace varies),
+  `sizes_text` (sizes as the user writes them), `first_line` and `user_line` (an error in one line, and the user's
+  frame it came from), `LIBRARY_DIRS` and `PLUMBING` (the frames that are not the user's).
+- `adapters`: `Core` (a function (q, k, v) -> y as a module), `adapt` (a Hugging Face attention class with what its
+  model hands it), `by_arguments` (a module run as a layer or a core by what its forward takes), `embed_width`,
+  `heads_of`.
+- `record`: `record` (the eager run), `Meta` (a recorded output's shape, dtype and storage), `RunError` (the user's
+  code raised), `symbolic_run` (the patches a run with symbolic sizes needs), `first_tensor`, `run_sizes`,
+  `pads_at` (whether a guard is a padding branch's), `transposed_view`, `condition_text`, `where`.
+- `symbolic`: `Subs` (torch's size symbols -> the engine's), `engine_expr`, `plain_integer` and `plain_float`
+  (torch's size functions as sympy), `FLOAT_FUNCTIONS`, `ceil_symbol` and `on_padding_branch` (sizes on a
+  branch that pads N).
+- `aten`: `RULES`, `SKIP`, `VIEWS` (the rule of each ATen op), `RuleNode` (what a rule sees), `copy_rule`,
+  `FIXED_DTYPES` (torch dtypes by engine name, from `costmodel.dtypes`), `UnmappedError` (no rule maps a node).
+- `export`: `export` (torch.export with dynamic shapes) and `Exported` (its program and runtime asserts).
+- `replay`: `replay_eager` and `replay_export` (a recording or an exported program onto an engine Graph).
+- `register`: `trace`, `register`, `traced`, `exported_peak` (what the CLI calls); `check`: `checked`, `measure`.
 """

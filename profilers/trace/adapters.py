@@ -13,7 +13,7 @@ import torch
 from attn_cost.costmodel.errors import UserError
 
 
-class _Core(torch.nn.Module):
+class Core(torch.nn.Module):
     """Wraps a function (q, k, v) -> y."""
 
     def __init__(self, fn: Callable) -> None:
@@ -37,10 +37,10 @@ class _SelfAttention(torch.nn.Module):
         return self.inner(*[x if given else None for given in self.given])
 
 
-def _by_arguments(module: torch.nn.Module) -> torch.nn.Module:
+def by_arguments(module: torch.nn.Module) -> torch.nn.Module:
     """What a module's forward takes decides how it is run: one tensor, a layer; several (query, key, value),
     self-attention on x when the module has an embedding width, else per-head (b, h, N, d) tensors, a core."""
-    if isinstance(module, (_Core, _HFAttention)):
+    if isinstance(module, (Core, _HFAttention)):
         return module
     try:
         params = list(inspect.signature(module.forward).parameters.values())
@@ -54,7 +54,7 @@ def _by_arguments(module: torch.nn.Module) -> torch.nn.Module:
         embed_width(module, Path("."), "")
     except UserError:
         if len(required) == 3:
-            return _Core(module)
+            return Core(module)
         raise
     return _SelfAttention(module, names)
 
@@ -128,7 +128,7 @@ def _hf_mask(config: Any, x: torch.Tensor, position_ids: torch.Tensor, layer_typ
     """The mask the model gives a layer, for one unpadded sequence: the function `masking_utils` maps the
     layer's type to (a config with `layer_types`), else what its `create_masks_for_generate` chooses for a
     config without them (a sliding window, chunks, or causal). The position ids serve transformers' check for
-    packed sequences, which reads tensor values: a symbolic run takes them as one sequence (`_symbolic_run`)."""
+    packed sequences, which reads tensor values: a symbolic run takes them as one sequence (`symbolic_run`)."""
     from transformers import masking_utils
 
     by_type = getattr(masking_utils, "LAYER_PATTERN_TO_MASK_FUNCTION_MAPPING", {})
@@ -143,7 +143,7 @@ def _hf_mask(config: Any, x: torch.Tensor, position_ids: torch.Tensor, layer_typ
     return _call_declared(make, config, known)
 
 
-def _adapt(module: torch.nn.Module, config: Any) -> torch.nn.Module:
+def adapt(module: torch.nn.Module, config: Any) -> torch.nn.Module:
     """Hugging Face attention classes need what their model hands them; other modules run as they are."""
     if config is not None and not isinstance(config, dict) and type(module).__module__.startswith("transformers."):
         return _HFAttention(module, config).eval()
@@ -169,8 +169,9 @@ def embed_width(layer: torch.nn.Module, path: Path, name: str) -> int:
     for m in layer.modules():
         if isinstance(m, torch.nn.Linear):
             return m.in_features
-        if type(m).__name__ == "Conv1D" and hasattr(m, "weight"):  # GPT-2's projections
-            return int(m.weight.shape[0])
+        weight = getattr(m, "weight", None)
+        if type(m).__name__ == "Conv1D" and isinstance(weight, torch.Tensor):  # GPT-2's projections
+            return int(weight.shape[0])
     raise UserError(f"{path}:{name}: cannot tell the module's embedding width: give it an attribute d_embed")
 
 

@@ -9,11 +9,12 @@ from typing import Any
 
 import sympy as sp
 import torch
+from attn_cost.costmodel.dtypes import DTYPES
 from attn_cost.costmodel.graph import Tensor
 
 
 @dataclass
-class _Node:
+class RuleNode:
     """What a rule sees: the fx node, its engine tensors and its output."""
 
     node: Any
@@ -22,7 +23,7 @@ class _Node:
     shape: tuple[sp.Expr, ...]
 
 
-Rule = Callable[[_Node], tuple[str, tuple[Tensor, ...], dict[str, Any]]]
+Rule = Callable[[RuleNode], tuple[str, tuple[Tensor, ...], dict[str, Any]]]
 
 
 RULES: dict[str, Rule] = {}
@@ -89,7 +90,7 @@ def _prod(xs) -> sp.Expr:
     return sp.Mul(*xs) if xs else sp.Integer(1)
 
 
-def _tensors(n: _Node) -> tuple[Tensor, ...]:
+def _tensors(n: RuleNode) -> tuple[Tensor, ...]:
     """The tensor arguments, those inside a list (torch.cat's) included: every one is read."""
     flat = [x for a in n.args for x in (a if isinstance(a, (list, tuple)) else [a])]
     return tuple(a for a in flat if isinstance(a, Tensor))
@@ -98,7 +99,7 @@ def _tensors(n: _Node) -> tuple[Tensor, ...]:
 def _elementwise(kind: str, scalar_kind: str | None = None) -> Rule:
     """Element-wise op: with two tensors `kind`, with one tensor and a number `scalar_kind`."""
 
-    def rule(n: _Node):
+    def rule(n: RuleNode):
         ts = _tensors(n)
         gain = "α" if n.kwargs.get("alpha", 1) != 1 else None
         if len(ts) >= 2:
@@ -116,7 +117,7 @@ def _reduce(kind: str, dim_at: int = 1) -> Rule:
     """A reduction (over an axis, or over everything); with two tensors, the element-wise form (max.other).
     `dim_at`: the position of the dims argument (2 for norms, whose second argument is the order)."""
 
-    def rule(n: _Node):
+    def rule(n: RuleNode):
         ts = _tensors(n)
         if len(ts) >= 2:
             return "maximum", ts[:2], {"gain": None}
@@ -129,14 +130,14 @@ def _reduce(kind: str, dim_at: int = 1) -> Rule:
 
 
 @rule("pow")
-def _pow(n: _Node):
+def _pow(n: RuleNode):
     exponent = n.args[1] if len(n.args) > 1 else None
     if exponent == 2:
         return "mul", _tensors(n)[:1], {"gain": None}
     return "pointwise", _tensors(n)[:1], {"gain": None}
 
 
-def _mm(n: _Node, a: Tensor, c: Tensor, accumulate: bool, gain: str | None = None) -> dict[str, Any]:
+def _mm(n: RuleNode, a: Tensor, c: Tensor, accumulate: bool, gain: str | None = None) -> dict[str, Any]:
     m = sp.Integer(1) if len(a.shape) == 1 else a.shape[-2]
     k = a.shape[-1]
     cols = sp.Integer(1) if len(c.shape) == 1 else c.shape[-1]
@@ -145,13 +146,13 @@ def _mm(n: _Node, a: Tensor, c: Tensor, accumulate: bool, gain: str | None = Non
 
 
 @rule("matmul", "mm", "bmm")
-def _matmul(n: _Node):
+def _matmul(n: RuleNode):
     a, c = _tensors(n)[:2]
     return "matmul", (a, c), _mm(n, a, c, False)
 
 
 @rule("baddbmm")
-def _baddbmm(n: _Node):
+def _baddbmm(n: RuleNode):
     """beta·input + alpha·(b1 @ b2): a product accumulated into the first argument."""
     acc, a, c = _tensors(n)[:3]
     gain = "α" if n.kwargs.get("alpha", 1) != 1 else None
@@ -159,7 +160,7 @@ def _baddbmm(n: _Node):
 
 
 @rule("addmm", "linear")
-def _addmm_or_linear(n: _Node):
+def _addmm_or_linear(n: RuleNode):
     """aten.linear(x, W, bias) and aten.addmm(bias, x, Wᵀ): a projection when W is a weight."""
     name = n.node.target.__name__
     if name.startswith("linear"):
@@ -178,13 +179,13 @@ def _addmm_or_linear(n: _Node):
 
 
 @rule("einsum")
-def _einsum(n: _Node):
+def _einsum(n: RuleNode):
     """A two-operand contraction 'ij,jk->ik' ('...' stands for the leading dims): batch, m, k and n from the
     letters. More operands are contracted left to right by eager torch.einsum (the as-written run sees each
     product); the exported graph keeps one node, which is refused here."""
     equation, operands = n.args[0], n.args[1]
     if len(operands) != 2:
-        raise _UnmappedError(f"einsum {equation!r} with {len(operands)} operands in the exported graph")
+        raise UnmappedError(f"einsum {equation!r} with {len(operands)} operands in the exported graph")
     equation = equation.replace(" ", "")
     lhs, arrow, out = equation.partition("->")
     terms = lhs.split(",")
@@ -203,7 +204,7 @@ def _einsum(n: _Node):
             if c not in size or size[c] == 1:
                 size[c] = s
     if any(ch not in right + out for ch in left) or any(ch not in left + out for ch in right):
-        raise _UnmappedError(f"einsum {equation!r} sums a letter over one operand only")
+        raise UnmappedError(f"einsum {equation!r} sums a letter over one operand only")
     pick = lambda keep: _prod([size[c] for c in size if keep(c)])  # noqa: E731
     attrs = {
         "batch": pick(lambda c: c in left and c in right and c in out),
@@ -221,7 +222,7 @@ def _einsum(n: _Node):
     "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
     "_scaled_dot_product_cudnn_attention",
 )
-def _sdpa(n: _Node):
+def _sdpa(n: RuleNode):
     """SDPA (the exported node, or the CPU kernel eager PyTorch runs): q, k, v and the mask it reads."""
     q, k, v = n.args[:3]
     mask = n.kwargs.get("attn_mask")
@@ -234,39 +235,40 @@ def _sdpa(n: _Node):
 
 
 @rule("convolution", "conv1d", "conv2d", "conv3d")
-def _conv(n: _Node):
+def _conv(n: RuleNode):
     """A convolution as a product: each output element is a dot product over c_in/groups × kernel values
     (what FlopCounterMode counts: 2 per multiply-add)."""
     x, w = n.args[0], n.args[1]
     bias = n.args[2] if len(n.args) > 2 and isinstance(n.args[2], Tensor) else None
     if len(n.args) > 6 and n.args[6] is True:
-        raise _UnmappedError("transposed convolution")
+        raise UnmappedError("transposed convolution")
     cols = w.shape[0]
     attrs = {"m": sp.cancel(_prod(n.shape) / cols), "k": _prod(w.shape[1:]), "n": cols, "batch": sp.Integer(1),
              "bias": bias is not None}  # fmt: skip
     if w.storage.producer == -1 and w.storage.numel == 0:
         return "linear", (x,), attrs
-    raise _UnmappedError("a convolution whose weight is computed in the forward")
+    raise UnmappedError("a convolution whose weight is computed in the forward")
 
 
 @rule(*FACTORIES)
-def _fill(n: _Node):
+def _fill(n: RuleNode):
     return "fill", (), {"gain": None}
 
 
 @rule("copy", "clone", "contiguous", "cat", "stack", *GATHER)
-def _copy(n: _Node):
+def copy_rule(n: RuleNode):
+    """A copy into a fresh or an existing tensor (`copy_` reads its source only): the rule of every op that copies."""
     ts = _tensors(n)
     return "copy", ts[1:] if n.node.target.__name__.startswith("copy_") else ts, {"gain": None, "overwrite": True}
 
 
 @rule("masked_fill", "tril", "triu", "where")
-def _mask(n: _Node):
+def _mask(n: RuleNode):
     return "mask", _tensors(n), {"gain": None}
 
 
 @rule(*COMPARE, "bucketize", "searchsorted")
-def _compare(n: _Node):
+def _compare(n: RuleNode):
     return "compare", _tensors(n), {"gain": None}
 
 
@@ -310,9 +312,10 @@ VIEWS = {
 op's rule (or a copy) applies."""
 
 
-FIXED_DTYPES = {torch.bool: "bool", torch.int32: "int32", torch.int64: "int64", torch.uint8: "bool",
-                torch.int8: "bool", torch.int16: "fp16", torch.float64: "fp64", torch.complex64: "fp64",
-                torch.complex128: "complex128", torch.float16: "fp16", torch.bfloat16: "bf16"}  # fmt: skip
+SAME_BYTES = {torch.uint8: "bool", torch.int8: "bool", torch.int16: "fp16", torch.complex64: "fp64"}
+"""torch dtypes the engine has no name of, by the name of a dtype of the same bytes."""
+FIXED_DTYPES = {**{getattr(torch, t.torch): name for name, t in DTYPES.items() if t.storage and name != "fp32"},
+                **SAME_BYTES}  # fmt: skip
 
 
 """dtypes other than the activation's (float32 in the run) and their engine names, by their bytes (one-byte
@@ -326,5 +329,5 @@ SKIP = {"sym_size", "_assert_scalar", "_assert_tensor_metadata", "sym_constrain_
 """Nodes that are not tensor work (sizes, asserts). Dropout is not here: in eval it returns its input."""
 
 
-class _UnmappedError(Exception):
+class UnmappedError(Exception):
     """An ATen node no rule can map (the message says why)."""

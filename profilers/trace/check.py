@@ -17,12 +17,12 @@ from attn_cost.profilers.measure.memory import LiveTensorTracer
 from attn_cost.profilers.trace.load import (
     CORE_DIMS,
     LAYER_DIMS,
-    _first_line,
-    _shown,
-    _user_line,
+    first_line,
     parse_example,
     sizes_for,
+    sizes_text,
     user_code,
+    user_line,
 )
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -47,8 +47,9 @@ def checked(t: Traced, text: str) -> dict[str, Any]:
     flops, peak = int(dv.flops(MATMUL).xreplace(at)), int(dv.peak("fp32").expr.xreplace(at))
     memory = _memory_bytes() // 2
     if peak > memory or flops > CHECK_FLOPS:
+        given = sizes_text(sizes, t.kind)
         raise UserError(
-            f"--check {_shown(sizes, t.kind)}: by its formulas the code would hold {peak:,} bytes and run {flops:,} "
+            f"--check {given}: by its formulas the code would hold {peak:,} bytes and run {flops:,} "
             f"FLOPs, and --check runs it for real (at most half this machine's memory, {memory:,} bytes, and "
             f"{CHECK_FLOPS:,} FLOPs): choose smaller sizes"
         )
@@ -80,6 +81,7 @@ def measure(t: Traced, sizes: dict[str, int]) -> dict[str, int]:
         shape = tuple(sizes.get(k, t.example[k]) for k in CORE_DIMS)
         inputs = [torch.randn(*shape, generator=gen) for _ in range(3)]
     else:
+        assert t.width is not None, "a layer is traced at its embedding width"
         inputs = [torch.randn(sizes["b"], sizes["N"], t.width, generator=gen)]
     try:
         with user_code(f"{t.path}:{t.name}"), torch.no_grad():
@@ -98,6 +100,6 @@ def measure(t: Traced, sizes: dict[str, int]) -> dict[str, int]:
     except Exception as e:
         shown = ", ".join(f"{k}={v}" for k, v in sizes.items())
         holds = f" (its formulas hold for: {'; '.join(t.conditions)})" if t.conditions else ""
-        raise UserError(f"{_user_line(e) or f'{t.path}:{t.name}: '}raised an error when run at the --check sizes "
-                        f"{shown}{holds}: {type(e).__name__}: {_first_line(e)}") from None
+        raise UserError(f"{user_line(e) or f'{t.path}:{t.name}: '}raised an error when run at the --check sizes "
+                        f"{shown}{holds}: {type(e).__name__}: {first_line(e)}") from None
     return {"flops": int(mode.get_total_flops()), "peak_bytes": int(tracer.peak)}

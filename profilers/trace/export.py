@@ -9,8 +9,8 @@ from typing import Any
 import sympy as sp
 import torch
 from attn_cost.costmodel.errors import UserError
-from attn_cost.profilers.trace.load import CORE_DIMS, LAYER_DIMS, SYMBOLS, _first_line, user_code
-from attn_cost.profilers.trace.record import _first_tensor, _symbolic_run, condition_text
+from attn_cost.profilers.trace.load import CORE_DIMS, LAYER_DIMS, SYMBOLS, first_line, user_code
+from attn_cost.profilers.trace.record import condition_text, first_tensor, symbolic_run
 from torch.export import Dim
 from torch.export import export as torch_export
 
@@ -37,6 +37,7 @@ def export(module: torch.nn.Module, kind: str, example: dict[str, int], width: i
         args = tuple(torch.randn(*(example[k] for k in CORE_DIMS), generator=gen) for _ in range(3))
         axes = dict(enumerate(CORE_DIMS))
     else:
+        assert width is not None, "a layer is traced at its embedding width"
         args = (torch.randn(example["b"], example["N"], width, generator=gen),)
         axes = {0: "b", 1: "N"}
     step, top = divisor.get("N", 1), upper
@@ -48,7 +49,7 @@ def export(module: torch.nn.Module, kind: str, example: dict[str, int], width: i
             dims["N"] = Dim("N", min=2, max=top)
         dynamic = tuple({ax: dims[k] for ax, k in axes.items() if k in dims} for _ in args)
         try:
-            with user_code("torch.export"), _symbolic_run(), torch.no_grad():
+            with user_code("torch.export"), symbolic_run(), torch.no_grad():
                 program = torch_export(module if kind == "core" else _First(module), args, dynamic_shapes=dynamic,
                                        prefer_deferred_runtime_asserts_over_guards=True)  # fmt: skip
         except UserError as e:
@@ -58,7 +59,7 @@ def export(module: torch.nn.Module, kind: str, example: dict[str, int], width: i
             named = re.search(r"Constraints violated \(([^)]*)\)", text)
             fixed = {x.strip() for x in named.group(1).split(",")} if named else set()
             if ("Constraints violated" not in text and "specialized" not in text) or "N" in fixed or not fixed:
-                return Exported(failure=_first_line(e))
+                return Exported(failure=first_line(e))
             symbolic = [k for k in symbolic if k not in fixed]
             continue
         return Exported(program, tuple(symbolic), _asserts(program))
@@ -72,7 +73,7 @@ class _First(torch.nn.Module):
         self.inner = module
 
     def forward(self, x):
-        return _first_tensor(self.inner(x))
+        return first_tensor(self.inner(x))
 
 
 def _asserts(program: Any) -> list[str]:

@@ -25,7 +25,7 @@ from attn_cost.costmodel.paths import check_input, real
 from attn_cost.costmodel.plugins import located, state_kept
 from attn_cost.costmodel.symbols import N, b, d, h
 from attn_cost.profilers.store.files import read_input
-from attn_cost.profilers.trace.adapters import _adapt, _Core
+from attn_cost.profilers.trace.adapters import Core, adapt
 
 EXAMPLE = {"b": 2, "h": 3, "N": 13, "d": 8}
 
@@ -54,13 +54,10 @@ CORE_DIMS = ("b", "h", "N", "d")
 LAYER_DIMS = ("b", "N")
 
 
-_HERE = (str(Path(torch.__file__).parent), str(Path(__file__).resolve().parents[2]))
-
-
-_PLUMBING = ("/typer/", "/click/", "runpy.py", "<frozen", "/_pytest/", "/pluggy/")
-
-
+LIBRARY_DIRS = (str(Path(torch.__file__).parent), str(Path(__file__).resolve().parents[2]))
 """Frames under these folders (torch, attn-cost) are not the user's: an op is located in the frame below."""
+PLUMBING = ("/typer/", "/click/", "runpy.py", "<frozen", "/_pytest/", "/pluggy/")
+"""Frames of the machinery that runs attn-cost (the CLI, pytest, runpy): not the user's either."""
 
 
 @contextmanager
@@ -91,8 +88,8 @@ def user_code(what: str) -> Iterator[None]:
     except (Exception, KeyboardInterrupt):  # the caller says what an error means where it ran; Ctrl-C stays Ctrl-C
         raise
     except BaseException as e:  # GeneratorExit, a class of its own: no caller expects one
-        said = f": {_first_line(e)}" if _first_line(e) else ""
-        raise UserError(f"{_user_line(e) or what + ': '}raised {type(e).__name__}{said}") from None
+        said = f": {first_line(e)}" if first_line(e) else ""
+        raise UserError(f"{user_line(e) or what + ': '}raised {type(e).__name__}{said}") from None
     finally:
         sys.stdout = stdout
         for x, level in zip(loggers, levels, strict=True):
@@ -236,13 +233,14 @@ def sizes_for(kind: str, given: dict[str, int], base: dict[str, int], width: int
     sizes = {**base, **given}
     elements = math.prod(sizes[k] for k in CORE_DIMS) if kind == "core" else sizes["b"] * sizes["N"] * (width or 1)
     if flag == "--example" and elements > EXAMPLE_ELEMENTS:
-        raise UserError(f"--example {_shown(sizes, kind)}: each example input would hold {elements:,} elements, "
+        raise UserError(f"--example {sizes_text(sizes, kind)}: each example input would hold {elements:,} elements, "
                         f"at most {EXAMPLE_ELEMENTS:,}: the example only shows the code its shapes (the formulas are "
                         "in symbols), choose smaller sizes")  # fmt: skip
     return sizes
 
 
-def _shown(sizes: dict[str, int], kind: str) -> str:
+def sizes_text(sizes: dict[str, int], kind: str) -> str:
+    """Sizes as the user writes them (`N=64,d=16`): a layer's only where a layer has them."""
     return ",".join(f"{k}={v}" for k, v in sizes.items() if kind == "core" or k in LAYER_DIMS)
 
 
@@ -280,13 +278,13 @@ def build(obj: Any, path: Path, name: str, init: dict[str, Any], config: Any) ->
     if isinstance(obj, torch.nn.Module):  # an instance the file builds itself: run as it is, in eval
         if init or config is not None:
             raise UserError(f"{path}:{name} is a module instance: --init and --config are for its class")
-        return _adapt(obj.eval(), getattr(obj, "config", None))
+        return adapt(obj.eval(), getattr(obj, "config", None))
     if not (isinstance(obj, type) and issubclass(obj, torch.nn.Module)):
         if not callable(obj):
             raise UserError(f"{path}:{name} is neither a function (q, k, v) -> y nor an nn.Module subclass")
         if init or config is not None:
             raise UserError(f"{path}:{name} is a function: --init and --config are for an nn.Module class")
-        return _Core(obj)
+        return Core(obj)
     args: list[Any] = []
     kwargs = dict(init)
     if isinstance(config, dict):
@@ -318,31 +316,31 @@ def build(obj: Any, path: Path, name: str, init: dict[str, Any], config: Any) ->
         if need:
             hint = (f"; it takes {', '.join(need)}: give them with `attn-cost trace --init key=value` or --config "
                     "FILE.json, or name an instance built in your file (ATTN = MyAttention(...))")
-        raise UserError(f"{path}:{name}(...) failed: {type(e).__name__}: {_first_line(e)}{hint}") from None
+        raise UserError(f"{path}:{name}(...) failed: {type(e).__name__}: {first_line(e)}{hint}") from None
     for key, value in attributes.items():  # --init fused_attn=False: an attribute the class sets itself
         if not hasattr(module, key):
             raise UserError(f"--init {key}: {obj.__name__} takes no argument {key!r} and has no such attribute "
                             f"(it takes: {', '.join(sorted(accepted - {'self'})) or 'nothing'})")  # fmt: skip
         setattr(module, key, value)
     module.eval()
-    return _adapt(module, config)
+    return adapt(module, config)
 
 
-def _init_params(cls: type) -> set[str]:
+def _init_params(cls: type[Any]) -> set[str]:
     try:
         return set(inspect.signature(cls.__init__).parameters)
     except (TypeError, ValueError):
         return set()
 
 
-def _takes_kwargs(cls: type) -> bool:
+def _takes_kwargs(cls: type[Any]) -> bool:
     try:
         return any(p.kind == p.VAR_KEYWORD for p in inspect.signature(cls.__init__).parameters.values())
     except (TypeError, ValueError):
         return True
 
 
-def _required(cls: type) -> list[str]:
+def _required(cls: type[Any]) -> list[str]:
     try:
         params = list(inspect.signature(cls.__init__).parameters.values())[1:]
     except (TypeError, ValueError):
@@ -350,14 +348,16 @@ def _required(cls: type) -> list[str]:
     return [p.name for p in params if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
 
 
-def _first_line(e: BaseException | None) -> str:
+def first_line(e: BaseException | None) -> str:
+    """The line of an error's message that says what went wrong (torch.export's constraint errors: the second)."""
     text = str(e).strip().splitlines()
     lines = [x.strip(" -") for x in text if x.strip() and "For more information" not in x]
     return lines[1] if len(lines) > 1 and lines[0].startswith("Constraints violated") else (lines[0] if lines else "")
 
 
-def _user_line(e: BaseException | None) -> str:
+def user_line(e: BaseException | None) -> str:
+    """'file:line: ' of the user's frame an error was raised in ('' where none is the user's)."""
     if e is None:
         return ""
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if not f.filename.startswith(_HERE)]
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if not f.filename.startswith(LIBRARY_DIRS)]
     return f"{frames[-1].filename}:{frames[-1].lineno}: " if frames else ""

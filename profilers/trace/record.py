@@ -21,24 +21,24 @@ import torch
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.symbols import N, padded
 from attn_cost.profilers.trace.load import (
-    _HERE,
-    _PLUMBING,
     CORE_DIMS,
     LAYER_DIMS,
+    LIBRARY_DIRS,
+    PLUMBING,
     SYMBOLS,
-    _first_line,
-    _user_line,
+    first_line,
     user_code,
+    user_line,
 )
 from attn_cost.profilers.trace.symbolic import (
-    _FLOAT_FUNCTIONS,
+    FLOAT_FUNCTIONS,
     INTEGER_FUNCTIONS,
-    _ceil_symbol,
-    _engine_expr,
-    _float_plain,
-    _on_padding_branch,
-    _plain,
-    _Subs,
+    Subs,
+    ceil_symbol,
+    engine_expr,
+    on_padding_branch,
+    plain_float,
+    plain_integer,
 )
 from torch._dynamo.source import ConstantSource
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
@@ -51,14 +51,14 @@ aten = torch.ops.aten
 
 
 @dataclass(frozen=True)
-class _Meta:
+class Meta:
     """What a recorded op's output looked like: its symbolic shape, dtype and storage (by number)."""
 
     shape: tuple[Any, ...]
     dtype: torch.dtype
     storage: int
     transposed: bool = False
-    """Its last two dimensions swapped against row-major order (`_transposed_view`)."""
+    """Its last two dimensions swapped against row-major order (`transposed_view`)."""
 
 
 @dataclass(eq=False)
@@ -125,97 +125,95 @@ class Recording:
         self.guards = guard_texts(self.exprs, self.divisors, self.example)
 
 
-class _Recorder:
-    """A TorchDispatchMode (made lazily: torch.utils._python_dispatch is heavy to import) recording ops."""
+def _recorder(fake: Any) -> Any:
+    """A TorchDispatchMode recording ops and deaths (its class made lazily: torch.utils._python_dispatch is heavy)."""
 
-    def __new__(cls, fake: Any):
+    class Mode(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fake = fake
+            self.nodes: list[_EagerNode] = []
+            self.alive: dict[int, tuple[StorageWeakRef, int]] = {}
+            self.count = 0
+            self.deaths: dict[int, list[int]] = {}
+            self.by_tensor: dict[int, tuple[Any, _Ref]] = {}
+            self.leaves: dict[int, tuple[str, Any]] = {}
+            self.leaf_refs: dict[int, _Ref] = {}
+            self.shapes: dict[int, tuple[Any, ...]] = {}
+            self.watch: tuple[Any, Any] | None = None
+            self.pinned_at = ""
 
-        class Mode(TorchDispatchMode):
-            def __init__(self) -> None:
-                super().__init__()
-                self.fake = fake
-                self.nodes: list[_EagerNode] = []
-                self.alive: dict[int, tuple[StorageWeakRef, int]] = {}
-                self.count = 0
-                self.deaths: dict[int, list[int]] = {}
-                self.by_tensor: dict[int, tuple[Any, _Ref]] = {}
-                self.leaves: dict[int, tuple[str, Any]] = {}
-                self.leaf_refs: dict[int, _Ref] = {}
-                self.shapes: dict[int, tuple[Any, ...]] = {}
-                self.watch: tuple[Any, Any] | None = None
-                self.pinned_at = ""
+        def storage(self, t: torch.Tensor) -> tuple[int, bool]:
+            s = t.untyped_storage()
+            key = s._cdata
+            known = self.alive.get(key)
+            if known is not None and not known[0].expired():
+                return known[1], False
+            if known is not None:
+                self.deaths.setdefault(len(self.nodes) - 1, []).append(known[1])
+            self.count += 1
+            self.alive[key] = (StorageWeakRef(s), self.count)
+            return self.count, True
 
-            def storage(self, t: torch.Tensor) -> tuple[int, bool]:
-                s = t.untyped_storage()
-                key = s._cdata
-                known = self.alive.get(key)
-                if known is not None and not known[0].expired():
-                    return known[1], False
-                if known is not None:
-                    self.deaths.setdefault(len(self.nodes) - 1, []).append(known[1])
-                self.count += 1
-                self.alive[key] = (StorageWeakRef(s), self.count)
-                return self.count, True
+        def leaf(self, t: torch.Tensor, kind: str, label: Any) -> _Ref:
+            sid, _ = self.storage(t)
+            ref = _Ref(("leaf", sid), 0, "leaf")
+            self.leaves.setdefault(sid, (kind, label))
+            self.shapes.setdefault(sid, tuple(t.shape))
+            self.leaf_refs.setdefault(sid, ref)
+            self.by_tensor[id(t)] = (weakref.ref(t), ref)
+            return ref
 
-            def leaf(self, t: torch.Tensor, kind: str, label: Any) -> _Ref:
-                sid, _ = self.storage(t)
-                ref = _Ref(("leaf", sid), 0, "leaf")
-                self.leaves.setdefault(sid, (kind, label))
-                self.shapes.setdefault(sid, tuple(t.shape))
-                self.leaf_refs.setdefault(sid, ref)
-                self.by_tensor[id(t)] = (weakref.ref(t), ref)
-                return ref
+        def sweep(self) -> None:
+            for key in [k for k, (r, _) in self.alive.items() if r.expired()]:
+                self.deaths.setdefault(len(self.nodes) - 1, []).append(self.alive.pop(key)[1])
 
-            def sweep(self) -> None:
-                for key in [k for k, (r, _) in self.alive.items() if r.expired()]:
-                    self.deaths.setdefault(len(self.nodes) - 1, []).append(self.alive.pop(key)[1])
+        def ref_of(self, t: torch.Tensor) -> _Ref:
+            known = self.by_tensor.get(id(t))
+            if known is not None and known[0]() is t:
+                return known[1]
+            return self.leaf(t, "const", f"constant{len(self.leaf_refs)}")
 
-            def ref_of(self, t: torch.Tensor) -> _Ref:
-                known = self.by_tensor.get(id(t))
-                if known is not None and known[0]() is t:
-                    return known[1]
-                return self.leaf(t, "const", f"constant{len(self.leaf_refs)}")
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
 
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            self.sweep()
 
-                kwargs = kwargs or {}
-                self.sweep()
+            def fake(a):
+                if isinstance(a, torch.Tensor) and not isinstance(a, FakeTensor):
+                    f = self.fake.from_tensor(a, static_shapes=True)
+                    self.leaf(f, "const", f"constant{len(self.leaf_refs)}")
+                    return f
+                return a
 
-                def fake(a):
-                    if isinstance(a, torch.Tensor) and not isinstance(a, FakeTensor):
-                        f = self.fake.from_tensor(a, static_shapes=True)
-                        self.leaf(f, "const", f"constant{len(self.leaf_refs)}")
-                        return f
-                    return a
-
-                args, kwargs = tree_map(fake, (args, kwargs))
-                special = SYMBOLIC_FAKES.get(func)
-                out = special(*args, **kwargs) if special is not None else func(*args, **kwargs)
-                if self.watch is not None and not self.pinned_at and self.watch[1] in self.watch[0].replacements:
-                    loc, code = where(_EagerNode("", func, (), {}, {"stack_trace": _stack()}))
-                    known = loc != "(unknown location)"
-                    self.pinned_at = f" at {loc} (`{code}`, aten.{func.__name__})" if known else " "
-                outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
-                if not outs:
-                    return out
-                node = _EagerNode(f"op{len(self.nodes)}", func, tree_map(self._arg, args), tree_map(self._arg, kwargs),
-                                  {"stack_trace": _stack()})  # fmt: skip
-                metas = []
-                for i, t in enumerate(outs):
-                    sid, _ = self.storage(t)
-                    metas.append(_Meta(tuple(t.shape), t.dtype, sid, _transposed_view(t)))
-                    ref = _Ref(node, i)
-                    node.outs.append(ref)
-                    self.by_tensor[id(t)] = (weakref.ref(t), ref)
-                multi = isinstance(out, (tuple, list))
-                node.meta["val"] = metas if multi else metas[0]
-                self.nodes.append(node)
+            args, kwargs = tree_map(fake, (args, kwargs))
+            special = SYMBOLIC_FAKES.get(func)
+            out = special(*args, **kwargs) if special is not None else func(*args, **kwargs)
+            if self.watch is not None and not self.pinned_at and self.watch[1] in self.watch[0].replacements:
+                loc, code = where(_EagerNode("", func, (), {}, {"stack_trace": _stack()}))
+                known = loc != "(unknown location)"
+                self.pinned_at = f" at {loc} (`{code}`, aten.{func.__name__})" if known else " "
+            outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+            if not outs:
                 return out
+            node = _EagerNode(f"op{len(self.nodes)}", func, tree_map(self._arg, args), tree_map(self._arg, kwargs),
+                              {"stack_trace": _stack()})  # fmt: skip
+            metas = []
+            for i, t in enumerate(outs):
+                sid, _ = self.storage(t)
+                metas.append(Meta(tuple(t.shape), t.dtype, sid, transposed_view(t)))
+                ref = _Ref(node, i)
+                node.outs.append(ref)
+                self.by_tensor[id(t)] = (weakref.ref(t), ref)
+            multi = isinstance(out, (tuple, list))
+            node.meta["val"] = metas if multi else metas[0]
+            self.nodes.append(node)
+            return out
 
-            def _arg(self, a):
-                return self.ref_of(a) if isinstance(a, torch.Tensor) else a
+        def _arg(self, a):
+            return self.ref_of(a) if isinstance(a, torch.Tensor) else a
 
-        return Mode()
+    return Mode()
 
 
 def _pad(x: torch.Tensor, pad: list, value: float = 0.0) -> torch.Tensor:
@@ -243,8 +241,8 @@ def _stack() -> str:
     """The caller's frames outside torch, attn-cost and the command line's plumbing, in the format of an fx
     node's stack_trace."""
     entry = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
-    frames = [f for f in traceback.extract_stack()[:-2] if not f.filename.startswith(_HERE)
-              and os.path.abspath(f.filename) != entry and not any(p in f.filename for p in _PLUMBING)]  # fmt: skip
+    frames = [f for f in traceback.extract_stack()[:-2] if not f.filename.startswith(LIBRARY_DIRS)
+              and os.path.abspath(f.filename) != entry and not any(p in f.filename for p in PLUMBING)]  # fmt: skip
     return "\n".join(f'  File "{f.filename}", line {f.lineno}, in {f.name}\n    {f.line or ""}' for f in frames)
 
 
@@ -274,7 +272,7 @@ def record(module: torch.nn.Module, kind: str, example: dict[str, int], width: i
         inputs = [torch.empty(*shape) for _ in range(3 if kind == "core" else 1)]
         params = {k: fake.from_tensor(p, static_shapes=True) for k, p in module.named_parameters()}
         buffers = {k: fake.from_tensor(p, static_shapes=True) for k, p in module.named_buffers()}
-    rec = _Recorder(fake)
+    rec = _recorder(fake)
     rec.watch = (env, next(s for s, k in names.items() if k == "N"))
     for i, t in enumerate(inputs):
         rec.leaf(t, "input", i)
@@ -283,19 +281,19 @@ def record(module: torch.nn.Module, kind: str, example: dict[str, int], width: i
     for k, t in buffers.items():
         rec.leaf(t, "const", k)
     try:
-        with user_code(where), torch.no_grad(), _symbolic_run(), fake, rec:
+        with user_code(where), torch.no_grad(), symbolic_run(), fake, rec:
             out = torch.func.functional_call(module, {**params, **buffers}, tuple(inputs))
     except UserError:
         raise
     except Exception as e:
         if type(e).__name__ in DATA_DEPENDENT:
-            loc = _user_line(e)
+            loc = user_line(e)
             raise UserError(
                 f"{loc or where + ': '}the code reads tensor values to decide a size or a branch ({type(e).__name__}: "
-                f"{_first_line(e)}): its costs depend on the data and cannot be derived as formulas in N"
+                f"{first_line(e)}): its costs depend on the data and cannot be derived as formulas in N"
             ) from None
-        raise _RunError(e) from None
-    result = _first_tensor(out)
+        raise RunError(e) from None
+    result = first_tensor(out)
     if result is None:
         raise UserError(f"{where} returns no tensor")
     ref = rec.ref_of(result)
@@ -317,7 +315,7 @@ DATA_DEPENDENT = ("DataDependentOutputException", "GuardOnDataDependentSymNode",
 """Errors of a fake-tensor run that say the code depends on tensor values, not sizes."""
 
 
-class _RunError(Exception):
+class RunError(Exception):
     """The user's code raised while running on the example inputs."""
 
     def __init__(self, error: BaseException) -> None:
@@ -325,7 +323,8 @@ class _RunError(Exception):
         self.error = error
 
 
-def _first_tensor(out: Any) -> torch.Tensor | None:
+def first_tensor(out: Any) -> torch.Tensor | None:
+    """The first tensor in what a forward returned (a tensor, a tuple, a dict, a Hugging Face output), else None."""
     if isinstance(out, torch.Tensor):
         return out
     if isinstance(out, dict):
@@ -378,7 +377,7 @@ def guard_texts(exprs: list, divisors: dict[str, int], example: dict[str, int], 
         if isinstance(e, sp.Eq) and isinstance(e.lhs, sp.Symbol) and e.rhs.is_Integer and str(e.lhs) in SYMBOLS:
             continue  # a dim pinned to a value (`fixed`)
         if pads and N in e.free_symbols:
-            if _pads_at(e, pads, example) is not None:
+            if pads_at(e, pads, example) is not None:
                 continue
             t = _threshold(e, pads, example)
             if t is not None:
@@ -386,9 +385,9 @@ def guard_texts(exprs: list, divisors: dict[str, int], example: dict[str, int], 
                     out.append(f"N >= {t}")
                 continue
         try:
-            plain = e.replace(lambda f: type(f).__name__ in INTEGER_FUNCTIONS, _plain).xreplace(whole)
-            plain = sp.simplify(_on_padding_branch(plain, pads) if pads else plain)
-            plain = plain.xreplace({_ceil_symbol(pads): sp.ceiling(N / pads)}) if pads else plain
+            plain = e.replace(lambda f: type(f).__name__ in INTEGER_FUNCTIONS, plain_integer).xreplace(whole)
+            plain = sp.simplify(on_padding_branch(plain, pads) if pads else plain)
+            plain = plain.xreplace({ceil_symbol(pads): sp.ceiling(N / pads)}) if pads else plain
         except Exception:  # sympy cannot simplify it (a division by a size): show it as it is
             plain = e
         if plain is sp.true or _always(e, divisors):
@@ -462,11 +461,11 @@ def _threshold(guard: Any, m: int, example: dict[str, int]) -> int | None:
 
 def _numeric(e: Any) -> Any:
     """A guard with torch's integer and float functions of sizes in sympy's (so that it evaluates)."""
-    e = e.replace(lambda f: type(f).__name__ in INTEGER_FUNCTIONS, _plain)
-    return e.replace(lambda f: type(f).__name__ in _FLOAT_FUNCTIONS, _float_plain)
+    e = e.replace(lambda f: type(f).__name__ in INTEGER_FUNCTIONS, plain_integer)
+    return e.replace(lambda f: type(f).__name__ in FLOAT_FUNCTIONS, plain_float)
 
 
-def _pads_at(guard: Any, m: int, example: dict[str, int]) -> bool | None:
+def pads_at(guard: Any, m: int, example: dict[str, int]) -> bool | None:
     """True where the guard is exactly "N is not a multiple of m" (the padding branch's own guard), False where
     it holds at every N that is not a multiple of m (the branch always meets it), None otherwise; N from 1 to
     8m, the other dims at their example values and at a few others."""
@@ -488,7 +487,7 @@ def _padding_branch(exprs: list, example: dict[str, int]) -> int:
         found |= {int(sp.cancel(N / f.args[0])) for f in _numeric(e).atoms(sp.floor, sp.ceiling)
                   if sp.cancel(N / f.args[0]).is_Integer}  # fmt: skip
         for m in sorted(x for x in found if x >= 2):
-            if _pads_at(e, m, example):
+            if pads_at(e, m, example):
                 return m
     return 0
 
@@ -497,13 +496,13 @@ def _pads_to(nodes: list[_EagerNode], symbols: dict[Any, str], m: int) -> bool:
     """Whether the run pads N up to a multiple of m: one of its tensors has m·⌈N/m⌉ rows, a size it computed
     from N mod m or ⌈N/m⌉ (F.pad, torch.cat with zeros, a zeros tensor written into: whatever made it). A run
     that merely branches on N mod m (on N's parity) has no such size."""
-    subs = _Subs(m)
+    subs = Subs(m)
     subs.update({s: SYMBOLS[k] for s, k in symbols.items()})
-    sizes = {x.node.expr: x for x in _run_sizes(nodes) if isinstance(x, torch.SymInt)}
-    return any(sp.expand(_engine_expr(x, subs) - padded(N, m)) == 0 for x in sizes.values())
+    sizes = {x.node.expr: x for x in run_sizes(nodes) if isinstance(x, torch.SymInt)}
+    return any(sp.expand(engine_expr(x, subs) - padded(N, m)) == 0 for x in sizes.values())
 
 
-def _run_sizes(nodes: list[_EagerNode]) -> list[Any]:
+def run_sizes(nodes: list[_EagerNode]) -> list[Any]:
     """Every size of every tensor the run made (SymInts and ints)."""
     metas = [v for node in nodes for v in (node.meta["val"] if isinstance(node.meta["val"], list)
                                            else [node.meta["val"]])]  # fmt: skip
@@ -564,7 +563,7 @@ def _arith(e: Any) -> str:
 
 
 @contextmanager
-def _symbolic_run():
+def symbolic_run():
     """math.sqrt on a symbolic size would fix that size to the example's value: use torch's symbolic sqrt; SDPA's
     flags computed from sizes are symbolic bools its argument parser refuses: decide them (a guard records it).
     transformers' check for packed sequences reads the position ids' values where the installed release finds
@@ -620,12 +619,12 @@ def where(node: Any) -> tuple[str, str]:
     return "(unknown location)", ""
 
 
-def _transposed_view(v: Any) -> bool:
+def transposed_view(v: Any) -> bool:
     """Whether a view has its last two dimensions swapped against row-major order (a transpose or permute of them),
     read from its strides, as `Tensor.T` marks it: `q @ k.transpose(-2, -1)` is then the catalogue's `Q @ K.T`.
     Only what the strides say for every size counts: no size is specialised to decide it."""
 
-    if isinstance(v, _Meta):
+    if isinstance(v, Meta):
         return v.transposed
     if v.dim() < 2:
         return False

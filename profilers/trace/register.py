@@ -19,8 +19,8 @@ from attn_cost.costmodel.errors import UserError, printable
 from attn_cost.costmodel.graph import Graph, Tensor
 from attn_cost.costmodel.plugins import check
 from attn_cost.costmodel.symbols import N, b, d, h
-from attn_cost.costmodel.variants import REGISTRY, Variant, _add, all_variants, derive
-from attn_cost.profilers.trace.adapters import _by_arguments, _Core, embed_width, heads_of
+from attn_cost.costmodel.variants import REGISTRY, Variant, add_variant, all_variants, derive
+from attn_cost.profilers.trace.adapters import Core, by_arguments, embed_width, heads_of
 from attn_cost.profilers.trace.export import Exported, export
 from attn_cost.profilers.trace.load import (
     CORE_DIMS,
@@ -29,9 +29,8 @@ from attn_cost.profilers.trace.load import (
     LAYER_DIMS,
     N_TRIES,
     SYMBOLS,
-    _first_line,
-    _user_line,
     build,
+    first_line,
     load_config,
     load_object,
     parse_example,
@@ -39,10 +38,11 @@ from attn_cost.profilers.trace.load import (
     sizes_for,
     split_spec,
     user_code,
+    user_line,
 )
-from attn_cost.profilers.trace.record import _pads_at, _run_sizes, _RunError, record
+from attn_cost.profilers.trace.record import RunError, pads_at, record, run_sizes
 from attn_cost.profilers.trace.replay import replay_eager, replay_export
-from attn_cost.profilers.trace.symbolic import _engine_expr, _Subs
+from attn_cost.profilers.trace.symbolic import Subs, engine_expr
 
 if TYPE_CHECKING:
     from attn_cost.profilers.trace.record import Recording
@@ -91,7 +91,7 @@ class Traced:
             expr = sp.sympify(condition.replace("%", " % "), locals={"N": N, "b": b, "h": h, "d": d})
         except (sp.SympifyError, TypeError, SyntaxError):
             return False
-        return _pads_at(expr, self.recording.pads, self.example) is not None or bool(
+        return pads_at(expr, self.recording.pads, self.example) is not None or bool(
             re.fullmatch(r"N % \d+ == 0", condition))
 
 
@@ -106,8 +106,8 @@ def trace(spec: str, init: list[str] | None = None, config: Path | None = None, 
     path, name = split_spec(spec)
     _, obj = load_object(path, name)
     kwargs, cfg, chosen = parse_init(init), load_config(config), parse_example(example)
-    module = _by_arguments(build(obj, path, name, kwargs, cfg))
-    kind = "core" if isinstance(module, _Core) else "layer"
+    module = by_arguments(build(obj, path, name, kwargs, cfg))
+    kind = "core" if isinstance(module, Core) else "layer"
     width = None if kind == "core" else embed_width(module, path, name)
     sizes_for(kind, chosen, EXAMPLE, width, "--example")
     where_ = f"{path}:{name}"
@@ -174,20 +174,20 @@ def _record_at_some_size(
     for sizes in tries:
         try:
             rec = record(module, kind, sizes, width, where_)
-        except _RunError as e:
+        except RunError as e:
             first = first or e.error
             continue
         if "N" in rec.fixed:  # a loop over the tokens: another N loops as well
             return rec, sizes
         if rec.pads and not _polynomial(rec) and sizes["N"] < rec.pads and "N" not in chosen:
             longer = {**sizes, "N": 2 * rec.pads + 1}  # below one window the code takes its size-1 path
-            with suppress(_RunError):
+            with suppress(RunError):
                 rec, sizes = record(module, kind, longer, width, where_), longer
         if rec.pads and _polynomial(rec):  # the code pads N: its run at a multiple of m checks the formulas
             m = rec.pads
             try:
                 rec.whole = record(module, kind, {**sizes, "N": m * max(2, -(-sizes["N"] // m))}, width, where_)
-            except _RunError:
+            except RunError:
                 rec.whole = None
             if rec.whole is not None and _polynomial(rec.whole) and not rec.whole.pads:
                 return rec, sizes
@@ -199,27 +199,27 @@ def _record_at_some_size(
             fallback[0].unpadded()
         return fallback
     shown = ", ".join(f"{k}={v}" for k, v in tries[0].items() if kind == "core" or k in LAYER_DIMS)
-    located = _user_line(first)
+    located = user_line(first)
     raise UserError(
         f"{where_} raised an error when run at the example sizes {shown}"
         f"{' (and at the other N tried)' if len(tries) > 1 else ''}: {located}{type(first).__name__}: "
-        f"{_first_line(first)}; if the sizes are the cause, choose ones it accepts with --example N=...,d=..."
+        f"{first_line(first)}; if the sizes are the cause, choose ones it accepts with --example N=...,d=..."
     )
 
 
 def _polynomial(rec: Recording) -> bool:
     """Every size of the run is a polynomial in the dims (N = 16 pads nothing where N = 13 needs ceil(N/8))."""
-    subs = _Subs(rec.pads)
+    subs = Subs(rec.pads)
     for s, k in rec.symbols.items():
         m = rec.divisors.get(k, 1)
         whole = sp.Symbol(f"{k}_per_{m}", integer=True, positive=True)
         subs[s] = sp.Integer(rec.fixed[k]) if k in rec.fixed else m * whole if m > 1 else SYMBOLS[k]
         if m > 1:
             subs.post = {**subs.post, whole: SYMBOLS[k] / m}
-    sizes = _run_sizes(rec.nodes)
+    sizes = run_sizes(rec.nodes)
     steps = {v: k for k, v in subs.post.items() if rec.pads}
     for x in sizes:
-        e = _engine_expr(x, subs).xreplace(steps)
+        e = engine_expr(x, subs).xreplace(steps)
         if not e.is_polynomial(*SYMBOLS.values(), *steps.values()):
             return False
         if e.has(sp.floor, sp.ceiling, sp.Mod, sp.Max, sp.Min):
@@ -241,7 +241,7 @@ def register(spec: str, init: list[str] | None = None, config: Path | None = Non
     except UserError:
         raise
     except Exception as e:  # never a traceback: what attn-cost did not foresee is still one line
-        raise UserError(f"{spec}: could not trace it ({type(e).__name__}: {_first_line(e)})") from None
+        raise UserError(f"{spec}: could not trace it ({type(e).__name__}: {first_line(e)})") from None
     source = f"traced from {path}:{name} (run with symbolic {', '.join(t.symbolic)}; torch.export for the ideal)"
     fixed = {k: v for k, v in t.recording.fixed.items()}
     if fixed:  # the formulas hold at these sizes only: say so once, on stderr (stdout may be JSON)
@@ -255,7 +255,7 @@ def register(spec: str, init: list[str] | None = None, config: Path | None = Non
     else:
         v = Variant(name, f"{name} as written in {path.name} (traced; d_embed = {t.width})", source, "traced",
                     layer=lambda g, x: _replay_layer(t, g, x, replay_eager))  # fmt: skip
-    _add(v)
+    add_variant(v)
     try:
         check(v)
         derive(name, t.kind).peak("fp32").expr.free_symbols  # noqa: B018 (polynomial in the sizes?)
@@ -266,7 +266,7 @@ def register(spec: str, init: list[str] | None = None, config: Path | None = Non
     except Exception as e:  # sizes the engine cannot hold as polynomials (floor(N/128) of a chunked loop)
         del REGISTRY[name]
         raise UserError(f"{path}:{name}: its costs are not polynomials in the sizes ({type(e).__name__}: "
-                        f"{_first_line(e)}); describe it with the op DSL (docs/variants.md)") from None
+                        f"{first_line(e)}); describe it with the op DSL (docs/variants.md)") from None
     _TRACED[name] = t
     return name
 
@@ -314,4 +314,4 @@ def _exported_peak(t: Traced, program: Any, dtype: str) -> tuple[sp.Expr | None,
     except UserError as e:
         return None, str(e)
     except Exception as e:  # sizes that are not polynomials, a node the replay does not expect
-        return None, f"its exported graph could not be mapped ({type(e).__name__}: {_first_line(e)})"
+        return None, f"its exported graph could not be mapped ({type(e).__name__}: {first_line(e)})"

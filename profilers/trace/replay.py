@@ -12,10 +12,10 @@ import torch
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.graph import Graph, Storage, Tensor
 from attn_cost.costmodel.symbols import Pads, padded
-from attn_cost.profilers.trace.aten import FIXED_DTYPES, RULES, SKIP, VIEWS, _copy, _Node, _UnmappedError
+from attn_cost.profilers.trace.aten import FIXED_DTYPES, RULES, SKIP, VIEWS, RuleNode, UnmappedError, copy_rule
 from attn_cost.profilers.trace.load import CORE_DIMS, LAYER_DIMS
-from attn_cost.profilers.trace.record import _Meta, _transposed_view, where
-from attn_cost.profilers.trace.symbolic import _FLOAT_FUNCTIONS, _engine_expr, _float_plain, _Subs
+from attn_cost.profilers.trace.record import Meta, transposed_view, where
+from attn_cost.profilers.trace.symbolic import FLOAT_FUNCTIONS, Subs, engine_expr, plain_float
 from torch.export.graph_signature import InputKind
 from torch.multiprocessing.reductions import StorageWeakRef
 
@@ -34,12 +34,12 @@ def _aten_name(node: Any) -> str:
 
 
 def _skey(v: Any) -> Any:
-    """A hashable identity of an output's storage (fake tensors of torch.export, or a recorded _Meta)."""
-    return ("eager", v.storage) if isinstance(v, _Meta) else StorageWeakRef(v.untyped_storage())
+    """A hashable identity of an output's storage (fake tensors of torch.export, or a recorded Meta)."""
+    return ("eager", v.storage) if isinstance(v, Meta) else StorageWeakRef(v.untyped_storage())
 
 
 def _is_tensor(v: Any) -> bool:
-    return isinstance(v, (torch.Tensor, _Meta))
+    return isinstance(v, (torch.Tensor, Meta))
 
 
 def replay_export(t: Traced, g: Graph, inputs: list[Tensor], program: Any = None) -> Tensor:
@@ -48,7 +48,7 @@ def replay_export(t: Traced, g: Graph, inputs: list[Tensor], program: Any = None
 
     kinds = {spec.arg.name: spec.kind for spec in ep.graph_signature.input_specs}
     targets = {spec.arg.name: spec.target for spec in ep.graph_signature.input_specs}
-    subs = _Subs(t.recording.pads)
+    subs = Subs(t.recording.pads)
     env: dict[Any, Any] = {}
     storages: dict[Any, Storage] = {}
     user = iter(inputs)
@@ -73,7 +73,7 @@ def replay_export(t: Traced, g: Graph, inputs: list[Tensor], program: Any = None
                     subs.setdefault(expr.args[1], engine / expr.args[0])  # N = 4·K exported as a derived dim
             env[node] = given
         else:
-            shape = tuple(_engine_expr(s, subs) for s in val.shape)
+            shape = tuple(engine_expr(s, subs) for s in val.shape)
             name = str(targets[node.name] or node.name)
             if kinds[node.name] == InputKind.PARAMETER:
                 env[node] = g.param(name, *shape)
@@ -94,6 +94,7 @@ def replay_export(t: Traced, g: Graph, inputs: list[Tensor], program: Any = None
             out = tensors[0]
     if g.ops:  # the caller holds the arguments: eager PyTorch cannot free them before the call returns
         g.ops[-1].attrs.setdefault("holds", []).extend(inputs)
+    assert out is not None, "an exported graph ends in its output node"
     return out
 
 
@@ -101,7 +102,7 @@ def replay_eager(t: Traced, g: Graph, inputs: list[Tensor]) -> Tensor:
     """Write the recorded eager ops into an engine graph; every storage lives until the op after which the
     run saw it die (a Python name holds it), so the engine's liveness walk is the run's."""
     rec = t.recording
-    subs = _Subs(rec.pads)
+    subs = Subs(rec.pads)
     env: dict[Any, Any] = {}
     storages: dict[Any, Storage] = {}
     inverse = {k: s for s, k in rec.symbols.items()}
@@ -127,7 +128,7 @@ def replay_eager(t: Traced, g: Graph, inputs: list[Tensor]) -> Tensor:
         if kind == "input":
             continue
         ref = rec.refs[sid]
-        shape = tuple(_engine_expr(s, subs) for s in rec.shapes[sid])
+        shape = tuple(engine_expr(s, subs) for s in rec.shapes[sid])
         if kind == "param":
             env[ref] = g.param(str(label), *shape)
         else:  # a buffer or a constant: exists before the call, owns no activation memory
@@ -218,13 +219,13 @@ def _replay_node(t: Traced, g: Graph, node: Any, env: dict, storages: dict, subs
     outs = []
     first: Tensor | None = None
     for i, v in enumerate(vals):
-        shape = tuple(_engine_expr(s, subs) for s in v.shape)
+        shape = tuple(engine_expr(s, subs) for s in v.shape)
         key = _skey(v)
         label_name = node.name if len(vals) == 1 else f"{node.name}[{i}]"
         known = storages.get(key)
         mutating = target._schema.is_mutable
         if known is not None and not mutating:  # a view, or an op that returned its input (dropout in eval)
-            outs.append(Tensor(label_name, shape, known, _transposed_view(v)))
+            outs.append(Tensor(label_name, shape, known, transposed_view(v)))
             continue
         dtype = None if v.dtype == torch.float32 else FIXED_DTYPES[v.dtype]
         if i > 0 and first is not None:  # a second output of one kernel: SDPA's log-sum-exp, LayerNorm's stats
@@ -240,17 +241,17 @@ def _replay_node(t: Traced, g: Graph, node: Any, env: dict, storages: dict, subs
             continue
         rule: Rule | None = RULES.get(short)
         if rule is None and short in VIEWS:
-            rule = _copy
+            rule = copy_rule
         if rule is None:
             loc, code = where(node)
             raise UserError(
                 f"{loc}: cannot map {_aten_name(node)} onto an engine op kind (in `{code}`); "
                 "see docs/tracing.md for the ops attn-cost maps"
             )
-        n = _Node(node, args, kwargs, shape)
+        n = RuleNode(node, args, kwargs, shape)
         try:
             kind, ins, attrs = rule(n)
-        except _UnmappedError as e:
+        except UnmappedError as e:
             loc, code = where(node)
             raise UserError(f"{loc}: cannot map {_aten_name(node)}: {e} (in `{code}`)") from None
         label = f"{label_name} ← {_aten_name(node)}({', '.join(_arg_label(a, subs) for a in args)})"
@@ -258,6 +259,7 @@ def _replay_node(t: Traced, g: Graph, node: Any, env: dict, storages: dict, subs
             result = g.fused_attention(label_name, *ins, causal=attrs["causal"], mask=attrs["mask"], label=label)
         elif known is not None:  # in place, or out=: writes into an existing storage
             into = kwargs.get("out") if isinstance(kwargs.get("out"), Tensor) else args[0]
+            assert into is not None, "an op in place writes into its first argument"
             others = tuple(x for x in ins if x is not into)
             if (kwargs.get("out") is not None and into is not args[0]) or kind in ("fill", "copy"):
                 attrs = {**attrs, "overwrite": True}
@@ -295,7 +297,7 @@ def _arg_label(a: Any, subs: dict | None = None) -> str:
     if isinstance(a, (torch.SymInt, torch.SymFloat)) and subs is not None:
         try:
             e = sp.sympify(a.node.expr).xreplace(subs)
-            return str(e.replace(lambda f: type(f).__name__ in _FLOAT_FUNCTIONS, _float_plain))
+            return str(e.replace(lambda f: type(f).__name__ in FLOAT_FUNCTIONS, plain_float))
         except Exception:
             return str(a)
     return a.name if isinstance(a, Tensor) else str(a)

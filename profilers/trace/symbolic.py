@@ -16,7 +16,8 @@ INTEGER_FUNCTIONS = ("FloorDiv", "CeilDiv", "CleanDiv", "Mod", "PythonMod", "Int
 """torch's integer functions of sizes, rewritten in sympy's floor, ceiling and Mod."""
 
 
-def _plain(f: Any) -> sp.Expr:
+def plain_integer(f: Any) -> sp.Expr:
+    """One of torch's integer size functions (FloorDiv, CleanDiv, Mod, ...) as plain sympy (floor, Mod)."""
     name, args = type(f).__name__, f.args
     if name in ("FloorDiv", "CleanDiv"):
         return sp.floor(args[0] / args[1])
@@ -31,7 +32,7 @@ def _plain(f: Any) -> sp.Expr:
     return sp.Mod(*args)
 
 
-class _Subs(dict):
+class Subs(dict):
     """ShapeEnv symbol -> engine expression; `post` undoes the substitution N = m·K made where the code requires
     N % m == 0, so that floor(N/m) of a reshape into windows is the polynomial N/m. On a branch that pads N to
     a multiple of m (`pads`), N mod m, ⌊N/m⌋ and ⌈N/m⌉ are written in one symbol Q = ⌈N/m⌉ (there N mod m =
@@ -42,18 +43,19 @@ class _Subs(dict):
         self.post: dict = {}
         self.pads = pads
         if pads:
-            self.post = {_ceil_symbol(pads): sp.ceiling(N / pads)}
+            self.post = {ceil_symbol(pads): sp.ceiling(N / pads)}
 
 
-def _ceil_symbol(m: int) -> sp.Symbol:
+def ceil_symbol(m: int) -> sp.Symbol:
+    """Q = ⌈N/m⌉, the symbol a padding branch's sizes are written in (`on_padding_branch`)."""
     return sp.Symbol(f"N_ceil_{m}", integer=True, positive=True)
 
 
-def _on_padding_branch(expr: sp.Expr, m: int) -> sp.Expr:
+def on_padding_branch(expr: sp.Expr, m: int) -> sp.Expr:
     """A size on the branch where N is not a multiple of m, in Q = ⌈N/m⌉: there N = mQ − r with 0 < r < m, so
     ⌊(aN + c)/m⌋ = aQ + ⌊(c − ar)/m⌋, written in Q and N wherever that last term is affine in r (⌊N/m⌋ = Q − 1,
     ⌊(N + m − 1)/m⌋ = Q, ⌈N/m⌉ = Q), and x mod m = x − m⌊x/m⌋ (N mod m = N − mQ + m, (−N) mod m = mQ − N)."""
-    q = _ceil_symbol(m)
+    q = ceil_symbol(m)
 
     def floor_of(x: sp.Expr) -> sp.Expr | None:
         poly = sp.Poly(sp.expand(m * x), N) if x.free_symbols == {N} else None
@@ -81,7 +83,7 @@ def _on_padding_branch(expr: sp.Expr, m: int) -> sp.Expr:
     return expr.replace(lambda f: isinstance(f, (sp.Mod, sp.ceiling, sp.floor)), rewrite)
 
 
-def _engine_expr(value: Any, subs: dict[sp.Symbol, sp.Expr]) -> sp.Expr:
+def engine_expr(value: Any, subs: dict[sp.Symbol, sp.Expr]) -> sp.Expr:
     """A size from the exported program or the recorded run in the engine's symbols."""
     if isinstance(value, torch.SymInt):
         expr = value.node.expr
@@ -89,17 +91,18 @@ def _engine_expr(value: Any, subs: dict[sp.Symbol, sp.Expr]) -> sp.Expr:
         return sp.Integer(int(value))
     expr = sp.sympify(expr).xreplace(subs)
     if any(type(f).__name__ in INTEGER_FUNCTIONS for f in sp.preorder_traversal(expr)):
-        expr = expr.replace(lambda f: type(f).__name__ in INTEGER_FUNCTIONS, _plain)
+        expr = expr.replace(lambda f: type(f).__name__ in INTEGER_FUNCTIONS, plain_integer)
         pads = getattr(subs, "pads", 0)
-        expr = sp.simplify(_on_padding_branch(expr, pads) if pads else expr)
+        expr = sp.simplify(on_padding_branch(expr, pads) if pads else expr)
     post = getattr(subs, "post", None)
     return sp.expand(expr.xreplace(post)) if post else sp.expand(expr)
 
 
-_FLOAT_FUNCTIONS = ("ToFloat", "FloatPow", "FloatTrueDiv", "PowByNatural", "IntTrueDiv", "OpaqueUnaryFn_sqrt")
+FLOAT_FUNCTIONS = ("ToFloat", "FloatPow", "FloatTrueDiv", "PowByNatural", "IntTrueDiv", "OpaqueUnaryFn_sqrt")
 
 
-def _float_plain(f: Any) -> sp.Expr:
+def plain_float(f: Any) -> sp.Expr:
+    """One of torch's float size functions (`FLOAT_FUNCTIONS`) as the sympy expression it stands for."""
     name, args = type(f).__name__, f.args
     if name == "ToFloat":
         return args[0]

@@ -1,4 +1,8 @@
-"""Fit corrections on some head dims and check them on others: analytic, corrected and measured side by side."""
+"""Validating a device: fit corrections on some head dims and check them on others, analytic, corrected, op-model,
+datasheet and measured transition points side by side (`validate_device`, measuring what the store lacks), or the
+same from records alone, timing nothing (`validate_from_records`). `attn-cost validate` and the campaign's
+validation call them.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,14 @@ import json
 import statistics
 from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.variants import all_variants
 from attn_cost.profilers.devicemodel import gpumodel
+from attn_cost.profilers.devicemodel.calibrate import Calibrator, cache_sizes, glue_points, missing_lines, time_lines
 from attn_cost.profilers.devicemodel.corrections import (
     DeviceProfile,
     corrected_points,
@@ -22,17 +27,18 @@ from attn_cost.profilers.devicemodel.corrections import (
     fit_time,
 )
 from attn_cost.profilers.devicemodel.datasheet import for_device
-from attn_cost.profilers.devicemodel.opmodel import OpModel
+from attn_cost.profilers.devicemodel.opmodel import OpModel, check_device, load_opmodel, opmodel_for
 from attn_cost.profilers.devicemodel.oppredict import Prediction, predict_n0, predicted_seconds
 from attn_cost.profilers.devicemodel.trend import spikes
 from attn_cost.profilers.measure.device import slug as slug_of
 from attn_cost.profilers.measure.profile import Measurer, Stored, length_grain, profile_pair, snap, stored_pair
-from attn_cost.profilers.measure.reference import REFERENCES
+from attn_cost.profilers.measure.references import REFERENCES
 from attn_cost.profilers.measure.search import replicate_interval
 from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.measure.standing import judge
 from attn_cost.profilers.store.files import read_input
 from attn_cost.profilers.store.store import ResultStore, open_database, read_jsonl, select, shipped_records
+from attn_cost.profilers.workflow.measuring import Events, longest
 
 SWEEP = [2 ** (k / 2) for k in range(-6, 4)]
 """Lengths timed for a fit, as multiples of the transition point: N*/8 ... 2.8·N*."""
@@ -222,7 +228,7 @@ def refit(
     `summaries`: the campaign summaries of those records (`validate_records`: their units are the ones judged)."""
     measurer = records_measurer(records, device, store, setting.scope, setting.dtype)
     runs = [read_summary(path) for path in summaries]
-    n_max = n_max or (65536 if measurer.device == "cuda" else 16384)
+    n_max = longest(measurer.device, n_max)
     return validate_records(
         pairs, check_d, fit_d, template, measurer, setting, n_max=n_max, replicates=replicates, runs=runs, made=made
     )
@@ -441,3 +447,118 @@ def timing_errors(pts: list[list[float]]) -> dict:
     err = [abs(g - t) / t for _, _, t, g in pts]
     return {"points": len(pts), "median_abs_error": statistics.median(err), "max_abs_error": max(err),
             "timings": sorted(pts)}  # fmt: skip
+
+
+@dataclass
+class Validated:
+    """A validation's result: the device profile (fitted, or the existing one checked), one row per unit, and what
+    else it found."""
+
+    profile: DeviceProfile
+    rows: list[dict]
+    opmodel: OpModel | None = None
+    """The op model whose zero-shot N0 the rows carry (None: no op calibration of this device)."""
+    errors: dict = field(default_factory=dict)
+    """The op model's error on every timed point, per variant (`time_errors`)."""
+    notes: list[str] = field(default_factory=list)
+    """A line for each unit or variant left out (a validation from records)."""
+    path: Path | None = None
+    """Where the profile was saved (None: not saved)."""
+
+
+def calibration_of(name: str | None, device: dict, events: Events) -> OpModel | None:
+    """The op model a validation checks: the one named (which must be of this device), else this device's own
+    calibration where it has one (one of another setting is left out, with a warning)."""
+    if name is not None:
+        named = load_opmodel(name)
+        check_device(named, device)
+        return named
+    model = opmodel_for(slug_of(device))
+    if model is None:
+        return None
+    try:
+        check_device(model, device)
+    except UserError as e:
+        events.warn(f"{e}; op-model columns left empty")
+        return None
+    return model
+
+
+def complete_lines(opmodel: OpModel, measurer: Measurer, variants: list[str], ds: list[int], events: Events) -> OpModel:
+    """The op model with the exact-shape lines it lacks for these variants at these head dims, timed now on this
+    device (into its result store: a rerun reuses them), with a progress line; unchanged where it lacks none."""
+    calibrator = Calibrator(measurer.store, measurer.device, opmodel.dtype, measurer.repeats)
+    todo = missing_lines(opmodel, variants, sorted(set(ds)), cache_sizes(measurer.device), calibrator.rates)
+    if not todo:
+        return opmodel
+    d_text = ", ".join(map(str, sorted(set(ds))))
+    events.say(f"Timing {len(todo):,} exact shapes of ops the op calibration {opmodel.slug} lacks (d = {d_text}).")
+
+    def step(message: str, done: int, total: int) -> None:
+        measurer.notify(f"exact shapes {done:,}/{total:,}: {message}")
+
+    points = time_lines(calibrator, todo, step)
+    points += glue_points(calibrator, variants, [{"d": d} for d in sorted(set(ds))], step)
+    return opmodel.with_lines(points)
+
+
+def validate_device(
+    measurer: Measurer,
+    pairs: list[tuple[str, str]],
+    check_d: list[int],
+    fit_d: list[int],
+    template: Sizes,
+    setting: Setting,
+    *,
+    n_max: int | None = None,
+    max_lengths: int = 15,
+    replicates: int = 4,
+    existing: DeviceProfile | None = None,
+    opmodel: OpModel | None = None,
+    exact: bool = False,
+    op_errors: bool = True,
+    save_to: Path | None = None,
+    events: Events | None = None,
+) -> Validated:
+    """Measure what the store lacks, fit on `fit_d` (or check an `existing` profile of this device) and compare on
+    every head dim (`validate`). With an `opmodel`: `exact` times the exact shapes of ops it lacks at these head
+    dims first (`complete_lines`), `op_errors` adds its error on every timed point. `save_to`: the folder the fitted
+    profile is saved in (None: not saved; an existing profile is never saved again)."""
+    events = events or Events()
+    variants = sorted({v for pair in pairs for v in pair})
+    if opmodel is not None and exact:
+        opmodel = complete_lines(opmodel, measurer, variants, check_d + fit_d, events)
+    profile, rows = validate(
+        pairs, check_d, fit_d, template, measurer, setting, n_max=longest(measurer.device, n_max),
+        max_lengths=max_lengths, existing=existing, opmodel=opmodel, replicates=replicates,
+    )  # fmt: skip
+    errors = {}
+    if opmodel is not None and op_errors:
+        errors = time_errors(opmodel, measurer, variants, sorted(set(check_d + fit_d)), template)
+    path = profile.save(save_to) if save_to is not None and existing is None else None
+    return Validated(profile, rows, opmodel, errors, path=path)
+
+
+def validate_from_records(
+    records: Path | None,
+    device: str | None,
+    pairs: list[tuple[str, str]],
+    check_d: list[int],
+    fit_d: list[int],
+    template: Sizes,
+    setting: Setting,
+    *,
+    store: Path | None = None,
+    summaries: list[Path] = (),  # type: ignore[assignment]
+    n_max: int | None = None,
+    save_to: Path | None = None,
+) -> Validated:
+    """Fit and validate a device from its records alone, timing nothing (`refit`: the results file `records`, or
+    with `records` None the store's and the shipped records of `device`), each unit judged; `save_to`: the folder
+    the profile is saved in (None: not saved). The profile says how it was made."""
+    source = f"--records {records}" if records is not None else f"--from-store --device {device}"
+    made = f"attn-cost validate {source}: fitted and validated from stored records alone, nothing timed"
+    profile, rows, notes = refit(records, device, pairs, check_d, fit_d, template, setting, store=store,
+                                 summaries=summaries, n_max=n_max, made=made)  # fmt: skip
+    path = profile.save(save_to) if save_to is not None else None
+    return Validated(profile, rows, notes=notes, path=path)

@@ -1,0 +1,95 @@
+"""Running the command line: `main` parses and runs a command, and turns every kind of bad input into one line.
+
+Bad input of any kind (a click usage error, a `UserError` from the engine, an OS error such as an unwritable path or
+a full disk) ends as one line on stderr and exit code 2; Ctrl-C as one line and 130, a closed pipe quietly. The
+commands register on `cli.app.app` as their modules are imported (`cli.commands`); this module imports them all.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+
+import click
+import typer
+from attn_cost.cli import commands  # noqa: F401  (registers the commands)
+from attn_cost.cli.app import Status, app, kept, note, notes, polish_help, started
+from attn_cost.cli.exits import describe_os_error, error, interrupted, silence_stdout
+from attn_cost.cli.options import bound_sizes, once_each, one_value_each
+from attn_cost.cli.render import one_line
+from attn_cost.cli.trace import add_user_options
+from attn_cost.costmodel.errors import InputWarning, PricingWarning, UserError
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console-script entry point; returns the exit code."""
+    started()
+    shown = warnings.showwarning
+    warnings.showwarning = _pricing_note(shown)
+    click_errors = _click_exceptions()
+    stdout = sys.stdout
+    try:
+        command = typer.main.get_command(app)
+        add_user_options(command)  # --variants PATH and --trace PATH:NAME on every command
+        polish_help(command)
+        bound_sizes(command)
+        once_each(command)
+        one_value_each(command, sys.argv[1:] if argv is None else argv)
+        result = command.main(args=argv, prog_name="attn-cost", standalone_mode=False)
+    except click_errors.ClickException as e:  # click's usage and parameter errors (typer's own copy or click)
+        return error(_with_help_hint(e), code=Status.BAD_INPUT)
+    except UserError as e:
+        return error(f"{e}{kept()}")
+    except (typer.Abort, KeyboardInterrupt):
+        result = Status.INTERRUPTED
+    except RecursionError:
+        return error("the input is too large to handle (recursion limit reached); try smaller sizes")
+    except MemoryError:
+        return error("out of memory; try smaller sizes")
+    except OSError as e:
+        return error(describe_os_error(e))
+    except SystemExit:
+        if sys.stdout is not stdout:  # click answers a broken pipe by wrapping stdout and sys.exit(1)
+            silence_stdout()
+            return Status.PIPE_CLOSED
+        raise
+    finally:
+        warnings.showwarning = shown
+    if result == Status.INTERRUPTED:  # typer turns Ctrl-C into exit code 130 itself
+        return interrupted()
+    code = result if isinstance(result, int) else 0
+    if code == 0:
+        for text in notes():
+            sys.stderr.write(f"{one_line(text)}\n")
+    return code
+
+
+def _pricing_note(shown):
+    """warnings.showwarning that turns a PricingWarning or an InputWarning into one `warning:` line after the
+    output (`note`) and leaves every other warning to `shown`."""
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, (PricingWarning, InputWarning)):
+            text = str(message)
+            note(text if text.startswith("note: ") else f"warning: {text}")
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    return show
+
+
+
+
+def _click_exceptions():
+    """The exceptions module of the click that typer runs on: typer's own copy (typer >= 0.27) or click.
+    `typer.BadParameter` is public in every typer and lives there."""
+    return sys.modules[typer.BadParameter.__module__]
+
+
+def _with_help_hint(e: click.ClickException) -> str:
+    ctx = getattr(e, "ctx", None)
+    cmd = ctx.command_path if ctx is not None else "attn-cost"
+    return f"{e.format_message()} (see '{cmd} --help')"
+
+
+
