@@ -65,7 +65,11 @@ def run_all(only: str | None) -> dict[str, dict]:
                 continue
             args = [a.format(tmp=tmp) for a in args]
             r = subprocess.run([*script(), *args], capture_output=True, text=True, env=env, timeout=1800)
-            out[key] = {"code": r.returncode, "stdout": r.stdout.replace(tmp, "TMP"), "stderr": r.stderr.replace(tmp, "TMP")}
+            out[key] = {
+                "code": r.returncode,
+                "stdout": r.stdout.replace(tmp, "TMP"),
+                "stderr": r.stderr.replace(tmp, "TMP"),
+            }
             print(f"{r.returncode}  attn-cost {key}", file=sys.stderr)
     return out
 

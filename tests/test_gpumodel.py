@@ -3,28 +3,19 @@ the commands that use it, and its record against published measurements."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from attn_cost.profilers.devicemodel import gpufit as bench
 from attn_cost.profilers.devicemodel.datasheet import SHIPPED, datasheets, get_datasheet
 from attn_cost.profilers.devicemodel.gpumodel import GpuModel, fitted
 
 ROOT = Path(__file__).parents[1]
 ISSUE_NAMES = {"a100-sxm4-40gb", "a100-sxm4-80gb", "h100-sxm5-80gb", "h100-pcie-80gb", "h200-sxm-141gb", "l4", "a10",
                "rtx-4090", "mi300x"}  # fmt: skip
-
-
-def _benchmark():
-    spec = importlib.util.spec_from_file_location("gpu_published", ROOT / "benchmarks" / "gpu_published.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_published"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture
@@ -172,9 +163,10 @@ def test_training_adds_each_ops_backward(a100) -> None:
 
     dims = row_dims({"d": 128, "h": 16, "b": 8})
     n = np.array([8192.0])
-    assert a100.time("softmax-fused", dims, n, dtype="bf16", mode="training")[0] > 3 * a100.time(
-        "softmax-fused", dims, n, dtype="bf16"
-    )[0]  # five products for two, at the same efficiency
+    assert (
+        a100.time("softmax-fused", dims, n, dtype="bf16", mode="training")[0]
+        > 3 * a100.time("softmax-fused", dims, n, dtype="bf16")[0]
+    )  # five products for two, at the same efficiency
 
 
 # -- the commands ------------------------------------------------------------------------------------------
@@ -230,7 +222,6 @@ def test_memory_crossover_in_training_follows_the_backward_walk(cli) -> None:
 def test_flashattention_table_21_memory_within_5_percent_where_the_kernel_holds_its_accumulator() -> None:
     """FlashAttention, Table 21 (A100 40GB, fp16, b = 16, h = 8, d = 64, MiB): every N ≥ 512 (FlashAttention-1
     holds its fp32 dQ accumulator there) within 5 %."""
-    bench = _benchmark()
     rows = [r for r in bench.all_rows() if r.quantity == "memory" and r.method == "FlashAttention" and r.n >= 512]
     assert len(rows) == 8
     for r in rows:
@@ -241,9 +232,10 @@ def test_crossover_on_a_datasheet_gpu_says_it_is_a_prediction(cli) -> None:
     args = ("crossover", "--pair", "softmax-fused:linear", "--d", "128", "--h", "8", "--b", "4", "--dtype", "bf16",
             "--device", "a100-sxm4-80gb")  # fmt: skip
     (row,) = cli(*args, "--json").json()["results"]
-    assert row["predicted_by"] == "datasheet" and row["predicted_n0_low"] <= row["predicted_n0"] <= row[
-        "predicted_n0_high"
-    ]
+    assert (
+        row["predicted_by"] == "datasheet"
+        and row["predicted_n0_low"] <= row["predicted_n0"] <= row["predicted_n0_high"]
+    )
     out = " ".join(cli(*args).out.split())
     assert "predicted from the GPU's datasheet" in out and "median |time error|" in out
 
@@ -280,7 +272,6 @@ def test_validation_rows_of_a_measured_gpu_get_its_datasheet_prediction() -> Non
 
 
 def test_the_docs_record_is_what_the_benchmark_makes_from_the_shipped_fit() -> None:
-    bench = _benchmark()
     eff, sigma, _ = fitted()
     text = (ROOT / "docs" / "gpumodel.md").read_text(encoding="utf-8")
     block = text.split(bench.BEGIN, 1)[1].split(bench.END, 1)[0]
@@ -288,7 +279,6 @@ def test_the_docs_record_is_what_the_benchmark_makes_from_the_shipped_fit() -> N
 
 
 def test_refitting_on_the_fit_rows_gives_the_shipped_efficiencies() -> None:
-    bench = _benchmark()
     _, _, data = fitted()
     refit = bench.fit([r for r in bench.all_rows() if r.source in bench.FIT_SOURCES])
     for name in bench.PARAMETERS:
@@ -297,7 +287,6 @@ def test_refitting_on_the_fit_rows_gives_the_shipped_efficiencies() -> None:
 
 def test_published_crossovers_are_within_a_fifth_and_held_out_times_within_the_target() -> None:
     """The issue's targets on the published sets (a regression guard: the record in docs/gpumodel.md is the report)."""
-    bench = _benchmark()
     eff, _, _ = fitted()
     for c in bench.crossover_record(eff):
         assert (c["published"] is None) == (c["predicted"] is None)
