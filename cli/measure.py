@@ -24,7 +24,8 @@ from attn_cost.profilers.devicemodel.corrections import (
     user_profiles_dir,
 )
 from attn_cost.profilers.devicemodel.datasheet import datasheets
-from attn_cost.profilers.devicemodel.opmodel import check_device, known_opmodels, load_opmodel, opmodel_for
+from attn_cost.profilers.devicemodel.names import known_opmodels
+from attn_cost.profilers.devicemodel.opmodel import check_device, load_opmodel, opmodel_for
 from attn_cost.profilers.measure.device import IDENTITY, prepare, select_device, slug
 from attn_cost.profilers.measure.sdpa import get_backend, validate_choice
 from attn_cost.profilers.measure.sizes import Sizes

@@ -10,7 +10,7 @@ from attn_cost.costmodel.crossover import Setting, crossover
 from attn_cost.costmodel.symbols import DEFAULTS, L, b, d, h
 from attn_cost.profilers.devicemodel.corrections import SHIPPED as PROFILES
 from attn_cost.profilers.devicemodel.corrections import corrected_points, load_profile
-from attn_cost.profilers.devicemodel.opmodel import SHIPPED as OPMODELS
+from attn_cost.profilers.devicemodel.names import OPMODELS
 from attn_cost.profilers.store.store import SHIPPED as RESULTS
 from attn_cost.profilers.store.store import ResultStore
 

@@ -66,7 +66,6 @@ from attn_cost.profilers.measure.device import CPU_TIMER, IDENTITY, slug
 from attn_cost.profilers.store.files import claim, json_data, read_json, regular_files, write_atomic
 from attn_cost.profilers.store.schema import Fingerprint, SchemaError, check, load_error, rule
 from attn_cost.profilers.store.store import user_data_dir
-from scipy.optimize import lsq_linear
 
 SCHEMA = 1
 SHIPPED = DATA / "devices"
@@ -212,6 +211,7 @@ def fit_time(
     """Fit t_launch, 1/P, 1/W to (sizes, seconds) samples by bounded least squares on relative residuals
     (`scipy.optimize.lsq_linear`): every constant at least 0, and 1/P at least 1/peak where the device's `peak`
     is known, so no fitted rate exceeds what the device can do; the profile says whether that bound was active."""
+    from scipy.optimize import lsq_linear  # scipy fits and finds roots, never loaded by `crossover` alone
 
     if len(samples) < MIN_POINTS:
         raise UserError(f"need at least {MIN_POINTS} timings of {variant} to fit 3 constants; have {len(samples)}")
@@ -264,6 +264,8 @@ def fit_memory(samples: list[tuple[dict, int]], variant: str, scope: str = "core
     """Each term's scale of the modelled peak and an offset, from (sizes, measured bytes): least squares on relative
     residuals with every scale >= 0 and a weak pull to 1 (`MEMORY_PRIOR`). At each size the branch of the peak that
     the model takes there (the largest) is the one the measurement is compared with."""
+    from scipy.optimize import lsq_linear
+
     if len(samples) < 2:
         raise UserError(f"need at least 2 memory measurements to fit a scale and an offset; have {len(samples)}")
     branches = memory_terms(variant, scope, dtype)

@@ -22,9 +22,9 @@ from typing import NamedTuple
 from attn_cost.costmodel.errors import InputWarning, UserError, unknown
 from attn_cost.profilers import DATA
 from attn_cost.profilers.devicemodel.names import measured_names
-from attn_cost.profilers.devicemodel.opmodel import user_dir as opmodels
 from attn_cost.profilers.store.files import read_json, regular_files
 from attn_cost.profilers.store.schema import SchemaError, check, rule
+from attn_cost.profilers.store.store import user_data_dir
 
 SHIPPED = DATA / "gpus.json"
 KIND = "attn-cost datasheet GPUs"
@@ -201,8 +201,8 @@ LEFT_OUT_SHOWN = 3
 
 
 def user_dir() -> Path:
-
-    return opmodels().parent / "gpus"
+    """The user's own datasheet tables ($ATTN_COST_HOME/gpus/)."""
+    return user_data_dir("gpus")
 
 
 @cache

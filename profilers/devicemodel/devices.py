@@ -16,8 +16,7 @@ from pathlib import Path
 
 from attn_cost.costmodel.errors import UserError, unknown
 from attn_cost.profilers.devicemodel.datasheet import Datasheet, datasheets, left_out
-from attn_cost.profilers.devicemodel.names import known_profiles
-from attn_cost.profilers.devicemodel.opmodel import known_opmodels
+from attn_cost.profilers.devicemodel.names import known_opmodels, known_profiles
 
 MEASURED = "a measured device (a device profile)"
 CALIBRATED = "a calibrated device (an op calibration, no device profile)"

@@ -54,7 +54,6 @@ from typing import Literal
 import numpy as np
 from attn_cost.costmodel.derive import STORAGE_BYTES
 from attn_cost.costmodel.errors import PricingWarning, UserError
-from attn_cost.profilers import DATA
 from attn_cost.profilers.devicemodel.kernels import (  # noqa: F401
     CALL,
     CHUNK,
@@ -66,6 +65,7 @@ from attn_cost.profilers.devicemodel.kernels import (  # noqa: F401
     runnable,
     twins,
 )
+from attn_cost.profilers.devicemodel.names import known_opmodels
 from attn_cost.profilers.devicemodel.opcalls import KernelCalls, kernel_calls, line_of, op_features, operand_layout  # noqa: F401
 from attn_cost.profilers.devicemodel.opfit import (
     MAD_TO_SIGMA,
@@ -82,7 +82,7 @@ from attn_cost.profilers.devicemodel.opfit import (
 from attn_cost.profilers.measure.device import slug
 from attn_cost.profilers.store.files import MAX_INPUT_BYTES, claim, is_json_of, read_input, write_atomic
 from attn_cost.profilers.store.schema import Fingerprint, SchemaError, check, load_error, rule
-from attn_cost.profilers.store.store import named_files, user_data_dir
+from attn_cost.profilers.store.store import user_data_dir
 
 SCHEMA = 1
 FIT_VERSION = 1
@@ -90,7 +90,6 @@ FIT_VERSION = 1
 this version, and loads them as they are; one of another version is refitted only when asked (`--refit`)."""
 OPMODEL_KIND = "attn-cost op model"
 """The `kind` field that marks a JSON file as an op calibration."""
-SHIPPED = DATA / "opmodels"
 MIN_POINTS = 3
 """Fewest calibration points of one kernel the model accepts."""
 BOOTSTRAP = 100
@@ -553,8 +552,13 @@ def _describe(model: Streaming | Gemm) -> dict:
 
 
 def fit_points(
-    device: dict, dtype: str, points: list[Point], caches: dict | None = None, where: str = "the calibration",
-    kernels: dict | None = None, overheads: Overheads | None = None,
+    device: dict,
+    dtype: str,
+    points: list[Point],
+    caches: dict | None = None,
+    where: str = "the calibration",
+    kernels: dict | None = None,
+    overheads: Overheads | None = None,
 ) -> OpModel:
     """Fit the op model (or take the fitted `kernels` and `overheads` as they are); too few points for the copy
     kernel, which matrix products' traffic and stand-ins use, is bad input."""
@@ -718,16 +722,9 @@ def user_dir() -> Path:
     return user_data_dir("opmodels")
 
 
-def known_opmodels() -> dict[str, Path]:
-    """Op calibrations by device slug: shipped ones, overridden by the user's own."""
-
-    return named_files(SHIPPED, "opmodels")
-
-
 def read_calibration(path: Path) -> dict:
     """The JSON of an op calibration file, plain or gzipped (`.json.gz`, as kept in benchmarks/data/calibrations);
     an unreadable or ill-formed one is bad input."""
-
 
     raw = read_input(path, "an op calibration")
     try:
@@ -786,5 +783,3 @@ def check_device(model: OpModel, device: dict) -> None:
             f"the op calibration of {model.slug} was made with {model.device.get('threads')} threads, these "
             f"timings use {device.get('threads')}: run `attn-cost calibrate --threads {device.get('threads')}`"
         )
-
-

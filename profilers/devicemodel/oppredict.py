@@ -14,7 +14,6 @@ from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS, MEASURED_DEPTH
 from attn_cost.profilers.devicemodel.opcalls import kernel_calls
 from attn_cost.profilers.devicemodel.opmodel import BOOTSTRAP, OpModel, load_opmodel, opmodel_for, pricing
-from scipy.optimize import brentq
 
 GRID = 240
 """Lengths (log-spaced from 2 to n_max) a predicted crossing is bracketed on and a tie interval is read at."""
@@ -28,6 +27,7 @@ def last_crossing(f, lo: float, hi: float, grid: int = GRID, ys: np.ndarray | No
     grid, if already known.
 
     lo when f >= 0 throughout, None when f < 0 at hi (B is still dearer at the end of the range)."""
+    from scipy.optimize import brentq  # scipy fits and finds roots, never loaded by `crossover` alone
 
     xs = np.geomspace(lo, hi, grid)
     ys = np.asarray(f(xs), dtype=float) if ys is None else ys
