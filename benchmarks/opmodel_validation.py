@@ -254,7 +254,8 @@ def per_op(model):
 def rescore(data: dict, model) -> dict:
     """The validation with its op-model columns recomputed by another calibration's model (same measurements):
     point estimates of N0 (no bootstrap, so no interval) and the predicted time of every timed point."""
-    from attn_cost.profilers.devicemodel.oppredict import predict_n0, predicted_seconds, row_dims
+    from attn_cost.profilers.devicemodel.device import row_dims
+    from attn_cost.profilers.devicemodel.oppredict import predict_n0, predicted_seconds
     from attn_cost.profilers.devicemodel.validate import timing_errors
 
     results = []

@@ -318,8 +318,9 @@ def test_the_op_model_times_the_chunk_kernels_at_the_variants_shapes_and_names_w
 
     from attn_cost.costmodel.errors import PricingWarning
     from attn_cost.profilers.devicemodel import calibrate as cal
+    from attn_cost.profilers.devicemodel.device import row_dims
     from attn_cost.profilers.devicemodel.kernels import CHUNK, build_runner
-    from attn_cost.profilers.devicemodel.oppredict import predict_n0, row_dims
+    from attn_cost.profilers.devicemodel.oppredict import predict_n0
     from test_opmodel import synthetic_model
 
     points = [p for p in cal.line_grid([NAME], [{"d": 8, "C": 16}], {"L3": 1 << 20}) if p.shape.kernel == CHUNK]

@@ -133,7 +133,7 @@ def test_fused_attention_is_query_blocks_in_waves_with_its_exponentials(a100) ->
 
 
 def test_every_launch_costs_and_a_recurrence_launches_every_step(a100) -> None:
-    from attn_cost.profilers.devicemodel.oppredict import row_dims
+    from attn_cost.profilers.devicemodel.device import row_dims
 
     dims = row_dims({"d": 16})
     ops = 7  # linear-recurrent's step: φ(k), φ(k)vᵀ, s +=, z +=, φ(q), two products, a divide, the store
@@ -145,7 +145,7 @@ def test_every_launch_costs_and_a_recurrence_launches_every_step(a100) -> None:
 def test_a_time_splits_into_launches_and_the_kernel_family_that_bounds_each_kernel(a100) -> None:
     """softmax at N = 8 is four launches and the call; fused attention at b·h = 108·8, N = 8,192 is the
     query blocks' waves (the arithmetic of the test above), one launch beside them."""
-    from attn_cost.profilers.devicemodel.oppredict import row_dims
+    from attn_cost.profilers.devicemodel.device import row_dims
 
     tiny = a100.parts("softmax", row_dims({"d": 16}), np.array([8.0]))
     assert tiny["launch"][0] == pytest.approx(a100.eff.call_s + 4 * a100.eff.launch_s)
@@ -159,7 +159,7 @@ def test_a_time_splits_into_launches_and_the_kernel_family_that_bounds_each_kern
 
 
 def test_training_adds_each_ops_backward(a100) -> None:
-    from attn_cost.profilers.devicemodel.oppredict import row_dims
+    from attn_cost.profilers.devicemodel.device import row_dims
 
     dims = row_dims({"d": 128, "h": 16, "b": 8})
     n = np.array([8192.0])
@@ -175,7 +175,7 @@ def test_training_adds_each_ops_backward(a100) -> None:
 def test_predict_gives_seconds_with_an_interval_and_the_engines_peak(cli) -> None:
     from attn_cost.costmodel.symbols import BY_NAME
     from attn_cost.costmodel.variants import derive
-    from attn_cost.profilers.devicemodel.oppredict import row_dims
+    from attn_cost.profilers.devicemodel.device import row_dims
 
     r = cli("predict", "--device", "h100-sxm5-80gb", "--variant", "softmax", "--variant", "linear", "--n", "512",
             "--n", "4096", "--d", "64", "--h", "8", "--b", "2", "--dtype", "bf16", "--json")  # fmt: skip
@@ -258,7 +258,7 @@ def test_bad_input_is_one_line_and_exit_2(cli, args) -> None:
 
 def test_validation_rows_of_a_measured_gpu_get_its_datasheet_prediction() -> None:
     from attn_cost.costmodel.crossover import Setting
-    from attn_cost.profilers.devicemodel.oppredict import row_dims
+    from attn_cost.profilers.devicemodel.device import row_dims
     from attn_cost.profilers.devicemodel.validate import _datasheet
 
     dims = row_dims({"d": 64, "h": 1, "b": 32})

@@ -77,7 +77,8 @@ def test_layout_twins_and_stand_ins() -> None:
 def test_a_kernel_the_calibration_never_timed_is_a_named_warning() -> None:
     """A calibration that predates the row-sum kernel (the synthetic one of test_opmodel.py times none):
     Performer's sum is priced, and said to be priced, as a copy; a pair without it gives no warning."""
-    from attn_cost.profilers.devicemodel.oppredict import predict_n0, row_dims
+    from attn_cost.profilers.devicemodel.device import row_dims
+    from attn_cost.profilers.devicemodel.oppredict import predict_n0
     from test_opmodel import synthetic_model
 
     model = synthetic_model()
@@ -230,8 +231,8 @@ def test_a_window_product_reads_overlapping_windows_of_one_buffer(name: str) -> 
 
 
 def test_sliding_window_s_band_products_carry_the_window_layout() -> None:
+    from attn_cost.profilers.devicemodel.device import row_dims
     from attn_cost.profilers.devicemodel.opcalls import kernel_calls
-    from attn_cost.profilers.devicemodel.oppredict import row_dims
 
     calls = kernel_calls("sliding-window", "core", "fp32", row_dims({"d": 16}))
     products = [f for k, f in zip(calls.kernels, calls.features, strict=True) if k.startswith("matmul")]

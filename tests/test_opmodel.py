@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.symbols import BY_NAME
+from attn_cost.profilers.devicemodel.device import last_crossing, row_dims
 from attn_cost.profilers.devicemodel.opmodel import (
     COPY,
     Gemm,
@@ -21,7 +22,7 @@ from attn_cost.profilers.devicemodel.opmodel import (
     kernel_calls,
     load_opmodel,
 )
-from attn_cost.profilers.devicemodel.oppredict import last_crossing, predict_n0, predicted_seconds, row_dims
+from attn_cost.profilers.devicemodel.oppredict import predict_n0, predicted_seconds
 from attn_cost.profilers.devicemodel.tunables import DEFAULT
 
 DEVICE = {"kind": "cpu", "name": "Test CPU", "torch": "2.13.0", "threads": 2, "family": "1"}
@@ -495,7 +496,7 @@ def test_predicted_crossover_lies_in_its_bootstrap_interval() -> None:
 def test_a_tie_is_the_stretch_where_the_ratio_is_within_its_error_of_one() -> None:
     """Independent arithmetic: ln(tB/tA) falls linearly in log N through 0 at N = 100; with σ = 0.05 the tie is
     where |ratio| ≤ 1.96 · 0.05, i.e. the lengths within 2^±(0.098/0.1) octaves of 100... read on the grid."""
-    from attn_cost.profilers.devicemodel.oppredict import tie_interval
+    from attn_cost.profilers.devicemodel.device import tie_interval
 
     xs = np.geomspace(2.0, 65536.0, 240)
     ratio = -0.1 * np.log2(xs / 100.0)  # 10 % per octave

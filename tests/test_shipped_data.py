@@ -129,7 +129,7 @@ def test_results_file_lines_are_all_valid_records() -> None:
 def test_every_shipped_op_calibration_loads_its_fitted_parameters_and_predicts(path, monkeypatch) -> None:
     import numpy as np
     from attn_cost.profilers.devicemodel import opmodel as om
-    from attn_cost.profilers.devicemodel.oppredict import row_dims
+    from attn_cost.profilers.devicemodel.device import row_dims
 
     def no_fitting(*args, **kwargs):
         raise AssertionError("a shipped calibration was refitted on loading")

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers.devicemodel import kernels
+from attn_cost.profilers.devicemodel.device import row_dims
 from attn_cost.profilers.devicemodel.kernels import (
     CALL,
     KERNELS,
@@ -34,7 +35,6 @@ from attn_cost.profilers.devicemodel.kernels import (
 )
 from attn_cost.profilers.devicemodel.opcalls import kernel_calls
 from attn_cost.profilers.devicemodel.opmodel import GLUE, LINES, Point, fit_points, glue_line, sanity
-from attn_cost.profilers.devicemodel.oppredict import row_dims
 from attn_cost.profilers.devicemodel.trend import spikes
 from attn_cost.profilers.devicemodel.tunables import DEFAULT, Tunables
 from attn_cost.profilers.measure.cases import DTYPES, Case, build_case

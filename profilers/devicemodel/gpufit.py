@@ -32,6 +32,7 @@ from attn_cost.profilers import DATA
 from attn_cost.profilers.devicemodel.corrections import SHIPPED as SHIPPED_PROFILES
 from attn_cost.profilers.devicemodel.corrections import load_profile
 from attn_cost.profilers.devicemodel.datasheet import for_device, get_datasheet
+from attn_cost.profilers.devicemodel.device import row_dims
 from attn_cost.profilers.devicemodel.gpumodel import (
     FAMILIES,
     FIT_KIND,
@@ -41,7 +42,6 @@ from attn_cost.profilers.devicemodel.gpumodel import (
     peak_bytes,
     predict_n0,
 )
-from attn_cost.profilers.devicemodel.oppredict import row_dims
 from attn_cost.profilers.measure.standing import cell
 from attn_cost.profilers.store.store import SHIPPED as SHIPPED_RECORDS
 from attn_cost.profilers.store.store import read_records

@@ -41,9 +41,8 @@ from attn_cost.costmodel.symbols import N
 from attn_cost.costmodel.variants import derive
 from attn_cost.profilers import DATA
 from attn_cost.profilers.devicemodel.datasheet import Datasheet, get_datasheet
+from attn_cost.profilers.devicemodel.device import Prediction, ceil_n, last_crossing, row_dims
 from attn_cost.profilers.devicemodel.opcalls import kernel_calls
-from attn_cost.profilers.devicemodel.oppredict import Prediction, last_crossing, row_dims
-from attn_cost.profilers.devicemodel.oppredict import _ceil as ceil_n
 from attn_cost.profilers.store.schema import SchemaError, check, rule
 
 FIT_FILE = DATA / "gpumodel.json"

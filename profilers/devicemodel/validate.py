@@ -22,8 +22,9 @@ from attn_cost.profilers.devicemodel.corrections import (
     fit_time,
 )
 from attn_cost.profilers.devicemodel.datasheet import for_device
+from attn_cost.profilers.devicemodel.device import Prediction
 from attn_cost.profilers.devicemodel.opmodel import OpModel
-from attn_cost.profilers.devicemodel.oppredict import Prediction, predict_n0, predicted_seconds
+from attn_cost.profilers.devicemodel.oppredict import predict_n0, predicted_seconds
 from attn_cost.profilers.devicemodel.trend import spikes
 from attn_cost.profilers.measure.device import slug as slug_of
 from attn_cost.profilers.measure.profile import Measurer, Stored, length_grain, profile_pair, snap, stored_pair
