@@ -132,6 +132,25 @@ def test_fused_attention_is_query_blocks_in_waves_with_its_exponentials(a100) ->
         assert a100.kernel_seconds("sdpa", f, "bf16") == pytest.approx(rows * per_block)
 
 
+def test_each_kernel_is_priced_by_the_family_it_is_declared_with(a100) -> None:
+    """One vocabulary (kernels.py): products by their tiles, fused attention by its query blocks, every other family
+    (element-wise, row-wise, the chunk kernels) by its bytes at the bandwidth, whatever the kernel's name."""
+    from attn_cost.profilers.devicemodel import kernels
+
+    f = {"batch": 4, "m": 512, "k": 64, "n": 512, "rows": 512, "cols": 64, "bytes": 3 * 2**20}
+    streaming = f["bytes"] / (2039e9 * a100.eff.stream)
+    for name, kernel in kernels.KERNELS.items():
+        seconds = float(a100.kernel_seconds(name, f, "bf16"))
+        if kernel.family == kernels.PRODUCT:
+            assert seconds == pytest.approx(float(a100.product(f, "bf16")))
+        elif kernel.family == kernels.ATTENTION:
+            assert seconds == pytest.approx(float(a100.attention(f, "bf16", kernel.causal)))
+        else:
+            assert kernel.family in (kernels.ELEMENTWISE, kernels.ROWWISE, kernels.CHUNKED), name
+            assert seconds == pytest.approx(streaming), name
+    assert {k.family for k in kernels.KERNELS.values()} == set(kernels.FAMILIES)
+
+
 def test_every_launch_costs_and_a_recurrence_launches_every_step(a100) -> None:
     from attn_cost.profilers.devicemodel.device import row_dims
 
@@ -148,8 +167,9 @@ def test_a_time_splits_into_launches_and_the_kernel_family_that_bounds_each_kern
     from attn_cost.profilers.devicemodel.device import row_dims
 
     tiny = a100.parts("softmax", row_dims({"d": 16}), np.array([8.0]))
+    assert set(tiny) == {"launch", "elementwise", "rowwise", "product", "attention", "chunk"}
     assert tiny["launch"][0] == pytest.approx(a100.eff.call_s + 4 * a100.eff.launch_s)
-    assert tiny["product"][0] == tiny["streaming"][0] == tiny["attention"][0] == 0
+    assert all(tiny[family][0] == 0 for family in tiny if family != "launch")
     n, e, eff = 8192, 2, a100.eff
     big = a100.parts("softmax-fused", row_dims({"d": 64, "h": 8, "b": 108}), np.array([float(n)]), dtype="bf16")
     per_block = (4 * 128 * n * 64 / (312e12 * eff.attention / 108) + 128 * n / (16 * 108 * 1410e6 / 108)
@@ -183,7 +203,8 @@ def test_predict_gives_seconds_with_an_interval_and_the_engines_peak(cli) -> Non
     data = r.json()
     assert data["predicted_by"] == "datasheet" and len(data["results"]) == 4
     for row in data["results"]:
-        assert set(row) == {"variant", "n", "seconds", "seconds_low", "seconds_high", "peak_bytes", "fits_in_memory"}
+        assert set(row) == {"variant", "n", "seconds", "seconds_low", "seconds_high", "peak_bytes", "fits_in_memory",
+                            "predicted_by"}  # fmt: skip
         assert row["fits_in_memory"] is (row["peak_bytes"] <= 80e9)  # the H100 SXM5 holds 80 GB
         assert row["seconds_low"] < row["seconds"] < row["seconds_high"]
         dims = {**row_dims({"d": 64, "h": 8, "b": 2}), BY_NAME["N"]: row["n"]}

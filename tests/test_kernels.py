@@ -16,7 +16,8 @@ PRODUCT = {"batch": 2, "m": 3, "k": 4, "n": 5}
 
 def _small(name: str) -> kernels.Shape:
     k = KERNELS[name]
-    return kernels.shape(name, **(PRODUCT if k.family in (kernels.PRODUCT, kernels.ATTENTION) else SMALL))
+    by_product_dims = (kernels.PRODUCT, kernels.ATTENTION, kernels.CHUNKED)
+    return kernels.shape(name, **(PRODUCT if k.family in by_product_dims else SMALL))
 
 
 def test_every_op_kind_the_engine_emits_has_a_kernel(monkeypatch) -> None:
@@ -78,16 +79,15 @@ def test_a_kernel_the_calibration_never_timed_is_a_named_warning() -> None:
     """A calibration that predates the row-sum kernel (the synthetic one of test_opmodel.py times none):
     Performer's sum is priced, and said to be priced, as a copy; a pair without it gives no warning."""
     from attn_cost.profilers.devicemodel.device import row_dims
-    from attn_cost.profilers.devicemodel.oppredict import predict_n0
-    from test_opmodel import synthetic_model
+    from test_opmodel import op_crossing, synthetic_model
 
     model = synthetic_model()
     assert "sum" not in model.kernels and "copy" in model.kernels
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        predict_n0(model, "taylorshift-direct", "taylorshift-efficient", row_dims({"d": 16}), replicates=0)
+        op_crossing(model, "taylorshift-direct", "taylorshift-efficient", row_dims({"d": 16}), replicates=0)
         assert not [w for w in caught if issubclass(w.category, PricingWarning)]
-        predict_n0(model, "softmax", "performer", row_dims({"d": 16}), replicates=0)
+        op_crossing(model, "softmax", "performer", row_dims({"d": 16}), replicates=0)
     messages = {str(w.message) for w in caught if issubclass(w.category, PricingWarning)}
     assert any("the sum kernel: priced as copy" in m for m in messages), messages
 

@@ -222,7 +222,9 @@ ANALYTIC = [
 """The analytic commands: no torch, no plotly, no scipy."""
 DEVICE = [
     ["crossover", "--device", "h100-sxm5-80gb"],
+    ["crossover", "--device", "cuda-nvidia-h200-12fde9-bf16", "--pair", "softmax:linear", "--dtype", "bf16"],
     ["predict", "--device", "l4", "--variant", "softmax", "--n", "64"],
+    ["predict", "--device", "cpu-amd-epyc-5155e7", "--variant", "linear", "--n", "64"],
     ["devices"],
 ]
 """Commands that price on a device: no torch, no plotly (scipy finds their crossings and bootstrap intervals)."""

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from attn_cost.costmodel.errors import InputWarning, UserError, unknown
+from attn_cost.costmodel.iotraffic import Gpu
 from attn_cost.profilers import DATA
 from attn_cost.profilers.devicemodel.names import measured_names
 from attn_cost.profilers.store.files import read_json, regular_files
@@ -103,6 +104,11 @@ class Datasheet:
     @property
     def memory_bytes(self) -> int:
         return int(self.memory_gb * 1e9)
+
+    @property
+    def gpu(self) -> Gpu:
+        """What FlashAttention's tiles see of it (`iotraffic`: `attn-cost io --gpu`, the datasheet model's SDPA)."""
+        return Gpu(self.name, self.arch, int(self.smem_per_block_kb * 1024), int(self.smem_per_sm_kb * 1024))
 
 
 @dataclass(frozen=True)

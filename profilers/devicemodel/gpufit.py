@@ -27,21 +27,21 @@ from dataclasses import asdict, dataclass, replace
 from itertools import pairwise
 
 import numpy as np
+from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.symbols import C
 from attn_cost.profilers import DATA
 from attn_cost.profilers.devicemodel.corrections import SHIPPED as SHIPPED_PROFILES
 from attn_cost.profilers.devicemodel.corrections import load_profile
 from attn_cost.profilers.devicemodel.datasheet import for_device, get_datasheet
-from attn_cost.profilers.devicemodel.device import row_dims
+from attn_cost.profilers.devicemodel.device import crossing, peak_bytes, row_dims
 from attn_cost.profilers.devicemodel.gpumodel import (
-    FAMILIES,
     FIT_KIND,
+    LAUNCH,
     Efficiency,
     GpuModel,
     input_bytes,
-    peak_bytes,
-    predict_n0,
 )
+from attn_cost.profilers.devicemodel.kernels import FAMILIES
 from attn_cost.profilers.measure.standing import cell
 from attn_cost.profilers.store.store import SHIPPED as SHIPPED_RECORDS
 from attn_cost.profilers.store.store import read_records
@@ -157,7 +157,7 @@ forward table. Everything else (the causal and d = 128 panels, the backward and 
 memory table, the crossovers, other GPUs) judges the model."""
 
 
-def crossing(points: list[tuple[int, float, float]]) -> float | None:
+def table_crossing(points: list[tuple[int, float, float]]) -> float | None:
     """The first N from which B's time is no longer than A's, log-interpolated between the table's lengths;
     points: (N, time of A, time of B), ascending."""
     for (n0, a0, b0), (n1, a1, b1) in pairwise(points):
@@ -279,10 +279,12 @@ def crossover_record(eff) -> list[dict]:
     out = []
     for a, b, source in CROSSOVERS:
         ns = sorted(n for (s, m, n) in rows if s == source and m == a and (s, b, n) in rows)
-        published = crossing([(n, rows[(source, a, n)].value, rows[(source, b, n)].value) for n in ns])
+        published = table_crossing([(n, rows[(source, a, n)].value, rows[(source, b, n)].value) for n in ns])
         grid = sorted({round(x) for x in (ns[0] * (ns[-1] / ns[0]) ** (i / 200) for i in range(201))})
         template_a, template_b = rows[(source, a, ns[0])], rows[(source, b, ns[0])]
-        predicted = crossing([(n, predict(_at(template_a, n), eff), predict(_at(template_b, n), eff)) for n in grid])
+        predicted = table_crossing(
+            [(n, predict(_at(template_a, n), eff), predict(_at(template_b, n), eff)) for n in grid]
+        )
         error = None if published is None or predicted is None else predicted / published - 1
         out.append({"a": a, "b": b, "source": source, "quantity": template_a.quantity, "published": published,
                     "predicted": predicted, "error": error})  # fmt: skip
@@ -315,7 +317,7 @@ def quoted_record(eff, sigma: float) -> list[str]:
     assert dims[C] == 64
     for gpu, quoted in QUOTED:
         model = GpuModel(get_datasheet(gpu), eff, sigma)
-        p = predict_n0(model, "softmax-fused-causal", "linear-chunked", dims, "core", "bf16", "training")
+        p = crossing(model, "softmax-fused-causal", "linear-chunked", dims, Setting(dtype="bf16", mode="training"))
         error = None if p.n0 is None else p.n0 / quoted - 1
         lines.append(f"| {gpu} | ~{quoted:,} | {_n(p.n0)} [{_n(p.low)}, {_n(p.high)}] | {_pct(error)} |")
     return lines
@@ -335,7 +337,7 @@ def held_out_record(eff, sigma: float) -> list[dict]:
         model = GpuModel(sheet, eff, sigma)
         for row in profile.measured:
             sizes = {"d": row["d"], "h": row["heads"], "b": row["batch"]}
-            p = predict_n0(model, row["a"], row["b"], row_dims(sizes), profile.scope, profile.dtype)
+            p = crossing(model, row["a"], row["b"], row_dims(sizes), Setting(dtype=profile.dtype, scope=profile.scope))
             measured, stands = row["measured_n0"], row.get("n0_standing", "stands") == "stands"
             error = None if measured is None or p.n0 is None or not stands else p.n0 / measured - 1
             out.append({"gpu": sheet.name, "dtype": profile.dtype, "a": row["a"], "b": row["b"], "d": row["d"],
@@ -362,7 +364,7 @@ def held_out_times(eff, sigma: float) -> list[dict]:
                                                       r["dtype"])  # fmt: skip
             seconds = {k: float(v[0]) for k, v in parts.items()}
             out.append({"gpu": sheet.name, "dtype": r["dtype"], "variant": r["variant"],
-                        "bound": max(FAMILIES, key=lambda k: seconds[k]),
+                        "bound": max((LAUNCH, *FAMILIES), key=lambda k: seconds[k]),
                         "error": sum(seconds.values()) / r["time"]["median"] - 1})  # fmt: skip
     return out
 

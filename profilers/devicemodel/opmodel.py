@@ -57,10 +57,13 @@ from attn_cost.costmodel.errors import PricingWarning, UserError
 from attn_cost.profilers.devicemodel.kernels import (  # noqa: F401
     CALL,
     CHUNK,
+    CHUNKED,
     LOOP_STEP,
     MATMUL_LAYOUTS,
     OVERHEADS,
+    PRODUCT_FORM,
     SEQUENCE,
+    family_of,
     kernel_of,
     runnable,
     twins,
@@ -173,7 +176,7 @@ class OpModel:
         for name, pts in by_kernel.items():
             if name in OVERHEADS or len(pts) < MIN_POINTS:
                 continue
-            if name.startswith("matmul") or name.startswith("sdpa"):
+            if family_of(name) in PRODUCT_FORM:
                 kernels[name] = Gemm.fit(pts, copy)
             else:
                 kernels[name] = copy if name == COPY and copy is not None else Streaming.fit(pts, elem)
@@ -220,14 +223,22 @@ class OpModel:
             total = total + self.context_seconds(calls, n)
         return total
 
-    def _ops(self, calls: KernelCalls, n: np.ndarray) -> np.ndarray:
-        """Seconds of a variant's ops, each as timed alone (its line where it has one), summed at every N."""
-        ops = np.zeros_like(n)
+    def op_times(self, calls: KernelCalls, n: np.ndarray) -> list[tuple[str, dict[str, np.ndarray], np.ndarray]]:
+        """Per op of a variant: its kernel, its features at every N (`repeat` among them) and the seconds of one
+        call of it as timed alone (its line where it has one)."""
+        out = []
         for i, (kernel, f) in enumerate(calls.at(n)):
             seconds = self.op_seconds(kernel, f)
             line = self.lines.get(calls.lines[i])
             if line is not None:
                 seconds = line.along(self, n, seconds)
+            out.append((kernel, f, seconds))
+        return out
+
+    def _ops(self, calls: KernelCalls, n: np.ndarray) -> np.ndarray:
+        """Seconds of a variant's ops, each as timed alone (its line where it has one), summed at every N."""
+        ops = np.zeros_like(n)
+        for _, f, seconds in self.op_times(calls, n):
             ops = ops + f["repeat"] * seconds
         return ops
 
@@ -365,7 +376,7 @@ class OpModel:
     def off_grid_sigma(self, kernel: str) -> float:
         """Log-scale spread of the model's error on shapes off the grid (from the held-out shapes that
         `calibrate` times): MAD_TO_SIGMA × their median |relative error|, a robust σ."""
-        family = "matmul" if kernel.startswith(("matmul", "sdpa")) else "other kernels"
+        family = "matmul" if family_of(kernel) in PRODUCT_FORM else "other kernels"
         if family not in self.held_out:
             return 0.0
         return MAD_TO_SIGMA * float(self.held_out[family].get("median_abs_error", 0.0))
@@ -502,7 +513,7 @@ def sanity(model: OpModel) -> list[str]:
     for p in model.points:
         if p.kernel in OVERHEADS or p.kernel == GLUE:  # not ops: a call, a loop step, a chain, a whole variant
             continue
-        if p.kernel.startswith(("matmul", "sdpa", CHUNK)):  # bound by their FLOPs, not their bytes
+        if family_of(p.kernel) in (*PRODUCT_FORM, CHUNKED):  # bound by their FLOPs, not their bytes
             if best and p.kernel.startswith("matmul") and _flop_rate(p) > SANITY_FAST * best:
                 fast[p.kernel].append(_flop_rate(p) / best)
             continue
