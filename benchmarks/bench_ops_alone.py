@@ -31,8 +31,8 @@ def main() -> None:
     import numpy as np
     from attn_cost.costmodel.errors import UserError
     from attn_cost.profilers.devicemodel.calibrate import Calibrator, runnable, shape_of
+    from attn_cost.profilers.devicemodel.device import row_dims
     from attn_cost.profilers.devicemodel.opmodel import kernel_calls
-    from attn_cost.profilers.devicemodel.oppredict import row_dims
     from attn_cost.profilers.measure.device import prepare
     from attn_cost.profilers.measure.profile import Measurer
     from attn_cost.profilers.measure.sizes import Sizes

@@ -254,13 +254,15 @@ def per_op(model):
 def rescore(data: dict, model) -> dict:
     """The validation with its op-model columns recomputed by another calibration's model (same measurements):
     point estimates of N0 (no bootstrap, so no interval) and the predicted time of every timed point."""
-    from attn_cost.profilers.devicemodel.oppredict import predict_n0, predicted_seconds, row_dims
+    from attn_cost.costmodel.crossover import Setting
+    from attn_cost.profilers.devicemodel.device import crossing, row_dims
+    from attn_cost.profilers.devicemodel.oppredict import CalibratedDevice, predicted_seconds
     from attn_cost.profilers.workflow.validating import timing_errors
 
     results = []
     for r in data["results"]:
         dims = row_dims({"d": r["d"], "h": r.get("heads", 1), "b": r.get("batch", 1)})
-        point = predict_n0(model, r["a"], r["b"], dims, dtype=model.dtype, replicates=0)
+        point = crossing(CalibratedDevice(model), r["a"], r["b"], dims, Setting(dtype=model.dtype), replicates=0)
         results.append({**r, "predicted_n0": point.n0, "predicted_n0_low": None, "predicted_n0_high": None})
     times = {
         v: timing_errors(

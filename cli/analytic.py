@@ -50,8 +50,8 @@ from attn_cost.costmodel.scopes import MODES, SCOPES
 from attn_cost.costmodel.symbols import BY_NAME, L, b
 from attn_cost.costmodel.symbols import DESCRIPTIONS as SYMBOLS
 from attn_cost.costmodel.variants import all_variants, derive_counted, get_variant
-from attn_cost.profilers.devicemodel.corrections import add_device_columns
-from attn_cost.profilers.devicemodel.gpumodel import record_line
+from attn_cost.profilers.devicemodel.device import DATASHEET, DeviceModel
+from attn_cost.profilers.devicemodel.devices import add_device_columns, resolve
 from attn_cost.profilers.measure.standing import cell as measured_cell
 from attn_cost.profilers.report.gather import op_model_n0
 from rich.console import Console
@@ -110,20 +110,21 @@ def crossover(
         for a, bb in pairs
         for dv in ds
     ]
-    if device is not None:
+    model = resolve(device) if device is not None else None
+    if model is not None:
         with progress() as notify:  # the op model's bootstrap intervals take seconds a row
             notify(f"predicting on {device}: corrected fits, op model with its 95 % interval")
-            add_device_columns(rows, device)
+            add_device_columns(rows, model)
     if as_json:
-        emit({"results": [row.as_json() for row in rows]})
+        about = {"device": {"name": model.name, "kind": model.kind, "answered_by": model.answered_by}} if model else {}
+        emit({**about, "results": [row.as_json() for row in rows]})
         return
-    if device is not None and rows and rows[0].device is not None and rows[0].device.predicted_by == "datasheet":
-        _datasheet_table(rows, heads, batch, device)
-        return
-    if device is not None:
-        _device_table(rows, heads, batch, device)
-        return
-    _crossover_table(rows, heads, batch)
+    if model is not None and model.kind == DATASHEET:
+        _datasheet_table(rows, heads, batch, model)
+    elif model is not None:
+        _device_table(rows, heads, batch, model.name)
+    else:
+        _crossover_table(rows, heads, batch)
 
 
 def _pairs(
@@ -209,7 +210,7 @@ def _device_table(rows: list[TransitionRow], heads: int, batch: int, device: str
     _closed_forms(rows)
 
 
-def _datasheet_table(rows: list[TransitionRow], heads: int, batch: int, device: str) -> None:
+def _datasheet_table(rows: list[TransitionRow], heads: int, batch: int, device: DeviceModel) -> None:
     """N0 per pair and head dim: FLOPs beside the datasheet model's prediction for a GPU one does not own."""
 
     first = rows[0].setting
@@ -224,12 +225,13 @@ def _datasheet_table(rows: list[TransitionRow], heads: int, batch: int, device: 
     beyond = (f" †: at that N, A or B needs more memory than the GPU's {over[0] / 1e9:g} GB: the run would not fit, "
               "and the time predicted is of a run that cannot happen." if over else "")  # fmt: skip
     render.table(
-        f"B is faster than A from N = …  on {device}, predicted "
+        f"B is faster than A from N = …  on {device.name}, predicted "
         f"({first.scope}, {first.mode}, {first.dtype}, h={heads}, b={batch})",
         columns,
         cells,
         keys=3,
-        caption="N0 FLOPs: where B needs no more FLOPs. N1: no more peak memory. " + record_line() + beyond,
+        caption=f"N0 FLOPs: where B needs no more FLOPs. N1: no more peak memory. N0 datasheet: {device.answered_by}."
+        + beyond,
     )
 
 

@@ -16,13 +16,16 @@ from attn_cost.costmodel import display
 from attn_cost.costmodel.conventions import MATMUL
 from attn_cost.costmodel.crossover import at_sizes, compare, cost_branches, evaluate
 from attn_cost.costmodel.dtypes import HALF, spelled
-from attn_cost.costmodel.iotraffic import DEFAULT_GPU, GPUS, ORDERS, Tiles, fused_causal, has_fused, io_branches
+from attn_cost.costmodel.iotraffic import ORDERS, Tiles, fused_causal, has_fused, io_branches
 from attn_cost.costmodel.polyterms import n_degree
 from attn_cost.costmodel.variants import derive
+from attn_cost.profilers.devicemodel.devices import datasheet_of
 
 FUSED_DEFAULT = ["softmax-fused", "softmax-fused-causal"]
 AGAINST_DEFAULT = ["linear", "linear-causal-fused", "performer"]
 LENGTHS = [1024, 4096, 16384, 65536]
+DEFAULT_GPU = "a100-sxm4-80gb"
+"""FlashAttention-2's own GPU (its paper's measurements)."""
 
 
 @app.command("io")
@@ -41,7 +44,7 @@ def io(
     gpu: str = typer.Option(
         DEFAULT_GPU,
         "--gpu",
-        help="GPU whose kernel tiles and usable shared memory per block are used: " + ", ".join(GPUS) + ".",
+        help="A datasheet GPU (`attn-cost devices`) whose kernel tiles and usable shared memory per block are used.",
     ),
     sram: Optional[int] = typer.Option(
         None, "--sram", help="On-chip memory M in bytes per thread block (default: the --gpu's usable shared memory)."
@@ -69,7 +72,7 @@ def io(
                  "variants (linear, performer, linformer, ...): give one of those")  # fmt: skip
     ds = o.head_dims(d_values, None, heads, default=o.D_DEFAULT["io"])
     st = o.setting("matmul", dtype, "core", "inference", [*fused, *others])
-    tiles = Tiles(sram, block_q, block_kv, order, gpu)
+    tiles = Tiles(sram, block_q, block_kv, order, datasheet_of(gpu, "--gpu").gpu)
     results = []
     for dv in ds:
         dims = o.sizes(dv, heads, batch, None, 4, 1)

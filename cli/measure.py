@@ -22,7 +22,8 @@ from attn_cost.profilers.devicemodel.corrections import (
     user_profiles_dir,
 )
 from attn_cost.profilers.devicemodel.datasheet import datasheets
-from attn_cost.profilers.devicemodel.opmodel import known_opmodels
+from attn_cost.profilers.devicemodel.device import CALIBRATED, DATASHEET, MEASURED
+from attn_cost.profilers.devicemodel.names import OPMODELS, known_opmodels
 from attn_cost.profilers.measure.device import IDENTITY
 from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.measure.standing import cell, tally
@@ -574,48 +575,56 @@ def _with_err(value, err) -> str:
 
 @app.command()
 def devices(as_json: bool = o.JSON) -> None:
-    """List the devices: measured profiles (shipped, or fitted here by `attn-cost validate`) and datasheet GPUs
-    (predicted from their datasheets: `predict`, `crossover --device`)."""
+    """List the devices, each name once with its kind: measured (a device profile, shipped or fitted here by
+    `attn-cost validate`), calibrated (an op calibration alone, `attn-cost calibrate`) and datasheet GPUs (predicted
+    from their datasheets). Every --device takes every one (`predict`, `crossover`, `report`)."""
 
     found = [(name, path, load_profile(str(path))) for name, path in known_profiles().items()]
+    calibrated = known_opmodels()
+    alone = {name: path for name, path in calibrated.items() if name not in dict((n, p) for n, p, _ in found)}
     sheets = datasheets()
     if as_json:
         measured = [
-            {"name": n, "kind": "measured", "path": str(p), "device": prof.device, "variants": sorted(prof.time),
-             "created": prof.created}
+            {"name": n, "kind": MEASURED, "path": str(p), "device": prof.device, "variants": sorted(prof.time),
+             "created": prof.created, "op_calibration": prof.slug in calibrated}
             for n, p, prof in found
         ]  # fmt: skip
+        ops = [{"name": n, "kind": CALIBRATED, "path": str(p)} for n, p in alone.items()]
         predicted = [
-            {"name": s.name, "kind": "datasheet", "title": s.title, "arch": s.arch,
+            {"name": s.name, "kind": DATASHEET, "title": s.title, "arch": s.arch,
              "peak_tflops": asdict(s.peak_tflops), "bandwidth_gbs": s.bandwidth_gbs, "memory_gb": s.memory_gb,
              "sms": s.sms, "source": s.source}
             for s in sheets.values()
         ]  # fmt: skip
-        emit(measured + predicted)
+        emit(measured + ops + predicted)
         return
     if not found:
         render.prose("No measured device profiles yet: `attn-cost validate` measures this device and writes one.")
-        _datasheet_table(sheets)
-        return
-
-    calibrated = known_opmodels()
-    cells = [
-        [
-            n,
-            escape(_device_label(prof.device, [other.device for _, _, other in found])),
-            str(prof.device.get("threads", "")),
-            prof.created[:10],
-            "yes" if n in calibrated else "no",
+    else:
+        cells = [
+            [
+                n,
+                escape(_device_label(prof.device, [other.device for _, _, other in found])),
+                str(prof.device.get("threads", "")),
+                prof.created[:10],
+                "yes" if prof.slug in calibrated else "no",
+            ]
+            for n, _, prof in found
         ]
-        for n, _, prof in found
-    ]
-    columns = [Col("name"), Col("device", prose=True), right("threads"), Col("fitted"), Col("op model")]
-    render.table("Measured device profiles", columns, cells)
-    render.sentence(
-        "Use one with `attn-cost crossover --device NAME` or `report --device NAME`; `devices --json` lists each "
-        "profile's variants, torch version and file.",
-        indent=0,
-    )
+        columns = [Col("name"), Col("device", prose=True), right("threads"), Col("fitted"), Col("op model")]
+        render.table("Measured device profiles", columns, cells)
+        render.sentence(
+            "Use one with `attn-cost predict --device NAME`, `crossover --device NAME` or `report --device NAME`; "
+            "`devices --json` lists each profile's variants, torch version and file.",
+            indent=0,
+        )
+    if alone:
+        render.table(
+            "Calibrated devices (an op calibration, no profile)",
+            [Col("name"), Col("file", prose=True)],
+            [[n, "shipped" if p.parent == OPMODELS else escape(str(p))] for n, p in alone.items()],
+            caption="Their times are predicted from their kernels timed alone (`attn-cost calibrate`), zero-shot.",
+        )
     _datasheet_table(sheets)
 
 
@@ -628,8 +637,8 @@ def _datasheet_table(sheets: dict) -> None:
         "Datasheet GPUs (predicted from their datasheets, not measured)",
         [Col("name"), right("bf16 TFLOP/s"), right("fp32"), right("GB/s"), right("GB")],
         cells,
-        caption="Use one with `attn-cost predict --device NAME` or `crossover --device NAME`; add yours with a "
-        "file like profilers/data/gpus.json in $ATTN_COST_HOME/gpus/ (docs/gpumodel.md).",
+        caption="Use one with `attn-cost predict --device NAME`, `crossover --device NAME` or `report --device NAME`; "
+        "add yours with a file like profilers/data/gpus.json in $ATTN_COST_HOME/gpus/ (docs/gpumodel.md).",
     )
 
 

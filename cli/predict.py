@@ -1,11 +1,11 @@
-"""`attn-cost predict`: a variant's time and peak memory on a GPU one does not own, from its datasheet.
+"""`attn-cost predict`: a variant's time and peak memory on any device attn-cost knows: a GPU one does not own (its
+datasheet), a measured device (its profile's fits, its op calibration for the other variants) or a calibrated one.
 
-No torch: the datasheet model prices the engine's op list with numpy (`profilers.devicemodel.gpumodel`).
+No torch: every device model prices the engine's op list with numpy (`profilers.devicemodel.devices.resolve`).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Optional
 
 import numpy as np
@@ -13,78 +13,112 @@ import typer
 from attn_cost.cli import options as o
 from attn_cost.cli import render
 from attn_cost.cli.app import app, fail
+from attn_cost.cli.measure import progress
 from attn_cost.cli.render import Col, emit, right
-from attn_cost.profilers.devicemodel.devices import datasheet_of
-from attn_cost.profilers.devicemodel.gpumodel import GpuModel, fitted, peak_bytes, record_line
+from attn_cost.profilers.devicemodel.devices import resolve
+from attn_cost.profilers.devicemodel.gpumodel import GpuModel
 
 
 @app.command()
 @o.with_sizes
 def predict(
-    device: str = typer.Option(..., "--device", help="A datasheet GPU (`attn-cost devices`): h100-sxm5-80gb, ..."),
+    device: str = typer.Option(
+        ...,
+        "--device",
+        help="Any device (`attn-cost devices`): a datasheet GPU (h100-sxm5-80gb, ...), a measured or calibrated one "
+        "(cpu-amd-epyc-5155e7, ...).",
+    ),
     variant: list[str] = typer.Option(..., "--variant", help="Repeatable."),
     n: list[int] = typer.Option(..., "--n", help="Sequence length; repeatable."),
     d: int = typer.Option(64, "--d", help="Head dimension."),
     heads: int = o.HEADS,
     batch: int = o.BATCH,
     latents: Optional[int] = o.LATENTS,
-    dtype: str = typer.Option("bf16", "--dtype", help="fp32, bf16 or fp16."),
+    dtype: Optional[str] = typer.Option(
+        None,
+        "--dtype",
+        help="fp32, bf16 or fp16 (default: bf16 on a datasheet GPU, else what the device was measured in).",
+    ),
     scope: Optional[str] = o.SCOPE,
     mode: str = o.MODE,
     causal: bool = o.CAUSAL,
     launch_us: Optional[float] = typer.Option(
-        None, "--launch-us", help="Your host's cost of one kernel launch from eager PyTorch, µs (default: fitted)."
+        None,
+        "--launch-us",
+        help="A datasheet GPU: your host's cost of one kernel launch from eager PyTorch, µs (default: fitted).",
     ),
     as_json: bool = o.JSON,
 ) -> None:
-    """Predicted seconds (with a 95 % interval) and peak bytes of variants on a datasheet GPU, per variant and N."""
+    """Predicted seconds (with a 95 % interval) and peak bytes of variants on a device, per variant and N, and which
+    model answered."""
 
     names = o.variant_names(variant, causal)
     lengths = sorted(n)
     for value in lengths:
         o.positive(value, "--n")
     o.positive(d, "--d")
+    model = resolve(device)
+    dtype = dtype or model.dtype
     st = o.setting(o.DEFAULT, dtype, scope, mode, names, {"--L": latents})
     sizes = o.sizes(d, heads, batch, latents)
-    sheet = datasheet_of(device)
-    eff, sigma, _ = fitted()
-    fitted_us = eff.launch_s * 1e6
+    fitted_us = None
     if launch_us is not None:
+        if not isinstance(model, GpuModel):
+            fail(f"--launch-us sets a datasheet GPU's launch cost; {model.name} is {model.kind}: its host was measured")
         if not 0 < launch_us <= 1e6:  # NaN fails too
             fail(f"--launch-us must be a positive number of microseconds (at most 10^6), got {launch_us}")
-
-        eff = replace(eff, launch_s=launch_us * 1e-6)
-    model = GpuModel(sheet, eff, sigma)
+        fitted_us = model.eff.launch_s * 1e6
+        model = model.with_launch(launch_us * 1e-6)
+    for name in names:  # one line on a variant or setting the device has no model of, before any work
+        model.check(name, st)
     results: list[dict[str, Any]] = []
-    for name in names:
-        seconds = model.time(name, sizes, np.array(lengths, dtype=float), st.scope, dtype, mode)
-        low, high = model.interval(seconds)
-        for i, length in enumerate(lengths):
-            peak = peak_bytes(name, sizes, length, st.scope, dtype, mode)
-            results.append({
-                "variant": name, "n": length, "seconds": float(seconds[i]), "seconds_low": float(low[i]),
-                "seconds_high": float(high[i]), "peak_bytes": peak, "fits_in_memory": peak <= sheet.memory_bytes,
-            })  # fmt: skip
+    by: dict[str, str] = {}
+    ns = np.array(lengths, dtype=float)
+    with progress() as notify:  # an op calibration's bootstrap interval takes seconds a variant
+        for name in names:
+            notify(f"predicting {name} on {model.name}")
+            answering = model.answering(name, st)
+            by[answering.label] = answering.answered_by
+            times = answering.seconds(name, sizes, ns, st)
+            peaks = answering.peak_bytes(name, sizes, ns, st)
+            for i, length in enumerate(lengths):
+                peak = int(peaks[i])
+                fits = peak <= model.memory_bytes if model.memory_bytes is not None else None
+                results.append({
+                    "variant": name, "n": length, "seconds": float(times.seconds[i]),
+                    "seconds_low": float(times.low[i]), "seconds_high": float(times.high[i]), "peak_bytes": peak,
+                    "fits_in_memory": fits, "predicted_by": answering.label,
+                })  # fmt: skip
     if as_json:
-        emit({"device": sheet.name, "predicted_by": "datasheet", "setting": st.as_json(),
-              "d": d, "heads": heads, "batch": batch, "memory_bytes": sheet.memory_bytes,
-              "launch_us": eff.launch_s * 1e6, "launch_us_given": launch_us is not None,
-              "results": results})  # fmt: skip
+        host = (
+            {"launch_us": model.eff.launch_s * 1e6, "launch_us_given": launch_us is not None}
+            if isinstance(model, GpuModel)
+            else {}
+        )
+        emit({"device": model.name, "kind": model.kind, "predicted_by": " and ".join(by), "answered_by": by,
+              "setting": st.as_json(), "d": d, "heads": heads, "batch": batch, "memory_bytes": model.memory_bytes,
+              **host, "results": results})  # fmt: skip
         return
-    over = any(not r["fits_in_memory"] for r in results)
+    over = any(r["fits_in_memory"] is False for r in results)
     launch = (f" Launch cost: {launch_us:g} µs a kernel (--launch-us; the fitted one is {fitted_us:.3g} µs)."
               if launch_us is not None else "")  # fmt: skip
-    beyond = (f" †: does not fit in the {sheet.memory_gb:g} GB of the {sheet.title}: its time is of a run that "
-              "cannot happen." if over else "")  # fmt: skip
+    title = model.sheet.title if isinstance(model, GpuModel) else model.name
+    beyond = (f" †: does not fit in the {model.sheet.memory_gb:g} GB of the {title}: its time is of a run that "
+              "cannot happen." if over and isinstance(model, GpuModel) else "")  # fmt: skip
+    mixed = len(by) > 1
     cells = [[r["variant"], f"{r['n']:,}", _time(r["seconds"]), _span(r["seconds_low"], r["seconds_high"]),
-              _bytes(r["peak_bytes"]) + ("" if r["fits_in_memory"] else " †")] for r in results]  # fmt: skip
+              _bytes(r["peak_bytes"]) + (" †" if r["fits_in_memory"] is False else ""),
+              *([r["predicted_by"]] if mixed else [])] for r in results]  # fmt: skip
+    answered = (" ".join(f"{label}: times {sentence}." for label, sentence in by.items()) if mixed
+                else f"Times {next(iter(by.values()))}.")  # fmt: skip
     render.table(
-        f"Predicted on {sheet.title} ({st.scope}, {mode}, {dtype}, d={d}, h={heads}, b={batch})",
-        [Col("variant"), right("N"), right("time"), right("95 % interval"), right("peak memory")],
+        f"Predicted on {title} ({st.scope}, {mode}, {dtype}, d={d}, h={heads}, b={batch})",
+        [Col("variant"), right("N"), right("time"), right("95 % interval"), right("peak memory"),
+         *([Col("by")] if mixed else [])],
         cells,
         keys=1,
-        caption=record_line().replace("N0 datasheet: predicted", "Times predicted") + launch + beyond,
-    )
+        caption=answered + launch + beyond,
+    )  # fmt: skip
 
 
 def _span(low: float, high: float) -> str:

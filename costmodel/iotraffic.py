@@ -21,7 +21,8 @@ d ≤ 64; 128 × 64 at d = 96, 128 and 192 on sm80/sm90 (sm86/sm89: 128 × 32 no
 causal at d = 128; 64 × 64 causal at d = 96); at d = 256 128 × 64 where a block can have 128 KiB
 but an SM not 192 KiB (A100), else 64 × 64 (H100, sm86/sm89). With `fa1`, Algorithm 1's rule
 on M: B_c = ⌈M/4d⌉, B_r = min(⌈M/4d⌉, d), M in elements of the activation dtype. M is the usable
-shared memory per thread block (opt-in maximum) of a named GPU, not the SM's L1 + shared total.
+shared memory per thread block (opt-in maximum) of the GPU given (its datasheet's figures: `Gpu`), not the SM's
+L1 + shared total.
 Given blocks override either rule; blocks whose Q, K and V tiles do not fit in M are refused.
 
 Block counts are N/B (continuous): exact when B divides N, and the formula stays a polynomial in N.
@@ -57,29 +58,19 @@ ORDERS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class Gpu:
-    """What the tiled kernels see of a GPU."""
+    """What the tiled kernels see of a GPU: its architecture and shared memory, as its datasheet gives them (the
+    datasheet table, profilers/data/gpus.json, is the one list of GPUs: `Datasheet.gpu` makes one of these; the
+    engine takes the figures as arguments and reads no table)."""
 
     name: str
     arch: str
-    """Compute capability: sm80, sm86, sm89, sm90."""
+    """Compute capability: sm80, sm86, sm89, sm90 (cdna3: AMD's, tiled as sm90 is)."""
     smem_per_block: int
     """Usable shared memory of one thread block, bytes (the opt-in maximum)."""
     smem_per_sm: int
     """Shared memory of one streaming multiprocessor, bytes."""
 
 
-GPUS: dict[str, Gpu] = {
-    g.name: g
-    for g in (
-        Gpu("a100", "sm80", 163 * 1024, 164 * 1024),
-        Gpu("h100", "sm90", 227 * 1024, 228 * 1024),
-        Gpu("a6000", "sm86", 99 * 1024, 100 * 1024),
-        Gpu("l40s", "sm89", 99 * 1024, 100 * 1024),
-    )
-}
-"""Shared memory per block and per SM from NVIDIA's CUDA C++ Programming Guide (compute capabilities table)."""
-DEFAULT_GPU = "a100"
-DEFAULT_SRAM = GPUS[DEFAULT_GPU].smem_per_block
 KERNEL_HEAD_DIMS = (32, 64, 96, 128, 192, 256)
 """Head dims FlashAttention-2 compiles forward kernels for; a smaller d runs the next one up."""
 
@@ -113,23 +104,27 @@ class Tiles:
     block_q: int | None = None
     block_kv: int | None = None
     order: str = "fa2"
-    gpu: str = DEFAULT_GPU
+    gpu: Gpu | None = None
+    """The GPU whose tiles and shared memory are used; None: the blocks and the memory must be given."""
 
     def resolve(self, d: int, dtype: str, causal: bool = False) -> ResolvedTiles:
         """Block sizes for head dimension d: given ones, else the kernel's own (fa2) or Algorithm 1's rule (fa1)."""
         if self.order not in ORDERS:
             raise UserError(f"unknown kernel order {self.order!r} (known: {', '.join(ORDERS)})")
-        if self.gpu not in GPUS:
-            raise UserError(f"unknown --gpu {self.gpu!r} (known: {', '.join(GPUS)})")
-        gpu = GPUS[self.gpu]
         for value, flag in ((self.sram_bytes, "--sram"), (self.block_q, "--block-q"), (self.block_kv, "--block-kv")):
             if value is not None and value < 1:
                 raise UserError(f"{flag} must be a positive integer, got {value}")
-        sram = self.sram_bytes if self.sram_bytes is not None else gpu.smem_per_block
+        gpu = self.gpu
+        if gpu is not None:
+            sram = self.sram_bytes if self.sram_bytes is not None else gpu.smem_per_block
+        elif self.sram_bytes is not None and (self.order == "fa1" or (self.block_q and self.block_kv)):
+            sram = self.sram_bytes
+        else:
+            raise UserError("tiles need a GPU (its shared memory and kernel tiles), or the memory and blocks given")
         e = dtype_bytes(dtype)
         m = sram // e
         if self.order == "fa2":
-            kernel = fa2_tiles(gpu, d, causal)
+            kernel = fa2_tiles(gpu, d, causal) if gpu is not None else None
             if kernel is None:
                 if self.block_q is None or self.block_kv is None:
                     raise UserError(
@@ -137,7 +132,10 @@ class Tiles:
                     )
                 kernel = (self.block_q, self.block_kv)
             bq, bkv = self.block_q or kernel[0], self.block_kv or kernel[1]
-            source = "given" if self.block_q and self.block_kv else f"FlashAttention-2 forward kernel, {gpu.arch}"
+            if gpu is None or (self.block_q and self.block_kv):
+                source = "given"
+            else:
+                source = f"FlashAttention-2 forward kernel, {gpu.arch}"
         else:
             by_m = math.ceil(m / (4 * d))
             if self.block_q is None and self.block_kv is None and m < 4 * d:
@@ -150,7 +148,7 @@ class Tiles:
                 f"tiles of {bq} query and {bkv} key/value rows need {need:,} bytes of shared memory at d = {d} "
                 f"({dtype}), more than the {sram:,} bytes of --sram/--gpu"
             )
-        return ResolvedTiles(self, d, dtype, sram, m, bq, bkv, source, gpu.name)
+        return ResolvedTiles(self, d, dtype, sram, m, bq, bkv, source, gpu.name if gpu is not None else "")
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from importlib.metadata import EntryPoint, distributions
+from importlib.metadata import EntryPoint, distributions, entry_points
 from pathlib import Path
 
 import sympy as sp
@@ -105,7 +105,17 @@ def load_configured() -> None:
 
 def declared() -> list[EntryPoint]:
     """The installed `attn_cost.variants` entry points, as `importlib.metadata.entry_points` finds them (the first
-    distribution of a name on the path wins); a distribution whose entry points cannot be read is named."""
+    distribution of a name on the path wins); a distribution whose entry points cannot be read is named
+    (`_declared_one_by_one`, which parses every distribution's metadata: time `crossover` need not
+    spend when they all read)."""
+    try:
+        return list(entry_points(group=GROUP))
+    except Exception:  # a malformed file somewhere: find which distribution has it
+        return _declared_one_by_one()
+
+
+def _declared_one_by_one() -> list[EntryPoint]:
+    """`declared`, distribution by distribution, so that one whose entry points cannot be read is named."""
     seen: set[str] = set()
     found: list[EntryPoint] = []
     for dist in distributions():

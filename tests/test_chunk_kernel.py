@@ -318,9 +318,9 @@ def test_the_op_model_times_the_chunk_kernels_at_the_variants_shapes_and_names_w
 
     from attn_cost.costmodel.errors import PricingWarning
     from attn_cost.profilers.devicemodel import calibrate as cal
+    from attn_cost.profilers.devicemodel.device import row_dims
     from attn_cost.profilers.devicemodel.kernels import CHUNK, build_runner
-    from attn_cost.profilers.devicemodel.oppredict import predict_n0, row_dims
-    from test_opmodel import synthetic_model
+    from test_opmodel import op_crossing, synthetic_model
 
     points = [p for p in cal.line_grid([NAME], [{"d": 8, "C": 16}], {"L3": 1 << 20}) if p.shape.kernel == CHUNK]
     assert points and all(dict(p.shape.dims) == {"batch": 1, "m": p.n, "k": 8, "n": 16} for p in points)
@@ -328,7 +328,7 @@ def test_the_op_model_times_the_chunk_kernels_at_the_variants_shapes_and_names_w
     assert tuple(runner.run(runner.make()).shape) == (1, 1, points[0].n, 8)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        predict_n0(synthetic_model(), "softmax-causal", NAME, row_dims({"d": 16}), replicates=0)
+        op_crossing(synthetic_model(), "softmax-causal", NAME, row_dims({"d": 16}), replicates=0)
     messages = {str(w.message) for w in caught if issubclass(w.category, PricingWarning)}
     assert any(f"the {CHUNK} kernel: priced as copy" in m for m in messages), messages
 

@@ -11,7 +11,6 @@ from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers.devicemodel.corrections import (
     DeviceProfile,
     MemoryFit,
-    corrected_n,
     corrected_time_curve,
     fit_memory,
     fit_time,
@@ -19,6 +18,7 @@ from attn_cost.profilers.devicemodel.corrections import (
     time_features,
 )
 from attn_cost.profilers.devicemodel.corrections import _value as value_at
+from attn_cost.profilers.devicemodel.device import exact_crossing
 from scipy.optimize import brentq
 
 TRUE = {"launch_s": 5e-6, "seconds_per_flop": 1 / 50e9, "seconds_per_byte": 1 / 10e9}
@@ -71,7 +71,7 @@ def test_corrected_crossover_is_where_the_fitted_curves_cross() -> None:
 
     dims = {d: 24, h: 1, b: 1}
     curves = {v: corrected_time_curve(f, v, dims, setting) for v, f in fits.items()}
-    n = corrected_n(curves["taylorshift-direct"], curves["taylorshift-efficient"])
+    n = exact_crossing(curves["taylorshift-direct"], curves["taylorshift-efficient"])
 
     def gap(x: float) -> float:  # the same constants evaluated independently, at real N
         sizes = {"N": x, "d": 24, "h": 1, "b": 1, "L": 24}
@@ -117,7 +117,7 @@ def test_corrected_memory_crossover_is_where_the_measured_memories_cross() -> No
             "latte": MemoryFit(1.0, 0.0, 0.0, 2)}  # fmt: skip
     dims = Sizes(N=1, d=64, h=1, b=32).symbols()
     curves = {v: corrected_memory_curve(f, v, dims, setting) for v, f in fits.items()}
-    assert corrected_n(curves["softmax-fused"], curves["latte"]) == pytest.approx((262_144 - 272) / 4_096, rel=1e-3)
+    assert exact_crossing(curves["softmax-fused"], curves["latte"]) == pytest.approx((262_144 - 272) / 4_096, rel=1e-3)
 
 
 def test_memory_terms_one_head_dim_cannot_tell_apart_keep_the_models_ratio() -> None:

@@ -29,7 +29,7 @@ from attn_cost.costmodel.variants import derive, get_variant
 from attn_cost.profilers.measure.cases import Case
 from attn_cost.profilers.measure.flops import counted
 from attn_cost.profilers.measure.memory import traced_peak, traced_training_peak
-from attn_cost.profilers.measure.reference import take
+from attn_cost.profilers.measure.references import take
 from attn_cost.profilers.measure.sizes import Sizes
 from torch import Tensor
 

@@ -3,28 +3,19 @@ the commands that use it, and its record against published measurements."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from attn_cost.profilers.devicemodel import gpufit as bench
 from attn_cost.profilers.devicemodel.datasheet import SHIPPED, datasheets, get_datasheet
 from attn_cost.profilers.devicemodel.gpumodel import GpuModel, fitted
 
 ROOT = Path(__file__).parents[1]
 ISSUE_NAMES = {"a100-sxm4-40gb", "a100-sxm4-80gb", "h100-sxm5-80gb", "h100-pcie-80gb", "h200-sxm-141gb", "l4", "a10",
                "rtx-4090", "mi300x"}  # fmt: skip
-
-
-def _benchmark():
-    spec = importlib.util.spec_from_file_location("gpu_published", ROOT / "benchmarks" / "gpu_published.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_published"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture
@@ -141,8 +132,27 @@ def test_fused_attention_is_query_blocks_in_waves_with_its_exponentials(a100) ->
         assert a100.kernel_seconds("sdpa", f, "bf16") == pytest.approx(rows * per_block)
 
 
+def test_each_kernel_is_priced_by_the_family_it_is_declared_with(a100) -> None:
+    """One vocabulary (kernels.py): products by their tiles, fused attention by its query blocks, every other family
+    (element-wise, row-wise, the chunk kernels) by its bytes at the bandwidth, whatever the kernel's name."""
+    from attn_cost.profilers.devicemodel import kernels
+
+    f = {"batch": 4, "m": 512, "k": 64, "n": 512, "rows": 512, "cols": 64, "bytes": 3 * 2**20}
+    streaming = f["bytes"] / (2039e9 * a100.eff.stream)
+    for name, kernel in kernels.KERNELS.items():
+        seconds = float(a100.kernel_seconds(name, f, "bf16"))
+        if kernel.family == kernels.PRODUCT:
+            assert seconds == pytest.approx(float(a100.product(f, "bf16")))
+        elif kernel.family == kernels.ATTENTION:
+            assert seconds == pytest.approx(float(a100.attention(f, "bf16", kernel.causal)))
+        else:
+            assert kernel.family in (kernels.ELEMENTWISE, kernels.ROWWISE, kernels.CHUNKED), name
+            assert seconds == pytest.approx(streaming), name
+    assert {k.family for k in kernels.KERNELS.values()} == set(kernels.FAMILIES)
+
+
 def test_every_launch_costs_and_a_recurrence_launches_every_step(a100) -> None:
-    from attn_cost.profilers.devicemodel.oppredict import row_dims
+    from attn_cost.profilers.devicemodel.device import row_dims
 
     dims = row_dims({"d": 16})
     ops = 7  # linear-recurrent's step: φ(k), φ(k)vᵀ, s +=, z +=, φ(q), two products, a divide, the store
@@ -154,11 +164,12 @@ def test_every_launch_costs_and_a_recurrence_launches_every_step(a100) -> None:
 def test_a_time_splits_into_launches_and_the_kernel_family_that_bounds_each_kernel(a100) -> None:
     """softmax at N = 8 is four launches and the call; fused attention at b·h = 108·8, N = 8,192 is the
     query blocks' waves (the arithmetic of the test above), one launch beside them."""
-    from attn_cost.profilers.devicemodel.oppredict import row_dims
+    from attn_cost.profilers.devicemodel.device import row_dims
 
     tiny = a100.parts("softmax", row_dims({"d": 16}), np.array([8.0]))
+    assert set(tiny) == {"launch", "elementwise", "rowwise", "product", "attention", "chunk"}
     assert tiny["launch"][0] == pytest.approx(a100.eff.call_s + 4 * a100.eff.launch_s)
-    assert tiny["product"][0] == tiny["streaming"][0] == tiny["attention"][0] == 0
+    assert all(tiny[family][0] == 0 for family in tiny if family != "launch")
     n, e, eff = 8192, 2, a100.eff
     big = a100.parts("softmax-fused", row_dims({"d": 64, "h": 8, "b": 108}), np.array([float(n)]), dtype="bf16")
     per_block = (4 * 128 * n * 64 / (312e12 * eff.attention / 108) + 128 * n / (16 * 108 * 1410e6 / 108)
@@ -168,13 +179,14 @@ def test_a_time_splits_into_launches_and_the_kernel_family_that_bounds_each_kern
 
 
 def test_training_adds_each_ops_backward(a100) -> None:
-    from attn_cost.profilers.devicemodel.oppredict import row_dims
+    from attn_cost.profilers.devicemodel.device import row_dims
 
     dims = row_dims({"d": 128, "h": 16, "b": 8})
     n = np.array([8192.0])
-    assert a100.time("softmax-fused", dims, n, dtype="bf16", mode="training")[0] > 3 * a100.time(
-        "softmax-fused", dims, n, dtype="bf16"
-    )[0]  # five products for two, at the same efficiency
+    assert (
+        a100.time("softmax-fused", dims, n, dtype="bf16", mode="training")[0]
+        > 3 * a100.time("softmax-fused", dims, n, dtype="bf16")[0]
+    )  # five products for two, at the same efficiency
 
 
 # -- the commands ------------------------------------------------------------------------------------------
@@ -183,7 +195,7 @@ def test_training_adds_each_ops_backward(a100) -> None:
 def test_predict_gives_seconds_with_an_interval_and_the_engines_peak(cli) -> None:
     from attn_cost.costmodel.symbols import BY_NAME
     from attn_cost.costmodel.variants import derive
-    from attn_cost.profilers.devicemodel.oppredict import row_dims
+    from attn_cost.profilers.devicemodel.device import row_dims
 
     r = cli("predict", "--device", "h100-sxm5-80gb", "--variant", "softmax", "--variant", "linear", "--n", "512",
             "--n", "4096", "--d", "64", "--h", "8", "--b", "2", "--dtype", "bf16", "--json")  # fmt: skip
@@ -191,7 +203,8 @@ def test_predict_gives_seconds_with_an_interval_and_the_engines_peak(cli) -> Non
     data = r.json()
     assert data["predicted_by"] == "datasheet" and len(data["results"]) == 4
     for row in data["results"]:
-        assert set(row) == {"variant", "n", "seconds", "seconds_low", "seconds_high", "peak_bytes", "fits_in_memory"}
+        assert set(row) == {"variant", "n", "seconds", "seconds_low", "seconds_high", "peak_bytes", "fits_in_memory",
+                            "predicted_by"}  # fmt: skip
         assert row["fits_in_memory"] is (row["peak_bytes"] <= 80e9)  # the H100 SXM5 holds 80 GB
         assert row["seconds_low"] < row["seconds"] < row["seconds_high"]
         dims = {**row_dims({"d": 64, "h": 8, "b": 2}), BY_NAME["N"]: row["n"]}
@@ -230,7 +243,6 @@ def test_memory_crossover_in_training_follows_the_backward_walk(cli) -> None:
 def test_flashattention_table_21_memory_within_5_percent_where_the_kernel_holds_its_accumulator() -> None:
     """FlashAttention, Table 21 (A100 40GB, fp16, b = 16, h = 8, d = 64, MiB): every N ≥ 512 (FlashAttention-1
     holds its fp32 dQ accumulator there) within 5 %."""
-    bench = _benchmark()
     rows = [r for r in bench.all_rows() if r.quantity == "memory" and r.method == "FlashAttention" and r.n >= 512]
     assert len(rows) == 8
     for r in rows:
@@ -241,9 +253,10 @@ def test_crossover_on_a_datasheet_gpu_says_it_is_a_prediction(cli) -> None:
     args = ("crossover", "--pair", "softmax-fused:linear", "--d", "128", "--h", "8", "--b", "4", "--dtype", "bf16",
             "--device", "a100-sxm4-80gb")  # fmt: skip
     (row,) = cli(*args, "--json").json()["results"]
-    assert row["predicted_by"] == "datasheet" and row["predicted_n0_low"] <= row["predicted_n0"] <= row[
-        "predicted_n0_high"
-    ]
+    assert (
+        row["predicted_by"] == "datasheet"
+        and row["predicted_n0_low"] <= row["predicted_n0"] <= row["predicted_n0_high"]
+    )
     out = " ".join(cli(*args).out.split())
     assert "predicted from the GPU's datasheet" in out and "median |time error|" in out
 
@@ -266,7 +279,7 @@ def test_bad_input_is_one_line_and_exit_2(cli, args) -> None:
 
 def test_validation_rows_of_a_measured_gpu_get_its_datasheet_prediction() -> None:
     from attn_cost.costmodel.crossover import Setting
-    from attn_cost.profilers.devicemodel.oppredict import row_dims
+    from attn_cost.profilers.devicemodel.device import row_dims
     from attn_cost.profilers.workflow.validating import _datasheet
 
     dims = row_dims({"d": 64, "h": 1, "b": 32})
@@ -280,7 +293,6 @@ def test_validation_rows_of_a_measured_gpu_get_its_datasheet_prediction() -> Non
 
 
 def test_the_docs_record_is_what_the_benchmark_makes_from_the_shipped_fit() -> None:
-    bench = _benchmark()
     eff, sigma, _ = fitted()
     text = (ROOT / "docs" / "gpumodel.md").read_text(encoding="utf-8")
     block = text.split(bench.BEGIN, 1)[1].split(bench.END, 1)[0]
@@ -288,7 +300,6 @@ def test_the_docs_record_is_what_the_benchmark_makes_from_the_shipped_fit() -> N
 
 
 def test_refitting_on_the_fit_rows_gives_the_shipped_efficiencies() -> None:
-    bench = _benchmark()
     _, _, data = fitted()
     refit = bench.fit([r for r in bench.all_rows() if r.source in bench.FIT_SOURCES])
     for name in bench.PARAMETERS:
@@ -297,7 +308,6 @@ def test_refitting_on_the_fit_rows_gives_the_shipped_efficiencies() -> None:
 
 def test_published_crossovers_are_within_a_fifth_and_held_out_times_within_the_target() -> None:
     """The issue's targets on the published sets (a regression guard: the record in docs/gpumodel.md is the report)."""
-    bench = _benchmark()
     eff, _, _ = fitted()
     for c in bench.crossover_record(eff):
         assert (c["published"] is None) == (c["predicted"] is None)

@@ -604,8 +604,8 @@ def test_a_gpu_row_named_like_a_measured_device_is_left_out_everywhere(tmp_path,
     code, out, _ = _run(["crossover", "--pair", "softmax:linear", "--d", "8", "--device", DEVICE_SLUG, "--json"],
                         capsys)  # fmt: skip
     assert code == 0 and json.loads(out)["results"][0]["corrected_n0"] is not None  # the profile
-    code, _, err = _run(["predict", "--device", DEVICE_SLUG, "--variant", "softmax", "--n", "64"], capsys)
-    _one_line(code, err, "a measured device")
+    code, out, _ = _run(["predict", "--device", DEVICE_SLUG, "--variant", "softmax", "--n", "64", "--json"], capsys)
+    assert code == 0 and json.loads(out)["kind"] == "measured"  # the profile answers, not the user's row
     code, out, _ = _run(["predict", "--device", "a10", "--variant", "softmax", "--n", "64", "--json"], capsys)
     assert json.loads(out)["device"] == "a10" and json.loads(out)["memory_bytes"] == 24 * 10**9  # the shipped A10
     code, _, err = _run(["report", "--html", str(tmp_path / "r.html"), "--device", "cpu-amd-epyc-234b2f", "--d", "16",
@@ -694,5 +694,5 @@ def test_a_measured_device_named_like_a_shipped_gpu_wins_in_every_command(tmp_pa
     assert code == 0 and kinds == ["measured"] and "'l4' is left out" in err, err
     code, out, _ = _run(["crossover", "--pair", "softmax:linear", "--d", "8", "--device", "l4", "--json"], capsys)
     assert code == 0 and json.loads(out)["results"][0]["corrected_n0"] is not None
-    code, _, err = _run(["predict", "--device", "l4", "--variant", "softmax", "--n", "64"], capsys)
-    _one_line(code, err, "a measured device")
+    code, out, _ = _run(["predict", "--device", "l4", "--variant", "softmax", "--n", "64", "--json"], capsys)
+    assert code == 0 and json.loads(out)["kind"] == "measured"  # the user's profile, not the shipped L4

@@ -16,7 +16,8 @@ PRODUCT = {"batch": 2, "m": 3, "k": 4, "n": 5}
 
 def _small(name: str) -> kernels.Shape:
     k = KERNELS[name]
-    return kernels.shape(name, **(PRODUCT if k.family in (kernels.PRODUCT, kernels.ATTENTION) else SMALL))
+    by_product_dims = (kernels.PRODUCT, kernels.ATTENTION, kernels.CHUNKED)
+    return kernels.shape(name, **(PRODUCT if k.family in by_product_dims else SMALL))
 
 
 def test_every_op_kind_the_engine_emits_has_a_kernel(monkeypatch) -> None:
@@ -77,16 +78,16 @@ def test_layout_twins_and_stand_ins() -> None:
 def test_a_kernel_the_calibration_never_timed_is_a_named_warning() -> None:
     """A calibration that predates the row-sum kernel (the synthetic one of test_opmodel.py times none):
     Performer's sum is priced, and said to be priced, as a copy; a pair without it gives no warning."""
-    from attn_cost.profilers.devicemodel.oppredict import predict_n0, row_dims
-    from test_opmodel import synthetic_model
+    from attn_cost.profilers.devicemodel.device import row_dims
+    from test_opmodel import op_crossing, synthetic_model
 
     model = synthetic_model()
     assert "sum" not in model.kernels and "copy" in model.kernels
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        predict_n0(model, "taylorshift-direct", "taylorshift-efficient", row_dims({"d": 16}), replicates=0)
+        op_crossing(model, "taylorshift-direct", "taylorshift-efficient", row_dims({"d": 16}), replicates=0)
         assert not [w for w in caught if issubclass(w.category, PricingWarning)]
-        predict_n0(model, "softmax", "performer", row_dims({"d": 16}), replicates=0)
+        op_crossing(model, "softmax", "performer", row_dims({"d": 16}), replicates=0)
     messages = {str(w.message) for w in caught if issubclass(w.category, PricingWarning)}
     assert any("the sum kernel: priced as copy" in m for m in messages), messages
 
@@ -210,7 +211,7 @@ def test_every_in_place_kernel_restores_its_input_and_no_other_does() -> None:
 @pytest.mark.parametrize("name", ["matmul-NT", "matmul-NN"])
 def test_a_window_product_reads_overlapping_windows_of_one_buffer(name: str) -> None:
     """The band products of sliding-window: query i against rows i … i+w−1 of one padded buffer, as
-    `reference._band_bmm` reads them, not N separate w×d operands (the buffer is (N+w−1)·d, not N·w·d)."""
+    `references.sliding_window._band_bmm` reads them, not N separate w×d operands (the buffer is (N+w−1)·d, not N·w·d)."""
     import torch
 
     n, w, d = 9, 4, 3
@@ -230,8 +231,8 @@ def test_a_window_product_reads_overlapping_windows_of_one_buffer(name: str) -> 
 
 
 def test_sliding_window_s_band_products_carry_the_window_layout() -> None:
+    from attn_cost.profilers.devicemodel.device import row_dims
     from attn_cost.profilers.devicemodel.opcalls import kernel_calls
-    from attn_cost.profilers.devicemodel.oppredict import row_dims
 
     calls = kernel_calls("sliding-window", "core", "fp32", row_dims({"d": 16}))
     products = [f for k, f in zip(calls.kernels, calls.features, strict=True) if k.startswith("matmul")]

@@ -119,7 +119,9 @@ def test_no_import_cycle_at_module_level() -> None:
 CORE_PACKAGES = {"sympy", "numpy", "scipy", "typer", "click", "rich", "torch"}
 """attn-cost's declared dependencies (pyproject.toml); any other package is an optional extra (plotly, submitit,
 pynvml, transformers) and is imported where it is used, inside a function, so attn-cost runs without it."""
-HEAVY = {"torch", "plotly"}
+HEAVY = {"torch", "plotly", "scipy"}
+"""What the analytic path never loads: torch and plotly (seconds to import), scipy (half a second: the device models
+import it where they fit or find a root)."""
 CYCLES = {
     ("costmodel.plugins", "costmodel.variants"): "the registry checks a user's variants; it loads them in turn",
     ("profilers.devicemodel.kernels", "profilers.devicemodel.opmodel"): "the op model prices the kernels' features",
@@ -226,18 +228,28 @@ def test_costmodel_never_imports_torch_or_plotly() -> None:
 
 ANALYTIC = [
     ["crossover", "--d", "64"],
-    ["crossover", "--device", "h100-sxm5-80gb"],
-    ["predict", "--device", "l4", "--variant", "softmax", "--n", "64"],
     ["formula", "taylorshift-efficient"],
     ["claims"],
+    ["heads", "--d-embed", "256"],
+    ["variants"],
+    ["conventions"],
+    ["io", "--d", "64"],
+    ["decode", "--n", "4096"],
+    ["cheapest", "--d", "64"],
+]
+"""The analytic commands: no torch, no plotly, no scipy."""
+DEVICE = [
+    ["crossover", "--device", "h100-sxm5-80gb"],
+    ["crossover", "--device", "cuda-nvidia-h200-12fde9-bf16", "--pair", "softmax:linear", "--dtype", "bf16"],
+    ["predict", "--device", "l4", "--variant", "softmax", "--n", "64"],
+    ["predict", "--device", "cpu-amd-epyc-5155e7", "--variant", "linear", "--n", "64"],
     ["devices"],
 ]
+"""Commands that price on a device: no torch, no plotly (scipy finds their crossings and bootstrap intervals)."""
 
 
-@pytest.mark.integration
-def test_the_analytic_commands_import_no_torch_and_no_plotly(tmp_path) -> None:
-    """The analytic path, run as a user runs it (a new process, each command in turn), loads neither torch nor
-    plotly: the commands answer in a second on a machine where importing torch takes several."""
+def _loaded(commands: list[list[str]], home: Path) -> tuple[list[int], list[str]]:
+    """Exit codes of the commands run in turn in one new process, and which of torch, plotly and scipy it loaded."""
     code = (
         "import contextlib, io, json, sys\n"
         "from attn_cost.cli.main import main\n"
@@ -245,11 +257,26 @@ def test_the_analytic_commands_import_no_torch_and_no_plotly(tmp_path) -> None:
         "for args in json.loads(sys.argv[1]):\n"
         "    with contextlib.redirect_stdout(io.StringIO()):\n"
         "        codes.append(main(args))\n"
-        "print(json.dumps([codes, sorted(m for m in ('torch', 'plotly') if m in sys.modules)]))\n"
+        "print(json.dumps([codes, sorted(m for m in ('torch', 'plotly', 'scipy') if m in sys.modules)]))\n"
     )
-    env = {**os.environ, "ATTN_COST_HOME": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-c", code, json.dumps(ANALYTIC)], capture_output=True, text=True,
+    env = {**os.environ, "ATTN_COST_HOME": str(home)}
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(commands)], capture_output=True, text=True,
                          env=env, timeout=300, check=True)  # fmt: skip
     codes, loaded = json.loads(out.stdout.splitlines()[-1])
+    return codes, loaded
+
+
+@pytest.mark.integration
+def test_the_analytic_commands_import_no_torch_no_plotly_and_no_scipy(tmp_path) -> None:
+    """The analytic path, run as a user runs it (a new process, each command in turn), loads neither torch, plotly
+    nor scipy: the commands answer in a fraction of a second on a machine where importing torch takes several."""
+    codes, loaded = _loaded(ANALYTIC, tmp_path)
     assert codes == [0] * len(ANALYTIC)
     assert loaded == []
+
+
+@pytest.mark.integration
+def test_the_device_commands_import_no_torch_and_no_plotly(tmp_path) -> None:
+    codes, loaded = _loaded(DEVICE, tmp_path)
+    assert codes == [0] * len(DEVICE)
+    assert set(loaded) <= {"scipy"}

@@ -13,6 +13,7 @@ from attn_cost.costmodel.conventions import get_convention
 from attn_cost.costmodel.iotraffic import Tiles, fused_op_traffic, io_traffic
 from attn_cost.costmodel.symbols import C, N, b, c, d, h, h_kv, k, m, w
 from attn_cost.costmodel.variants import derive
+from attn_cost.profilers.devicemodel.datasheet import get_datasheet
 from attn_cost.profilers.measure.cases import build_case
 from attn_cost.profilers.measure.flops import counted, derived
 from attn_cost.profilers.measure.memory import LiveTensorTracer, traced_peak
@@ -21,6 +22,7 @@ from attn_cost.profilers.measure.sizes import Sizes
 from torch.utils.flop_counter import FlopCounterMode
 
 MATMUL = get_convention("matmul")
+A100 = get_datasheet("a100-sxm4-80gb").gpu
 NEW = [
     "gqa",
     "gqa-causal",
@@ -400,7 +402,7 @@ def test_tiled_traffic_is_what_the_kernel_loops_move(order: str, causal: bool) -
     name = "softmax-fused-causal" if causal else "softmax-fused"
     (op,) = [o for o in derive(name).ops if o.kind == "fused_attention"]
     for n, dd, blk in ((1024, 64, 64), (512, 32, 128)):
-        tiles = Tiles(block_q=blk, block_kv=blk, order=order).resolve(dd, "bf16")
+        tiles = Tiles(block_q=blk, block_kv=blk, order=order, gpu=A100).resolve(dd, "bf16")
         got = fused_op_traffic(op, tiles).xreplace({N: n, d: dd, b: 1, h: 1})
         assert got == simulated(order, n, dd, blk, blk, causal, 2)
 
@@ -424,7 +426,7 @@ def test_io_command_finds_where_the_fused_kernel_moves_more_than_linear(cli) -> 
     assert r.code == 0, r.err
     (row,) = r.json()["results"]
     assert (row["tiles"]["block_q"], row["tiles"]["block_kv"]) == (128, 128)
-    assert row["tiles"]["gpu"] == "a100" and row["tiles"]["sram_bytes"] == 163 * 1024
+    assert row["tiles"]["gpu"] == "a100-sxm4-80gb" and row["tiles"]["sram_bytes"] == 163 * 1024
     (vs,) = row["against"]
     assert vs["verdict_unfused_model"] == "never" and vs["verdict"] == "crosses"
 
@@ -441,10 +443,12 @@ def test_fa2_traffic_does_not_depend_on_m_but_on_the_kernels_query_tile() -> Non
     """K and V are streamed once per query block: Θ(N²d/B_r), the same for any on-chip memory."""
     g = derive("softmax-fused")
     at = {b: 1, h: 1, d: 64}
-    same = {io_traffic(g, Tiles(sram_bytes=kib * 1024).resolve(64, "bf16")).xreplace(at) for kib in (48, 96, 163)}
+    tiles = [Tiles(sram_bytes=kib * 1024, gpu=A100).resolve(64, "bf16") for kib in (48, 96, 163)]
+    same = {io_traffic(g, t).xreplace(at) for t in tiles}
     assert len(same) == 1
     quad = [
-        sp.Poly(io_traffic(g, Tiles(block_q=bq, block_kv=64).resolve(64, "bf16")).xreplace(at), N).coeff_monomial(N**2)
+        sp.Poly(io_traffic(g, Tiles(block_q=bq, block_kv=64, gpu=A100).resolve(64, "bf16")).xreplace(at), N)
+        .coeff_monomial(N**2)
         for bq in (64, 128)
     ]
     assert quad == [2 * 2 * 64 / sp.Integer(64), 2 * 2 * 64 / sp.Integer(128)]
@@ -453,21 +457,22 @@ def test_fa2_traffic_does_not_depend_on_m_but_on_the_kernels_query_tile() -> Non
 @pytest.mark.parametrize(
     ("gpu", "dd", "causal", "tile"),
     [
-        ("a100", 64, False, (128, 128)),
-        ("h100", 32, True, (128, 128)),
-        ("a100", 128, False, (128, 64)),
-        ("h100", 128, True, (128, 64)),
-        ("a6000", 128, False, (128, 32)),
-        ("a6000", 128, True, (64, 64)),
-        ("l40s", 96, True, (64, 64)),
-        ("a100", 256, False, (128, 64)),
-        ("h100", 256, False, (64, 64)),
-        ("a100", 80, False, (128, 64)),
+        ("a100-sxm4-80gb", 64, False, (128, 128)),
+        ("h100-sxm5-80gb", 32, True, (128, 128)),
+        ("a100-sxm4-80gb", 128, False, (128, 64)),
+        ("h100-sxm5-80gb", 128, True, (128, 64)),
+        ("a10", 128, False, (128, 32)),  # sm86
+        ("a10", 128, True, (64, 64)),
+        ("l4", 96, True, (64, 64)),  # sm89
+        ("a100-sxm4-80gb", 256, False, (128, 64)),
+        ("h100-sxm5-80gb", 256, False, (64, 64)),
+        ("a100-sxm4-80gb", 80, False, (128, 64)),
     ],
 )
 def test_fa2_tiles_are_the_kernels(gpu: str, dd: int, causal: bool, tile: tuple[int, int]) -> None:
-    """kBlockM × kBlockN as flash-attention's csrc/flash_attn/src/flash_fwd_launch_template.h launches them."""
-    t = Tiles(gpu=gpu).resolve(dd, "bf16", causal)
+    """kBlockM × kBlockN as flash-attention's csrc/flash_attn/src/flash_fwd_launch_template.h launches them, on each
+    GPU's datasheet figures (architecture, shared memory per block and per SM)."""
+    t = Tiles(gpu=get_datasheet(gpu).gpu).resolve(dd, "bf16", causal)
     assert (t.block_q, t.block_kv) == tile
 
 

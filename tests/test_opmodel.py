@@ -8,8 +8,10 @@ import math
 
 import numpy as np
 import pytest
+from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.symbols import BY_NAME
+from attn_cost.profilers.devicemodel.device import Prediction, crossing, last_crossing, row_dims
 from attn_cost.profilers.devicemodel.opmodel import (
     COPY,
     Gemm,
@@ -21,11 +23,16 @@ from attn_cost.profilers.devicemodel.opmodel import (
     kernel_calls,
     load_opmodel,
 )
-from attn_cost.profilers.devicemodel.oppredict import last_crossing, predict_n0, predicted_seconds, row_dims
+from attn_cost.profilers.devicemodel.oppredict import CalibratedDevice, predicted_seconds
 from attn_cost.profilers.devicemodel.tunables import DEFAULT
 
 DEVICE = {"kind": "cpu", "name": "Test CPU", "torch": "2.13.0", "threads": 2, "family": "1"}
 LAUNCH, PER_BYTE = 2e-6, 1e-10  # 2 µs per kernel, 10 GB/s
+
+
+def op_crossing(model: OpModel, a: str, b: str, dims: dict, **options) -> Prediction:
+    """The op model's predicted crossover: `device.crossing` over the calibration as a device, at its dtype."""
+    return crossing(CalibratedDevice(model), a, b, dims, Setting(dtype=model.dtype), **options)
 
 
 def streaming_points(kernel: str, width: int = 64, launch: float = LAUNCH, per_byte: float = PER_BYTE) -> list[Point]:
@@ -481,7 +488,7 @@ def lean_synthetic_model() -> OpModel:
 
 def test_predicted_crossover_lies_in_its_bootstrap_interval() -> None:
     model = synthetic_model(noise=0.03)
-    pred = predict_n0(model, "taylorshift-direct", "taylorshift-efficient", dims_of(32), replicates=30)
+    pred = op_crossing(model, "taylorshift-direct", "taylorshift-efficient", dims_of(32), replicates=30)
     assert pred.n0 is not None and pred.low is not None and pred.high is not None
     assert pred.low <= pred.n0 <= pred.high
     # the difference of the two predicted times changes sign at N0
@@ -495,7 +502,7 @@ def test_predicted_crossover_lies_in_its_bootstrap_interval() -> None:
 def test_a_tie_is_the_stretch_where_the_ratio_is_within_its_error_of_one() -> None:
     """Independent arithmetic: ln(tB/tA) falls linearly in log N through 0 at N = 100; with σ = 0.05 the tie is
     where |ratio| ≤ 1.96 · 0.05, i.e. the lengths within 2^±(0.098/0.1) octaves of 100... read on the grid."""
-    from attn_cost.profilers.devicemodel.oppredict import tie_interval
+    from attn_cost.profilers.devicemodel.device import tie_interval
 
     xs = np.geomspace(2.0, 65536.0, 240)
     ratio = -0.1 * np.log2(xs / 100.0)  # 10 % per octave
@@ -511,7 +518,7 @@ def test_a_tie_is_the_stretch_where_the_ratio_is_within_its_error_of_one() -> No
 def test_a_prediction_says_which_ops_it_priced_off_their_own_shape() -> None:
     """Without exact-shape lines every timeable op is named; with a line for an op that op is not."""
     base = synthetic_model()
-    pred = predict_n0(base, "softmax", "linear", dims_of(16), replicates=0)
+    pred = op_crossing(base, "softmax", "linear", dims_of(16), replicates=0)
     assert "matmul-NT (no exact-shape line)" in pred.extrapolated
     calls = kernel_calls("softmax", "core", "fp32", dims_of(16))
     i = calls.kernels.index("matmul-NT")
@@ -657,7 +664,7 @@ def test_crossover_device_uses_the_op_model_without_torch(cli, tmp_path) -> None
     )
     assert r.code == 0, r.err
     (row,) = r.json()["results"]
-    pred = predict_n0(model, "taylorshift-direct", "taylorshift-efficient", dims_of(32))
+    pred = op_crossing(model, "taylorshift-direct", "taylorshift-efficient", dims_of(32))
     assert (row["predicted_n0"], row["predicted_n0_low"], row["predicted_n0_high"]) == (pred.n0, pred.low, pred.high)
 
 
@@ -771,9 +778,9 @@ def test_report_draws_predicted_time_beside_measured(cli, fixture_device, tmp_pa
 def test_off_grid_error_widens_the_interval() -> None:
     model = synthetic_model()
     args = (model, "softmax", "linear", dims_of(32))
-    exact = predict_n0(*args, replicates=20)
+    exact = op_crossing(*args, replicates=20)
     model.held_out = {f: {"shapes": 10, "median_abs_error": 0.1} for f in ("matmul", "other kernels")}
-    loose = predict_n0(*args, replicates=20)
+    loose = op_crossing(*args, replicates=20)
     assert loose.n0 == exact.n0  # the estimate itself does not move
     assert loose.high - loose.low > exact.high - exact.low
 
@@ -784,9 +791,9 @@ def test_the_chain_error_widens_the_interval() -> None:
     model = synthetic_model()
     args = (model, "taylorshift-direct", "taylorshift-efficient", dims_of(16))
     model.overheads = Overheads(chain=Chain(1e-6, 0.0, 0.0))
-    exact = predict_n0(*args, replicates=20)
+    exact = op_crossing(*args, replicates=20)
     model.overheads = Overheads(chain=Chain(1e-6, 0.0, 0.1))  # chains timed whole miss their ops' sum by ~10 %
-    loose = predict_n0(*args, replicates=20)
+    loose = op_crossing(*args, replicates=20)
     assert loose.n0 == exact.n0
     assert loose.high - loose.low > exact.high - exact.low
 
@@ -840,7 +847,7 @@ def test_another_calibration_is_scored_on_the_same_measurements(tmp_path) -> Non
     script = _validation_script()
     out = script.rescore(data, script._model(str(path), chain_per_op=False))
     (scored,) = out["results"]
-    assert scored["predicted_n0"] == predict_n0(model, row["a"], row["b"], dims_of(32), replicates=0).n0
+    assert scored["predicted_n0"] == op_crossing(model, row["a"], row["b"], dims_of(32), replicates=0).n0
     ((n, d, t, guess),) = out["op_model_time_errors"]["softmax"]["timings"]
     assert (n, d, t) == (300, 16, 1e-4)
     assert guess == pytest.approx(predicted_seconds(model, "softmax", {"N": 300, "d": 16, "h": 1, "b": 1, "L": 16}))

@@ -10,7 +10,7 @@ from attn_cost.costmodel.crossover import Setting, crossover
 from attn_cost.costmodel.symbols import DEFAULTS, L, b, d, h
 from attn_cost.profilers.devicemodel.corrections import SHIPPED as PROFILES
 from attn_cost.profilers.devicemodel.corrections import corrected_points, load_profile
-from attn_cost.profilers.devicemodel.opmodel import SHIPPED as OPMODELS
+from attn_cost.profilers.devicemodel.names import OPMODELS
 from attn_cost.profilers.store.store import SHIPPED as RESULTS
 from attn_cost.profilers.store.store import ResultStore
 
@@ -129,7 +129,7 @@ def test_results_file_lines_are_all_valid_records() -> None:
 def test_every_shipped_op_calibration_loads_its_fitted_parameters_and_predicts(path, monkeypatch) -> None:
     import numpy as np
     from attn_cost.profilers.devicemodel import opmodel as om
-    from attn_cost.profilers.devicemodel.oppredict import row_dims
+    from attn_cost.profilers.devicemodel.device import row_dims
 
     def no_fitting(*args, **kwargs):
         raise AssertionError("a shipped calibration was refitted on loading")

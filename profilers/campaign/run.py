@@ -54,9 +54,9 @@ from attn_cost.profilers.campaign.planning import WAVES, Price, launch_bound_sha
 from attn_cost.profilers.devicemodel.calibrate import cache_sizes
 from attn_cost.profilers.devicemodel.corrections import PROFILE_KIND, profile_name
 from attn_cost.profilers.devicemodel.datasheet import for_device
+from attn_cost.profilers.devicemodel.device import row_dims
 from attn_cost.profilers.devicemodel.gpumodel import GpuModel, fitted
 from attn_cost.profilers.devicemodel.opmodel import OPMODEL_KIND, user_dir
-from attn_cost.profilers.devicemodel.oppredict import row_dims
 from attn_cost.profilers.devicemodel.tunables import DEFAULT, GPU_CAMPAIGN, QUICK
 from attn_cost.profilers.measure import gpu_timing
 from attn_cost.profilers.measure.device import slug

@@ -10,5 +10,6 @@ Per-device corrections fitted to whole-variant measurements (`corrections`, fitt
 `workflow.validating`) sit beside them.
 
 Layer: imports `costmodel`, `store` and `measure`. Pricing (opcalls, opfit, opmodel, oppredict, datasheet,
-gpumodel, corrections) is numpy and scipy only: `predict` and `crossover --device` run without torch.
+gpumodel, corrections) is numpy only at import, scipy inside the functions that fit or find a root: `crossover`
+loads no scipy, `predict` and `crossover --device` no torch.
 """

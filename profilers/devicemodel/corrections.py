@@ -34,20 +34,18 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from fractions import Fraction
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 import sympy as sp
 from attn_cost.costmodel.conventions import MATMUL
 from attn_cost.costmodel.counting import DEFAULT_COUNTING, Counting
 from attn_cost.costmodel.crossover import (
-    DeviceColumns,
     Poly,
     ProfileColumns,
     Setting,
     TransitionRow,
     at_sizes,
-    compare,
     cost_branches,
 )
 from attn_cost.costmodel.dtypes import DTYPE_BYTES
@@ -57,16 +55,13 @@ from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS
 from attn_cost.costmodel.variants import derive
 from attn_cost.profilers import DATA
 from attn_cost.profilers.devicemodel.datasheet import for_device
-from attn_cost.profilers.devicemodel.devices import CALIBRATED, DATASHEET, resolve
-from attn_cost.profilers.devicemodel.gpumodel import add_datasheet_columns
+from attn_cost.profilers.devicemodel.device import MEASURED, Z95, DeviceModel, Draws, Times, at_lengths, crossing
 from attn_cost.profilers.devicemodel.names import known_profiles
-from attn_cost.profilers.devicemodel.opmodel import BOOTSTRAP
-from attn_cost.profilers.devicemodel.oppredict import add_predicted_columns
+from attn_cost.profilers.devicemodel.opfit import MAD_TO_SIGMA
 from attn_cost.profilers.measure.device import CPU_TIMER, IDENTITY, slug
 from attn_cost.profilers.store.files import claim, json_data, read_json, regular_files, write_atomic
 from attn_cost.profilers.store.schema import Fingerprint, SchemaError, check, load_error, rule
 from attn_cost.profilers.store.store import user_data_dir
-from scipy.optimize import lsq_linear
 
 SCHEMA = 1
 SHIPPED = DATA / "devices"
@@ -212,6 +207,7 @@ def fit_time(
     """Fit t_launch, 1/P, 1/W to (sizes, seconds) samples by bounded least squares on relative residuals
     (`scipy.optimize.lsq_linear`): every constant at least 0, and 1/P at least 1/peak where the device's `peak`
     is known, so no fitted rate exceeds what the device can do; the profile says whether that bound was active."""
+    from scipy.optimize import lsq_linear  # scipy fits and finds roots, never loaded by `crossover` alone
 
     if len(samples) < MIN_POINTS:
         raise UserError(f"need at least {MIN_POINTS} timings of {variant} to fit 3 constants; have {len(samples)}")
@@ -264,6 +260,8 @@ def fit_memory(samples: list[tuple[dict, int]], variant: str, scope: str = "core
     """Each term's scale of the modelled peak and an offset, from (sizes, measured bytes): least squares on relative
     residuals with every scale >= 0 and a weak pull to 1 (`MEMORY_PRIOR`). At each size the branch of the peak that
     the model takes there (the largest) is the one the measurement is compared with."""
+    from scipy.optimize import lsq_linear
+
     if len(samples) < 2:
         raise UserError(f"need at least 2 memory measurements to fit a scale and an offset; have {len(samples)}")
     branches = memory_terms(variant, scope, dtype)
@@ -326,16 +324,6 @@ def corrected_memory_curve(fit: MemoryFit, variant: str, dims: dict, setting: Se
 
     branches = tuple(fit.corrected(e) for e in cost_branches(variant, "memory", setting))
     return at_sizes(branches, dims, variant)
-
-
-def corrected_n(pa: list[Poly], pb: list[Poly]) -> float | None:
-    """Where B becomes no more expensive than A on the corrected curves (None if never)."""
-    result = compare(pa, pb)
-    return (
-        result.get("root")
-        if result["verdict"] in ("crosses", "multiple")
-        else (1.0 if result["verdict"] in ("always", "equal") else None)
-    )
 
 
 PROFILE_KIND = "attn-cost device profile"
@@ -545,53 +533,93 @@ def load_profile(name: str) -> DeviceProfile:
     return DeviceProfile.from_json(read_json(path, "a readable device profile"), str(path))
 
 
-def add_device_columns(rows: list[TransitionRow], name: str, replicates: int | None = None) -> None:
-    """Give crossover table rows a device's columns: corrected and measured N0/N1 of its profile, and the op
-    model's predicted_n0 with its interval (from `replicates` bootstrap replicates; default: the op model's own)
-    where the device has an op calibration (`attn-cost calibrate`). A device with an op calibration and no profile
-    gets the op model's columns alone; a datasheet GPU (`profilers.devicemodel.datasheet`) the datasheet model's N0."""
-
-    kind = resolve(name)
-    if kind == DATASHEET:
-        add_datasheet_columns(rows, name)
-        return
-    replicates = BOOTSTRAP if replicates is None else replicates
-    if kind == CALIBRATED:
-        add_predicted_columns(rows, name, replicates=replicates)
-        return
-    profile = load_profile(name)
-    for row in rows:
-        n0, n1 = corrected_points(profile, row.a, row.b, row.dims(), row.setting)
-        columns = measured_points(profile, row)
-        columns.corrected_n0, columns.corrected_n1 = n0, n1
-        row.device = DeviceColumns(profile.slug, columns)
-    add_predicted_columns(rows, profile.slug, required=False, replicates=replicates)
-
-
 def corrected_points(
     profile: DeviceProfile, a: str, b: str, dims: dict, setting: Setting
 ) -> tuple[int | None, int | None]:
-    """Corrected N0 and N1 of one pair, None where the profile lacks a fit for either variant."""
-    n0 = n1 = None
-    if not measured_here(profile, setting):
-        return n0, n1
-    s = setting
-    setting = Setting(s.convention, s.dtype, s.scope, s.mode)  # the fits' curves: the default counting
-    if a in profile.time and b in profile.time:
-        n0 = _ceil(
-            corrected_n(
-                corrected_time_curve(profile.time[a], a, dims, setting),
-                corrected_time_curve(profile.time[b], b, dims, setting),
-            )
-        )
-    if a in profile.memory and b in profile.memory:
-        n1 = _ceil(
-            corrected_n(
-                corrected_memory_curve(profile.memory[a], a, dims, setting),
-                corrected_memory_curve(profile.memory[b], b, dims, setting),
-            )
-        )
+    """Corrected N0 and N1 of one pair (`ProfileDevice`'s exact crossings of its fitted time and memory), None where
+    the profile lacks a fit for either variant or was measured at another setting."""
+    model = ProfileDevice(profile)
+    n0, n1 = (
+        crossing(model, a, b, dims, setting, cost=cost).n0
+        if all(model.applies(v, setting, cost) is None for v in (a, b))
+        else None
+        for cost in ("time", "memory")
+    )
     return n0, n1
+
+
+@dataclass
+class ProfileDevice(DeviceModel):
+    """A device profile as a device model: each variant it fitted priced by its own constants, t = t_launch·K +
+    F/P + B/W, and its peak memory by the fitted scales of the modelled peak's terms; exact polynomials in N, so
+    crossings are exact. It answers for the variants it fitted, at the setting it was measured at."""
+
+    kind: ClassVar[str] = MEASURED
+    label: ClassVar[str] = "profile"
+
+    profile: DeviceProfile
+
+    @property
+    def name(self) -> str:
+        return self.profile.name
+
+    @property
+    def slug(self) -> str:
+        return self.profile.slug
+
+    @property
+    def dtype(self) -> str:
+        return self.profile.dtype
+
+    @property
+    def answered_by(self) -> str:
+        return (
+            f"fitted to the device's own timings of each variant (the device profile {self.profile.name}: t = "
+            "t_launch·K + F/P + B/W; the interval: the fit's spread on its points), peak memory the modelled peak "
+            "with its fitted scales"
+        )
+
+    def applies(self, variant: str, setting: Setting, cost: str = "time") -> str | None:
+        p = self.profile
+        if not measured_here(p, setting):
+            return (f"{p.name} was measured at {p.scope} scope, {p.dtype}, {p.mode}, with each variant's own keys and "
+                    f"biases: it has no fit at {setting.scope} scope, {setting.dtype}, {setting.mode}")  # fmt: skip
+        fits = p.time if cost == "time" else p.memory
+        if variant not in fits:
+            return f"{p.name} has no {cost} fit of {variant} (it fitted {', '.join(sorted(fits)) or 'none'})"
+        return None
+
+    def _setting(self, setting: Setting) -> Setting:
+        """The fits' curves: counted by default (the counting options change how FLOPs are counted, not what was
+        timed)."""
+        return Setting(setting.convention, setting.dtype, setting.scope, setting.mode)
+
+    def seconds(
+        self, variant: str, dims: dict, ns: np.ndarray, setting: Setting, replicates: int | None = None
+    ) -> Times:
+        """The fitted time, with ×/÷ e^(1.96σ): σ the fit's median |relative error| on its own points as a robust
+        spread (MAD_TO_SIGMA ×), in-sample and so at the low end of what it misses elsewhere."""
+        self.check(variant, setting)
+        fit = self.profile.time[variant]
+        t = at_lengths(corrected_time_curve(fit, variant, dims, self._setting(setting)), ns)
+        spread = math.exp(Z95 * MAD_TO_SIGMA * fit.median_rel_err)
+        return Times(t, t / spread, t * spread)
+
+    def peak_bytes(self, variant: str, dims: dict, ns: np.ndarray, setting: Setting) -> np.ndarray:
+        """The fitted peak where the profile has a memory fit of the variant at this setting, else the engine's."""
+        if self.applies(variant, setting, "memory") is not None:
+            return super().peak_bytes(variant, dims, ns, setting)
+        return at_lengths(self.memory_curves(variant, dims, setting), ns)
+
+    def draws(self, a: str, b: str, dims: dict, setting: Setting, replicates: int | None = None) -> Draws:
+        s = self._setting(setting)
+        curves = [corrected_time_curve(self.profile.time[v], v, dims, s) for v in (a, b)]
+        return Draws(exact=(curves[0], curves[1]))
+
+    def memory_curves(self, variant: str, dims: dict, setting: Setting) -> list[Poly]:
+        if self.applies(variant, setting, "memory") is not None:
+            return super().memory_curves(variant, dims, setting)
+        return corrected_memory_curve(self.profile.memory[variant], variant, dims, self._setting(setting))
 
 
 def measured_here(profile: DeviceProfile, setting: Setting) -> bool:
@@ -623,7 +651,3 @@ def measured_points(profile: DeviceProfile, row: TransitionRow) -> ProfileColumn
                 n1_verdict=m.get("n1_verdict"),
             )
     return ProfileColumns()
-
-
-def _ceil(x: float | None) -> int | None:
-    return None if x is None else math.ceil(x - 1e-9)

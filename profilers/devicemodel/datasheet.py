@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import NamedTuple
 
 from attn_cost.costmodel.errors import InputWarning, UserError, unknown
+from attn_cost.costmodel.iotraffic import Gpu
 from attn_cost.profilers import DATA
 from attn_cost.profilers.devicemodel.names import measured_names
-from attn_cost.profilers.devicemodel.opmodel import user_dir as opmodels
 from attn_cost.profilers.store.files import read_json, regular_files
 from attn_cost.profilers.store.schema import SchemaError, check, rule
+from attn_cost.profilers.store.store import user_data_dir
 
 SHIPPED = DATA / "gpus.json"
 KIND = "attn-cost datasheet GPUs"
@@ -103,6 +104,11 @@ class Datasheet:
     @property
     def memory_bytes(self) -> int:
         return int(self.memory_gb * 1e9)
+
+    @property
+    def gpu(self) -> Gpu:
+        """What FlashAttention's tiles see of it (`iotraffic`: `attn-cost io --gpu`, the datasheet model's SDPA)."""
+        return Gpu(self.name, self.arch, int(self.smem_per_block_kb * 1024), int(self.smem_per_sm_kb * 1024))
 
 
 @dataclass(frozen=True)
@@ -201,8 +207,8 @@ LEFT_OUT_SHOWN = 3
 
 
 def user_dir() -> Path:
-
-    return opmodels().parent / "gpus"
+    """The user's own datasheet tables ($ATTN_COST_HOME/gpus/)."""
+    return user_data_dir("gpus")
 
 
 @cache

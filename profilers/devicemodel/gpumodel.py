@@ -28,32 +28,33 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, replace
 from functools import cache
+from typing import ClassVar
 
 import numpy as np
 import sympy as sp
 from attn_cost.costmodel.conventions import backward_factor
 from attn_cost.costmodel.counting import BACKWARD_FACTOR, DEFAULT_COUNTING, Counting, F_bwd, N_kv
-from attn_cost.costmodel.crossover import DeviceColumns
+from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.dtypes import DTYPES, STORAGE_BYTES, dtype_bytes
 from attn_cost.costmodel.errors import UserError
-from attn_cost.costmodel.iotraffic import KERNEL_HEAD_DIMS, Gpu, fa2_tiles
+from attn_cost.costmodel.iotraffic import KERNEL_HEAD_DIMS, fa2_tiles
 from attn_cost.costmodel.symbols import N
 from attn_cost.costmodel.variants import derive
 from attn_cost.profilers import DATA
 from attn_cost.profilers.devicemodel.datasheet import Datasheet, get_datasheet
+from attn_cost.profilers.devicemodel.device import DATASHEET, Z95, Curve, DeviceModel, Draws, KernelTime, Times
+from attn_cost.profilers.devicemodel.kernels import ATTENTION, FAMILIES, KERNELS, PRODUCT, family_of
 from attn_cost.profilers.devicemodel.opcalls import kernel_calls
-from attn_cost.profilers.devicemodel.oppredict import Prediction, last_crossing, row_dims
-from attn_cost.profilers.devicemodel.oppredict import _ceil as ceil_n
 from attn_cost.profilers.store.schema import SchemaError, check, rule
 
 FIT_FILE = DATA / "gpumodel.json"
 FIT_KIND = "attn-cost datasheet model fit"
-KERNELS = ("fa2", "fa1")
+ATTENTION_KERNELS = ("fa2", "fa1")
 """Fused attention kernels the model knows: FlashAttention-2 (PyTorch's SDPA on sm80+) and FlashAttention (1),
 which published tables of 2022 ran."""
-Z95 = 1.96
-FAMILIES = ("launch", "product", "attention", "streaming")
-"""What bounds a kernel in the model (`GpuModel.parts`): its launch, or its family's roofline."""
+LAUNCH = "launch"
+"""What bounds a kernel shorter than its launch (`GpuModel.parts`); every other kernel is bound by its family's
+roofline (`kernels.FAMILIES`)."""
 
 
 @dataclass(frozen=True)
@@ -110,19 +111,45 @@ def _tile(x: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class GpuModel:
-    """One GPU's datasheet priced with one set of efficiencies."""
+class GpuModel(DeviceModel):
+    """One GPU's datasheet priced with one set of efficiencies: the device model of a GPU one does not own."""
+
+    kind: ClassVar[str] = DATASHEET
+    label: ClassVar[str] = "datasheet"
+    n_max: ClassVar[int] = 1 << 20
 
     sheet: Datasheet
     eff: Efficiency
     sigma: float = 0.0
     tf32: bool = False
     attention_kernel: str = "fa2"
+    """Which fused attention kernel prices SDPA (`ATTENTION_KERNELS`)."""
 
     @classmethod
     def named(cls, name: str, **options) -> GpuModel:
         eff, sigma, _ = fitted()
         return cls(get_datasheet(name), eff, sigma, **options)
+
+    @property
+    def name(self) -> str:
+        return self.sheet.name
+
+    @property
+    def dtype(self) -> str:
+        return "bf16"
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.sheet.memory_bytes
+
+    @property
+    def answered_by(self) -> str:
+        _, _, data = fitted()
+        return (
+            "predicted from the GPU's datasheet figures and each variant's op list, not measured (efficiencies "
+            f"fitted on published A100 measurements; median |time error| {data['median_abs_error']:.0%} on the "
+            f"published sets it was judged on, 95 % interval ×/÷ {math.exp(Z95 * self.sigma):.2f}; docs/gpumodel.md)"
+        )
 
     # -- one kernel on the device -------------------------------------------------------------------------
 
@@ -144,8 +171,7 @@ class GpuModel:
         sheet, eff = self.sheet, self.eff
         batch, nq, d, nk = (np.asarray(f[x], dtype=float) for x in ("batch", "m", "k", "n"))
         dk = float(next((h for h in KERNEL_HEAD_DIMS if float(np.max(d)) <= h), float(np.max(d))))
-        gpu = Gpu(sheet.name, sheet.arch, int(sheet.smem_per_block_kb * 1024), int(sheet.smem_per_sm_kb * 1024))
-        br = float((fa2_tiles(gpu, int(dk), causal) or (64, 64))[0])
+        br = float((fa2_tiles(sheet.gpu, int(dk), causal) or (64, 64))[0])
         blocks = batch * _ceil(nq / br)
         share = np.where(causal, 0.5 * (1 + br / np.maximum(nk, br)), 1.0)  # a causal block sees the keys up to it
         products, passes = (5, 2) if backward else (2, 1)  # backward: five products and the scores recomputed
@@ -162,12 +188,14 @@ class GpuModel:
         return np.asarray(f["bytes"], dtype=float) / (self.sheet.bandwidth * self.eff.stream)
 
     def kernel_seconds(self, kernel: str, f: dict, dtype: str, backward: bool = False) -> np.ndarray:
-        """Device seconds of one call of a kernel (of its backward, with `backward`), not counting its launch."""
-        family = _family(kernel)
-        if family == "product":
+        """Device seconds of one call of a kernel (of its backward, with `backward`), not counting its launch, priced
+        by its family (`kernels.FAMILIES`): a product by its tiles' waves, fused attention by FlashAttention-2's
+        query blocks, every other family by its bytes at the bandwidth."""
+        family = family_of(kernel)
+        if family == PRODUCT:
             return self.product(f, dtype)
-        if family == "attention":
-            return self.attention(f, dtype, kernel == "sdpa-causal", backward)
+        if family == ATTENTION:
+            return self.attention(f, dtype, KERNELS[kernel].causal, backward)
         return self.streaming(f)
 
     # -- a variant -----------------------------------------------------------------------------------------
@@ -181,30 +209,61 @@ class GpuModel:
 
     def parts(self, variant: str, dims: dict, ns: np.ndarray, scope: str = "core", dtype: str = "fp32",
               mode: str = "inference", counting: Counting = DEFAULT_COUNTING) -> dict[str, np.ndarray]:  # fmt: skip
-        """`time` split by what bounds each kernel: `launch` (the call, and every kernel shorter than its launch),
-        `product`, `attention` (fused SDPA) and `streaming` (every other op at the bandwidth)."""
+        """`time` split by what bounds each kernel: `launch` (the call, and every kernel shorter than its launch), or
+        the kernel's family (`kernels.FAMILIES`: elementwise, rowwise, product, attention, chunk)."""
         ns = np.atleast_1d(np.asarray(ns, dtype=float))
-        parts = {k: np.zeros_like(ns) for k in FAMILIES}
-        parts["launch"] += self.eff.call_s * (2 if mode == "training" else 1)
+        parts = {k: np.zeros_like(ns) for k in (LAUNCH, *FAMILIES)}
+        parts[LAUNCH] += self.eff.call_s * (2 if mode == "training" else 1)
+        for call in self._kernel_times(variant, dims, ns, scope, dtype, mode, counting):
+            bound = call.launches * self.eff.launch_s
+            parts[LAUNCH] += call.repeat * np.where(call.seconds <= bound, bound, 0.0)
+            parts[call.family] += call.repeat * np.where(call.seconds > bound, call.seconds, 0.0)
+        return parts
 
-        def add(kernel: str, seconds: np.ndarray, launches: int, reps: np.ndarray) -> None:
-            bound = launches * self.eff.launch_s
-            parts["launch"] += reps * np.where(seconds <= bound, bound, 0.0)
-            parts[_family(kernel)] += reps * np.where(seconds > bound, seconds, 0.0)
-
+    def _kernel_times(self, variant: str, dims: dict, ns: np.ndarray, scope: str, dtype: str, mode: str,
+                      counting: Counting) -> list[KernelTime]:  # fmt: skip
+        """Every kernel call of a variant on the device, forward then (training) its gradient, at every N."""
+        out = []
         for kernel, f, repeat, backward in _ops(variant, scope, dtype, _key(dims), counting):
+            family = family_of(kernel)
             feats = {k: np.broadcast_to(np.asarray(fn(ns), dtype=float), ns.shape) for k, fn in f.items()}
             reps = np.broadcast_to(np.asarray(repeat(ns), dtype=float), ns.shape)
             device = self.kernel_seconds(kernel, feats, dtype)
-            add(kernel, device, 1, reps)
+            out.append(KernelTime(kernel, family, reps, device))
             if mode == "training" and backward:
                 factor, launches = backward
-                if kernel.startswith("sdpa"):
+                if family == ATTENTION:
                     grad = self.kernel_seconds(kernel, feats, dtype, backward=True)
                 else:
                     grad = factor * device
-                add(kernel, grad, launches, reps)
-        return parts
+                out.append(KernelTime(kernel, family, reps, grad, backward=True, launches=launches))
+        return out
+
+    # -- the device interface ------------------------------------------------------------------------------
+
+    def seconds(
+        self, variant: str, dims: dict, ns: np.ndarray, setting: Setting, replicates: int | None = None
+    ) -> Times:
+        """Predicted seconds at `setting`, with the model's spread on the published tables it was judged on."""
+        t = self.time(variant, dims, ns, setting.scope, setting.dtype, setting.mode, setting.counting)
+        return Times(t, *self.interval(t))
+
+    def kernel_times(self, variant: str, dims: dict, ns: np.ndarray, setting: Setting) -> list[KernelTime]:
+        ns = np.atleast_1d(np.asarray(ns, dtype=float))
+        return self._kernel_times(variant, dims, ns, setting.scope, setting.dtype, setting.mode, setting.counting)
+
+    def draws(self, a: str, b: str, dims: dict, setting: Setting, replicates: int | None = None) -> Draws:
+        """A's and B's times, and A's at the edges of the model's spread, e^(±1.96σ): the crossings of B's time
+        over those are the interval."""
+        s = setting
+
+        def curve(variant: str) -> Curve:
+            return lambda n: self.time(variant, dims, n, s.scope, s.dtype, s.mode, s.counting)
+
+        fa, fb = curve(a), curve(b)
+        spread = math.exp(Z95 * self.sigma)
+        edges = [(lambda n, r=r: fa(n) * r, fb) for r in (spread, 1 / spread)]
+        return Draws(fa, fb, edges)
 
     def interval(self, seconds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The 95 % interval of a predicted time: the model's spread on the published tables it was judged on."""
@@ -214,30 +273,9 @@ class GpuModel:
     def with_efficiency(self, eff: Efficiency) -> GpuModel:
         return replace(self, eff=eff)
 
-
-def peak_bytes(
-    variant: str,
-    dims: dict,
-    n: int,
-    scope: str = "core",
-    dtype: str = "fp32",
-    mode: str = "inference",
-    counting: Counting = DEFAULT_COUNTING,
-) -> int:
-    """Peak bytes of one call: the engine's peak of the op list at the dtype (in training, the larger of the
-    forward walk and the backward walk, `Derived.backward_steps`), built as `counting` has it (N_kv, biases)."""
-
-    kv = counting.n_kv is not None
-    sizes = {**dims, N: n, **({N_kv: counting.n_kv} if kv else {})}
-    return int(derive(variant, scope, mode, kv, counting.bias).peak(dtype).at(sizes)[0])
-
-
-def fits(sheet: Datasheet, variants: list[str], dims: dict, n: int | None, scope: str, dtype: str, mode: str,
-         counting: Counting = DEFAULT_COUNTING) -> bool | None:  # fmt: skip
-    """Whether every variant's peak memory at N = n fits in the GPU's memory (None where n is None)."""
-    if n is None:
-        return None
-    return all(peak_bytes(v, dims, n, scope, dtype, mode, counting) <= sheet.memory_bytes for v in variants)
+    def with_launch(self, launch_s: float) -> GpuModel:
+        """The model with another host's launch cost (`predict --launch-us`)."""
+        return replace(self, eff=replace(self.eff, launch_s=launch_s))
 
 
 def input_bytes(variant: str, dims: dict, n: int, scope: str = "core", dtype: str = "fp32") -> int:
@@ -248,55 +286,6 @@ def input_bytes(variant: str, dims: dict, n: int, scope: str = "core", dtype: st
     sizes = {**dims, N: n}
     return sum(int(t.storage.numel.xreplace(sizes)) * (STORAGE_BYTES[t.storage.dtype] if t.storage.dtype
                else dtype_bytes(dtype)) for t in graph.inputs)  # fmt: skip
-
-
-def predict_n0(model: GpuModel, a: str, b: str, dims: dict, scope: str = "core", dtype: str = "fp32",
-               mode: str = "inference", n_max: int = 1 << 20, counting: Counting = DEFAULT_COUNTING):  # fmt: skip
-    """Where B's predicted time falls to A's (the last crossing up to n_max), with the interval of the model's
-    spread: the crossings of B's time over A's at e^(±1.96σ)."""
-
-    def at(ratio: float):
-        def gap(n):
-            ta, tb = (model.time(v, dims, n, scope, dtype, mode, counting) for v in (a, b))
-            return ta * ratio - tb
-
-        return gap
-
-    spread = math.exp(Z95 * model.sigma)
-    n0, low, high = (last_crossing(at(r), 2.0, float(n_max)) for r in (1.0, spread, 1 / spread))
-    return Prediction(ceil_n(n0), ceil_n(low), ceil_n(high), 0)
-
-
-def add_datasheet_columns(rows: list, name: str) -> None:
-    """Give crossover rows a datasheet GPU's predicted N0 and its interval (`crossover --device a100-sxm4-80gb`),
-    priced as each row counts (keys of their own length, biases, the backward of the score products), and whether
-    both variants fit in the GPU's memory there."""
-
-    model = GpuModel.named(name)
-    for row in rows:
-        s, dims = row.setting, row_dims(row.sizes)
-        prediction = predict_n0(model, row.a, row.b, dims, s.scope, s.dtype, s.mode, counting=s.counting)
-        fit = fits(model.sheet, [row.a, row.b], dims, prediction.n0, s.scope, s.dtype, s.mode, s.counting)
-        row.device = DeviceColumns(name, None, prediction.n0, prediction.low, prediction.high, predicted_by="datasheet",
-                                   memory_bytes=model.sheet.memory_bytes, fits_in_memory=fit)  # fmt: skip
-
-
-def record_line() -> str:
-    """What the fit was made on and how accurate it was, for a caption."""
-    _, sigma, data = fitted()
-    return (
-        "N0 datasheet: predicted from the GPU's datasheet figures and each variant's op list, not measured "
-        f"(efficiencies fitted on published A100 measurements; median |time error| "
-        f"{data['median_abs_error']:.0%} on the published sets it was judged on, 95 % interval ×/÷ "
-        f"{math.exp(Z95 * sigma):.2f}; docs/gpumodel.md)."
-    )
-
-
-def _family(kernel: str) -> str:
-    """The kernel family that prices a kernel: products, fused attention, or streaming at the bandwidth."""
-    if kernel.startswith("matmul"):
-        return "product"
-    return "attention" if kernel.startswith("sdpa") else "streaming"
 
 
 def _key(dims: dict) -> tuple:
@@ -319,7 +308,7 @@ def _ops(variant: str, scope: str, dtype: str, dims_key: tuple, counting: Counti
         f = {k: fn for k, fn in feats.items() if k != "repeat"}
         grad = BACKWARD_FACTOR[counting.backward]
         factor = sp.sympify(sp.sympify(backward_factor(op)).xreplace({F_bwd: grad, **values}))
-        grads = 2 if kernel.startswith("matmul") else 1
+        grads = 2 if family_of(kernel) == PRODUCT else 1
         backward = (float(factor), grads) if not factor.free_symbols - {N} and op.kind not in ("fill",) else None
         out.append((kernel, f, feats["repeat"], backward))
     return out

@@ -21,9 +21,24 @@ from attn_cost.costmodel.derive import Derived
 from attn_cost.costmodel.graph import Graph, Tensor
 from attn_cost.costmodel.opkinds import KINDS
 
-ELEMENTWISE, ROWWISE, PRODUCT, ATTENTION = "elementwise", "rowwise", "product", "attention"
-"""Kernel families. Element-wise kernels are timed at one row width (their time does not depend on it), row-wise
-ones at several; products and attention by batch/m/k/n."""
+ELEMENTWISE, ROWWISE, PRODUCT, ATTENTION, CHUNKED = "elementwise", "rowwise", "product", "attention", "chunk"
+FAMILIES = (ELEMENTWISE, ROWWISE, PRODUCT, ATTENTION, CHUNKED)
+"""Kernel families, one vocabulary for every device model (`family_of`): how the calibration sizes a kernel and
+how each model prices it.
+- elementwise: maps and binary ops, timed at one row width (their time does not depend on it);
+- rowwise: reductions, scans and maps along rows or columns, timed at several widths;
+  both streaming kernels: the op model prices them by their bytes, the datasheet model at the GPU's bandwidth;
+- product: matrix products, timed by batch/m/k/n; the op model's product form, the datasheet model's waves of
+  tiles at the tensor peak;
+- attention: fused attention (SDPA), timed by batch/m/k/n; the op model's product form, the datasheet model's
+  FlashAttention-2 query blocks in waves;
+- chunk: the fused chunk kernels of linear attention, timed at their exact shapes only; priced by their bytes
+  (the op model's streaming form, the datasheet model's bandwidth) until a model of their tiles.
+A family is declared here with its kernels; the op list reads its features in `opcalls.op_features`, the datasheet
+model prices it in `gpumodel.GpuModel.kernel_seconds` (by its bytes unless told otherwise)."""
+PRODUCT_FORM = (PRODUCT, ATTENTION)
+"""The families the op model fits in its product form (FLOPs at a shape-dependent rate, `opfit.Gemm`); the others
+by their bytes per row width (`opfit.Streaming`)."""
 MATMUL_LAYOUTS = ("NN", "NT", "TN")
 """Operand layouts of the calibrated products: N plain, T transposed (a view of the other layout)."""
 BINARY = ("add", "sub", "mul", "div", "maximum")
@@ -269,7 +284,7 @@ DECLARED = (
       for lay in MATMUL_LAYOUTS),
     Kernel("sdpa", "fused_attention", ATTENTION, _attention),
     Kernel("sdpa-causal", "fused_attention", ATTENTION, _attention, causal=True),
-    Kernel(CHUNK, "linear_chunk", ATTENTION, _chunk, causal=True, grid=False),
+    Kernel(CHUNK, "linear_chunk", CHUNKED, _chunk, causal=True, grid=False),
 )  # fmt: skip
 
 KERNELS: dict[str, Kernel] = {k.name: k for k in DECLARED}
@@ -279,6 +294,15 @@ KERNELS: dict[str, Kernel] = {k.name: k for k in DECLARED}
 def family(name: str) -> list[str]:
     """The kernels of one family that the grid times, in declaration order."""
     return [k.name for k in DECLARED if k.family == name and k.grid]
+
+
+def family_of(name: str) -> str:
+    """The family of a kernel `kernel_of` names: its declaration's or its twin's (`twins`); a product of a layout
+    none declares (TT) is a product, any other undeclared kernel streams its bytes (as the op model prices it)."""
+    declared = twins(name)
+    if declared:
+        return KERNELS[declared[0]].family
+    return PRODUCT if name.startswith("matmul-") else ELEMENTWISE
 
 
 def runnable(name: str) -> bool:

@@ -17,7 +17,7 @@ from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.graph import Storage
 from attn_cost.costmodel.symbols import N, Pads
 from attn_cost.costmodel.variants import derive
-from attn_cost.profilers.devicemodel.kernels import BINARY, CHUNK, kernel_of
+from attn_cost.profilers.devicemodel.kernels import ATTENTION, BINARY, CHUNKED, PRODUCT, family_of, kernel_of
 
 
 @dataclass
@@ -186,13 +186,14 @@ def op_features(derived, op, dtype: str) -> tuple[str, dict]:
     """The kernel of one op and its features as expressions: repeat, bytes, batch/m/k/n or rows/cols, and
     its operand layout where that is not the plain one (`operand_layout`)."""
     kernel = kernel_of(op)
+    family = family_of(kernel)
     feats = {"repeat": op.repeat, "bytes": derived.op_traffic(op, dtype), **operand_layout(op)}
-    if kernel.startswith("matmul"):
+    if family == PRODUCT:
         feats.update(batch=op.attrs["batch"], m=op.attrs["m"], k=op.attrs["k"], n=op.attrs["n"])
-    elif kernel.startswith("sdpa"):
+    elif family == ATTENTION:
         a = op.attrs
         feats.update(batch=a["batch"], m=a["nq"], k=a["dqk"], n=a["nk"])
-    elif kernel == CHUNK:  # the chunk kernels: heads, length, head dim and chunk (`kernels._chunk` builds them back)
+    elif family == CHUNKED:  # the chunk kernels: heads, length, head dim and chunk (`kernels._chunk` builds them back)
         a = op.attrs
         feats.update(batch=a["batch"], m=a["n"], k=a["dk"], n=a["chunk"])
     else:

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 from attn_cost.profilers.devicemodel.tunables import DEFAULT
 from attn_cost.profilers.store.schema import rule
-from scipy.optimize import least_squares, nnls
 
 if TYPE_CHECKING:
     from attn_cost.profilers.devicemodel.opmodel import OpModel
@@ -171,6 +170,7 @@ class Chain:
         """Non-negative least squares of (whole − call − alone) = launch·dispatches + share·alone, each chain
         weighted by its own time (relative errors: a chain of large ops must not drown the small ones).
         Chains timed before dispatches were counted carry their ops instead."""
+        from scipy.optimize import nnls  # scipy fits and finds roots, never loaded by `crossover` alone
 
         a = np.array([[p.dims.get("dispatches", p.dims["ops"]), p.dims["isolated_s"]] for p in points])
         y = np.array([p.seconds - call - p.dims["isolated_s"] for p in points])
@@ -273,6 +273,7 @@ class Gemm:
 
     @classmethod
     def fit(cls, points: list[Point], copy: Streaming | None) -> Gemm:
+        from scipy.optimize import least_squares
 
         f = {k: np.array([p.dims[k] for p in points]) for k in ("batch", "m", "k", "n", "bytes")}
         t = np.array([p.seconds for p in points])
@@ -368,5 +369,3 @@ def on_line_through(x: float, xa: float, ya: float, xc: float, yc: float) -> flo
 
 def _arrays(dims: dict[str, float]) -> dict[str, np.ndarray]:
     return {k: np.array([v], dtype=float) for k, v in dims.items()}
-
-

@@ -54,18 +54,21 @@ from typing import Literal
 import numpy as np
 from attn_cost.costmodel.dtypes import STORAGE_BYTES
 from attn_cost.costmodel.errors import PricingWarning, UserError
-from attn_cost.profilers import DATA
 from attn_cost.profilers.devicemodel.kernels import (  # noqa: F401
     CALL,
     CHUNK,
+    CHUNKED,
     LOOP_STEP,
     MATMUL_LAYOUTS,
     OVERHEADS,
+    PRODUCT_FORM,
     SEQUENCE,
+    family_of,
     kernel_of,
     runnable,
     twins,
 )
+from attn_cost.profilers.devicemodel.names import known_opmodels
 from attn_cost.profilers.devicemodel.opcalls import KernelCalls, kernel_calls, line_of, op_features, operand_layout  # noqa: F401
 from attn_cost.profilers.devicemodel.opfit import (
     MAD_TO_SIGMA,
@@ -82,7 +85,7 @@ from attn_cost.profilers.devicemodel.opfit import (
 from attn_cost.profilers.measure.device import slug
 from attn_cost.profilers.store.files import MAX_INPUT_BYTES, claim, is_json_of, read_input, write_atomic
 from attn_cost.profilers.store.schema import Fingerprint, SchemaError, check, load_error, rule
-from attn_cost.profilers.store.store import named_files, user_data_dir
+from attn_cost.profilers.store.store import user_data_dir
 
 SCHEMA = 1
 FIT_VERSION = 1
@@ -90,7 +93,6 @@ FIT_VERSION = 1
 this version, and loads them as they are; one of another version is refitted only when asked (`--refit`)."""
 OPMODEL_KIND = "attn-cost op model"
 """The `kind` field that marks a JSON file as an op calibration."""
-SHIPPED = DATA / "opmodels"
 MIN_POINTS = 3
 """Fewest calibration points of one kernel the model accepts."""
 BOOTSTRAP = 100
@@ -174,7 +176,7 @@ class OpModel:
         for name, pts in by_kernel.items():
             if name in OVERHEADS or len(pts) < MIN_POINTS:
                 continue
-            if name.startswith("matmul") or name.startswith("sdpa"):
+            if family_of(name) in PRODUCT_FORM:
                 kernels[name] = Gemm.fit(pts, copy)
             else:
                 kernels[name] = copy if name == COPY and copy is not None else Streaming.fit(pts, elem)
@@ -221,14 +223,22 @@ class OpModel:
             total = total + self.context_seconds(calls, n)
         return total
 
-    def _ops(self, calls: KernelCalls, n: np.ndarray) -> np.ndarray:
-        """Seconds of a variant's ops, each as timed alone (its line where it has one), summed at every N."""
-        ops = np.zeros_like(n)
+    def op_times(self, calls: KernelCalls, n: np.ndarray) -> list[tuple[str, dict[str, np.ndarray], np.ndarray]]:
+        """Per op of a variant: its kernel, its features at every N (`repeat` among them) and the seconds of one
+        call of it as timed alone (its line where it has one)."""
+        out = []
         for i, (kernel, f) in enumerate(calls.at(n)):
             seconds = self.op_seconds(kernel, f)
             line = self.lines.get(calls.lines[i])
             if line is not None:
                 seconds = line.along(self, n, seconds)
+            out.append((kernel, f, seconds))
+        return out
+
+    def _ops(self, calls: KernelCalls, n: np.ndarray) -> np.ndarray:
+        """Seconds of a variant's ops, each as timed alone (its line where it has one), summed at every N."""
+        ops = np.zeros_like(n)
+        for _, f, seconds in self.op_times(calls, n):
             ops = ops + f["repeat"] * seconds
         return ops
 
@@ -366,7 +376,7 @@ class OpModel:
     def off_grid_sigma(self, kernel: str) -> float:
         """Log-scale spread of the model's error on shapes off the grid (from the held-out shapes that
         `calibrate` times): MAD_TO_SIGMA × their median |relative error|, a robust σ."""
-        family = "matmul" if kernel.startswith(("matmul", "sdpa")) else "other kernels"
+        family = "matmul" if family_of(kernel) in PRODUCT_FORM else "other kernels"
         if family not in self.held_out:
             return 0.0
         return MAD_TO_SIGMA * float(self.held_out[family].get("median_abs_error", 0.0))
@@ -503,7 +513,7 @@ def sanity(model: OpModel) -> list[str]:
     for p in model.points:
         if p.kernel in OVERHEADS or p.kernel == GLUE:  # not ops: a call, a loop step, a chain, a whole variant
             continue
-        if p.kernel.startswith(("matmul", "sdpa", CHUNK)):  # bound by their FLOPs, not their bytes
+        if family_of(p.kernel) in (*PRODUCT_FORM, CHUNKED):  # bound by their FLOPs, not their bytes
             if best and p.kernel.startswith("matmul") and _flop_rate(p) > SANITY_FAST * best:
                 fast[p.kernel].append(_flop_rate(p) / best)
             continue
@@ -553,8 +563,13 @@ def _describe(model: Streaming | Gemm) -> dict:
 
 
 def fit_points(
-    device: dict, dtype: str, points: list[Point], caches: dict | None = None, where: str = "the calibration",
-    kernels: dict | None = None, overheads: Overheads | None = None,
+    device: dict,
+    dtype: str,
+    points: list[Point],
+    caches: dict | None = None,
+    where: str = "the calibration",
+    kernels: dict | None = None,
+    overheads: Overheads | None = None,
 ) -> OpModel:
     """Fit the op model (or take the fitted `kernels` and `overheads` as they are); too few points for the copy
     kernel, which matrix products' traffic and stand-ins use, is bad input."""
@@ -718,16 +733,9 @@ def user_dir() -> Path:
     return user_data_dir("opmodels")
 
 
-def known_opmodels() -> dict[str, Path]:
-    """Op calibrations by device slug: shipped ones, overridden by the user's own."""
-
-    return named_files(SHIPPED, "opmodels")
-
-
 def read_calibration(path: Path) -> dict:
     """The JSON of an op calibration file, plain or gzipped (`.json.gz`, as kept in benchmarks/data/calibrations);
     an unreadable or ill-formed one is bad input."""
-
 
     raw = read_input(path, "an op calibration")
     try:
@@ -786,5 +794,3 @@ def check_device(model: OpModel, device: dict) -> None:
             f"the op calibration of {model.slug} was made with {model.device.get('threads')} threads, these "
             f"timings use {device.get('threads')}: run `attn-cost calibrate --threads {device.get('threads')}`"
         )
-
-

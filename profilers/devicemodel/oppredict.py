@@ -1,147 +1,104 @@
-"""Predictions of the op model: a variant's time at concrete sizes, and where two variants' predicted times
-cross, with a bootstrap interval (numpy and scipy only: `crossover --device` uses it without torch)."""
+"""The op model as a device model (`CalibratedDevice`): a variant's predicted time at concrete sizes, with a
+bootstrap interval, and the curves `device.crossing` crosses (numpy at import, scipy to refit the replicates:
+`crossover --device` uses it without torch)."""
 
 from __future__ import annotations
 
-import contextlib
-import math
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
-from attn_cost.costmodel.counting import DEFAULT_COUNTING, Counting
-from attn_cost.costmodel.crossover import DeviceColumns, TransitionRow
-from attn_cost.costmodel.errors import UserError
-from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS, MEASURED_DEPTH
-from attn_cost.profilers.devicemodel.opcalls import kernel_calls
-from attn_cost.profilers.devicemodel.opmodel import BOOTSTRAP, OpModel, load_opmodel, opmodel_for, pricing
-from scipy.optimize import brentq
-
-GRID = 240
-"""Lengths (log-spaced from 2 to n_max) a predicted crossing is bracketed on and a tie interval is read at."""
-TIE_Z = 1.96
-"""A length is a tie where the predicted log time ratio is within this many of its bootstrap σ of 0 (the
-model's 95 % error on the ratio, the same level as the N0 interval)."""
-
-
-def last_crossing(f, lo: float, hi: float, grid: int = GRID, ys: np.ndarray | None = None) -> float | None:
-    """Smallest x from which f(x) >= 0 on [lo, hi] (bracketing on a log grid, then brentq); `ys`: f on that
-    grid, if already known.
-
-    lo when f >= 0 throughout, None when f < 0 at hi (B is still dearer at the end of the range)."""
-
-    xs = np.geomspace(lo, hi, grid)
-    ys = np.asarray(f(xs), dtype=float) if ys is None else ys
-    if ys[-1] < 0:
-        return None
-    below = np.nonzero(ys < 0)[0]
-    if not len(below):
-        return lo
-    i = int(below[-1])
-    return float(brentq(lambda x: float(np.asarray(f(np.array([x])))[0]), xs[i], xs[i + 1], xtol=1e-3))
+from attn_cost.costmodel.crossover import Setting
+from attn_cost.costmodel.symbols import BY_NAME
+from attn_cost.profilers.devicemodel.device import CALIBRATED, Curve, DeviceModel, Draws, KernelTime, Times, row_dims
+from attn_cost.profilers.devicemodel.kernels import family_of
+from attn_cost.profilers.devicemodel.opcalls import KernelCalls, kernel_calls
+from attn_cost.profilers.devicemodel.opmodel import BOOTSTRAP, OpModel, pricing
 
 
 @dataclass
-class Prediction:
-    """A predicted transition point with its bootstrap interval (integers: the first N with B <= A), the tie
-    interval around it and what it extrapolated."""
+class CalibratedDevice(DeviceModel):
+    """The op model of a device as a device model: its kernels timed alone (`attn-cost calibrate`), a variant's
+    time the sum of its kernel calls, zero-shot (it never saw a timing of a whole variant); intervals from
+    bootstrap replicates of the calibration. It prices inference in the dtype it was calibrated in."""
 
-    n0: int | None
-    low: int | None
-    high: int | None
-    replicates: int
-    tie: tuple[int, int] | None = None
-    """Lengths where the predicted time ratio tB/tA is within the model's error of 1 (`TIE_Z` bootstrap σ of its
-    log): the stretch around the predicted crossing (else the last such stretch) where the model cannot tell
-    the two apart. None without replicates or where the ratio never comes that close."""
-    regret: float | None = None
-    """The most the two predicted times differ over the tie interval, |tB/tA − 1|: what choosing either one
-    anywhere in it can cost, as the model sees it."""
-    extrapolated: tuple[str, ...] = ()
-    """The ops priced without a timing of their own shape: no exact-shape line at these sizes, or a row width
-    beyond the calibrated widths of its class (`OpModel.extrapolated`)."""
+    kind: ClassVar[str] = CALIBRATED
+    label: ClassVar[str] = "op model"
 
-    def as_json(self) -> dict:
-        return {"predicted_n0": self.n0, "predicted_n0_low": self.low, "predicted_n0_high": self.high,
-                "predicted_tie": list(self.tie) if self.tie else None, "predicted_regret": self.regret,
-                "predicted_extrapolated": list(self.extrapolated)}  # fmt: skip
+    model: OpModel
+    seed: int = 0
+    """Of the bootstrap's random draws."""
 
+    @property
+    def name(self) -> str:
+        return self.model.slug
 
-def tie_interval(xs: np.ndarray, ratio: np.ndarray, sigma: np.ndarray, n0: float | None) -> tuple[int, int] | None:
-    """The lengths of `xs` where |ln tB/tA| (`ratio`) is within `TIE_Z` × `sigma` of 0, as one stretch: the one
-    holding the predicted crossing `n0` (or next to it), else the last one. None where there is none."""
-    tied = np.abs(ratio) <= TIE_Z * sigma
-    if not tied.any():
+    @property
+    def dtype(self) -> str:
+        return self.model.dtype
+
+    @property
+    def answered_by(self) -> str:
+        return (
+            f"predicted from the op calibration of {self.model.slug}: its kernels timed alone, zero-shot (no timing "
+            f"of a whole variant; the interval from {BOOTSTRAP} bootstrap replicates of the calibration)"
+        )
+
+    def applies(self, variant: str, setting: Setting, cost: str = "time") -> str | None:
+        if cost == "memory":
+            return None  # the engine's peak
+        if setting.mode != "inference":
+            return f"the op calibration of {self.model.slug} prices inference only, not {setting.mode}"
+        if setting.dtype != self.model.dtype:
+            return f"the op calibration of {self.model.slug} was made in {self.model.dtype}, not {setting.dtype}"
         return None
-    edges = np.flatnonzero(np.diff(np.concatenate([[0], tied.astype(int), [0]])))
-    runs = [(int(a), int(b) - 1) for a, b in zip(edges[::2], edges[1::2], strict=True)]
-    if n0 is not None:
-        at = int(np.clip(np.searchsorted(xs, n0), 0, len(xs) - 1))
-        near = [(a, b) for a, b in runs if a - 1 <= at <= b + 1]
-        if near:
-            a, b = near[-1]
-            return math.floor(xs[a]), math.ceil(xs[b])
-    a, b = runs[-1]
-    return math.floor(xs[a]), math.ceil(xs[b])
 
+    def calls(self, variant: str, dims: dict, setting: Setting) -> KernelCalls:
+        return kernel_calls(variant, setting.scope, self.model.dtype, dims, setting.counting)
 
-def _ceil(x: float | None) -> int | None:
-    return None if x is None else math.ceil(x - 1e-9)
+    def seconds(
+        self, variant: str, dims: dict, ns: np.ndarray, setting: Setting, replicates: int | None = None
+    ) -> Times:
+        """Predicted seconds, with the 2.5-97.5 % range of the same variant's time over bootstrap replicates."""
+        self.check(variant, setting)
+        calls = self.calls(variant, dims, setting)
+        ns = np.atleast_1d(np.asarray(ns, dtype=float))
+        t = self.model.time(calls, ns)
+        drawn = [m.time(calls, ns) for m in self._replicates([calls], replicates)]
+        if not drawn:
+            return Times(t, t, t)
+        return Times(t, np.percentile(drawn, 2.5, axis=0), np.percentile(drawn, 97.5, axis=0))
 
+    def kernel_times(self, variant: str, dims: dict, ns: np.ndarray, setting: Setting) -> list[KernelTime]:
+        self.check(variant, setting)
+        ns = np.atleast_1d(np.asarray(ns, dtype=float))
+        times = self.model.op_times(self.calls(variant, dims, setting), ns)
+        return [KernelTime(kernel, family_of(kernel), f["repeat"], seconds) for kernel, f, seconds in times]
 
-def predict_n0(
-    model: OpModel,
-    a: str,
-    b: str,
-    dims: dict,
-    scope: str = "core",
-    dtype: str = "fp32",
-    *,
-    n_max: int = 65536,
-    replicates: int = BOOTSTRAP,
-    seed: int = 0,
-    counting: Counting = DEFAULT_COUNTING,
-) -> Prediction:
-    """Where B's predicted time falls to A's, with a bootstrap interval over the calibration (the variants built
-    as `counting` has them: keys of their own length, the projections' biases)."""
-    ca, cb = kernel_calls(a, scope, dtype, dims, counting), kernel_calls(b, scope, dtype, dims, counting)
-    used = {name for calls in (ca, cb) for k in calls.kernels for name in pricing(k)}
-    lines = {line for calls in (ca, cb) for line in calls.lines}
+    def draws(self, a: str, b: str, dims: dict, setting: Setting, replicates: int | None = None) -> Draws:
+        """A's and B's predicted times, and both drawn from each bootstrap replicate together (kernels they share
+        drawn once): the replicates' crossings are the interval, their spread of tB/tA the tie interval."""
+        ca, cb = self.calls(a, dims, setting), self.calls(b, dims, setting)
 
-    xs = np.geomspace(2.0, float(n_max), GRID)
+        def pair(m: OpModel) -> tuple[Curve, Curve]:
+            return (lambda n: m.time(ca, n)), (lambda n: m.time(cb, n))
 
-    def crossing(m: OpModel) -> tuple[float | None, np.ndarray]:
-        """The crossing and ln(tB/tA) on the grid, from one evaluation of both curves."""
-        ta, tb = m.time(ca, xs), m.time(cb, xs)
-        x = last_crossing(lambda n: m.time(ca, n) - m.time(cb, n), 2.0, float(n_max), ys=ta - tb)
-        return x, np.log(tb / ta)
+        def extrapolated(xs: np.ndarray) -> tuple[str, ...]:
+            return tuple(dict.fromkeys(self.model.extrapolated(ca, xs) + self.model.extrapolated(cb, xs)))
 
-    n0, ratio = crossing(model)
-    rng = np.random.default_rng(seed)
-    drawn = [crossing(model.resample(rng, used, lines)) for _ in range(replicates)]
-    boots = [x for x, _ in drawn]
-    vals = np.array([math.inf if x is None else x for x in boots])
-    tie = regret = None
-    if replicates > 1:  # the ratio's spread: both variants drawn from the same replicate, shared kernels together
-        r = np.stack([y for _, y in drawn])
-        sigma = (np.percentile(r, 84.13, axis=0) - np.percentile(r, 15.87, axis=0)) / 2
-        tie = tie_interval(xs, ratio, sigma, n0)
-        if tie is not None:
-            inside = (xs >= tie[0]) & (xs <= tie[1])
-            regret = float(np.max(np.abs(np.expm1(ratio[inside]))))
-    # Order statistics, not interpolation: interpolating between two infinite replicates gives NaN.
-    low: float | None
-    high: float | None
-    if replicates:
-        low = float(np.percentile(vals, 2.5, method="lower"))
-        high = float(np.percentile(vals, 97.5, method="higher"))
-    else:
-        low = high = n0
+        fa, fb = pair(self.model)
+        replicas = (pair(m) for m in self._replicates([ca, cb], replicates))
+        return Draws(fa, fb, replicas, sampled=True, extrapolated=extrapolated)
 
-    def finite(x: float | None) -> int | None:
-        return _ceil(x) if x is not None and math.isfinite(x) else None
-
-    extrapolated = tuple(dict.fromkeys(model.extrapolated(ca, xs) + model.extrapolated(cb, xs)))
-    return Prediction(_ceil(n0), finite(low), finite(high), replicates, tie, regret, extrapolated)
+    def _replicates(self, calls: list[KernelCalls], replicates: int | None) -> Iterator[OpModel]:
+        """Bootstrap replicates of the calibration, each refitted on a resample of the points of the kernels and
+        lines these calls use (`OpModel.resample`), one after another from one seeded generator."""
+        used = {name for c in calls for k in c.kernels for name in pricing(k)}
+        lines = {line for c in calls for line in c.lines}
+        rng = np.random.default_rng(self.seed)
+        for _ in range(BOOTSTRAP if replicates is None else replicates):
+            yield self.model.resample(rng, used, lines)
 
 
 def predicted_seconds(
@@ -151,46 +108,6 @@ def predicted_seconds(
     not given (GQA's h_kv, a window w) takes its default (`row_dims`), as the measurement did."""
     calls = kernel_calls(variant, scope, dtype, row_dims(sizes))
     return float(model.time(calls, np.array([float(sizes["N"])]))[0])
-
-
-def row_dims(sizes: dict[str, int]) -> dict:
-    """Sizes keyed by name (a crossover row's, a validation row's: heads and batch spelt out or not) keyed by
-    symbol, the missing ones defaulting as `Sizes` does (L to d, r to 4, D to the measured depth)."""
-
-    values: dict[str, int | None] = {
-        "h": sizes.get("heads", sizes.get("h", 1)),
-        "b": sizes.get("batch", sizes.get("b", 1)),
-    }
-    values.update({k: v for k, v in sizes.items() if k in BY_NAME and k not in ("N", "h", "b") and isinstance(v, int)})
-    values.setdefault("L", values.get("d"))
-    values.setdefault("r", 4)
-    values.setdefault("D", MEASURED_DEPTH)
-    out = {BY_NAME[k]: v for k, v in values.items() if v is not None}
-    return {**DEFAULTS, **out}
-
-
-def add_predicted_columns(
-    rows: list[TransitionRow], name: str, *, required: bool = True, n_max: int = 65536, replicates: int = BOOTSTRAP
-) -> None:
-    """Give crossover rows the op model's predicted_n0 and its bootstrap interval (None where the model does not
-    apply: training mode, another dtype, a size it is not given), beside a profile's columns where they have
-    them. `replicates=0`: the point estimate alone, its interval collapsed onto it (a fraction of a second a row
-    instead of seconds). Without a model (`required=False`) the rows keep their device and get None."""
-    model = load_opmodel(name) if required else opmodel_for(name)
-    for row in rows:
-        prediction = Prediction(None, None, None, 0)
-        if model is not None:
-            s = row.setting
-            if s.mode == "inference" and s.dtype == model.dtype:
-                with contextlib.suppress(UserError):  # a size the model is not given: no prediction
-                    prediction = predict_n0(
-                        model, row.a, row.b, row_dims(row.sizes), s.scope, model.dtype, n_max=n_max,
-                        replicates=replicates, counting=s.counting,
-                    )  # fmt: skip
-        device = model.slug if model is not None else row.device.device if row.device is not None else name
-        profile = row.device.profile if row.device is not None else None
-        predicted = prediction.as_json() if model is not None and prediction.n0 is not None else None
-        row.device = DeviceColumns(device, profile, prediction.n0, prediction.low, prediction.high, predicted=predicted)
 
 
 def predicted_curve(

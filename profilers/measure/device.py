@@ -133,10 +133,15 @@ def _timer_identity(info: dict) -> str:
         return LEGACY_CPU_TIMER[version]
     timer = f"{info.get('kind')} timer v{version}"
     if info.get("kind") == "cuda":
-        from attn_cost.profilers.measure.gpu_timing import precision_key
-
         timer += f", {precision_key(info)}"
     return timer
+
+
+def precision_key(info: dict) -> str:
+    """The precision settings that are part of a CUDA device's identity, as one short string (torch-free: a CUDA
+    device's name is read on the analytic path, `crossover --device cuda-...`)."""
+    matmul, cudnn = ("on" if info.get(k) else "off" for k in ("tf32_matmul", "tf32_cudnn"))
+    return f"tf32 matmul {matmul}, cudnn {cudnn}"
 
 
 def slug(info: dict) -> str:

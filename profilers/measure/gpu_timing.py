@@ -565,12 +565,6 @@ def precision_settings() -> dict:
     return info
 
 
-def precision_key(info: dict) -> str:
-    """The precision settings that are part of a CUDA device's identity, as one short string."""
-    matmul, cudnn = ("on" if info.get(k) else "off" for k in ("tf32_matmul", "tf32_cudnn"))
-    return f"tf32 matmul {matmul}, cudnn {cudnn}"
-
-
 def device_properties(index: int = 0) -> dict:
     """The GPU's properties and, where NVML answers, its clocks, temperature and power now."""
 

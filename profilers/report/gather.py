@@ -4,6 +4,9 @@ and the campaign both call `gather`; `page.render` turns it into one offline pag
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 from attn_cost.costmodel.claims import claims
 from attn_cost.costmodel.crossover import COSTS, Setting, at_sizes, cost_branches, evaluate, transition_row
 from attn_cost.costmodel.errors import UserError
@@ -11,12 +14,11 @@ from attn_cost.costmodel.formula import formula_data
 from attn_cost.costmodel.heads import heads as head_tradeoff
 from attn_cost.costmodel.symbols import DEFAULT_DEPTH, DEFAULTS, D, L, b, d, h, r
 from attn_cost.costmodel.variants import get_variant
-from attn_cost.profilers.devicemodel.corrections import add_device_columns, known_profiles, load_profile
-from attn_cost.profilers.devicemodel.datasheet import get_datasheet
-from attn_cost.profilers.devicemodel.devices import DATASHEET, MEASURED, resolve
-from attn_cost.profilers.devicemodel.gpumodel import record_line
-from attn_cost.profilers.devicemodel.opmodel import opmodel_for
-from attn_cost.profilers.devicemodel.oppredict import predicted_curve
+from attn_cost.profilers.devicemodel.corrections import load_profile
+from attn_cost.profilers.devicemodel.device import DeviceModel
+from attn_cost.profilers.devicemodel.devices import MeasuredDevice, add_device_columns, resolve
+from attn_cost.profilers.devicemodel.gpumodel import GpuModel
+from attn_cost.profilers.devicemodel.names import known_profiles
 from attn_cost.profilers.store.store import ResultStore
 
 
@@ -41,13 +43,12 @@ def gather(
     setting: Setting,
 ) -> dict:
     """All the report's numbers, JSON-ready."""
-    kind = None if device is None else resolve(device)
-    sheet = _datasheet(device)
-    profile = load_profile(device) if device is not None and kind == MEASURED else None
+    model = None if device is None else resolve(device)
+    measured = model if isinstance(model, MeasuredDevice) else None
     dims = {dv: report_dims(dv) for dv in ds}
     rows = [transition_row(a, bb, dims[dv], setting, (L,)) for a, bb in pairs for dv in ds]
-    if device is not None:
-        add_device_columns(rows, device)
+    if model is not None:
+        add_device_columns(rows, model)
     top = max([4096] + [4 * (n or 0) for row in rows for n in (row.n0, row.n1)])
     grid = length_grid(min(top, 1 << 20))
     curves = {
@@ -61,7 +62,7 @@ def gather(
         for dv in ds
     }
     d_grid = [4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]
-    versus_d = [{"a": a, "b": bb, "d": d_grid, **_versus_d(a, bb, d_grid, setting, device)} for a, bb in pairs]
+    versus_d = [{"a": a, "b": bb, "d": d_grid, **_versus_d(a, bb, d_grid, setting, model)} for a, bb in pairs]
     head_rows = [
         {
             "variant": v,
@@ -93,9 +94,10 @@ def gather(
             v: formula_data(v, setting.convention, setting.dtype, setting.scope, setting.mode, setting.counting)
             for v in variants
         },
-        "measured": _measured(profile, variants, ds, setting) if profile else {},
-        "devices": [] if kind not in (None, MEASURED) else _devices(device),
-        "datasheet": sheet,
+        "measured": _measured(measured, variants, ds, setting) if measured else {},
+        "devices": [] if model is not None and measured is None else _devices(measured),
+        "datasheet": _datasheet(model),
+        "device": {"name": model.name, "kind": model.kind, "answered_by": model.answered_by} if model else None,
         "claims": claims(),
     }
 
@@ -105,20 +107,17 @@ def _scopes(variant: str) -> list[str]:
     return get_variant(variant).scopes
 
 
-def _datasheet(device: str | None) -> dict | None:
+def _datasheet(model: DeviceModel | None) -> dict | None:
     """A datasheet GPU chosen as the report's device: its name and what its predictions are (None otherwise)."""
-
-    if device is None or resolve(device) != DATASHEET:
+    if not isinstance(model, GpuModel):
         return None
+    return {"name": model.name, "title": model.sheet.title, "about": f"N0 datasheet: {model.answered_by}."}
 
-    return {"name": device, "title": get_datasheet(device).title, "about": record_line()}
 
-
-def _versus_d(a: str, bb: str, d_grid: list[int], setting: Setting, device: str | None) -> dict:
+def _versus_d(a: str, bb: str, d_grid: list[int], setting: Setting, device: DeviceModel | None) -> dict:
     rows = [transition_row(a, bb, report_dims(dv), setting, (L,)) for dv in d_grid]
     out: dict[str, list | str] = {"n0": [row.n0 for row in rows], "n1": [row.n1 for row in rows]}
     if device is not None:
-
         add_device_columns(rows, device, replicates=0)  # a curve over d: point estimates, no intervals
         columns = [row.device for row in rows]
         out["corrected_n0"] = [c.profile.corrected_n0 if c and c.profile else None for c in columns]
@@ -128,11 +127,11 @@ def _versus_d(a: str, bb: str, d_grid: list[int], setting: Setting, device: str 
     return out
 
 
-def _measured(profile, variants: list[str], ds: list[int], setting: Setting) -> dict:
+def _measured(device: MeasuredDevice, variants: list[str], ds: list[int], setting: Setting) -> dict:
     """Measured time and memory points of the device, per head dim and variant (single head, batch 1)."""
-
+    profile = device.profile.profile
     store = ResultStore(profile.device, writable=False)
-    out: dict[str, dict] = {str(dv): {v: {"time": [], "memory": []} for v in variants} for dv in ds}
+    out: dict[str, Any] = {str(dv): {v: {"time": [], "memory": []} for v in variants} for dv in ds}
     for rec in store.records.values():
         s = rec.get("sizes", {})
         if rec["status"] != "ok" or (rec["scope"], rec["dtype"]) != (setting.scope, setting.dtype):
@@ -149,35 +148,34 @@ def _measured(profile, variants: list[str], ds: list[int], setting: Setting) -> 
         for slot in by_variant.values():
             slot["time"].sort()
             slot["memory"].sort()
-    _predicted_times(out, profile, variants, ds, setting)
+    if device.calibration is not None:
+        _predicted_times(out, device.calibration, variants, ds, setting)
     out["transitions"] = profile.measured
     return out
 
 
-def _predicted_times(out: dict, profile, variants: list[str], ds: list[int], setting: Setting) -> None:
-    """The op model's predicted time of every variant over the measured range (lines beside the markers)."""
-
-    model = opmodel_for(profile.slug)
-    if model is None or setting.mode != "inference" or setting.dtype != model.dtype:
-        return
+def _predicted_times(out: dict, model: DeviceModel, variants: list[str], ds: list[int], setting: Setting) -> None:
+    """The op model's predicted time of every variant over the measured range (lines beside the markers), counted
+    as the measurements were (the default counting)."""
+    setting = Setting(setting.convention, setting.dtype, setting.scope, setting.mode)
     for dv in ds:
         for v in variants:
+            if model.applies(v, setting) is not None:
+                return
             slot = out[str(dv)][v]
             top = max([n for n, *_ in slot["time"]] + [4096])
             grid = sorted({max(2, round(2 ** (k / 8))) for k in range(8, 8 * (top.bit_length() + 1))})
-            sizes = {str(k): n for k, n in report_dims(dv).items()}
             try:
-                times = predicted_curve(model, v, sizes, grid, setting.scope, model.dtype)
+                times = model.seconds(v, report_dims(dv), np.array(grid, dtype=float), setting, replicates=0).seconds
             except UserError:  # a size the op model is not given
                 continue
-            slot["predicted"] = [[n, t] for n, t in zip(grid, times, strict=True)]
+            slot["predicted"] = [[n, float(t)] for n, t in zip(grid, times, strict=True)]
 
 
-def _devices(device: str | None) -> list[dict]:
-    """The chosen device profile, or every one available when none is chosen: constants and predicted vs
+def _devices(device: MeasuredDevice | None) -> list[dict]:
+    """The chosen device's profile, or every one available when none is chosen: constants and predicted vs
     measured (a report on one device never shows another's numbers beside its own)."""
-
-    profiles = [load_profile(device)] if device else [load_profile(str(p)) for p in known_profiles().values()]
+    profiles = [device.profile.profile] if device else [load_profile(str(p)) for p in known_profiles().values()]
     return [
         {
             "name": prof.slug,

@@ -27,8 +27,9 @@ from attn_cost.profilers.devicemodel.corrections import (
     fit_time,
 )
 from attn_cost.profilers.devicemodel.datasheet import for_device
+from attn_cost.profilers.devicemodel.device import Prediction, crossing
 from attn_cost.profilers.devicemodel.opmodel import OpModel, check_device, load_opmodel, opmodel_for
-from attn_cost.profilers.devicemodel.oppredict import Prediction, predict_n0, predicted_seconds
+from attn_cost.profilers.devicemodel.oppredict import CalibratedDevice, predicted_seconds
 from attn_cost.profilers.devicemodel.trend import spikes
 from attn_cost.profilers.measure.device import slug as slug_of
 from attn_cost.profilers.measure.profile import Measurer, Stored, length_grain, profile_pair, snap, stored_pair
@@ -374,7 +375,7 @@ def compare(
 def _predicted(opmodel: OpModel | None, a: str, b: str, dims: dict, setting: Setting, n_max: int) -> dict:
     if opmodel is None or setting.dtype != opmodel.dtype:
         return Prediction(None, None, None, 0).as_json()
-    return predict_n0(opmodel, a, b, dims, setting.scope, setting.dtype, n_max=n_max).as_json()
+    return crossing(CalibratedDevice(opmodel), a, b, dims, setting, n_max=n_max).as_json()
 
 
 def _datasheet(device: dict, a: str, b: str, dims: dict, setting: Setting, n_max: int) -> dict:
@@ -384,8 +385,7 @@ def _datasheet(device: dict, a: str, b: str, dims: dict, setting: Setting, n_max
     if sheet is None:
         return {}
     eff, sigma, _ = gpumodel.fitted()
-    model = gpumodel.GpuModel(sheet, eff, sigma)
-    p = gpumodel.predict_n0(model, a, b, dims, setting.scope, setting.dtype, setting.mode, n_max)
+    p = crossing(gpumodel.GpuModel(sheet, eff, sigma), a, b, dims, setting, n_max=n_max)
     return {"datasheet": sheet.name, "datasheet_n0": p.n0, "datasheet_n0_low": p.low, "datasheet_n0_high": p.high}
 
 
