@@ -211,7 +211,8 @@ def test_every_in_place_kernel_restores_its_input_and_no_other_does() -> None:
 @pytest.mark.parametrize("name", ["matmul-NT", "matmul-NN"])
 def test_a_window_product_reads_overlapping_windows_of_one_buffer(name: str) -> None:
     """The band products of sliding-window: query i against rows i … i+w−1 of one padded buffer, as
-    `references.sliding_window._band_bmm` reads them, not N separate w×d operands (the buffer is (N+w−1)·d, not N·w·d)."""
+    `references.sliding_window._band_bmm` reads them, not N separate w×d operands (the buffer is (N+w−1)·d,
+    not N·w·d)."""
     import torch
 
     n, w, d = 9, 4, 3
