@@ -11,9 +11,7 @@ refusals and notes are at the end."""
 from __future__ import annotations
 
 import math
-import runpy
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 import sympy as sp
@@ -26,6 +24,7 @@ from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.scopes import build_graph
 from attn_cost.costmodel.symbols import N, b, d, h, k
 from attn_cost.costmodel.variants import derive, get_variant
+from attn_cost.profilers.devicemodel import gpufit
 from attn_cost.profilers.measure.cases import Case
 from attn_cost.profilers.measure.flops import counted
 from attn_cost.profilers.measure.memory import traced_peak, traced_training_peak
@@ -353,9 +352,10 @@ def test_a_variant_that_does_not_take_an_option_is_named(cli) -> None:
 
 
 def _table_21() -> tuple[dict, list]:
-    """benchmarks/gpu_published.py's namespace and its Table 21 rows of the methods run with the harness's options."""
-    bench = runpy.run_path(str(Path(__file__).parents[1] / "benchmarks" / "gpu_published.py"), run_name="published")
-    return bench, [r for r in bench["fa1_rows"]() if r.quantity == "memory" and r.harness]
+    """The datasheet fit's namespace (profilers/devicemodel/gpufit.py) and its Table 21 rows of the methods run with
+    the harness's options."""
+    bench = vars(gpufit)
+    return bench, [r for r in gpufit.fa1_rows() if r.quantity == "memory" and r.harness]
 
 
 def test_table_21_pytorch_attention_gains_a_byte_a_score_and_two_a_key() -> None:

@@ -8,6 +8,8 @@ generated token. `costmodel.scopes` puts any of them inside a layer, a block, a 
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache
@@ -144,9 +146,6 @@ def derive_counted(name: str, scope: str, mode: str, counting: Counting) -> Deri
 def _load() -> None:
     """Import every module of this package (each registers its variants as it is imported, in the order of their
     names), then the user's own variant files: a catalogue variant touches its own module only."""
-    import importlib
-    import pkgutil
-
     for module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
         importlib.import_module(f"{__name__}.{module}")
     _load_user_files()
