@@ -526,9 +526,10 @@ def memory_record(memory: list[tuple[Row, float, float]]) -> list[str]:
     for g in sorted(table_record(memory), key=lambda g: g["method"]):
         es = [e for r, _, e in memory if r.method == g["method"]]
         within = sum(abs(e) <= 0.05 for e in es)
-        bare = [without[r.method, r.n] / r.value - 1 for r, _, _ in memory
-                if r.method == g["method"] and (r.method, r.n) in without]  # fmt: skip
-        before = f" (without dropout and mask: {statistics.median(abs(e) for e in bare):.1%})" if bare else ""
+        bare_errors = [without[r.method, r.n] / r.value - 1 for r, _, _ in memory
+                       if r.method == g["method"] and (r.method, r.n) in without]  # fmt: skip
+        before = (f" (without dropout and mask: {statistics.median(abs(e) for e in bare_errors):.1%})"
+                  if bare_errors else "")  # fmt: skip
         lines.append(f"- {g['method']}: median |error| {statistics.median(abs(e) for e in es):.1%}{before}, median "
                      f"error {statistics.median(es):+.1%}, {within} of {len(es)} rows within 5 %.")  # fmt: skip
     return lines
