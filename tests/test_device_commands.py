@@ -5,6 +5,7 @@ synthetic datasheet GPU whose figures make the arithmetic checkable by hand."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,72 @@ def test_a_device_that_cannot_price_a_decode_step_is_one_line(cli, args, says) -
     r = cli("decode", *args)
     assert r.code == 2 and r.out == ""
     assert len(r.err.strip().splitlines()) == 1 and says in r.err, r.err
+
+
+# -- report --device on a GPU one does not own -----------------------------------------------------------------
+
+
+def _figure(text: str, div: str) -> tuple[list[dict], dict]:
+    """The traces and layout of one plotly figure of the page."""
+    found = re.search(rf'Plotly.newPlot\(\s*"{div}",\s*(\[.*?\]),\s*(\{{.*?\}})\s*,\s*\{{"displaylogo', text, re.S)
+    assert found, f"no figure {div}"
+    return json.loads(found.group(1)), json.loads(found.group(2))
+
+
+def _report(cli, tmp_path: Path, *args: str) -> tuple[str, dict]:
+    out = tmp_path / "r.html"
+    r = cli("report", "--html", str(out), *args)
+    assert r.code == 0, r.err
+    text = out.read_text(encoding="utf-8")
+    payload = re.search(r"<script type='application/json' id='attn-cost-data'>(.*?)</script>", text, re.S)
+    return text, json.loads(payload.group(1).replace("<\\/", "</"))
+
+
+def test_a_datasheet_gpus_report_draws_each_variants_time_its_band_and_the_crossing(cli, home, tmp_path) -> None:
+    """`report --device` on a GPU that was never measured: a time panel with one predicted curve per variant over
+    its shaded 95 % interval, and each pair's crossing marked at the N0 that `crossover --device` prints."""
+    pairs = [("softmax-fused", "linear"), ("softmax-fused", "latte")]
+    args = [x for a, b in pairs for x in ("--pair", f"{a}:{b}")] + ["--d", "64", "--dtype", "bf16"]
+    text, data = _report(cli, tmp_path, "--device", SLOW, *args)
+    traces, layout = _figure(text, "curves-d64")
+    time_axis = next(k for k, v in layout.items() if k.startswith("xaxis") and v.get("anchor") == "y4")
+    x4 = "x" + time_axis.removeprefix("xaxis")
+    panel = [t for t in traces if t.get("xaxis") == x4]
+    lines = {t["name"] for t in panel if t.get("mode") == "lines" and not t.get("fill") and "95 %" not in t["name"]}
+    assert lines == {f"{v} datasheet" for v in ("softmax-fused", "linear", "latte")}
+    bands = [t for t in panel if t.get("fill") == "tonexty"]
+    assert len(bands) == 3
+    for v, curve in data["predicted"]["curves"]["64"].items():
+        assert all(lo < s < hi for lo, s, hi in zip(curve["low"], curve["seconds"], curve["high"], strict=True)), v
+    for a, b in pairs:
+        cross = cli("crossover", "--device", SLOW, "--pair", f"{a}:{b}", "--d", "64", "--dtype", "bf16", "--json")
+        (row,) = cross.json()["results"]
+        n0 = row["predicted_n0"]
+        assert n0 is not None and data["grid"][0] < n0 < data["grid"][-1]  # the panel reaches the crossing
+        labels = [x["text"] for x in layout["annotations"] if x.get("xref") == x4 + " domain" or x.get("xref") == x4]
+        assert any(t.endswith(f"N0 datasheet {n0:,}") for t in labels), labels
+        assert any(s.get("x0") == n0 and s.get("line", {}).get("dash") == "dot" for s in layout["shapes"])
+    assert "Not measured: no device profile of slow-gpu" in text and "No device profile: run" not in text
+
+
+def test_a_measured_gpus_datasheet_report_shows_its_measured_times_beside_the_curves(cli, tmp_path) -> None:
+    """The H200 has a datasheet row and shipped profiles: `report --device h200-sxm-141gb` draws, at the sizes
+    it was measured at, its measured times beside the datasheet's curves, with both crossings; the datasheet's
+    is what `crossover --device h200-sxm-141gb` prints at those sizes, the measured one what its profile does."""
+    pair = "softmax-fused:linear"
+    text, data = _report(cli, tmp_path, "--device", "h200-sxm-141gb", "--pair", pair, "--d", "64", "--dtype", "bf16")
+    twin = next(t for t in data["twins"] if t["sizes"]["d"] == 64)
+    assert twin["profile"] == "cuda-nvidia-h200-12fde9-bf16" and (twin["sizes"]["b"], twin["sizes"]["h"]) == (32, 1)
+    assert set(twin["measured"]) == set(twin["predicted"]) == {"softmax-fused", "linear"}
+    size = ("--d", "64", "--b", "32", "--dtype", "bf16", "--pair", pair, "--json")
+    (sheet,) = cli("crossover", "--device", "h200-sxm-141gb", *size).json()["results"]
+    (measured,) = cli("crossover", "--device", "cuda-nvidia-h200-12fde9-bf16", *size).json()["results"]
+    (mark,) = twin["transitions"]
+    assert mark["predicted_n0"] == sheet["predicted_n0"] and mark["measured_n0"] == measured["measured_n0"]
+    i = data["twins"].index(twin)
+    traces, layout = _figure(text, f"twin-{i}")
+    names = {t["name"] for t in traces}
+    assert {"softmax-fused measured", "linear measured", "softmax-fused datasheet", "linear datasheet"} <= names
+    labels = {x["text"] for x in layout["annotations"]}
+    assert f"a: N0 datasheet {sheet['predicted_n0']:,}" in labels
+    assert f"a: N0 measured {measured['measured_n0']:,.0f}" in labels
