@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+import numpy as np
 import sympy as sp
 import typer
 from attn_cost.cli import options as o
@@ -35,6 +36,7 @@ from attn_cost.costmodel.crossover import (
     CostPoint,
     DeviceColumns,
     ProfileColumns,
+    Setting,
     TransitionRow,
     at_sizes,
     cost_branches,
@@ -52,6 +54,7 @@ from attn_cost.costmodel.symbols import DESCRIPTIONS as SYMBOLS
 from attn_cost.costmodel.variants import all_variants, derive_counted, get_variant
 from attn_cost.profilers.devicemodel.device import DATASHEET, DeviceModel
 from attn_cost.profilers.devicemodel.devices import add_device_columns, resolve
+from attn_cost.profilers.devicemodel.gpumodel import GpuModel
 from attn_cost.profilers.measure.standing import cell as measured_cell
 from attn_cost.profilers.report.gather import op_model_n0
 from rich.console import Console
@@ -356,14 +359,31 @@ def decode(
     embed: Optional[int] = o.EMBED,
     latents: Optional[int] = o.LATENTS,
     convention: str = o.CONVENTION,
-    dtype: str = o.DTYPE,
+    dtype: Optional[str] = typer.Option(
+        None,
+        "--dtype",
+        help="fp32, bf16 or fp16: bytes per element (default fp32; with --device, what the device prices: bf16 on "
+        "a datasheet GPU, else what it was measured in).",
+    ),
+    device: Optional[str] = typer.Option(
+        None,
+        "--device",
+        help="Also the time per token on a device (`attn-cost devices`): a datasheet GPU (h100-sxm5-80gb, ...), a "
+        "calibrated or measured one.",
+    ),
     as_json: bool = o.JSON,
 ) -> None:
-    """Cost of generating token N+1: a KV cache (softmax) against a recurrent state (linear, Latte)."""
+    """Cost of generating token N+1: a KV cache (softmax) against a recurrent state (linear, Latte); with --device,
+    its predicted time on that device."""
     names = [get_variant(x).name for x in (variant or DECODE_DEFAULT)]
     contexts = [o.positive(x, "--n") for x in (n or [1024, 4096, 16384, 65536])]
     ds = o.head_dims(d_values, embed, heads, default=o.D_DEFAULT["decode"])
+    model = resolve(device) if device is not None else None
+    dtype = dtype or (model.dtype if model is not None else "fp32")
     st = o.setting(convention, dtype, "decode", "inference", names, {"--L": latents})
+    if model is not None:
+        for name in names:  # one line on a variant the device has no model of, before any work
+            model.check(name, st)
     rows: list[dict[str, Any]] = []
     for dv in ds:
         dims = o.sizes(dv, heads, batch, latents, 4, 1)
@@ -378,9 +398,12 @@ def decode(
                     "growth_when_context_doubles": growth,
                 }
             rows.append(row)
+    timed = _decode_times(model, rows, contexts, st, heads, batch, latents) if model is not None else None
     if as_json:
-        emit({**st.as_json(), "contexts": contexts, "results": rows})
+        emit({**st.as_json(), "contexts": contexts, "results": rows, **({"device": timed} if timed else {})})
         return
+    if model is not None and timed is not None:
+        _decode_time_table(model, rows, contexts, st, timed)
     for c in COSTS:
         unit = {
             "flops": f"FLOPs ({convention})",
@@ -399,6 +422,78 @@ def decode(
         ]
         render.table(f"Per generated token: {unit}", columns, cells, keys=2, caption=st.counting.caption())
     render.prose("A ratio of 1.000 is constant cost per token; 2.000 grows linearly with the context.")
+
+
+def _decode_times(
+    model: DeviceModel,
+    rows: list[dict[str, Any]],
+    contexts: list[int],
+    st: Setting,
+    heads: int,
+    batch: int,
+    latents: int | None,
+) -> dict[str, Any]:
+    """Each row's predicted time per generated token on `model` (at every context and at twice the last, for the
+    growth), with its 95 % interval, the kernels it launches where the model prices kernels, and whether its cache
+    or state fits in the device's memory; added to the rows under "time". Returns the device's own entry."""
+    ns = np.array([*contexts, 2 * contexts[-1]], dtype=float)
+    by: dict[str, str] = {}
+    memory = model.memory_bytes
+    with progress() as notify:  # an op calibration's bootstrap interval takes seconds a variant
+        for row in rows:
+            name, dims = row["variant"], o.sizes(row["d"], heads, batch, latents, 4, 1)
+            notify(f"predicting {name} (d = {row['d']}) on {model.name}")
+            answering = model.answering(name, st)
+            by[answering.label] = answering.answered_by
+            times = answering.seconds(name, dims, ns, st)
+            peaks = answering.peak_bytes(name, dims, ns[:-1], st)
+            kernels = answering.kernel_times(name, dims, ns[:1], st)
+            keys = list(map(str, contexts))
+            row["time"] = {
+                "per_token_s": dict(zip(keys, map(float, times.seconds[:-1]), strict=True)),
+                "low_s": dict(zip(keys, map(float, times.low[:-1]), strict=True)),
+                "high_s": dict(zip(keys, map(float, times.high[:-1]), strict=True)),
+                "growth_when_context_doubles": float(times.seconds[-1] / times.seconds[-2]),
+                "kernel_launches": None if kernels is None else int(sum(k.repeat[0] * k.launches for k in kernels)),
+                "fits_in_memory": None if memory is None else dict(zip(keys, (bool(p <= memory) for p in peaks),
+                                                                       strict=True)),
+                "predicted_by": answering.label,
+            }  # fmt: skip
+    return {"name": model.name, "kind": model.kind, "memory_bytes": memory, "predicted_by": " and ".join(by),
+            "answered_by": by}  # fmt: skip
+
+
+def _decode_time_table(
+    model: DeviceModel, rows: list[dict[str, Any]], contexts: list[int], st: Setting, timed: dict[str, Any]
+) -> None:
+    """The time per generated token on the device: a variant a row, a context a column, each time over its 95 %
+    interval (`_decode_times`)."""
+    by: dict[str, str] = timed["answered_by"]
+    mixed = len(by) > 1
+    cells = []
+    for row in rows:
+        t = row["time"]
+        cells.append([
+            row["variant"], str(row["d"]),
+            *(render.duration(t["per_token_s"][k]) + ("†" if t["fits_in_memory"] and not t["fits_in_memory"][k]
+              else "") + "\n" + render.duration_span(t["low_s"][k], t["high_s"][k], compact=True) for k in
+              map(str, contexts)),
+            f"{t['growth_when_context_doubles']:.3f}", *([t["predicted_by"]] if mixed else []),
+        ])  # fmt: skip
+    answered = (" ".join(f"{label}: times {sentence}." for label, sentence in by.items()) if mixed
+                else f"Times {next(iter(by.values()))}.")  # fmt: skip
+    over = any(t is False for row in rows for t in (row["time"]["fits_in_memory"] or {}).values())
+    memory = model.memory_bytes
+    beyond = f" †: the cache does not fit in the device's {render.size(memory)}." if over and memory else ""
+    title = model.sheet.title if isinstance(model, GpuModel) else model.name
+    render.table(
+        f"Per generated token on {title}: time, and its 95 % interval ({st.dtype})",
+        [Col("variant"), right("d"), *(right(f"N={x:,}") for x in contexts), right("×(2N)/(N)"),
+         *([Col("by")] if mixed else [])],
+        cells,
+        keys=2,
+        caption=answered + beyond,
+    )  # fmt: skip
 
 
 # -- formula -------------------------------------------------------------------------------------

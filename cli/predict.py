@@ -106,8 +106,9 @@ def predict(
     beyond = (f" †: does not fit in the {model.sheet.memory_gb:g} GB of the {title}: its time is of a run that "
               "cannot happen." if over and isinstance(model, GpuModel) else "")  # fmt: skip
     mixed = len(by) > 1
-    cells = [[r["variant"], f"{r['n']:,}", _time(r["seconds"]), _span(r["seconds_low"], r["seconds_high"]),
-              _bytes(r["peak_bytes"]) + (" †" if r["fits_in_memory"] is False else ""),
+    cells = [[r["variant"], f"{r['n']:,}", render.duration(r["seconds"]),
+              render.duration_span(r["seconds_low"], r["seconds_high"]),
+              render.size(r["peak_bytes"]) + (" †" if r["fits_in_memory"] is False else ""),
               *([r["predicted_by"]] if mixed else [])] for r in results]  # fmt: skip
     answered = (" ".join(f"{label}: times {sentence}." for label, sentence in by.items()) if mixed
                 else f"Times {next(iter(by.values()))}.")  # fmt: skip
@@ -119,21 +120,3 @@ def predict(
         keys=1,
         caption=answered + launch + beyond,
     )  # fmt: skip
-
-
-def _span(low: float, high: float) -> str:
-    return f"{_time(low)}–{_time(high)}"
-
-
-def _time(seconds: float) -> str:
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if seconds >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds / 1e-6:.2g} µs"
-
-
-def _bytes(n: int) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n} B"

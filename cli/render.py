@@ -127,6 +127,31 @@ def with_spread(value: float, spread: float | None) -> str:
     return f"{value:,.0f} ± {spread:,.0f}" if spread else f"{value:,.0f}"
 
 
+def duration(seconds: float) -> str:
+    """A time as tables show it, three significant digits in s, ms or µs: `1.23 ms`."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-6:.2g} µs"
+
+
+def duration_span(low: float, high: float, compact: bool = False) -> str:
+    """An interval of times: `1.02 ms–1.49 ms`; `compact`, the unit once where both ends share it: `1.02–1.49 ms`."""
+    a, b = duration(low), duration(high)
+    unit = b.rsplit(" ", 1)[-1]
+    if compact and a.endswith(" " + unit):
+        return f"{a.removesuffix(' ' + unit)}–{b}"
+    return f"{a}–{b}"
+
+
+def size(n: int) -> str:
+    """Bytes in binary units, three significant digits: `1.5 GiB`."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} B"
+
+
 def one_line(text: str) -> str:
     """Text as one printable line: whitespace runs become one space, control characters (a terminal escape in a
     path or a name the user typed) are shown escaped, never sent to the terminal."""

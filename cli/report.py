@@ -35,7 +35,10 @@ def report(
     embed: int = typer.Option(256, "--d-embed", help="Embedding width for the heads trade-off."),
     n: int = typer.Option(1024, "--n", help="Sequence length for the heads trade-off (memory depends on it)."),
     device: Optional[str] = typer.Option(
-        None, "--device", help="Device profile for corrected and measured points (`attn-cost devices`)."
+        None,
+        "--device",
+        help="Any device (`attn-cost devices`): a measured one (its corrected and measured points), a calibrated "
+        "one or a datasheet GPU (each variant's predicted time with its 95 % band, the predicted crossings).",
     ),
     convention: str = o.CONVENTION,
     dtype: str = o.DTYPE,

@@ -4,6 +4,7 @@ and the campaign both call `gather`; `page.render` turns it into one offline pag
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -14,8 +15,8 @@ from attn_cost.costmodel.formula import formula_data
 from attn_cost.costmodel.heads import heads as head_tradeoff
 from attn_cost.costmodel.symbols import DEFAULT_DEPTH, DEFAULTS, D, L, b, d, h, r
 from attn_cost.costmodel.variants import get_variant
-from attn_cost.profilers.devicemodel.corrections import load_profile
-from attn_cost.profilers.devicemodel.device import DeviceModel
+from attn_cost.profilers.devicemodel.corrections import DeviceProfile, load_profile
+from attn_cost.profilers.devicemodel.device import DeviceModel, row_dims
 from attn_cost.profilers.devicemodel.devices import MeasuredDevice, add_device_columns, resolve
 from attn_cost.profilers.devicemodel.gpumodel import GpuModel
 from attn_cost.profilers.devicemodel.names import known_profiles
@@ -49,7 +50,10 @@ def gather(
     rows = [transition_row(a, bb, dims[dv], setting, (L,)) for a, bb in pairs for dv in ds]
     if model is not None:
         add_device_columns(rows, model)
-    top = max([4096] + [4 * (n or 0) for row in rows for n in (row.n0, row.n1)])
+    predictor = model if measured is None else None  # a measured device's times are its measured points
+    ends = [n for row in rows for n in (row.n0, row.n1)]
+    ends += [row.device.predicted_n0 for row in rows if predictor is not None and row.device]
+    top = max([4096] + [4 * (n or 0) for n in ends])
     grid = length_grid(min(top, 1 << 20))
     curves = {
         str(dv): {
@@ -75,7 +79,13 @@ def gather(
         for c in ("flops", "memory")
         for res in [
             head_tradeoff(
-                v, c, embed, n=n_heads, convention=setting.convention, dtype=setting.dtype, counting=setting.counting,
+                v,
+                c,
+                embed,
+                n=n_heads,
+                convention=setting.convention,
+                dtype=setting.dtype,
+                counting=setting.counting,
                 extra=dict(DEFAULTS),
             )
         ]
@@ -95,6 +105,8 @@ def gather(
             for v in variants
         },
         "measured": _measured(measured, variants, ds, setting) if measured else {},
+        "predicted": _predicted(predictor, variants, {str(dv): dims[dv] for dv in ds}, grid, setting),
+        "twins": _twins(model, variants, pairs, setting) if isinstance(model, GpuModel) else [],
         "devices": [] if model is not None and measured is None else _devices(measured),
         "datasheet": _datasheet(model),
         "device": {"name": model.name, "kind": model.kind, "answered_by": model.answered_by} if model else None,
@@ -127,16 +139,21 @@ def _versus_d(a: str, bb: str, d_grid: list[int], setting: Setting, device: Devi
     return out
 
 
+def _records(profile: DeviceProfile, variants: list[str], setting: Setting) -> Iterator[dict]:
+    """The measured device's records of `variants` that succeeded, at the setting's scope and dtype."""
+    for rec in ResultStore(profile.device, writable=False).records.values():
+        ok = rec["status"] == "ok" and rec["variant"] in variants
+        if ok and (rec["scope"], rec["dtype"]) == (setting.scope, setting.dtype):
+            yield rec
+
+
 def _measured(device: MeasuredDevice, variants: list[str], ds: list[int], setting: Setting) -> dict:
     """Measured time and memory points of the device, per head dim and variant (single head, batch 1)."""
     profile = device.profile.profile
-    store = ResultStore(profile.device, writable=False)
     out: dict[str, Any] = {str(dv): {v: {"time": [], "memory": []} for v in variants} for dv in ds}
-    for rec in store.records.values():
+    for rec in _records(profile, variants, setting):
         s = rec.get("sizes", {})
-        if rec["status"] != "ok" or (rec["scope"], rec["dtype"]) != (setting.scope, setting.dtype):
-            continue
-        if rec["variant"] not in variants or s.get("d") not in ds or (s.get("h"), s.get("b")) != (1, 1):
+        if s.get("d") not in ds or (s.get("h"), s.get("b")) != (1, 1):
             continue
         slot = out[str(s["d"])][rec["variant"]]
         if rec["kind"] == "time":
@@ -151,6 +168,65 @@ def _measured(device: MeasuredDevice, variants: list[str], ds: list[int], settin
     if device.calibration is not None:
         _predicted_times(out, device.calibration, variants, ds, setting)
     out["transitions"] = profile.measured
+    return out
+
+
+def _curves(model: DeviceModel, variant: str, dims: dict, grid: list[int], setting: Setting) -> dict | None:
+    """A variant's predicted seconds over `grid` with its 95 % band (None where the model does not answer)."""
+    if model.applies(variant, setting) is not None:
+        return None
+    try:
+        t = model.seconds(variant, dims, np.array(grid, dtype=float), setting)
+    except UserError:  # a size the model is not given
+        return None
+    return {"seconds": t.seconds.tolist(), "low": t.low.tolist(), "high": t.high.tolist()}
+
+
+def _predicted(
+    model: DeviceModel | None, variants: list[str], dims: dict[str, dict], grid: list[int], setting: Setting
+) -> dict:
+    """A device that was not measured (a datasheet GPU, an op calibration): each variant's predicted time over the
+    report's lengths, per head dim, with its 95 % band, by the model whose N0 the transition table shows."""
+    if model is None:
+        return {}
+    curves = {key: {v: c for v in variants if (c := _curves(model, v, dv, grid, setting)) is not None}
+              for key, dv in dims.items()}  # fmt: skip
+    return {"by": model.label, "answered_by": model.answered_by, "curves": curves}
+
+
+def _twins(model: GpuModel, variants: list[str], pairs: list[tuple[str, str]], setting: Setting) -> list[dict]:
+    """The measured profiles of the datasheet GPU itself (a profile whose device PyTorch names as the row does), at
+    the report's scope and dtype: per size they were measured at, each variant's measured times beside its
+    datasheet curve over the measured lengths, and each pair's measured N0 beside the datasheet's."""
+    out = []
+    for path in known_profiles().values():
+        profile = load_profile(str(path))
+        if (profile.scope, profile.dtype) != (setting.scope, setting.dtype):
+            continue
+        if profile.device.get("kind") != "cuda" or profile.device.get("name") not in model.sheet.device_names:
+            continue
+        groups: dict[tuple, dict[str, list]] = {}
+        for rec in _records(profile, variants, setting):
+            if rec["kind"] == "time":
+                s, t = rec["sizes"], rec["time"]
+                at = groups.setdefault(tuple(sorted((k, v) for k, v in s.items() if k != "N")), {})
+                at.setdefault(rec["variant"], []).append([s["N"], t["median"], t["q1"], t["q3"]])
+        for key, by_variant in sorted(groups.items()):
+            sizes = dict(key)
+            dims = row_dims(sizes)
+            top = max(n for points in by_variant.values() for n, *_ in points)
+            grid = length_grid(top)
+            curves = {v: c for v in by_variant if (c := _curves(model, v, dims, grid, setting)) is not None}
+            rows = [transition_row(a, bb, dims, setting, (L,)) for a, bb in pairs if {a, bb} <= set(curves)]
+            add_device_columns(rows, model)
+            shape = (sizes["d"], sizes["b"], sizes["h"])
+            measured_n0 = {(m["a"], m["b"]): m.get("measured_n0") for m in profile.measured
+                           if (m["d"], m["batch"], m["heads"]) == shape}  # fmt: skip
+            marks = [{"a": r.a, "b": r.b, "predicted_n0": r.device.predicted_n0 if r.device else None,
+                      "measured_n0": measured_n0.get((r.a, r.b))} for r in rows]  # fmt: skip
+            out.append({"profile": profile.name, "device": profile.device["name"], "sizes": sizes, "grid": grid,
+                        "measured": {v: sorted(p) for v, p in by_variant.items()}, "predicted": curves,
+                        "transitions": marks})  # fmt: skip
     return out
 
 

@@ -42,14 +42,20 @@ def render(data: dict) -> str:
         f"<h1>attn-cost report</h1><p class='note'>FLOPs counted with the <code>{st['convention']}</code> "
         f"convention; bytes for <code>{st['dtype']}</code>; scope <code>{st['scope']}</code>, {st['mode']}; "
         "one head, batch 1 unless stated. A transition point N is the smallest sequence length from which B costs "
-        "no more than A. " + (html.escape(describe(st["counting"])) if "counting" in st else "") + "</p>"
-        + (f"<p class='note'>Device: {html.escape(data['datasheet']['title'])}, not measured: "
-           f"{html.escape(data['datasheet']['about'])}</p>" if data.get("datasheet") else ""),
+        "no more than A. "
+        + (html.escape(describe(st["counting"])) if "counting" in st else "")
+        + "</p>"
+        + (
+            f"<p class='note'>Device: {html.escape(data['datasheet']['title'])}, not measured: "
+            f"{html.escape(data['datasheet']['about'])}</p>"
+            if data.get("datasheet")
+            else ""
+        ),
         _section("Transition points", _transition_table(data)),
         _section("Cost against sequence length", _curves(data, colors)),
         _section("Transition points against head dimension", _versus_d(data)),
         _section("Heads at a fixed embedding width", _heads(data, colors)),
-        _section("Predicted against measured, per device", _devices(data)),
+        _section("Predicted against measured, per device", _devices(data, colors)),
         _section("Derived formulas and the ops they come from", _formulas(data)),
         _section("The source papers' efficiency claims, checked", _claims(data)),
     ]
@@ -161,15 +167,25 @@ def _curves(data: dict, colors: dict) -> str:
         + ". Variants drawn with the same values (the same maths) lie on one another: each has its own dash "
         "and width.</p>"
     )
+    predicted = data.get("predicted") or {}
+    if predicted:
+        out.append(
+            f"<p class='note'>Time panel: each variant's time predicted by the {html.escape(predicted['by'])} model "
+            f"(lines, {html.escape(predicted['answered_by'])}), its 95 % interval shaded; dotted vertical lines mark "
+            "the predicted speed crossover of each pair (the N0 of the table above, as <code>crossover "
+            "--device</code> prints it), dashed ones the analytic N0 (FLOPs).</p>"
+        )
     for dv in data["d"]:
         key = str(dv)
         slots = [measured.get(key, {}).get(v, {}) for v in data["variants"]]
-        has_time = any(p.get("time") or p.get("predicted") for p in slots)
+        bands = predicted.get("curves", {}).get(key, {})
+        has_time = any(p.get("time") or p.get("predicted") for p in slots) or bool(bands)
         titles = [COST_TITLE[c] for c in ("flops", "memory", "traffic")] + (["time (s)"] if has_time else [])
         fig = make_subplots(rows=1, cols=len(titles), subplot_titles=titles, horizontal_spacing=0.06)
         for i, v in enumerate(data["variants"]):
             width = max(4.5 - 1.2 * i, 1.5)  # an earlier variant drawn wider shows around a later one on top
-            line = {"mode": "lines", "line": {"color": colors[v], "dash": DASHES[i % len(DASHES)], "width": width}}
+            style = {"color": colors[v], "dash": DASHES[i % len(DASHES)], "width": width}
+            line = {"mode": "lines", "line": style}
             for col, cost in enumerate(("flops", "memory", "traffic"), start=1):
                 _trace(fig, col, data["grid"], data["curves"][key][v][cost], v, v, col == 1, **line)
             points = measured.get(key, {}).get(v, {})
@@ -189,6 +205,8 @@ def _curves(data: dict, colors: dict) -> str:
             if has_time and points.get("predicted"):
                 n, t = zip(*points["predicted"], strict=True)
                 _trace(fig, 4, n, t, f"{v} op model", v, False, mode="lines", line={"color": colors[v], "width": 1})
+            if v in bands:
+                _band(fig, 4, data["grid"], bands[v], f"{v} {predicted['by']}", v, style)
         marks: dict[int, list[tuple[float, str, str]]] = {}
         for row in (r for r in data["transitions"] if r["d"] == dv):
             pair = tags[(row["a"], row["b"])]
@@ -196,6 +214,9 @@ def _curves(data: dict, colors: dict) -> str:
                 if row[PAIR_KEY[cost]]:
                     label = f"{pair}: {_key_label(PAIR_KEY[cost])} {row[PAIR_KEY[cost]]:,}"
                     marks.setdefault(col, []).append((row[PAIR_KEY[cost]], label, "dash"))
+            if bands and row.get("predicted_n0"):
+                label = f"{pair}: N0 {row.get('predicted_by', predicted['by'])} {row['predicted_n0']:,}"
+                marks.setdefault(4, []).append((row["predicted_n0"], label, "dot"))
             if has_time:
                 for m in measured.get("transitions", []):
                     if (m["a"], m["b"], m["d"]) == (row["a"], row["b"], dv) and m.get("measured_n0"):
@@ -216,6 +237,22 @@ def _curves(data: dict, colors: dict) -> str:
 def _trace(fig: go.Figure, col: int, x, y, name: str, group: str, legend: bool, **style) -> None:
     """One trace in subplot `col` of a one-row figure."""
     fig.add_trace(go.Scatter(x=x, y=y, name=name, legendgroup=group, showlegend=legend, **style), row=1, col=col)
+
+
+def _band(fig: go.Figure, col: int, x, curve: dict, name: str, group: str, line: dict, legend: bool = False) -> None:
+    """A predicted time in subplot `col`: its line (`line`: color, dash, width) over its 95 % interval, shaded in
+    the line's color."""
+    shade = _rgba(line["color"], 0.15)
+    edge = {"mode": "lines", "line": {"width": 0, "color": shade}, "hoverinfo": "skip"}
+    _trace(fig, col, x, curve["low"], f"{name}, 95 % low", group, False, **edge)
+    _trace(fig, col, x, curve["high"], f"{name}, 95 % interval", group, False, fill="tonexty", fillcolor=shade, **edge)
+    _trace(fig, col, x, curve["seconds"], name, group, legend, mode="lines", line=line)
+
+
+def _rgba(color: str, alpha: float) -> str:
+    """A #rrggbb color with transparency, as plotly takes it."""
+    r, g, b = (int(color[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
 
 
 def _key_label(key: str) -> str:
@@ -295,7 +332,13 @@ def _heads(data: dict, colors: dict) -> str:
     return note + _figure(fig, "heads")
 
 
-def _devices(data: dict) -> str:
+def _devices(data: dict, colors: dict) -> str:
+    if data.get("twins"):
+        return _twins(data, colors)
+    if not data["devices"] and data.get("predicted"):
+        return (f"<p class='note'>Not measured: no device profile of {html.escape(data['device']['name'])}. The "
+                "time panels above are the prediction; a profile of the same GPU (<code>attn-cost validate</code> "
+                "on it) would be drawn here beside it.</p>")  # fmt: skip
     if not data["devices"]:
         return "<p class='note'>No device profile: run <code>attn-cost validate</code> on a device to add one.</p>"
     out = []
@@ -337,6 +380,47 @@ def _devices(data: dict) -> str:
             "B unfused bytes). Errors in brackets are relative to the measured point; — means the resource never "
             "limited the variant.</p>"
         )
+    return "".join(out)
+
+
+def _twins(data: dict, colors: dict) -> str:
+    """A datasheet GPU that was also measured: per size it was measured at, its measured times (markers, the
+    interquartile range as error bars) beside the datasheet's predicted times (lines, 95 % interval shaded), with
+    each pair's measured N0 (solid) and predicted N0 (dotted)."""
+    out = [
+        "<p class='note'>The same GPU measured: its device profile's timings (markers, median and interquartile "
+        "range) beside the datasheet model's prediction at the sizes measured (lines, 95 % interval shaded). Solid "
+        "vertical lines: the measured speed crossover; dotted: the datasheet's.</p>"
+    ]
+    tags = {tuple(p): chr(ord("a") + i) for i, p in enumerate(data["pairs"])}
+    for i, twin in enumerate(data["twins"]):
+        sizes = twin["sizes"]
+        title = (f"{twin['device']} ({twin['profile']}): d = {sizes['d']}, h = {sizes.get('h', 1)}, "
+                 f"b = {sizes.get('b', 1)}")  # fmt: skip
+        fig = make_subplots(rows=1, cols=1)
+        for j, v in enumerate(v for v in data["variants"] if v in twin["measured"] or v in twin["predicted"]):
+            color = colors[v]
+            if v in twin["predicted"]:
+                style = {"color": color, "dash": DASHES[j % len(DASHES)], "width": 2}
+                _band(fig, 1, twin["grid"], twin["predicted"][v], f"{v} datasheet", v, style, legend=True)
+            if twin["measured"].get(v):
+                n, t, lo, hi = zip(*twin["measured"][v], strict=True)
+                err = {"type": "data", "array": [b - a for a, b in zip(t, hi, strict=True)],
+                       "arrayminus": [a - b for a, b in zip(t, lo, strict=True)]}  # fmt: skip
+                dots = {"mode": "markers", "marker": {"color": color, "size": 5}, "error_y": err}
+                _trace(fig, 1, n, t, f"{v} measured", v, True, **dots)
+        marks = []
+        for m in twin["transitions"]:
+            tag = tags.get((m["a"], m["b"]), "?")
+            if m.get("measured_n0"):
+                marks.append((m["measured_n0"], f"{tag}: N0 measured {m['measured_n0']:,.0f}", "solid"))
+            if m.get("predicted_n0"):
+                marks.append((m["predicted_n0"], f"{tag}: N0 datasheet {m['predicted_n0']:,}", "dot"))
+        _marks(fig, 1, marks, (math.log10(twin["grid"][0]), math.log10(twin["grid"][-1])))
+        fig.update_xaxes(type="log", title_text="N")
+        fig.update_yaxes(type="log", title_text="time (s)")
+        fig.update_layout(title=title, height=420)
+        out.append(_figure(fig, f"twin-{i}"))
     return "".join(out)
 
 
