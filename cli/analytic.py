@@ -87,7 +87,7 @@ def crossover(
     ratio: Optional[int] = o.RATIO,
     depth: Optional[int] = o.DEPTH,
     convention: str = o.CONVENTION,
-    dtype: str = o.DTYPE,
+    dtype: Optional[str] = o.DEVICE_DTYPE,
     scope: Optional[str] = o.SCOPE,
     mode: str = o.MODE,
     causal: bool = o.CAUSAL,
@@ -105,7 +105,9 @@ def crossover(
     names = sorted({n for p in pairs for n in p})
 
     ds, heads = own_widths(names, ds, heads)  # a traced module is compared at its own width and heads
-    st = o.setting(convention, dtype, scope, mode, names, {"--L": latents, "--r": ratio, "--depth": depth})
+    model = resolve(device) if device is not None else None
+    st = o.setting(convention, o.device_dtype(dtype, model), scope, mode, names,
+                   {"--L": latents, "--r": ratio, "--depth": depth})  # fmt: skip
     o.without_device(st, device)
     tied = () if latents else (L,)  # L defaults to d, so closed forms follow d with it
     rows = [
@@ -113,7 +115,6 @@ def crossover(
         for a, bb in pairs
         for dv in ds
     ]
-    model = resolve(device) if device is not None else None
     if model is not None:
         with progress() as notify:  # the op model's bootstrap intervals take seconds a row
             notify(f"predicting on {device}: corrected fits, op model with its 95 % interval")
@@ -359,12 +360,7 @@ def decode(
     embed: Optional[int] = o.EMBED,
     latents: Optional[int] = o.LATENTS,
     convention: str = o.CONVENTION,
-    dtype: Optional[str] = typer.Option(
-        None,
-        "--dtype",
-        help="fp32, bf16 or fp16: bytes per element (default fp32; with --device, what the device prices: bf16 on "
-        "a datasheet GPU, else what it was measured in).",
-    ),
+    dtype: Optional[str] = o.DEVICE_DTYPE,
     device: Optional[str] = typer.Option(
         None,
         "--device",
@@ -379,7 +375,7 @@ def decode(
     contexts = [o.positive(x, "--n") for x in (n or [1024, 4096, 16384, 65536])]
     ds = o.head_dims(d_values, embed, heads, default=o.D_DEFAULT["decode"])
     model = resolve(device) if device is not None else None
-    dtype = dtype or (model.dtype if model is not None else "fp32")
+    dtype = o.device_dtype(dtype, model)
     st = o.setting(convention, dtype, "decode", "inference", names, {"--L": latents})
     if model is not None:
         for name in names:  # one line on a variant the device has no model of, before any work

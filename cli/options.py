@@ -48,6 +48,13 @@ RATIO = typer.Option(None, "--r", help="MLP ratio (block and model scopes).", sh
 DEPTH = typer.Option(None, "--depth", help="Encoder depth D (model scope).", show_default=str(DEFAULT_DEPTH))
 CONVENTION = typer.Option(DEFAULT, "--convention", help="FLOP convention (see `attn-cost conventions`).")
 DTYPE = typer.Option("fp32", "--dtype", help=f"{spelled()}: bytes per element for memory and traffic.")
+DEVICE_DTYPE = typer.Option(
+    None,
+    "--dtype",
+    help=f"{spelled()}: bytes per element (default fp32; with --device, what the device prices: bf16 on a datasheet "
+    "GPU, else what it was measured in).",
+)
+"""--dtype of a command that takes --device: `device_dtype` reads it."""
 SCOPE = typer.Option(
     None,
     "--scope",
@@ -622,3 +629,9 @@ def _projections(name: str, st: Setting) -> sp.Expr:
     kv = st.counting.n_kv is not None
     every, none = (derive(name, st.scope, st.mode, kv, bias).params for bias in ("all", "none"))
     return sp.expand(every - none)
+
+
+def device_dtype(dtype: str | None, model) -> str:
+    """--dtype as given, else the device's own (a `DeviceModel`'s: bf16 on a datasheet GPU, what a measured device
+    was measured in), else fp32: so that `--device NAME` alone compares at the setting the device has numbers for."""
+    return dtype or (model.dtype if model is not None else "fp32")

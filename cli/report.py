@@ -17,6 +17,7 @@ from attn_cost.cli.measure import progress
 from attn_cost.cli.render import emit, line
 from attn_cost.costmodel.crossover import DEFAULT_PAIRS
 from attn_cost.costmodel.paths import real
+from attn_cost.profilers.devicemodel.devices import resolve
 from attn_cost.profilers.report.gather import gather
 from attn_cost.profilers.store.files import claim, is_html_report, write_atomic
 
@@ -41,7 +42,7 @@ def report(
         "one or a datasheet GPU (each variant's predicted time with its 95 % band, the predicted crossings).",
     ),
     convention: str = o.CONVENTION,
-    dtype: str = o.DTYPE,
+    dtype: Optional[str] = o.DEVICE_DTYPE,
     scope: Optional[str] = o.SCOPE,
     as_json: bool = typer.Option(False, "--json", help="Also print the report's data as JSON."),
 ) -> None:
@@ -55,7 +56,9 @@ def report(
     names = o.variant_names(variant, False) if variant else sorted({v for p in pairs for v in p}, key=_order(pairs))
     ds = o.head_dims(d_values, None, 1, default=[16, 32, 64])
     o.positive(embed, "--d-embed"), o.positive(n, "--n")
-    st = o.setting(convention, dtype, scope, "inference", sorted(set(names) | {v for p in pairs for v in p}))
+    model = resolve(device) if device is not None else None
+    st = o.setting(convention, o.device_dtype(dtype, model), scope, "inference",
+                   sorted(set(names) | {v for p in pairs for v in p}))  # fmt: skip
     o.without_device(st, device)
     writable_report(html)
 

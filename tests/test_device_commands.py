@@ -198,3 +198,21 @@ def test_a_measured_gpus_datasheet_report_shows_its_measured_times_beside_the_cu
     labels = {x["text"] for x in layout["annotations"]}
     assert f"a: N0 datasheet {sheet['predicted_n0']:,}" in labels
     assert f"a: N0 measured {measured['measured_n0']:,.0f}" in labels
+
+
+@pytest.mark.parametrize(
+    ("device", "dtype"),
+    [("cuda-nvidia-h200-12fde9-bf16", "bf16"), ("cuda-nvidia-h200-12fde9", "fp32"), ("h100-sxm5-80gb", "bf16"),
+     ("cpu-amd-epyc-5155e7", "fp32")],
+)  # fmt: skip
+def test_crossover_and_decode_on_a_device_compare_at_its_own_dtype_unless_told(cli, device: str, dtype: str) -> None:
+    """`--device NAME` alone compares at the dtype the device has numbers for (the H200's bf16 profile was fitted
+    on bf16 timings: at fp32 its corrected column would be empty); --dtype given wins."""
+    pair = ["--pair", "softmax-fused:linear", "--d", "64", "--device", device, "--json"]
+    rows = cli("crossover", *pair).json()["results"]
+    assert {r["dtype"] for r in rows} == {dtype}
+    if device.startswith("cuda"):
+        assert all(r["corrected_n0"] is not None for r in rows)
+    assert {r["dtype"] for r in cli("crossover", *pair, "--dtype", "fp16").json()["results"]} == {"fp16"}
+    bare = cli("crossover", "--pair", "softmax:linear", "--d", "64", "--json").json()["results"]
+    assert {r["dtype"] for r in bare} == {"fp32"}  # no device: fp32, as before
