@@ -10,7 +10,7 @@ import itertools
 import json
 import statistics
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -218,7 +218,7 @@ def refit(
     setting: Setting,
     *,
     store: Path | None = None,
-    summaries: list[Path] = (),  # type: ignore[assignment]
+    summaries: Sequence[Path] = (),
     n_max: int | None = None,
     replicates: int = 4,
     made: str = "",
@@ -549,7 +549,7 @@ def validate_from_records(
     setting: Setting,
     *,
     store: Path | None = None,
-    summaries: list[Path] = (),  # type: ignore[assignment]
+    summaries: Sequence[Path] = (),
     n_max: int | None = None,
     save_to: Path | None = None,
 ) -> Validated:
