@@ -135,7 +135,8 @@ def test_fused_attention_is_query_blocks_in_waves_with_its_exponentials(a100) ->
 def test_each_kernel_is_priced_by_the_family_it_is_declared_with(a100) -> None:
     """One vocabulary (kernels.py): products by their tiles, fused attention by its query blocks, the chunk kernels
     by theirs, every other family (element-wise, row-wise) by its bytes at the bandwidth share of its layout
-    (contiguous; along a strided axis; a row-wise outer product's broadcast operands), whatever the kernel's name."""
+    (contiguous; along a strided axis; a row-wise outer product's broadcast operands) times the passes its PyTorch
+    code makes (poly2's chain: 9 for the op's 2), whatever the kernel's name."""
     from attn_cost.profilers.devicemodel import kernels
 
     f = {"batch": 4, "m": 512, "k": 64, "n": 512, "rows": 512, "cols": 64, "bytes": 3 * 2**20}
@@ -152,7 +153,7 @@ def test_each_kernel_is_priced_by_the_family_it_is_declared_with(a100) -> None:
             assert kernel.family in (kernels.ELEMENTWISE, kernels.ROWWISE), name
             share = (a100.eff.strided if name.rstrip("!").endswith("-axis2") else a100.eff.broadcast
                      if name == "outer" else 1.0)  # fmt: skip
-            assert seconds == pytest.approx(streaming / share), name
+            assert seconds == pytest.approx(streaming / share * kernel.passes), name  # a chain: its passes
     assert {k.family for k in kernels.KERNELS.values()} == set(kernels.FAMILIES)
 
 
@@ -337,3 +338,45 @@ def test_a_report_on_a_datasheet_gpu_carries_its_predictions_and_says_so() -> No
     assert row["predicted_by"] == "datasheet" and row["predicted_n0"] is not None
     assert data["versus_d"][0]["predicted_by"] == "datasheet" and data["datasheet"]["name"] == "l4"
     assert "not measured" in data["datasheet"]["about"] and data["devices"] == [] and data["measured"] == {}
+
+
+# -- how the code runs: --launch ------------------------------------------------------------------------------------
+
+
+def test_launch_graphs_prices_a_launch_bound_call_below_eager_and_says_so(cli) -> None:
+    """softmax at N = 64 is four short kernels: eager, four launches of the H200 host's measured cost; under CUDA
+    graphs a replay (15 µs) and four nodes (0.6 µs each) before the last kernel runs."""
+    args = ("predict", "--device", "h100-sxm5-80gb", "--variant", "softmax", "--n", "64", "--json")
+    eager, graphs = cli(*args).json(), cli(*args, "--launch", "graphs").json()
+    assert eager["launch"]["setting"] == "eager" and graphs["launch"]["setting"] == "graphs"
+    _, _, data = fitted()
+    assert eager["launch"]["launch_us"] == pytest.approx(data["eager"]["launch_s"] * 1e6)
+    assert "H200" in eager["launch"]["source"]
+    (e,), (g,) = eager["results"], graphs["results"]
+    assert e["seconds"] >= 4 * eager["launch"]["launch_us"] * 1e-6
+    assert 15e-6 + 4 * 0.6e-6 <= g["seconds"] < 15e-6 + 4 * 0.6e-6 + 1e-6
+    out = " ".join(cli(*args[:-1], "--launch", "graphs").out.split())
+    assert "Launches: graphs" in out
+
+
+def test_crossover_on_a_datasheet_gpu_takes_launch_and_answers_the_fused_kernel_question(cli) -> None:
+    args = ("crossover", "--device", "a100-sxm4-80gb", "--pair", "softmax-fused-causal:linear-chunked-fused", "--d",
+            "128", "--h", "8", "--b", "4", "--dtype", "bf16", "--mode", "training", "--json")  # fmt: skip
+    eager, graphs = cli(*args).json(), cli(*args, "--launch", "graphs").json()
+    assert eager["device"]["launch"]["setting"] == "eager" and graphs["device"]["launch"]["setting"] == "graphs"
+    (e,), (g,) = eager["results"], graphs["results"]
+    assert e["predicted_n0"] is not None and g["predicted_n0"] is not None
+    assert g["predicted_n0"] <= e["predicted_n0"]  # launches cost the many-kernel side more
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("predict", "--device", "l4", "--variant", "softmax", "--n", "64", "--launch", "lazy"),
+        ("predict", "--device", "cpu-amd-epyc-5155e7", "--variant", "softmax", "--n", "64", "--launch", "graphs"),
+        ("crossover", "--pair", "softmax:linear", "--launch", "graphs"),
+    ],
+)
+def test_a_launch_setting_that_cannot_apply_is_one_line_and_exit_2(cli, args) -> None:
+    r = cli(*args)
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1 and "--launch" in r.err, r.err

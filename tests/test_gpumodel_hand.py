@@ -88,18 +88,19 @@ def test_fp32_attention_runs_on_tf32_tensor_cores_three_per_product(gpu) -> None
     assert us(gpu.attention(F, "fp32", causal=False)) == pytest.approx(16 * (16_777_216 / 3e11 / US + 4.096 + 3.2768))
 
 
-def test_an_ampere_kernel_on_hopper_is_held_to_amperes_rate_and_sdpa_overlaps_its_exponentials() -> None:
-    """A Hopper GPU of 100 SMs at 1 GHz with a 400 TFLOP/s bf16 peak: cuDNN (SDPA) reaches it; FlashAttention-2's
-    mma.sync 2,048 FLOPs an SM a clock: 204.8 TFLOP/s. SDPA's block is max(products, exponentials), FA2's the sum."""
+def test_an_ampere_kernel_on_hopper_is_held_to_amperes_rate() -> None:
+    """A Hopper GPU of 100 SMs at 1 GHz with a 400 TFLOP/s bf16 peak: cuDNN (SDPA) reaches it, at the warpgroup
+    kernels' own efficiency (here a half); FlashAttention-2's mma.sync 2,048 FLOPs an SM a clock: 204.8 TFLOP/s."""
     hopper = replace(ROUND, arch="sm90", peak_tflops=Peaks(fp32=40, tf32=200, bf16=400, fp16=400))
-    sdpa, fa2 = GpuModel(hopper, ONE, host=HOST), GpuModel(hopper, ONE, host=HOST, attention_kernel="fa2")
+    half = replace(ONE, warpgroup=0.5)
+    sdpa, fa2 = GpuModel(hopper, half, host=HOST), GpuModel(hopper, half, host=HOST, attention_kernel="fa2")
     assert sdpa.sdpa_ceiling("bf16")[1] == pytest.approx(400e12)
     assert fa2.sdpa_ceiling("bf16")[1] == pytest.approx(204.8e12)
     from attn_cost.costmodel.iotraffic import fa2_tiles
 
     assert fa2_tiles(hopper.gpu, 64, False)[0] == 128
-    products, exps, io = 33_554_432 / 4e12 / US, 8.192, 3.2768  # an SM: 4·10¹² FLOP/s under SDPA
-    assert us(sdpa.attention(F, "bf16", causal=False)) == pytest.approx(8 * (max(products, exps) + io))
+    exps, io = 8.192, 3.2768  # an SM: 4·10¹² FLOP/s under SDPA at half of it
+    assert us(sdpa.attention(F, "bf16", causal=False)) == pytest.approx(8 * (33_554_432 / 2e12 / US + exps + io))
     assert us(fa2.attention(F, "bf16", causal=False)) == pytest.approx(8 * (33_554_432 / 2.048e12 / US + exps + io))
 
 
@@ -112,6 +113,17 @@ def test_streams_run_at_the_share_their_layout_reaches() -> None:
     assert us(model.kernel_seconds("softmax-axis2", moved, "bf16")) == pytest.approx(2.0)
     assert us(model.kernel_seconds("div", {**moved, "bcast": 1}, "bf16")) == pytest.approx(4.0)
     assert us(model.kernel_seconds("outer", moved, "bf16")) == pytest.approx(4.0)
+
+
+def test_an_elementwise_chain_moves_its_tensor_once_a_kernel_and_launches_each() -> None:
+    """poly2 as PyTorch runs it, (x·x)·0.5 + x + 1: four kernels reading and writing the whole tensor, 9 passes
+    where the engine's op reads once and writes once: 4.5 µs for the op's 10⁶ bytes, and four launches."""
+    from attn_cost.costmodel.crossover import Setting
+
+    model = GpuModel(ROUND, ONE, host=HOST)
+    assert us(model.kernel_seconds("poly2", {"bytes": 1e6}, "bf16")) == pytest.approx(4.5)
+    calls = model.kernel_times("taylorshift-direct", row_dims({"d": 16}), np.array([64.0]), Setting(dtype="bf16"))
+    assert [c.launches for c in calls if c.kernel == "poly2"] == [4]
 
 
 # -- flash-linear-attention's chunk kernels ----------------------------------------------------------------------

@@ -250,7 +250,8 @@ series that start longer (TaylorShift's, from N ≈ 500 to 16k) are left out."""
 def eager_host() -> tuple[Host, dict]:
     """The eager host the H200 run measured: the smallest-N point of every timed series that starts at a small N
     (`HOST_BOUND_N`; b = 32, h = 1: host-bound, the GPU idle most of the call) against the kernels the engine's op
-    list launches there, time = call + K · launch by non-negative least squares; with the quartiles of
+    list launches there, time = call + K · launch by non-negative least squares on relative errors (every series
+    alike, as the model's fits weigh errors); with the quartiles of
     (time − call) / K over those points, its spread."""
     records = _h200_records()
     first: dict[tuple, dict] = {}
@@ -264,12 +265,12 @@ def eager_host() -> tuple[Host, dict]:
         ks.append(kernel_count(r["variant"], sizes, r["sizes"]["N"], r["scope"], r["dtype"]))
         ts.append(r["time"]["median"])
     k, t = np.array(ks), np.array(ts)
-    (launch, call), _ = nnls(np.stack([k, np.ones_like(k)], axis=1), t)
+    (launch, call), _ = nnls(np.stack([k, np.ones_like(k)], axis=1) / t[:, None], np.ones_like(t))  # relative errors
     per = (t - call) / k
     q1, q3 = np.percentile(per, [25, 75])
     source = (f"the H200 run's host (profilers/data/results/cuda-nvidia-h200-12fde9.jsonl, eager PyTorch 2.11): "
               f"the smallest-N point of {len(t)} timed series, time = call + kernels × launch by non-negative least "
-              "squares; "
+              "squares on relative errors; "
               f"launch {launch * 1e6:.1f} µs (quartiles of (time − call) / kernels {q1 * 1e6:.1f}–{q3 * 1e6:.1f} µs), "
               f"call {call * 1e6:.1f} µs; a Triton kernel of flash-linear-attention {TRITON_S * 1e6:.0f} µs "
               "(fla pull request 1243)")  # fmt: skip

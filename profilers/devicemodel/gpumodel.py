@@ -43,7 +43,7 @@ from attn_cost.costmodel.variants import derive
 from attn_cost.profilers import DATA
 from attn_cost.profilers.devicemodel.datasheet import ARCHS, Datasheet, get_datasheet
 from attn_cost.profilers.devicemodel.device import DATASHEET, Z95, Curve, DeviceModel, Draws, KernelTime, Times
-from attn_cost.profilers.devicemodel.kernels import ATTENTION, CHUNKED, FAMILIES, KERNELS, PRODUCT, family_of
+from attn_cost.profilers.devicemodel.kernels import ATTENTION, CHUNKED, FAMILIES, KERNELS, PRODUCT, declared, family_of
 from attn_cost.profilers.devicemodel.opcalls import kernel_calls
 from attn_cost.profilers.store.schema import SchemaError, check, rule
 
@@ -260,9 +260,9 @@ class GpuModel(DeviceModel):
 
     def attention(self, f: dict, dtype: str, causal: bool, backward: bool = False) -> np.ndarray:
         """Seconds of fused attention's forward (or backward) on the device: query blocks in waves over the SMs,
-        each block's products at its backend's ceiling (`sdpa_ceiling`) and its scores' exponentials at the
-        special-function units, one after the other (FlashAttention-2, the memory-efficient kernel) or overlapped
-        (Hopper's warpgroup kernels, which PyTorch's SDPA picks on sm90 in bf16/fp16)."""
+        each block's products at its backend's ceiling (`sdpa_ceiling`) with its kernel family's efficiency
+        (FlashAttention-2, FlashAttention (1), Hopper's warpgroup kernels, the memory-efficient kernel), then its
+        scores' exponentials at the special-function units."""
 
         sheet, eff = self.sheet, self.eff
         batch, nq, d, nk = (np.asarray(f[x], dtype=float) for x in ("batch", "m", "k", "n"))
@@ -275,20 +275,19 @@ class GpuModel(DeviceModel):
         products, passes = (5, 2) if backward else (2, 1)  # backward: five products and the scores recomputed
         flops = 2 * products * br * nk * dk * share
         exps = passes * br * nk * share
-        overlapped = self.attention_kernel == "sdpa" and sheet.arch == "sm90" and backend == "flash"
+        warpgroup = self.attention_kernel == "sdpa" and sheet.arch == "sm90" and backend == "flash"
         rate = (
             eff.efficient
             if backend == "efficient"
             else eff.warpgroup
-            if overlapped
+            if warpgroup
             else eff.flash_v1
             if self.attention_kernel == "fa1"
             else eff.attention
         )
-        products_s, exps_s = flops / (ceiling * rate / sheet.sms), exps / (sheet.exp_rate / sheet.sms)
-        # Hopper's warpgroup kernels (cuDNN, FlashAttention-3: what SDPA picks there) run the exponentials while the
-        # tensor cores multiply (ping-pong scheduling); FlashAttention-2's warps do one after the other
-        per_block = np.maximum(products_s, exps_s) if overlapped else products_s + exps_s
+        # the exponentials after the products, not beside them: the H200's SDPA (cuDNN, a warpgroup kernel) times at
+        # d = 32, 64 and 128 fit one efficiency so; with the two overlapped they miss by -52 % and +55 % off d = 64
+        per_block = flops / (ceiling * rate / sheet.sms) + exps / (sheet.exp_rate / sheet.sms)
         # a block's own tiles in and out (Q and O; backward also dO, dQ, dK, dV) at its SM's share of the bandwidth
         io = (2 if not backward else 5) * br * dk * _BYTES[dtype] / (sheet.bandwidth * eff.stream / sheet.sms)
         compute = _ceil(blocks / sheet.sms) * (per_block + io)
@@ -328,7 +327,7 @@ class GpuModel(DeviceModel):
         """Device seconds of one call of a kernel (of its backward, with `backward`), not counting its launch, priced
         by its family (`kernels.FAMILIES`): a product by its tiles' waves, fused attention by its backend's query
         blocks, the chunk kernels by theirs (all of a pass's kernels together), every other family by its bytes at
-        the bandwidth share of its layout."""
+        the bandwidth share of its layout, times the passes its PyTorch code makes (`kernels.Kernel.passes`)."""
         family = family_of(kernel)
         if family == PRODUCT:
             return self.product(f, dtype)
@@ -336,7 +335,8 @@ class GpuModel(DeviceModel):
             return self.attention(f, dtype, KERNELS[kernel].causal, backward)
         if family == CHUNKED:
             return np.sum(self.chunk(f, dtype, backward), axis=0)
-        return self.streaming(f, kernel)
+        code = declared(kernel)
+        return self.streaming(f, kernel) * (code.passes if code else 1.0)
 
     # -- a variant -----------------------------------------------------------------------------------------
 
@@ -378,7 +378,8 @@ class GpuModel(DeviceModel):
                     out += [KernelTime(kernel, family, reps, t, backward=True) for t in self.chunk(feats, dtype, True)]
                 continue
             device = self.kernel_seconds(kernel, feats, dtype)
-            out.append(KernelTime(kernel, family, reps, device))
+            code = declared(kernel)
+            out.append(KernelTime(kernel, family, reps, device, launches=code.launches if code else 1))
             if mode == "training" and backward:
                 factor, launches = backward
                 if family == ATTENTION:
