@@ -19,6 +19,7 @@ from attn_cost.costmodel.derive import dtype_bytes
 from attn_cost.costmodel.scopes import MODES, SCOPES
 from attn_cost.costmodel.symbols import BY_NAME, DEFAULT_DEPTH, DEFAULTS, D, L, b, d, h, h_kv, r
 from attn_cost.costmodel.variants import derive, get_variant
+from attn_cost.profilers.devicemodel.gpumodel import LAUNCHES, GpuModel
 
 D_VALUES = typer.Option(None, "--d", help="Head dimension; repeat for several.")
 D_DEFAULT = {
@@ -72,8 +73,6 @@ LAUNCH_US = typer.Option(
 def with_launch(model: Any, launch: str | None, launch_us: float | None) -> Any:
     """A datasheet GPU's model with the host `--launch` and `--launch-us` ask for (one line and exit 2 for a device
     whose host was measured, an unknown setting or a launch cost that is no positive number of µs)."""
-    from attn_cost.profilers.devicemodel.gpumodel import LAUNCHES, GpuModel
-
     if launch is None and launch_us is None:
         return model
     flag = "--launch-us" if launch_us is not None else "--launch"
@@ -90,8 +89,6 @@ def with_launch(model: Any, launch: str | None, launch_us: float | None) -> Any:
 
 def launch_json(model: Any) -> dict:
     """What priced a datasheet GPU's launches, for --json (empty for other devices)."""
-    from attn_cost.profilers.devicemodel.gpumodel import GpuModel
-
     if not isinstance(model, GpuModel):
         return {}
     h = model.launch

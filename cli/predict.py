@@ -91,9 +91,8 @@ def predict(
               **host, "results": results})  # fmt: skip
         return
     over = any(r["fits_in_memory"] is False for r in results)
-    launched = (f" Launches: {model.launch.name}, {model.launch.launch_s * 1e6:.3g} µs a kernel"
-                + (f" (--launch-us; the setting's own is {default_us:.3g} µs)." if launch_us is not None else ".")
-                if isinstance(model, GpuModel) else "")  # fmt: skip
+    launched = (f" Launch cost: {launch_us:g} µs a kernel (--launch-us; the setting's own is {default_us:.3g} µs)."
+                if launch_us is not None else "")  # fmt: skip
     title = model.sheet.title if isinstance(model, GpuModel) else model.name
     beyond = (f" †: does not fit in the {model.sheet.memory_gb:g} GB of the {title}: its time is of a run that "
               "cannot happen." if over and isinstance(model, GpuModel) else "")  # fmt: skip

@@ -356,7 +356,7 @@ def test_launch_graphs_prices_a_launch_bound_call_below_eager_and_says_so(cli) -
     assert e["seconds"] >= 4 * eager["launch"]["launch_us"] * 1e-6
     assert 15e-6 + 4 * 0.6e-6 <= g["seconds"] < 15e-6 + 4 * 0.6e-6 + 1e-6
     out = " ".join(cli(*args[:-1], "--launch", "graphs").out.split())
-    assert "Launches: graphs" in out
+    assert "launches: graphs, 0.6 µs a kernel" in out
 
 
 def test_crossover_on_a_datasheet_gpu_takes_launch_and_answers_the_fused_kernel_question(cli) -> None:
