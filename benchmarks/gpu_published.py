@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # docblock.py, beside this script
 
-from attn_cost.profilers.devicemodel.gpufit import BEGIN, END, FIT_SOURCES, all_rows, errors, fit, fit_file, record
+from attn_cost.profilers.devicemodel.gpufit import BEGIN, END, FIT_SOURCES, Fit, all_rows, errors, fit, fit_file, record
 from attn_cost.profilers.devicemodel.gpumodel import FIT_FILE, FIT_KIND, fitted
 from attn_cost.profilers.store.files import is_json_of
 from docblock import check, fill, write_output
@@ -28,11 +28,11 @@ def main() -> None:
     check(args.into, BEGIN, END)
     rows = all_rows()
     if args.fit:
-        eff = fit([r for r in rows if r.source in FIT_SOURCES])
-        write_output(FIT_FILE, fit_file(eff, errors(rows, eff)), is_json_of(FIT_KIND), "a datasheet model fit")
+        new = fit([r for r in rows if r.source in FIT_SOURCES])
+        write_output(FIT_FILE, fit_file(new, errors(rows, new)), is_json_of(FIT_KIND), "a datasheet model fit")
         fitted.cache_clear()
-    eff, sigma, _ = fitted()
-    text = record(rows, eff, sigma)
+    _, sigma, _ = fitted()
+    text = record(rows, Fit.shipped(), sigma)
     print(text)
     fill(dict.fromkeys(args.into, text), BEGIN, END)
 

@@ -7,7 +7,8 @@ Every number is what a command prints: measured N0 and N1, their standing, the c
 model's N0 are `attn-cost crossover --device <profile> --json` of the shipped profiles (refit from the shipped
 records by benchmarks/gpu_reread.py, each measured unit judged by profilers/measure/standing.py); the analytic
 points are the same command's; the datasheet N0 is `attn-cost crossover --device <datasheet row> --json` (the
-datasheet model of that GPU, never fitted on it). The units are the profiles' measured rows (every unit the
+datasheet model of that GPU on its default eager host; the GPU's device-bound times at d = 64 join the model's fit,
+its crossovers never do). The units are the profiles' measured rows (every unit the
 campaign measured to an end). The TaylorShift table sets the measured N̂0 − N0 beside the paper's ≈ 18·d (A100,
 single head, fp32).
 """

@@ -97,6 +97,8 @@ def crossover(
         help="Add a device's points (`attn-cost devices`): a measured profile's corrected and measured N0/N1, or a"
         " datasheet GPU's predicted N0 (h100-sxm5-80gb, a100-sxm4-80gb, ...).",
     ),
+    launch: Optional[str] = o.LAUNCH,
+    launch_us: Optional[float] = o.LAUNCH_US,
     as_json: bool = o.JSON,
 ) -> None:
     """From which sequence length N variant B is no more expensive than A: N0 (FLOPs), N1 (peak memory), traffic."""
@@ -105,7 +107,7 @@ def crossover(
     names = sorted({n for p in pairs for n in p})
 
     ds, heads = own_widths(names, ds, heads)  # a traced module is compared at its own width and heads
-    model = resolve(device) if device is not None else None
+    model = o.with_launch(resolve(device) if device is not None else None, launch, launch_us)
     st = o.setting(convention, o.device_dtype(dtype, model), scope, mode, names,
                    {"--L": latents, "--r": ratio, "--depth": depth})  # fmt: skip
     o.without_device(st, device)
@@ -120,7 +122,8 @@ def crossover(
             notify(f"predicting on {device}: corrected fits, op model with its 95 % interval")
             add_device_columns(rows, model)
     if as_json:
-        about = {"device": {"name": model.name, "kind": model.kind, "answered_by": model.answered_by}} if model else {}
+        about = ({"device": {"name": model.name, "kind": model.kind, "answered_by": model.answered_by,
+                             **o.launch_json(model)}} if model else {})  # fmt: skip
         emit({**about, "results": [row.as_json() for row in rows]})
         return
     if model is not None and model.kind == DATASHEET:

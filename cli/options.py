@@ -20,6 +20,7 @@ from attn_cost.costmodel.dtypes import dtype_bytes, spelled
 from attn_cost.costmodel.scopes import DROPOUT_IN_INFERENCE, MODES, SCOPES
 from attn_cost.costmodel.symbols import BY_NAME, DEFAULT_DEPTH, DEFAULTS, D, L, b, d, h, h_kv, r
 from attn_cost.costmodel.variants import derive, derive_counted, get_variant
+from attn_cost.profilers.devicemodel.gpumodel import LAUNCHES, GpuModel
 from attn_cost.profilers.workflow.measuring import Measuring, measuring
 
 D_VALUES = typer.Option(None, "--d", help="Head dimension; repeat for several.")
@@ -65,6 +66,45 @@ CAUSAL = typer.Option(
     False, "--causal", help="Use each variant's causal form (softmax → softmax-causal, linear → linear-causal, ...)."
 )
 JSON = typer.Option(False, "--json", help="Print JSON instead of tables.")
+LAUNCH = typer.Option(
+    None,
+    "--launch",
+    help="A datasheet GPU: how the code runs, eager (default: eager PyTorch at the launch cost the H200 run measured; "
+    "a Triton kernel at flash-linear-attention's) or graphs (CUDA graphs: 15 µs a replay, 0.6 µs a kernel).",
+)
+LAUNCH_US = typer.Option(
+    None,
+    "--launch-us",
+    help="A datasheet GPU: your host's cost of one kernel launch, µs (default: the --launch setting's).",
+)
+
+
+def with_launch(model: Any, launch: str | None, launch_us: float | None) -> Any:
+    """A datasheet GPU's model with the host `--launch` and `--launch-us` ask for (one line and exit 2 for a device
+    whose host was measured, an unknown setting or a launch cost that is no positive number of µs)."""
+    if launch is None and launch_us is None:
+        return model
+    flag = "--launch-us" if launch_us is not None else "--launch"
+    if model is None:
+        fail(f"{flag} prices a datasheet GPU's launches: give --device NAME")
+    if not isinstance(model, GpuModel):
+        fail(f"{flag} sets a datasheet GPU's launch cost; {model.name} is {model.kind}: its host was measured")
+    if launch is not None and launch not in LAUNCHES:
+        fail(f"--launch must be one of {', '.join(LAUNCHES)}, got {launch!r}")
+    if launch_us is not None and not 0 < launch_us <= 1e6:  # NaN fails too
+        fail(f"--launch-us must be a positive number of microseconds (at most 10^6), got {launch_us}")
+    return model.with_host(launch or "eager", None if launch_us is None else launch_us * 1e-6)
+
+
+def launch_json(model: Any) -> dict:
+    """What priced a datasheet GPU's launches, for --json (empty for other devices)."""
+    if not isinstance(model, GpuModel):
+        return {}
+    h = model.launch
+    return {"launch": {"setting": h.name, "launch_us": h.launch_s * 1e6, "call_us": h.call_s * 1e6,
+                       "triton_launch_us": h.triton_s * 1e6, "source": h.source}}  # fmt: skip
+
+
 CAUSAL_COUNT = typer.Option(
     None,
     "--causal-count",

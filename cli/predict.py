@@ -12,7 +12,7 @@ import numpy as np
 import typer
 from attn_cost.cli import options as o
 from attn_cost.cli import render
-from attn_cost.cli.app import app, fail
+from attn_cost.cli.app import app
 from attn_cost.cli.measure import progress
 from attn_cost.cli.render import Col, emit, right
 from attn_cost.profilers.devicemodel.devices import resolve
@@ -42,11 +42,8 @@ def predict(
     scope: Optional[str] = o.SCOPE,
     mode: str = o.MODE,
     causal: bool = o.CAUSAL,
-    launch_us: Optional[float] = typer.Option(
-        None,
-        "--launch-us",
-        help="A datasheet GPU: your host's cost of one kernel launch from eager PyTorch, µs (default: fitted).",
-    ),
+    launch: Optional[str] = o.LAUNCH,
+    launch_us: Optional[float] = o.LAUNCH_US,
     as_json: bool = o.JSON,
 ) -> None:
     """Predicted seconds (with a 95 % interval) and peak bytes of variants on a device, per variant and N, and which
@@ -61,14 +58,8 @@ def predict(
     dtype = dtype or model.dtype
     st = o.setting(o.DEFAULT, dtype, scope, mode, names, {"--L": latents})
     sizes = o.sizes(d, heads, batch, latents)
-    fitted_us = None
-    if launch_us is not None:
-        if not isinstance(model, GpuModel):
-            fail(f"--launch-us sets a datasheet GPU's launch cost; {model.name} is {model.kind}: its host was measured")
-        if not 0 < launch_us <= 1e6:  # NaN fails too
-            fail(f"--launch-us must be a positive number of microseconds (at most 10^6), got {launch_us}")
-        fitted_us = model.eff.launch_s * 1e6
-        model = model.with_launch(launch_us * 1e-6)
+    default_us = model.launch.launch_s * 1e6 if isinstance(model, GpuModel) else None
+    model = o.with_launch(model, launch, launch_us)
     for name in names:  # one line on a variant or setting the device has no model of, before any work
         model.check(name, st)
     results: list[dict[str, Any]] = []
@@ -91,7 +82,7 @@ def predict(
                 })  # fmt: skip
     if as_json:
         host = (
-            {"launch_us": model.eff.launch_s * 1e6, "launch_us_given": launch_us is not None}
+            {"launch_us": model.launch.launch_s * 1e6, "launch_us_given": launch_us is not None, **o.launch_json(model)}
             if isinstance(model, GpuModel)
             else {}
         )
@@ -100,8 +91,8 @@ def predict(
               **host, "results": results})  # fmt: skip
         return
     over = any(r["fits_in_memory"] is False for r in results)
-    launch = (f" Launch cost: {launch_us:g} µs a kernel (--launch-us; the fitted one is {fitted_us:.3g} µs)."
-              if launch_us is not None else "")  # fmt: skip
+    launched = (f" Launch cost: {launch_us:g} µs a kernel (--launch-us; the setting's own is {default_us:.3g} µs)."
+                if launch_us is not None else "")  # fmt: skip
     title = model.sheet.title if isinstance(model, GpuModel) else model.name
     beyond = (f" †: does not fit in the {model.sheet.memory_gb:g} GB of the {title}: its time is of a run that "
               "cannot happen." if over and isinstance(model, GpuModel) else "")  # fmt: skip
@@ -118,5 +109,5 @@ def predict(
          *([Col("by")] if mixed else [])],
         cells,
         keys=1,
-        caption=answered + launch + beyond,
+        caption=answered + launched + beyond,
     )  # fmt: skip

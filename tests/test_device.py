@@ -21,7 +21,7 @@ from attn_cost.profilers.devicemodel.device import (
     row_dims,
 )
 from attn_cost.profilers.devicemodel.devices import MeasuredDevice, kinds, resolve
-from attn_cost.profilers.devicemodel.gpumodel import Efficiency, GpuModel
+from attn_cost.profilers.devicemodel.gpumodel import Efficiency, GpuModel, Host
 from attn_cost.profilers.devicemodel.opfit import Curve, Gemm, Overheads, Streaming
 from attn_cost.profilers.devicemodel.opmodel import OpModel
 from attn_cost.profilers.devicemodel.oppredict import CalibratedDevice
@@ -104,12 +104,13 @@ SHEET = Datasheet(
     "round-gpu", "Round GPU", "nvidia", "sm80", Peaks(fp32=10, tf32=100, bf16=100, fp16=100), bandwidth_gbs=1000,
     memory_gb=1, l2_mb=10, sms=100, smem_per_sm_kb=164, smem_per_block_kb=163, clock_mhz=1000, source="made up",
 )  # fmt: skip
-EFF = Efficiency(launch_s=1e-5, call_s=2e-5, matmul=1.0, stream=1.0, attention=1.0, flash_v1=1.0)
+EFF = Efficiency(matmul=1.0, stream=1.0, attention=1.0, flash_v1=1.0)
+HOST = Host("test", launch_s=1e-5, call_s=2e-5, triton_s=1e-5)
 SIGMA = 0.1
 
 
 def datasheet_device() -> GpuModel:
-    return GpuModel(SHEET, EFF, SIGMA)
+    return GpuModel(SHEET, EFF, SIGMA, host=HOST)
 
 
 def datasheet_kernels(n: int) -> list[float]:
@@ -123,8 +124,13 @@ def datasheet_kernels(n: int) -> list[float]:
 
 
 def datasheet_seconds(n: int) -> float:
-    """The call, and each kernel or its launch, whichever is longer (eager launches run ahead of the GPU)."""
-    return EFF.call_s + sum(max(t, EFF.launch_s) for t in datasheet_kernels(n))
+    """Host and device on two timelines: after the call, the host issues a kernel every launch; each kernel runs
+    once it is issued and the one before it has run."""
+    issued = done = HOST.call_s
+    for t in datasheet_kernels(n):
+        issued += HOST.launch_s
+        done = max(done, issued) + t
+    return max(issued, done)
 
 
 NS = [1280, 2560]
@@ -232,7 +238,9 @@ def test_every_shipped_device_crosses_over_and_names_the_model(cli, name: str) -
     r = cli("crossover", "--device", name, "--pair", pair, "--d", "16", "--dtype", model.dtype, "--json")
     assert r.code == 0, r.err
     data = r.json()
+    launch = data["device"].pop("launch", None)  # a datasheet GPU says which host priced its launches
     assert data["device"] == {"name": model.name, "kind": model.kind, "answered_by": model.answered_by}
+    assert (launch is not None and launch["setting"] == "eager") == (model.kind == DATASHEET)
     (row,) = data["results"]
     assert row["device"] == model.slug
 

@@ -355,7 +355,7 @@ def _table_21() -> tuple[dict, list]:
     """The datasheet fit's namespace (profilers/devicemodel/gpufit.py) and its Table 21 rows of the methods run with
     the harness's options."""
     bench = vars(gpufit)
-    return bench, [r for r in gpufit.fa1_rows() if r.quantity == "memory" and r.harness]
+    return bench, [r for r in gpufit.fa1_rows() if r.quantity == "memory" and r.harness_options]
 
 
 def test_table_21_pytorch_attention_gains_a_byte_a_score_and_two_a_key() -> None:
@@ -366,7 +366,7 @@ def test_table_21_pytorch_attention_gains_a_byte_a_score_and_two_a_key() -> None
     torch_rows = [r for r in rows if r.method == "PyTorch Attention"]
     assert {r.method for r in rows} == {"PyTorch Attention", "Linformer"} and len(torch_rows) == 6
     for r in torch_rows:
-        assert bench["one_step_bytes"](r) - bench["one_step_bytes"](r, harness=False) == 16 * 8 * r.n**2 + 2 * 16 * r.n
+        assert bench["one_step_bytes"](r) - bench["one_step_bytes"](r, options=False) == 16 * 8 * r.n**2 + 2 * 16 * r.n
 
 
 def test_table_21_rows_with_the_options_stay_below_the_published_memory() -> None:

@@ -55,7 +55,7 @@ from attn_cost.profilers.devicemodel.calibrate import cache_sizes
 from attn_cost.profilers.devicemodel.corrections import PROFILE_KIND, profile_name
 from attn_cost.profilers.devicemodel.datasheet import for_device
 from attn_cost.profilers.devicemodel.device import row_dims
-from attn_cost.profilers.devicemodel.gpumodel import GpuModel, fitted
+from attn_cost.profilers.devicemodel.gpumodel import DEVICE_ONLY, GpuModel, fitted
 from attn_cost.profilers.devicemodel.opmodel import OPMODEL_KIND, user_dir
 from attn_cost.profilers.devicemodel.tunables import DEFAULT, GPU_CAMPAIGN, QUICK
 from attn_cost.profilers.measure import gpu_timing
@@ -627,7 +627,7 @@ def device_pricer(camp: Campaign) -> Callable[[dict, str], Price] | None:
     if sheet is None:
         return None
     eff, _, _ = fitted()
-    model = GpuModel(sheet, replace(eff, launch_s=1e-12, call_s=0.0))
+    model = GpuModel(sheet, eff, host=DEVICE_ONLY)
 
     def pricer(dims: dict, dtype: str) -> Price:
         return lambda variant, ns: model.time(variant, dims, ns, "core", dtype)

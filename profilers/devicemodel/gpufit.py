@@ -35,19 +35,25 @@ from attn_cost.profilers import DATA
 from attn_cost.profilers.devicemodel.corrections import SHIPPED as SHIPPED_PROFILES
 from attn_cost.profilers.devicemodel.corrections import load_profile
 from attn_cost.profilers.devicemodel.datasheet import for_device, get_datasheet
-from attn_cost.profilers.devicemodel.device import crossing, peak_bytes, row_dims
+from attn_cost.profilers.devicemodel.device import KernelTime, crossing, peak_bytes, row_dims
 from attn_cost.profilers.devicemodel.gpumodel import (
     FIT_KIND,
     LAUNCH,
+    TRITON_S,
     Efficiency,
     GpuModel,
+    Host,
+    _ops,
+    fitted,
+    harness,
     input_bytes,
+    timeline,
 )
-from attn_cost.profilers.devicemodel.kernels import FAMILIES
+from attn_cost.profilers.devicemodel.kernels import CHUNK, CHUNKED, FAMILIES
 from attn_cost.profilers.measure.standing import cell
 from attn_cost.profilers.store.store import SHIPPED as SHIPPED_RECORDS
 from attn_cost.profilers.store.store import read_records
-from scipy.optimize import least_squares
+from scipy.optimize import least_squares, nnls
 
 FOLDER = DATA / "published"
 
@@ -71,8 +77,14 @@ class Row:
     quantity: str
     """'fwd', 'bwd', 'fwd+bwd' (seconds) or 'memory' (bytes, forward and backward)."""
     value: float
-    harness: bool = False
-    """Counted with the harness's attention dropout and key padding mask (`HARNESS`)."""
+    scope: str = "core"
+    harness_options: bool = False
+    """Counted with the harness's attention dropout and key padding mask (`HARNESS_P`, `HARNESS_METHODS`)."""
+
+    @property
+    def harness(self) -> str:
+        """The harness that timed it (`HARNESSES`): each keeps its own host."""
+        return self.source.split("-")[0]
 
     @property
     def mode(self) -> str:
@@ -132,9 +144,9 @@ def fa1_rows() -> list[Row]:
                 sizes["k"] = min(n // 8, 256)  # "compression 1/8 or compressed length 256, whichever smaller"
             q = QUANTITY[quantity]
             scaled = value * 2**20 if q == "memory" else value / 1e3
-            harness = q == "memory" and method in HARNESS_METHODS
+            options = q == "memory" and method in HARNESS_METHODS
             rows.append(Row(f"fa1-t{table}", method, variant, kernel, "a100-sxm4-40gb", "fp16", n, sizes, q, scaled,
-                            harness))  # fmt: skip
+                            harness_options=options))  # fmt: skip
     return rows
 
 
@@ -161,14 +173,58 @@ def fa2_rows() -> list[Row]:
     return rows
 
 
+DEVICE_BOUND = 4.0
+"""A measured GPU's timed point joins the fit or the judging only where the device, not the launches, set its time:
+at least this many times its series' floor (its shortest time at that variant, dtype and shape), so that the fixed
+cost is at most a quarter of it (profilers/measure/standing.py's launch-bound rule, with a wider margin)."""
+FIT_D = 64
+"""A measured GPU's head dim whose device-bound points join the fit; those of the other head dims judge the model."""
+
+
+def _series_key(r: dict) -> tuple:
+    sizes = {k: v for k, v in r["sizes"].items() if k != "N"}
+    return (r["variant"], r["dtype"], r["scope"], tuple(sorted(sizes.items())))
+
+
+def _h200_records() -> list[dict]:
+    """Every timed point of a shipped measured GPU that has a datasheet, with that datasheet's name."""
+    out = []
+    for path in sorted(SHIPPED_RECORDS.glob("cuda-*.jsonl")):
+        for r in read_records(path)[0]:
+            sheet = for_device(r["device"].get("name", ""))
+            if r.get("kind") == "time" and r.get("status") == "ok" and sheet is not None:
+                out.append({**r, "gpu": sheet.name})
+    return out
+
+
+def h200_rows() -> list[Row]:
+    """The measured GPU's device-bound points (`DEVICE_BOUND`) as rows: source `h200-<dtype>-d<d>`, forward
+    (inference) times of one call, timed by attn-cost's CUDA timer (v2) on the H200's host."""
+    records = _h200_records()
+    floor: dict[tuple, float] = {}
+    for r in records:
+        key = _series_key(r)
+        floor[key] = min(floor.get(key, math.inf), r["time"]["median"])
+    rows = []
+    for r in records:
+        t = r["time"]["median"]
+        if t < DEVICE_BOUND * floor[_series_key(r)]:
+            continue
+        sizes = {k: v for k, v in r["sizes"].items() if k != "N"}
+        rows.append(Row(f"h200-{r['dtype']}-d{sizes['d']}", r["variant"], r["variant"], "", r["gpu"], r["dtype"],
+                        int(r["sizes"]["N"]), sizes, "fwd", t, r["scope"]))  # fmt: skip
+    return rows
+
+
 def all_rows() -> list[Row]:
-    return fa1_rows() + fa2_rows()
+    return fa1_rows() + fa2_rows() + h200_rows()
 
 
-FIT_SOURCES = ("fa2-fig4a", "fa1-t18")
-"""What the efficiencies are fitted on: FlashAttention-2's non-causal d = 64 panel and the FlashAttention paper's
-forward table. Everything else (the causal and d = 128 panels, the backward and forward+backward tables, the
-memory table, the crossovers, other GPUs) judges the model."""
+FIT_SOURCES = ("fa2-fig4a", "fa1-t18", f"h200-bf16-d{FIT_D}", f"h200-fp32-d{FIT_D}")
+"""What the efficiencies are fitted on: FlashAttention-2's non-causal d = 64 panel, the FlashAttention paper's
+forward table and the H200's device-bound points at d = 64. Everything else (the causal and d = 128 panels, the
+backward and forward+backward tables, the memory table, the H200's other head dims, the crossovers, other GPUs)
+judges the model."""
 
 
 def table_crossing(points: list[tuple[int, float, float]]) -> float | None:
@@ -191,28 +247,110 @@ CROSSOVERS = (
 """Crossovers the FlashAttention paper's tables imply (method A, method B, table): where B gets faster than A."""
 
 
-def predict(row: Row, eff: Efficiency | None) -> float:
+def kernel_count(variant: str, sizes: dict, n: int, scope: str, dtype: str) -> float:
+    """Kernels one inference call of a variant launches at length n: the engine's op list, each op's kernel times
+    its loop steps."""
+    dims = row_dims(sizes)
+    key = tuple(sorted(((s, int(v)) for s, v in dims.items()), key=lambda kv: kv[0].name))
+    at = np.array([float(n)])
+    return float(sum(np.broadcast_to(repeat(at), (1,))[0] for _, _, repeat, _ in _ops(variant, scope, dtype, key)))
+
+
+HOST_BOUND_N = 256
+"""The smallest-N point of a series measures the host where N is at most this (b·h·N ≤ 8k tokens at b = 32, h = 1):
+series that start longer (TaylorShift's, from N ≈ 500 to 16k) are left out."""
+
+
+def eager_host() -> tuple[Host, dict]:
+    """The eager host the H200 run measured: the smallest-N point of every timed series that starts at a small N
+    (`HOST_BOUND_N`; b = 32, h = 1: host-bound, the GPU idle most of the call) against the kernels the engine's op
+    list launches there, time = call + K · launch by non-negative least squares on relative errors (every series
+    alike, as the model's fits weigh errors); with the quartiles of
+    (time − call) / K over those points, its spread."""
+    records = _h200_records()
+    first: dict[tuple, dict] = {}
+    for r in records:
+        key = _series_key(r)
+        if key not in first or r["sizes"]["N"] < first[key]["sizes"]["N"]:
+            first[key] = r
+    ks, ts = [], []
+    for r in (r for r in first.values() if r["sizes"]["N"] <= HOST_BOUND_N):
+        sizes = {k: v for k, v in r["sizes"].items() if k != "N"}
+        ks.append(kernel_count(r["variant"], sizes, r["sizes"]["N"], r["scope"], r["dtype"]))
+        ts.append(r["time"]["median"])
+    k, t = np.array(ks), np.array(ts)
+    (launch, call), _ = nnls(np.stack([k, np.ones_like(k)], axis=1) / t[:, None], np.ones_like(t))  # relative errors
+    per = (t - call) / k
+    q1, q3 = np.percentile(per, [25, 75])
+    source = (f"the H200 run's host (profilers/data/results/cuda-nvidia-h200-12fde9.jsonl, eager PyTorch 2.11): "
+              f"the smallest-N point of {len(t)} timed series, time = call + kernels × launch by non-negative least "
+              "squares on relative errors; "
+              f"launch {launch * 1e6:.1f} µs (quartiles of (time − call) / kernels {q1 * 1e6:.1f}–{q3 * 1e6:.1f} µs), "
+              f"call {call * 1e6:.1f} µs; a Triton kernel of flash-linear-attention {TRITON_S * 1e6:.0f} µs "
+              "(fla pull request 1243)")  # fmt: skip
+    h = Host("eager", float(f"{launch:.4g}"), float(f"{max(call, 0.0):.4g}"), float(f"{TRITON_S:.4g}"), source)
+    return h, {"points": len(t), "q1_s": float(q1), "q3_s": float(q3)}
+
+
+HARNESSES = {
+    "fa1": "the FlashAttention paper's benchmark harness (2022: flash-attention's benchmark utilities)",
+    "fa2": "FlashAttention-2's benchmark harness (Fig. 4)",
+    "h200": "attn-cost's CUDA timer v2 on the H200's host (eager PyTorch 2.11): the eager default, not fitted",
+}
+"""Each table's harness keeps its own host (launch and call cost), fitted with the kernels' efficiencies; the H200's
+is measured (`eager_host`)."""
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The datasheet model's parameters: the kernels' efficiencies (one set) and each harness's host."""
+
+    eff: Efficiency
+    hosts: dict
+
+    @classmethod
+    def shipped(cls) -> Fit:
+        return cls(fitted()[0], {name: harness(name) for name in HARNESSES})
+
+
+def _model(row: Row, fit: Fit) -> GpuModel:
+    return GpuModel(get_datasheet(row.gpu), fit.eff, attention_kernel=row.kernel or "sdpa", host=fit.hosts[row.harness])
+
+
+def predict(row: Row, fit: Fit | None) -> float:
     """The datasheet model's value for a published row: seconds (forward, backward, both) or peak bytes (which
-    need no efficiencies: `eff` may be None)."""
-    dims = row_dims(row.sizes)
+    need no efficiencies: `fit` may be None)."""
     if row.quantity == "memory":
-        return one_step_bytes(row) + input_bytes(row.variant, dims, row.n, dtype=row.dtype)
-    if eff is None:
+        return one_step_bytes(row) + input_bytes(row.variant, row_dims(row.sizes), row.n, dtype=row.dtype)
+    if fit is None:
         raise ValueError("a time needs the model's efficiencies")
-    model = GpuModel(get_datasheet(row.gpu), eff, attention_kernel=row.kernel or "fa2")
-    ns = np.array([float(row.n)])
-    fwd = float(model.time(row.variant, dims, ns, dtype=row.dtype)[0])
-    if row.quantity == "fwd":
-        return fwd
-    both = float(model.time(row.variant, dims, ns, dtype=row.dtype, mode="training")[0])
-    return both - fwd if row.quantity == "bwd" else both
+    return predict_times([row], fit)[0]
 
 
-def one_step_bytes(row: Row, harness: bool | None = None) -> int:
+def predict_times(rows: list[Row], fit: Fit) -> list[float]:
+    """Seconds of timed rows, every row of one setup priced at once (its lengths as one array)."""
+    groups: dict[tuple, list[int]] = {}
+    for i, r in enumerate(rows):
+        key = (r.gpu, r.variant, r.kernel, r.harness, r.dtype, r.scope, r.quantity, tuple(sorted(r.sizes.items())))
+        groups.setdefault(key, []).append(i)
+    out = [0.0] * len(rows)
+    for idx in groups.values():
+        r = rows[idx[0]]
+        model, dims = _model(r, fit), row_dims(r.sizes)
+        ns = np.array([float(rows[i].n) for i in idx])
+        fwd = model.time(r.variant, dims, ns, r.scope, r.dtype)
+        both = None if r.quantity == "fwd" else model.time(r.variant, dims, ns, r.scope, r.dtype, "training")
+        values = fwd if both is None else both - fwd if r.quantity == "bwd" else both
+        for j, i in enumerate(idx):
+            out[i] = float(values[j])
+    return out
+
+
+def one_step_bytes(row: Row, options: bool | None = None) -> int:
     """The engine's training peak of one forward + backward at the row's setup (bytes): the maximum over the
     forward and backward walks of the op list, fused attention's backward scratch included; with the harness's
-    dropout and key padding mask where the row was measured with them (harness None: as the row says)."""
-    if not (row.harness if harness is None else harness):
+    dropout and key padding mask where the row was measured with them (options None: as the row says)."""
+    if not (row.harness_options if options is None else options):
         return peak_bytes(row.variant, row_dims(row.sizes), row.n, dtype=row.dtype, mode="training")
     # the device model's peak_bytes builds its op lists without the two options: the engine's peak directly
     counting = Counting(dropout=HARNESS_P, padding_mask=True)
@@ -242,40 +380,57 @@ MEMORY_SETUP = [
 ]
 
 
-PARAMETERS = ("launch_s", "call_s", "stream", "attention", "flash_v1")
-START = {"launch_s": 10e-6, "call_s": 20e-6, "stream": 0.8, "attention": 0.6, "flash_v1": 0.35}
-LOWER = {"launch_s": 1e-7, "call_s": 1e-8, "stream": 0.05, "attention": 0.05, "flash_v1": 0.05}
-UPPER = {"launch_s": 1e-3, "call_s": 1e-2, "stream": 1.0, "attention": 1.0, "flash_v1": 1.0}
+EFFICIENCIES = ("stream", "attention", "warpgroup", "flash_v1", "efficient", "strided", "broadcast")
+FITTED_HOSTS = ("fa1", "fa2")
+PARAMETERS = (*EFFICIENCIES, *(f"{h}.{p}" for h in FITTED_HOSTS for p in ("launch_s", "call_s")))
+START = {"stream": 0.8, "attention": 0.6, "warpgroup": 0.6, "flash_v1": 0.35, "efficient": 0.5, "strided": 0.5,
+         "broadcast": 0.5, "launch_s": 10e-6, "call_s": 20e-6}  # fmt: skip
+LOWER = {"stream": 0.05, "attention": 0.05, "warpgroup": 0.05, "flash_v1": 0.05, "efficient": 0.05, "strided": 0.005,
+         "broadcast": 0.01, "launch_s": 1e-7, "call_s": 1e-8}  # fmt: skip
+UPPER = {**dict.fromkeys(EFFICIENCIES, 1.0), "launch_s": 1e-3, "call_s": 1e-2}
 MATMUL = 271 / 312
 """Products run at the maximum achievable matmul rate measured on an A100 SXM (271 of 312 TFLOP/s in BF16; stas00,
 ml-engineering, "MAMF"), not fitted: fitted on the tables it went to 0.21, absorbing the passes the published
 PyTorch-attention baselines make and attn-cost's softmax does not (dropout, mask building, layout copies)."""
 
 
-def _efficiency(x: np.ndarray) -> Efficiency:
-    fitted = {name: float(math.exp(v)) for name, v in zip(PARAMETERS, x, strict=True)}
-    return Efficiency(matmul=MATMUL, **fitted)
+def _bound(p: str, which: dict) -> float:
+    return which[p.split(".")[-1]]
 
 
-def fit(rows: list[Row]) -> Efficiency:
-    """Least squares on log(predicted / published) over the fit rows (scipy), the parameters in log space."""
+def _fit_of(x: np.ndarray, eager: Host) -> Fit:
+    v = {name: float(math.exp(x_)) for name, x_ in zip(PARAMETERS, x, strict=True)}
+    eff = Efficiency(matmul=MATMUL, **{k: v[k] for k in EFFICIENCIES})
+    hosts = {h: Host(h, v[f"{h}.launch_s"], v[f"{h}.call_s"], v[f"{h}.launch_s"], HARNESSES[h]) for h in FITTED_HOSTS}
+    return Fit(eff, {**hosts, "h200": eager})
+
+
+def fit(rows: list[Row], eager: Host | None = None) -> Fit:
+    """Least squares on log(predicted / published) over the fit rows (scipy), each table weighted alike (a table of
+    n rows: 1/√n a row), the parameters in log space: the kernels' efficiencies, one set, and each published
+    harness's host; the H200's host is the measured eager one."""
     timed = [r for r in rows if r.quantity != "memory"]
+    eager = eager or eager_host()[0]
+    values = np.array([r.value for r in timed])
+    per_source = {s: sum(r.source == s for r in timed) for s in {r.source for r in timed}}
+    weights = np.array([1 / math.sqrt(per_source[r.source]) for r in timed])  # each table counts alike
 
     def residuals(x):
-        eff = _efficiency(x)
-        return np.array([math.log(predict(r, eff) / r.value) for r in timed])
+        return weights * np.log(np.array(predict_times(timed, _fit_of(x, eager))) / values)
 
-    x0 = np.log([START[p] for p in PARAMETERS])
-    bounds = (np.log([LOWER[p] for p in PARAMETERS]), np.log([UPPER[p] for p in PARAMETERS]))
+    x0 = np.log([_bound(p, START) for p in PARAMETERS])
+    bounds = (np.log([_bound(p, LOWER) for p in PARAMETERS]), np.log([_bound(p, UPPER) for p in PARAMETERS]))
     result = least_squares(residuals, x0, bounds=bounds, diff_step=1e-3)
-    return _efficiency(result.x)
+    return _fit_of(result.x, eager)
 
 
-def errors(rows: list[Row], eff) -> list[tuple[Row, float, float]]:
+def errors(rows: list[Row], fit: Fit) -> list[tuple[Row, float, float]]:
     """(row, predicted, relative error) for every row."""
+    timed = [r for r in rows if r.quantity != "memory"]
+    values = dict(zip(map(id, timed), predict_times(timed, fit), strict=True))
     out = []
     for r in rows:
-        p = predict(r, eff)
+        p = values[id(r)] if id(r) in values else predict(r, None)
         out.append((r, p, p / r.value - 1))
     return out
 
@@ -293,7 +448,7 @@ def table_record(scored: list[tuple[Row, float, float]]) -> list[dict]:
     return out
 
 
-def crossover_record(eff) -> list[dict]:
+def crossover_record(fit: Fit) -> list[dict]:
     """Each published crossover against the model's, both read the same way (log-interpolated over N)."""
     rows = {(r.source, r.method, r.n): r for r in all_rows()}
     out = []
@@ -302,9 +457,9 @@ def crossover_record(eff) -> list[dict]:
         published = table_crossing([(n, rows[(source, a, n)].value, rows[(source, b, n)].value) for n in ns])
         grid = sorted({round(x) for x in (ns[0] * (ns[-1] / ns[0]) ** (i / 200) for i in range(201))})
         template_a, template_b = rows[(source, a, ns[0])], rows[(source, b, ns[0])]
-        predicted = table_crossing(
-            [(n, predict(_at(template_a, n), eff), predict(_at(template_b, n), eff)) for n in grid]
-        )
+        ta = predict_times([_at(template_a, n) for n in grid], fit)
+        tb = predict_times([_at(template_b, n) for n in grid], fit)
+        predicted = table_crossing(list(zip(grid, ta, tb, strict=True)))
         error = None if published is None or predicted is None else predicted / published - 1
         out.append({"a": a, "b": b, "source": source, "quantity": template_a.quantity, "published": published,
                     "predicted": predicted, "error": error})  # fmt: skip
@@ -322,30 +477,85 @@ QUOTED = (
     ("a100-sxm4-80gb", 1400),
     ("h100-sxm5-80gb", 2300),
 )
-"""Causal FlashAttention-2 against chunked linear attention, forward and backward, bf16, d = 128, h = 8, b = 4: where
-the chunked kernel gets faster (flash-linear-attention's benchmarks, as issue 35 quotes them; about)."""
+"""Causal FlashAttention-2 against flash-linear-attention's chunk kernels, forward and backward, bf16, d = 128, h = 8,
+b = 4, C = 64: where the chunk kernels get faster (flash-linear-attention's benchmarks, as issue 35 quotes them;
+about)."""
+FLUSH_BYTES = 256 * 2**20
+"""triton.testing.do_bench zeroes a 256 MB buffer before each call (an L2 flush) that fla's benchmarks time with."""
 
 
-def quoted_record(eff, sigma: float) -> list[str]:
-    """The quoted crossovers of FlashAttention-2 and flash-linear-attention's chunked kernel, against the model's
-    crossover of softmax-fused-causal and linear-chunked (its eager PyTorch reference, 16 kernels a call)."""
+def do_bench(model: GpuModel, eager: Host) -> Host:
+    """fla's benchmark harness on this GPU: the eager host, with do_bench's flush queued ahead of each call (its
+    bytes at the bandwidth streaming reaches) as the host's head start."""
+    lead = FLUSH_BYTES / (model.sheet.bandwidth * model.eff.stream)
+    return replace(eager, name="do_bench (eager, an L2 flush ahead)", lead_s=lead)
 
+
+def chunk_kernels_time(model: GpuModel, sizes: dict, ns: np.ndarray, dtype: str = "bf16") -> np.ndarray:
+    """Seconds of one training step of flash-linear-attention's chunk kernels alone (q, k, v in, o out; what its
+    benchmarks time), forward then backward, on the model's host: six Triton launches."""
+    feats = {"batch": np.full(ns.shape, float(sizes["b"] * sizes["h"])), "m": ns, "k": np.full(ns.shape, sizes["d"]),
+             "n": np.full(ns.shape, float(sizes.get("C", 64)))}  # fmt: skip
+    ones = np.ones(ns.shape)
+    passes = [[KernelTime(CHUNK, CHUNKED, ones, t, backward=b) for t in model.chunk(feats, dtype, b)]
+              for b in (False, True)]  # fmt: skip
+    return timeline(passes, model.launch, ns.shape)
+
+
+QUOTED_GRID = np.unique(np.round(np.geomspace(256, 65536, 241)))
+
+
+def _first_crossing(ta: np.ndarray, tb: np.ndarray, grid: np.ndarray = QUOTED_GRID) -> float | None:
+    return table_crossing(list(zip(grid.tolist(), ta.tolist(), tb.tolist(), strict=True)))
+
+
+def quoted_record(fit: Fit, sigma: float) -> list[str]:
+    """The quoted crossovers of FlashAttention-2 and flash-linear-attention's chunk kernels against the model's: the
+    chunk kernels alone (priced by their tiles and waves, each a Triton launch) under fla's harness (do_bench: eager,
+    an L2 flush queued ahead of each call), on the eager host, under CUDA graphs; and the catalogue's
+    linear-chunked-fused (the kernels with φ and the normaliser around them: a layer) on the eager host."""
+
+    eager = fit.hosts["h200"]
     lines = ["", "Quoted crossovers (flash-linear-attention's benchmarks, as issue 35 quotes them: causal, bf16, "
-             "training, d = 128, h = 8, b = 4) against softmax-fused-causal → linear-chunked (C = 64):", "",
-             "| GPU | quoted N | predicted N [95 %] | error |", "|---|---|---|---|"]  # fmt: skip
-    dims = row_dims({"d": 128, "h": 8, "b": 4})
+             "training, d = 128, h = 8, b = 4, C = 64) against the model's softmax-fused-causal → fla's chunk kernels "
+             "alone (six Triton kernels a step), timed as fla's benchmarks time them (do_bench: eager, a 256 MB L2 "
+             "flush queued ahead of each call), plainly eager, and under CUDA graphs; and → the catalogue's "
+             "linear-chunked-fused (φ and the normaliser around the kernels), eager. Eager: "
+             f"{eager.launch_s * 1e6:.1f} µs a PyTorch kernel, {eager.triton_s * 1e6:.0f} µs a Triton kernel.", "",
+             "| GPU | quoted N | kernels, do_bench [95 %] | error | kernels, eager | error | kernels, graphs | error "
+             "| linear-chunked-fused, eager | error |",
+             "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    sizes = {"d": 128, "h": 8, "b": 4, "C": 64}
+    dims = row_dims(sizes)
     assert dims[C] == 64
+    setting = Setting(dtype="bf16", mode="training")
+    spread = math.exp(1.96 * sigma)
     for gpu, quoted in QUOTED:
-        model = GpuModel(get_datasheet(gpu), eff, sigma)
-        p = crossing(model, "softmax-fused-causal", "linear-chunked", dims, Setting(dtype="bf16", mode="training"))
-        error = None if p.n0 is None else p.n0 / quoted - 1
-        lines.append(f"| {gpu} | ~{quoted:,} | {_n(p.n0)} [{_n(p.low)}, {_n(p.high)}] | {_pct(error)} |")
+        model = GpuModel(get_datasheet(gpu), fit.eff, sigma, attention_kernel="fa2", host=eager)
+        cells = []
+        for h in (do_bench(model, eager), eager, model.with_host("graphs").launch):
+            m = replace(model, host=h)
+            fa = m.time("softmax-fused-causal", dims, QUOTED_GRID, dtype="bf16", mode="training")
+            fb = chunk_kernels_time(m, sizes, QUOTED_GRID)
+            n0 = _first_crossing(fa, fb)
+            if h is eager or h.name == "graphs":
+                cells += [_n(n0), _pct(_rel(n0, quoted))]
+                continue
+            low, high = _first_crossing(fa * spread, fb), _first_crossing(fa / spread, fb)
+            cells += [f"{_n(n0)} [{_n(low)}, {_n(high)}]", _pct(_rel(n0, quoted))]
+        layer = crossing(model, "softmax-fused-causal", "linear-chunked-fused", dims, setting)
+        cells += [_n(layer.n0), _pct(_rel(layer.n0, quoted))]
+        lines.append(f"| {gpu} | ~{quoted:,} | " + " | ".join(cells) + " |")
     return lines
 
 
-def held_out_record(eff, sigma: float) -> list[dict]:
+def _rel(x: float | None, ref: float) -> float | None:
+    return None if x is None else x / ref - 1
+
+
+def held_out_record(fit: Fit, sigma: float) -> list[dict]:
     """Every shipped profile of a measured GPU that has a datasheet: its measured N0 (and whether it stands,
-    profilers/measure/standing.py) beside the datasheet model's (never fitted on it), per pair, head dim and
+    profilers/measure/standing.py) beside the datasheet model's (on its measured eager host), per pair, head dim and
     dtype; the error only where the measured crossover stands."""
 
     out = []
@@ -354,7 +564,7 @@ def held_out_record(eff, sigma: float) -> list[dict]:
         sheet = for_device(profile.device.get("name", ""))
         if sheet is None:
             continue
-        model = GpuModel(sheet, eff, sigma)
+        model = GpuModel(sheet, fit.eff, sigma, host=fit.hosts["h200"])
         for row in profile.measured:
             sizes = {"d": row["d"], "h": row["heads"], "b": row["batch"]}
             p = crossing(model, row["a"], row["b"], row_dims(sizes), Setting(dtype=profile.dtype, scope=profile.scope))
@@ -368,24 +578,20 @@ def held_out_record(eff, sigma: float) -> list[dict]:
     return out
 
 
-def held_out_times(eff, sigma: float) -> list[dict]:
-    """Every timed point of a shipped measured GPU that has a datasheet, against the datasheet model's time (never
-    fitted on it): one row a point, with what bounds it in the model (`GpuModel.parts`: the kernel family with the
-    largest share of the predicted time, or the launches)."""
+def held_out_times(fit: Fit, sigma: float) -> list[dict]:
+    """Every timed point of a shipped measured GPU that has a datasheet, against the datasheet model's time on its
+    measured eager host: one row a point, with what bounds it in the model (`GpuModel.parts`: the kernel family with
+    the largest share of the predicted time, or the launches)."""
 
     out = []
-    for path in sorted(SHIPPED_RECORDS.glob("cuda-*.jsonl")):
-        for r in read_records(path)[0]:
-            sheet = for_device(r["device"].get("name", ""))
-            if r.get("kind") != "time" or r.get("status") != "ok" or sheet is None:
-                continue
-            sizes = r["sizes"]
-            parts = GpuModel(sheet, eff, sigma).parts(r["variant"], row_dims(sizes), np.array([sizes["N"]]), r["scope"],
-                                                      r["dtype"])  # fmt: skip
-            seconds = {k: float(v[0]) for k, v in parts.items()}
-            out.append({"gpu": sheet.name, "dtype": r["dtype"], "variant": r["variant"],
-                        "bound": max((LAUNCH, *FAMILIES), key=lambda k: seconds[k]),
-                        "error": sum(seconds.values()) / r["time"]["median"] - 1})  # fmt: skip
+    for r in _h200_records():
+        sizes = r["sizes"]
+        model = GpuModel(get_datasheet(r["gpu"]), fit.eff, sigma, host=fit.hosts["h200"])
+        parts = model.parts(r["variant"], row_dims(sizes), np.array([sizes["N"]]), r["scope"], r["dtype"])
+        seconds = {k: float(v[0]) for k, v in parts.items()}
+        out.append({"gpu": r["gpu"], "dtype": r["dtype"], "variant": r["variant"],
+                    "bound": max((LAUNCH, *FAMILIES), key=lambda k: seconds[k]),
+                    "error": sum(seconds.values()) / r["time"]["median"] - 1})  # fmt: skip
     return out
 
 
@@ -402,25 +608,31 @@ def _spread(errs: list[float]) -> str:
             f"{q[0]:+.0%} … {q[-1]:+.0%}")  # fmt: skip
 
 
-def fit_file(eff: Efficiency, scored: list[tuple[Row, float, float]]) -> str:
-    """The text of profilers/data/gpumodel.json: the efficiencies, the spread on the judged rows, and where they came
-    from."""
+def fit_file(fit: Fit, scored: list[tuple[Row, float, float]]) -> str:
+    """The text of profilers/data/gpumodel.json: the efficiencies, the hosts (the eager default and each harness's),
+    the spread on the judged rows, and where they came from."""
 
     judged = [math.log(1 + e) for r, _, e in scored if r.source not in FIT_SOURCES and r.quantity != "memory"]
     sigma = statistics.pstdev(judged)
     median = statistics.median(abs(math.expm1(x)) for x in judged)
     data = {
         "kind": FIT_KIND,
-        "efficiency": {k: float(f"{v:.6g}") for k, v in asdict(eff).items()},
+        "efficiency": {k: float(f"{v:.6g}") for k, v in asdict(fit.eff).items()},
+        "eager": asdict(replace(fit.hosts["h200"], name="eager")),
+        "harnesses": {name: _rounded(h) for name, h in fit.hosts.items()},
         "sigma": round(sigma, 4),
         "median_abs_error": round(median, 4),
-        "fitted_on": [DESCRIPTIONS[s] for s in FIT_SOURCES],
-        "judged_on": [DESCRIPTIONS[s] for s in sorted({r.source for r, _, _ in scored} - set(FIT_SOURCES))],
+        "fitted_on": [describe(s) for s in FIT_SOURCES],
+        "judged_on": [describe(s) for s in sorted({r.source for r, _, _ in scored} - set(FIT_SOURCES))],
         "matmul": "not fitted: the maximum achievable matmul rate measured on an A100 SXM (271/312)",
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "made_by": "python benchmarks/gpu_published.py --fit",
     }
     return json.dumps(data, indent=1) + "\n"
+
+
+def _rounded(h: Host) -> dict:
+    return {**asdict(h), **{k: float(f"{getattr(h, k):.6g}") for k in ("launch_s", "call_s", "triton_s")}}
 
 
 DESCRIPTIONS = {
@@ -433,6 +645,14 @@ DESCRIPTIONS = {
     "fa2-fig4c": "FlashAttention-2 Fig. 4c (causal, d = 64)",
     "fa2-fig4d": "FlashAttention-2 Fig. 4d (causal, d = 128)",
 }
+
+
+def describe(source: str) -> str:
+    """A table's description; a measured GPU's rows (`h200-<dtype>-d<d>`) by their dtype and head dim."""
+    if source in DESCRIPTIONS:
+        return DESCRIPTIONS[source]
+    _, dtype, d = source.split("-")
+    return f"H200 device-bound points ({dtype}, d = {d[1:]})"
 
 
 BEGIN, END = "<!-- gpu-published: begin -->", "<!-- gpu-published: end -->"
@@ -450,15 +670,45 @@ def _pct(x: float | None) -> str:
     return "—" if x is None else f"{x:+.0%}"
 
 
-def record(rows: list[Row], eff, sigma: float) -> str:
+DEVICE_SETS = 1024
+"""From this N the device, not the launches, sets a published table's times (the targets' rule)."""
+
+
+def table_summary(timed: list[tuple[Row, float, float]]) -> list[str]:
+    """One line per table and method: median |error| of its rows at N ≥ `DEVICE_SETS`."""
+    groups: dict[tuple, list[float]] = {}
+    for r, _, e in timed:
+        if r.n >= DEVICE_SETS:
+            groups.setdefault((r.source, r.method), []).append(abs(e))
+    return [f"| {s} {m} | {'yes' if s in FIT_SOURCES else 'no'} | {len(es)} | {statistics.median(es):.1%} |"
+            for (s, m), es in sorted(groups.items())]  # fmt: skip
+
+
+def record(rows: list[Row], fit: Fit, sigma: float) -> str:
     """The record, in markdown: times per table and method, memory, crossovers, and the held-out measured GPUs."""
-    scored = errors(rows, eff)
+    scored = errors(rows, fit)
     timed = [t for t in scored if t[0].quantity != "memory"]
     lines = [
         "Made by `python benchmarks/gpu_published.py --into docs/gpumodel.md` from the shipped fit "
         "(profilers/data/gpumodel.json). Fitted on: "
-        + ", ".join(DESCRIPTIONS[s] for s in FIT_SOURCES)
-        + "; everything else judges the model.",
+        + ", ".join(describe(s) for s in FIT_SOURCES)
+        + "; everything else judges the model. Each harness prices its launches with its own host (fitted with "
+        "the efficiencies, one set of those for every table):",
+        "",
+        *(
+            f"- {name}: {h.launch_s * 1e6:.1f} µs a kernel, {h.call_s * 1e6:.1f} µs a call ({HARNESSES[name]})"
+            for name, h in fit.hosts.items()
+        ),
+        f"- eager default (`--launch eager`): {fit.hosts['h200'].source}.",
+        f"- efficiencies: {', '.join(f'{k} {v:.3g}' for k, v in asdict(fit.eff).items())}.",
+        "",
+        "Per table where the device sets the time (N ≥ 1,024), median |error| per method:",
+        "",
+        "| table | fitted on | rows | median \\|error\\| |",
+        "|---|---|---|---|",
+        *table_summary(timed),
+        "",
+        "Every table, quantity and method:",
         "",
         "| table | quantity | method | rows | fitted on | median \\|error\\| | worst |",
         "|---|---|---|---|---|---|---|",
@@ -473,16 +723,17 @@ def record(rows: list[Row], eff, sigma: float) -> str:
               f"spread σ = {sigma:.3f} (95 % interval ×/÷ {math.exp(1.96 * sigma):.2f}).", ""]  # fmt: skip
     lines += ["| crossover (published tables) | quantity | published N | predicted N | error |",
               "|---|---|---|---|---|"]  # fmt: skip
-    for c in crossover_record(eff):
+    for c in crossover_record(fit):
         lines.append(f"| {c['b']} vs {c['a']} ({c['source']}) | {c['quantity']} | {_crossing(c['published'])} | "
                      f"{_crossing(c['predicted'])} | {_pct(c['error'])} |")  # fmt: skip
-    lines += quoted_record(eff, sigma)
+    lines += quoted_record(fit, sigma)
     lines += memory_record([t for t in scored if t[0].quantity == "memory"])
 
-    held = held_out_record(eff, sigma)
+    held = held_out_record(fit, sigma)
     if held:
-        lines += ["", "Measured GPUs (held out: never fitted on), measured N0 against the datasheet model's; an error "
-                  "only where the measured crossover stands (docs/measuring.md):", "",
+        lines += ["", f"Measured GPUs, measured N0 against the datasheet model's on the measured eager host (the "
+                  f"crossovers are judged, never fitted; the device-bound points at d = {FIT_D} were fitted on); an "
+                  "error only where the measured crossover stands (docs/measuring.md):", "",
                   "| GPU | dtype | A → B | d | measured N0 | datasheet N0 [95 %] | error |",
                   "|---|---|---|---|---|---|---|"]  # fmt: skip
         for h in held:
@@ -493,11 +744,12 @@ def record(rows: list[Row], eff, sigma: float) -> str:
         errs = [abs(h["error"]) for h in held if h["error"] is not None]
         if errs:
             median = statistics.median(errs)
-            lines += ["", f"Held-out crossovers: {len(errs)} measured that stand, median |N0 error| {median:.0%}."]
-    times = held_out_times(eff, sigma)
+            lines += ["", f"Measured crossovers: {len(errs)} that stand, median |N0 error| {median:.0%}."]
+    times = held_out_times(fit, sigma)
     if times:
         head = "| points | median error | median \\|error\\| | 10th … 90th percentile |"
-        lines += ["", "Measured GPUs' timed points (held out) against the datasheet model's time, by what bounds "
+        lines += ["", "Measured GPUs' timed points (all of them, launch-bound ones included) against the datasheet "
+                  "model's time on the measured eager host, by what bounds "
                   "the point in the model (the kernel family with the largest share of its predicted time, or the "
                   "launches), and by variant:", "", "| GPU | dtype | bound by " + head, "|---" * 7 + "|"]  # fmt: skip
         lines += [f"| {gpu} | {dtype} | {bound} | {_spread(errs)} |" for (gpu, dtype, bound), errs in
@@ -517,9 +769,9 @@ def memory_record(memory: list[tuple[Row, float, float]]) -> list[str]:
     without: dict[tuple[str, int], float] = {}  # (method, N) -> the prediction without the harness's options
     for r, p, e in sorted(memory, key=lambda t: (t[0].method, t[0].n)):
         step = one_step_bytes(r)
-        if r.harness:
-            without[r.method, r.n] = p - step + one_step_bytes(r, harness=False)
-        bare = f"{without[r.method, r.n] / r.value - 1:+.1%}" if r.harness else ""
+        if r.harness_options:
+            without[r.method, r.n] = p - step + one_step_bytes(r, options=False)
+        bare = f"{without[r.method, r.n] / r.value - 1:+.1%}" if r.harness_options else ""
         lines.append(f"| {r.method} | {r.n:,} | {r.value / 2**20:,.0f} | {p / 2**20:,.0f} | {e:+.1%} | "
                      f"{step / 2**20:,.0f} | {step / r.value - 1:+.1%} | {bare} |")  # fmt: skip
     lines.append("")

@@ -41,17 +41,24 @@ from attn_cost.costmodel.iotraffic import KERNEL_HEAD_DIMS, fa2_tiles
 from attn_cost.costmodel.symbols import N
 from attn_cost.costmodel.variants import derive
 from attn_cost.profilers import DATA
-from attn_cost.profilers.devicemodel.datasheet import Datasheet, get_datasheet
+from attn_cost.profilers.devicemodel.datasheet import ARCHS, Datasheet, get_datasheet
 from attn_cost.profilers.devicemodel.device import DATASHEET, Z95, Curve, DeviceModel, Draws, KernelTime, Times
-from attn_cost.profilers.devicemodel.kernels import ATTENTION, FAMILIES, KERNELS, PRODUCT, family_of
+from attn_cost.profilers.devicemodel.kernels import ATTENTION, CHUNKED, FAMILIES, KERNELS, PRODUCT, declared, family_of
 from attn_cost.profilers.devicemodel.opcalls import kernel_calls
 from attn_cost.profilers.store.schema import SchemaError, check, rule
 
 FIT_FILE = DATA / "gpumodel.json"
 FIT_KIND = "attn-cost datasheet model fit"
-ATTENTION_KERNELS = ("fa2", "fa1")
-"""Fused attention kernels the model knows: FlashAttention-2 (PyTorch's SDPA on sm80+) and FlashAttention (1),
+ATTENTION_KERNELS = ("sdpa", "fa2", "fa1")
+"""Fused attention kernels the model knows: PyTorch's SDPA (the backend it picks: `GpuModel.sdpa_ceiling`), the
+flash-attn package's FlashAttention-2 (what published tables and fla's benchmarks ran) and FlashAttention (1),
 which published tables of 2022 ran."""
+MMA_SYNC_PER_CLOCK = ARCHS["sm80"].tensor_flops_per_clock
+"""Dense FP16/BF16 FLOPs per SM per clock of the warp-level tensor instructions (mma.sync) that FlashAttention-2
+and FlashAttention (1) are written with: Ampere's rate. On Hopper only the warpgroup instructions (wgmma: cuDNN's
+and FlashAttention-3's kernels, which PyTorch's SDPA picks there) reach its datasheet peak (4096); a kernel written
+for Ampere is held to Ampere's rate per SM and clock (FlashAttention-2 reaches about 35 % of an H100's peak where
+FlashAttention-3 reaches 75 %: shared/notes/gpus.md)."""
 LAUNCH = "launch"
 """What bounds a kernel shorter than its launch (`GpuModel.parts`); every other kernel is bound by its family's
 roofline (`kernels.FAMILIES`)."""
@@ -59,27 +66,70 @@ roofline (`kernels.FAMILIES`)."""
 
 @dataclass(frozen=True)
 class Efficiency:
-    """How well kernels use a GPU's datasheet figures, and what a launch costs: the model's fitted parameters."""
+    """How well kernels use a GPU's datasheet figures: one set for every GPU and every harness (what a launch costs
+    is the host's, `Host`)."""
 
-    launch_s: float = field(metadata=rule(above=0))
-    """Host time of one kernel launch from eager PyTorch (Python, dispatch, launch)."""
-    call_s: float = field(metadata=rule(minimum=0))
-    """Host time of one call of a variant beside its launches (its Python, the harness that times it)."""
     matmul: float = field(metadata=rule(above=0, maximum=1))
     """Fraction of the peak a product's full waves reach."""
     stream: float = field(metadata=rule(above=0, maximum=1))
-    """Fraction of the memory bandwidth streaming kernels reach."""
+    """Fraction of the memory bandwidth streaming kernels reach on contiguous operands."""
     attention: float = field(metadata=rule(above=0, maximum=1))
-    """Fraction of the peak FlashAttention-2's products reach, forward and backward (the published sets give
-    forward+backward times only: one efficiency for both)."""
+    """Fraction of its backend's ceiling fused attention's products reach, forward and backward (the published sets
+    give forward+backward times only: one efficiency for both)."""
     flash_v1: float = field(metadata=rule(above=0, maximum=1))
     """The same for FlashAttention (1), where a published table ran it."""
+    warpgroup: float = field(default=1.0, metadata=rule(above=0, maximum=1))
+    """The same for Hopper's warpgroup kernels (cuDNN's, FlashAttention-3's: what SDPA picks on sm90 in bf16/fp16),
+    of the tensor peak: another kernel family on another architecture, its own efficiency."""
+    efficient: float = field(default=1.0, metadata=rule(above=0, maximum=1))
+    """The same for PyTorch's memory-efficient SDPA kernel (fp32), of its own ceiling (`GpuModel.sdpa_ceiling`)."""
+    strided: float = field(default=1.0, metadata=rule(above=0, maximum=1))
+    """Fraction of `stream` that reductions and maps along a non-contiguous axis (softmax over the sequence axis,
+    a strided view's operand) reach: their own efficiency per layout, as the CPU op model has."""
+    broadcast: float = field(default=1.0, metadata=rule(above=0, maximum=1))
+    """Fraction of `stream` that element-wise ops with a broadcast operand reach (row-wise outer products too)."""
+
+
+@dataclass(frozen=True)
+class Host:
+    """How the code runs, seen from the host: the host time to issue one kernel (eager PyTorch, a Triton kernel
+    through its Python launcher, a CUDA graph's node) and one call. A property of the host, the framework and the
+    harness, never of the GPU."""
+
+    name: str
+    launch_s: float = field(metadata=rule(minimum=0))
+    """Host time to issue one PyTorch kernel."""
+    call_s: float = field(metadata=rule(minimum=0))
+    """Host time of one call (one pass) beside its launches: its Python, the harness that times it, a graph's
+    replay."""
+    triton_s: float = field(metadata=rule(minimum=0))
+    """Host time to issue one Triton kernel of a library that runs them (flash-linear-attention's chunk kernels)."""
+    source: str = ""
+    lead_s: float = field(default=0.0, metadata=rule(minimum=0))
+    """Device time queued ahead of the timed call that the host issues beside (a harness's L2 flush: triton's
+    do_bench zeroes 256 MB before each call): host time up to it is hidden."""
+
+
+GRAPH_S, GRAPH_NODE_S = 15e-6, 0.6e-6
+"""A CUDA graph's replay: about 15 µs a graph and under 1 µs a node (0.58 µs a node measured by a chain of no-op
+kernels, ocannl issue 488; shared/notes/gpus.md): `--launch graphs`."""
+TRITON_S = (263.2e-6 - 8.2e-6) / 3
+"""Host time of one of flash-linear-attention's Triton kernels from eager Python: its simple_gla forward (three
+Triton kernels: the gate's cumsum, chunk_fwd_h, chunk_fwd_o) took 263.2 µs eager and 8.2 µs replayed as a CUDA
+graph (fla-org/flash-linear-attention pull request 1243, H100): (263.2 − 8.2) / 3 ≈ 85 µs a kernel."""
+LAUNCHES = ("eager", "graphs")
+"""How the code runs (`--launch`): eager PyTorch (the H200 host's measured cost, `fitted`), or CUDA graphs."""
+DEVICE_ONLY = Host("device time only", 0.0, 0.0, 0.0, "no host cost: the kernels' device time alone")
 
 
 @dataclass(frozen=True)
 class FitFile:
     kind: str = field(metadata=rule(choices=(FIT_KIND,)))
     efficiency: Efficiency
+    eager: Host
+    """The default eager host: the launch and call costs the H200 run measured (`gpufit.eager_host`)."""
+    harnesses: dict
+    """Each published table's harness, by name: its own host (`Host`), fitted with the kernels' efficiencies."""
     sigma: float = field(metadata=rule(minimum=0))
     """Spread (standard deviation of log(predicted / published)) of the model's times on the tables it was judged on."""
     fitted_on: list[str]
@@ -91,13 +141,30 @@ class FitFile:
 
 @cache
 def fitted() -> tuple[Efficiency, float, dict]:
-    """The shipped fit: efficiencies, spread, and the file's record (what it was fitted and judged on)."""
+    """The shipped fit: efficiencies, spread, and the file's record (what it was fitted and judged on, the hosts)."""
     try:
         data = json.loads(FIT_FILE.read_text(encoding="utf-8"))
         check(data, FitFile, root=str(FIT_FILE))
+        for name, host in data["harnesses"].items():
+            check(host, Host, root=f"{FIT_FILE}: harnesses.{name}")
     except (OSError, json.JSONDecodeError, SchemaError) as e:
         raise UserError(f"{FIT_FILE} is not a datasheet model fit ({e}): reinstall attn-cost") from None
     return Efficiency(**data["efficiency"]), float(data["sigma"]), data
+
+
+def host(launch: str = "eager") -> Host:
+    """The host a launch setting means (`LAUNCHES`): eager, the H200 host's measured costs (a Triton kernel at
+    fla's eager cost); graphs, a CUDA graph's replay of every kernel."""
+    if launch == "graphs":
+        return Host("graphs", GRAPH_NODE_S, GRAPH_S, GRAPH_NODE_S, "a CUDA graph: 15 µs a replay, 0.6 µs a node")
+    if launch != "eager":
+        raise UserError(f"--launch must be one of {', '.join(LAUNCHES)}, got {launch!r}")
+    return Host(**fitted()[2]["eager"])
+
+
+def harness(name: str) -> Host:
+    """A published table's harness, as fitted with the efficiencies (`gpufit.HARNESS`)."""
+    return Host(**fitted()[2]["harnesses"][name])
 
 
 def _ceil(x: np.ndarray) -> np.ndarray:
@@ -122,8 +189,14 @@ class GpuModel(DeviceModel):
     eff: Efficiency
     sigma: float = 0.0
     tf32: bool = False
-    attention_kernel: str = "fa2"
+    attention_kernel: str = "sdpa"
     """Which fused attention kernel prices SDPA (`ATTENTION_KERNELS`)."""
+    host: Host | None = None
+    """How the code runs on the host (`Host`; None: eager, the default `host()`)."""
+
+    def __post_init__(self) -> None:
+        if self.host is None:
+            object.__setattr__(self, "host", host("eager"))
 
     @classmethod
     def named(cls, name: str, **options) -> GpuModel:
@@ -147,9 +220,16 @@ class GpuModel(DeviceModel):
         _, _, data = fitted()
         return (
             "predicted from the GPU's datasheet figures and each variant's op list, not measured (efficiencies "
-            f"fitted on published A100 measurements; median |time error| {data['median_abs_error']:.0%} on the "
-            f"published sets it was judged on, 95 % interval ×/÷ {math.exp(Z95 * self.sigma):.2f}; docs/gpumodel.md)"
+            f"fitted on published A100 measurements and the H200's device-bound points; median |time error| "
+            f"{data['median_abs_error']:.0%} on the sets it was judged on, 95 % interval ×/÷ "
+            f"{math.exp(Z95 * self.sigma):.2f}; launches: {self.launch.name}, {self.launch.launch_s * 1e6:.3g} µs a "
+            "kernel; docs/gpumodel.md)"
         )
+
+    @property
+    def launch(self) -> Host:
+        assert self.host is not None  # set by __post_init__
+        return self.host
 
     # -- one kernel on the device -------------------------------------------------------------------------
 
@@ -164,39 +244,99 @@ class GpuModel(DeviceModel):
         compute = _ceil(tiles / (sheet.sms * per_sm)) * 2 * tm * tn * k / slot_rate
         return np.maximum(compute, self.streaming(f))
 
+    def sdpa_ceiling(self, dtype: str) -> tuple[str, float]:
+        """The fused attention backend and the FLOP/s its products can reach: in fp32 PyTorch's memory-efficient
+        kernel, whose products run on TF32 tensor cores three per product (fp32 accuracy from TF32 parts): a third
+        of the TF32 peak; in bf16/fp16 flash or cuDNN at the tensor peak, held to Ampere's rate per SM and clock
+        where the kernel is the flash-attn package's (`MMA_SYNC_PER_CLOCK`)."""
+        sheet = self.sheet
+        if dtype == "fp32":
+            return "efficient", sheet.peak("tf32") / 3
+        peak = sheet.peak(dtype, self.tf32)
+        if self.attention_kernel in ("fa2", "fa1"):
+            return "flash", min(peak, MMA_SYNC_PER_CLOCK * sheet.sms * sheet.clock_mhz * 1e6)
+        return "flash", peak
+
     def attention(self, f: dict, dtype: str, causal: bool, backward: bool = False) -> np.ndarray:
         """Seconds of fused attention's forward (or backward) on the device: query blocks in waves over the SMs,
-        each block's products at the tensor peak and its scores' exponentials at the special-function units."""
+        each block's products at its backend's ceiling (`sdpa_ceiling`) with its kernel family's efficiency
+        (FlashAttention-2, FlashAttention (1), Hopper's warpgroup kernels, the memory-efficient kernel), then its
+        scores' exponentials at the special-function units."""
 
         sheet, eff = self.sheet, self.eff
         batch, nq, d, nk = (np.asarray(f[x], dtype=float) for x in ("batch", "m", "k", "n"))
         dk = float(next((h for h in KERNEL_HEAD_DIMS if float(np.max(d)) <= h), float(np.max(d))))
-        br = float((fa2_tiles(sheet.gpu, int(dk), causal) or (64, 64))[0])
+        backend, ceiling = self.sdpa_ceiling(dtype)
+        tiles = fa2_tiles(sheet.gpu, int(dk), causal) if backend == "flash" else None
+        br = float((tiles or (EFFICIENT_BLOCK, EFFICIENT_BLOCK))[0])
         blocks = batch * _ceil(nq / br)
         share = np.where(causal, 0.5 * (1 + br / np.maximum(nk, br)), 1.0)  # a causal block sees the keys up to it
         products, passes = (5, 2) if backward else (2, 1)  # backward: five products and the scores recomputed
         flops = 2 * products * br * nk * dk * share
         exps = passes * br * nk * share
-        rate = eff.flash_v1 if self.attention_kernel == "fa1" else eff.attention
-        per_block = flops / (sheet.peak(dtype, self.tf32) * rate / sheet.sms) + exps / (sheet.exp_rate / sheet.sms)
+        warpgroup = self.attention_kernel == "sdpa" and sheet.arch == "sm90" and backend == "flash"
+        rate = (
+            eff.efficient
+            if backend == "efficient"
+            else eff.warpgroup
+            if warpgroup
+            else eff.flash_v1
+            if self.attention_kernel == "fa1"
+            else eff.attention
+        )
+        # the exponentials after the products, not beside them: the H200's SDPA (cuDNN, a warpgroup kernel) times at
+        # d = 32, 64 and 128 fit one efficiency so (overlapped: a median 45 % and 35 % off at d = 32 and 128)
+        per_block = flops / (ceiling * rate / sheet.sms) + exps / (sheet.exp_rate / sheet.sms)
         # a block's own tiles in and out (Q and O; backward also dO, dQ, dK, dV) at its SM's share of the bandwidth
         io = (2 if not backward else 5) * br * dk * DTYPES[dtype].bytes / (sheet.bandwidth * eff.stream / sheet.sms)
         compute = _ceil(blocks / sheet.sms) * (per_block + io)
         return np.maximum(compute, (3 if backward else 1) * self.streaming(f))
 
-    def streaming(self, f: dict) -> np.ndarray:
-        return np.asarray(f["bytes"], dtype=float) / (self.sheet.bandwidth * self.eff.stream)
+    def chunk(self, f: dict, dtype: str, backward: bool = False) -> list[np.ndarray]:
+        """Seconds of each of flash-linear-attention's chunk kernels (`chunk_kernels`: two forward, four backward)
+        on the device: its blocks' products in waves over the SMs, each SM at its share of the tensor peak (the
+        state kernels' blocks walk the chunks in sequence: time ∝ chunks; the others run one block per chunk), or
+        all its blocks' bytes at the bandwidth, whichever is longer (an SM that holds two blocks draws two shares:
+        bytes, unlike products, do not wait for a wave). The states are in the activation dtype forward, in fp32
+        backward (fla's `states_in_fp32`)."""
+        sheet, eff = self.sheet, self.eff
+        batch, n, d, c = (np.asarray(f[x], dtype=float) for x in ("batch", "m", "k", "n"))
+        e = DTYPES[dtype].bytes
+        state_bytes = 4 if backward else e
+        peak_sm = sheet.peak(dtype, self.tf32) * eff.matmul / sheet.sms
+        out = []
+        for kernel in chunk_kernels(backward):
+            blocks, steps, flops, tiles, states = kernel(batch, n, d, c)
+            compute = _ceil(blocks / sheet.sms) * steps * flops / peak_sm
+            moved = blocks * steps * (tiles * e + states * state_bytes)
+            out.append(np.maximum(compute, moved / (sheet.bandwidth * eff.stream)))
+        return out
+
+    def streaming(self, f: dict, kernel: str = "") -> np.ndarray:
+        """Seconds of a kernel's bytes at the bandwidth share its layout reaches: contiguous, along a
+        non-contiguous axis (`-axis2` reductions and scans, strided views), or with a broadcast operand (a row-wise
+        outer product: both)."""
+        rate = self.sheet.bandwidth * self.eff.stream
+        if kernel.split("!")[0].endswith("-axis2") or "xview" in f or "zview" in f:
+            rate *= self.eff.strided
+        elif "bcast" in f or kernel == "outer":  # outer: a column times a row, both operands broadcast
+            rate *= self.eff.broadcast
+        return np.asarray(f["bytes"], dtype=float) / rate
 
     def kernel_seconds(self, kernel: str, f: dict, dtype: str, backward: bool = False) -> np.ndarray:
         """Device seconds of one call of a kernel (of its backward, with `backward`), not counting its launch, priced
-        by its family (`kernels.FAMILIES`): a product by its tiles' waves, fused attention by FlashAttention-2's
-        query blocks, every other family by its bytes at the bandwidth."""
+        by its family (`kernels.FAMILIES`): a product by its tiles' waves, fused attention by its backend's query
+        blocks, the chunk kernels by theirs (all of a pass's kernels together), every other family by its bytes at
+        the bandwidth share of its layout, times the passes its PyTorch code makes (`kernels.Kernel.passes`)."""
         family = family_of(kernel)
         if family == PRODUCT:
             return self.product(f, dtype)
         if family == ATTENTION:
             return self.attention(f, dtype, KERNELS[kernel].causal, backward)
-        return self.streaming(f)
+        if family == CHUNKED:
+            return np.sum(self.chunk(f, dtype, backward), axis=0)
+        code = declared(kernel)
+        return self.streaming(f, kernel) * (code.passes if code else 1.0)
 
     # -- a variant -----------------------------------------------------------------------------------------
 
@@ -209,27 +349,37 @@ class GpuModel(DeviceModel):
 
     def parts(self, variant: str, dims: dict, ns: np.ndarray, scope: str = "core", dtype: str = "fp32",
               mode: str = "inference", counting: Counting = DEFAULT_COUNTING) -> dict[str, np.ndarray]:  # fmt: skip
-        """`time` split by what bounds each kernel: `launch` (the call, and every kernel shorter than its launch), or
-        the kernel's family (`kernels.FAMILIES`: elementwise, rowwise, product, attention, chunk)."""
+        """`time` split into the device's time per kernel family (`kernels.FAMILIES`: elementwise, rowwise,
+        product, attention, chunk) and `launch`: the time the device waits for the host (`timeline`)."""
         ns = np.atleast_1d(np.asarray(ns, dtype=float))
+        calls = self._kernel_times(variant, dims, ns, scope, dtype, mode, counting)
+        passes = [[c for c in calls if not c.backward]]
+        if mode == "training":
+            passes.append([c for c in reversed(calls) if c.backward])
+        total = timeline(passes, self.launch, ns.shape)
         parts = {k: np.zeros_like(ns) for k in (LAUNCH, *FAMILIES)}
-        parts[LAUNCH] += self.eff.call_s * (2 if mode == "training" else 1)
-        for call in self._kernel_times(variant, dims, ns, scope, dtype, mode, counting):
-            bound = call.launches * self.eff.launch_s
-            parts[LAUNCH] += call.repeat * np.where(call.seconds <= bound, bound, 0.0)
-            parts[call.family] += call.repeat * np.where(call.seconds > bound, call.seconds, 0.0)
+        for c in calls:
+            parts[c.family] += c.repeat * c.seconds
+        parts[LAUNCH] = total - sum(parts[k] for k in FAMILIES)
         return parts
 
     def _kernel_times(self, variant: str, dims: dict, ns: np.ndarray, scope: str, dtype: str, mode: str,
                       counting: Counting) -> list[KernelTime]:  # fmt: skip
-        """Every kernel call of a variant on the device, forward then (training) its gradient, at every N."""
+        """Every kernel call of a variant on the device, forward then (training) its gradient, at every N; the chunk
+        op as its own kernels (`chunk_kernels`)."""
         out = []
         for kernel, f, repeat, backward in _ops(variant, scope, dtype, _key(dims), counting):
             family = family_of(kernel)
             feats = {k: np.broadcast_to(np.asarray(fn(ns), dtype=float), ns.shape) for k, fn in f.items()}
             reps = np.broadcast_to(np.asarray(repeat(ns), dtype=float), ns.shape)
+            if family == CHUNKED:
+                out += [KernelTime(kernel, family, reps, t) for t in self.chunk(feats, dtype)]
+                if mode == "training":
+                    out += [KernelTime(kernel, family, reps, t, backward=True) for t in self.chunk(feats, dtype, True)]
+                continue
             device = self.kernel_seconds(kernel, feats, dtype)
-            out.append(KernelTime(kernel, family, reps, device))
+            code = declared(kernel)
+            out.append(KernelTime(kernel, family, reps, device, launches=code.launches if code else 1))
             if mode == "training" and backward:
                 factor, launches = backward
                 if family == ATTENTION:
@@ -273,9 +423,85 @@ class GpuModel(DeviceModel):
     def with_efficiency(self, eff: Efficiency) -> GpuModel:
         return replace(self, eff=eff)
 
-    def with_launch(self, launch_s: float) -> GpuModel:
-        """The model with another host's launch cost (`predict --launch-us`)."""
-        return replace(self, eff=replace(self.eff, launch_s=launch_s))
+    def with_host(self, launch: str = "eager", launch_s: float | None = None) -> GpuModel:
+        """The model with the host a launch setting means (`host`), its launch cost set to one's own figure where
+        given (`--launch-us`: a PyTorch kernel's; a Triton kernel's grows with it, in fla's proportion)."""
+        h = host(launch)
+        if launch_s is not None:
+            h = replace(h, name=f"{h.name} (--launch-us)", launch_s=launch_s,
+                        triton_s=h.triton_s * launch_s / h.launch_s if h.launch_s else launch_s)  # fmt: skip
+        return replace(self, host=h)
+
+
+def timeline(passes: list[list[KernelTime]], host: Host, shape: tuple) -> np.ndarray:
+    """Seconds of one call with the host and the device on two timelines: the host issues each pass's kernels one
+    after the other (the pass's own `call_s` first, then each kernel's launch cost: a Triton kernel's `triton_s`,
+    any other's `launch_s`, per launch), and the device runs each kernel once it is issued and the one before it has
+    run: a queue without back-pressure, device_end = max over kernels j of (issue_j + Σ_{i ≥ j} kernel_i). The call
+    ends when both have. A loop's `repeat` identical kernels advance the queue in closed form. A harness's `lead_s`
+    (device work queued before the call) starts the device that much behind and is not timed."""
+    issued, done = np.zeros(shape), np.full(shape, host.lead_s)
+    for calls in passes:
+        issued = issued + host.call_s
+        for c in calls:
+            a = c.launches * (host.triton_s if c.family == CHUNKED else host.launch_s)
+            r, d = c.repeat, c.seconds
+            after = np.maximum.reduce([done + r * d, issued + a + r * d, issued + r * a + d])
+            done = np.where(r > 0, after, done)
+            issued = issued + r * a
+    return np.maximum(issued, done) - host.lead_s
+
+
+EFFICIENT_BLOCK = 64
+"""Query (and key) block of PyTorch's memory-efficient SDPA kernel on sm80+ (xformers' CUTLASS kernel: 64 × 64
+tiles), which prices fp32 SDPA."""
+
+
+def _chunk_tiles(d: np.ndarray) -> np.ndarray:
+    """The K and V tile side of flash-linear-attention's chunk kernels: the head dim's next power of two, at least
+    16 and at most 64 (its BK, BV: `min(max(next_power_of_2(K), 16), 64)`, the largest of chunk_fwd_h's [32, 64]
+    where shared memory allows)."""
+    return np.minimum(64.0, np.maximum(16.0, 2.0 ** np.ceil(np.log2(np.maximum(d, 1.0)))))
+
+
+def _state(batch, n, d, c):
+    """chunk_fwd_h (chunk_bwd_dh): one program per (b·h, K tile, V tile), walking the ⌈N/C⌉ chunks in sequence; a
+    step's product K_cᵀV_c (Q_cᵀdO_c), BK × C × BV, its two C-row tiles read and its BK × BV state written."""
+    t = _chunk_tiles(d)
+    return batch * _ceil(d / t) ** 2, _ceil(n / c), 2 * c * t * t, 2 * c * t, t * t
+
+
+def _output(batch, n, d, c):
+    """chunk_fwd_o: one block per (chunk, b·h, V tile): Q_cS_c (C × d × BV), Q_cK_cᵀ (C × d × C, once a V tile),
+    A_cV_c (C × C × BV); Q_c, K_c, V_c's tile read, O_c's written, the chunk's state slice (d × BV) read."""
+    t = _chunk_tiles(d)
+    flops = 2 * c * d * t + 2 * c * c * d + 2 * c * c * t
+    return batch * _ceil(n / c) * _ceil(d / t), 1, flops, 2 * c * d + 2 * c * t, d * t
+
+
+def _dqk(batch, n, d, c):
+    """chunk_bwd_dqkwg: one block per (chunk, b·h, K tile): dO_cV_cᵀ (C × d × C), dO_cS_cᵀ and V_cdS_cᵀ (C × d × BK
+    each), dA_cK_c and dA_cᵀQ_c (C × C × BK each); dO_c, V_c, Q_c's and K_c's tiles read, dQ_c's and dK_c's
+    written, the state's and its gradient's slices (d × BK each) read."""
+    t = _chunk_tiles(d)
+    flops = 2 * c * c * d + 4 * c * d * t + 4 * c * c * t
+    return batch * _ceil(n / c) * _ceil(d / t), 1, flops, 2 * c * d + 4 * c * t, 2 * d * t
+
+
+def _dv(batch, n, d, c):
+    """chunk_bwd_dv: one block per (chunk, b·h, V tile): K_cQ_cᵀ again (C × d × C), K_cdS_c (C × d × BV), A_cᵀdO_c
+    (C × C × BV); K_c, Q_c, dO_c's tile read, dV_c's written, the state gradient's slice (d × BV) read."""
+    t = _chunk_tiles(d)
+    flops = 2 * c * c * d + 2 * c * d * t + 2 * c * c * t
+    return batch * _ceil(n / c) * _ceil(d / t), 1, flops, 2 * c * d + 2 * c * t, d * t
+
+
+def chunk_kernels(backward: bool = False) -> list:
+    """flash-linear-attention's chunk kernels of one pass (fla-core 0.6: ops/common/chunk_h.py, chunk_o.py, as
+    ops/simple_gla/chunk.py calls them), each a function of (b·h, N, d, C) giving (blocks, sequential steps of a
+    block, FLOPs of a step, activation elements and state elements a step moves): forward chunk_fwd_h, chunk_fwd_o;
+    backward chunk_fwd_h again (the states recomputed, not saved), chunk_bwd_dh, chunk_bwd_dqkwg, chunk_bwd_dv."""
+    return [_state, _state, _dqk, _dv] if backward else [_state, _output]
 
 
 def input_bytes(variant: str, dims: dict, n: int, scope: str = "core", dtype: str = "fp32") -> int:

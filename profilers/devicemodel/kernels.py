@@ -111,6 +111,12 @@ class Kernel:
     causal: bool = False
     grid: bool = True
     """Timed on the grid; False: timed only at the variants' exact shapes, its grid model its twin's (`twins`)."""
+    launches: int = 1
+    """Kernels its PyTorch code launches (an element-wise chain such as poly2's four), as `torch` reads."""
+    passes: float = 1.0
+    """The bytes its PyTorch code moves as a multiple of the engine's traffic of the op (one read and one write):
+    a chain's every kernel reads and writes the whole tensor (poly2: x·x, ·0.5, +x, +1: 9 passes for 2). The
+    datasheet model prices a streaming kernel's bytes and launches by them; the op model times the code itself."""
 
     @property
     def inplace(self) -> bool:
@@ -247,8 +253,8 @@ DECLARED = (
     Kernel("store", "copy", ELEMENTWISE, _store, lambda x, z: z.copy_(x)),
     Kernel("fill", "fill", ELEMENTWISE, lambda g, at: g.zeros("Y", at.get("rows"), at.get("cols"))),
     Kernel("scale!", "scale", ELEMENTWISE, _map("scale"), lambda x: x.mul_(1.0)),
-    Kernel("poly2", "poly2", ELEMENTWISE, _map("poly2"), _poly2),
-    Kernel("elu1", "elu1", ELEMENTWISE, _map("elu1"), _torch(f"{_REF}.elu1")),
+    Kernel("poly2", "poly2", ELEMENTWISE, _map("poly2"), _poly2, launches=4, passes=9 / 2),
+    Kernel("elu1", "elu1", ELEMENTWISE, _map("elu1"), _torch(f"{_REF}.elu1"), launches=2, passes=4 / 2),
     Kernel("exp!", "exp", ELEMENTWISE, _map("exp"), lambda x: x.exp_()),
     Kernel("gelu", "gelu", ELEMENTWISE, _map("gelu"), _torch("torch.nn.functional.gelu")),
     Kernel("add", "add", ELEMENTWISE, _binary("add"), lambda x, z: x + z),
@@ -261,8 +267,10 @@ DECLARED = (
     # row-wise: several row widths
     Kernel("softmax", "softmax", ROWWISE, _map("softmax"), lambda x: x.softmax(-1)),
     Kernel("softmax-axis2", "softmax", ROWWISE, _map("softmax", axis=-2), lambda x: x.softmax(-2)),
-    Kernel("l2normalize", "l2normalize", ROWWISE, _map("l2normalize"), lambda x: _torch(f"{_REF}.l2normalize")(x, 1.0)),
-    Kernel("normalize_rows!", "normalize_rows", ROWWISE, _map("normalize_rows"), _normalize_rows, positive=True),
+    Kernel("l2normalize", "l2normalize", ROWWISE, _map("l2normalize"), lambda x: _torch(f"{_REF}.l2normalize")(x, 1.0),
+           launches=4, passes=3 / 2),  # the norms (a read), their reciprocal and gain (a row), x · norm (2)
+    Kernel("normalize_rows!", "normalize_rows", ROWWISE, _map("normalize_rows"), _normalize_rows, positive=True,
+           launches=3, passes=3 / 2),  # the row sums (a read), their gain (a row), the division in place (2)
     Kernel("layernorm", "layernorm", ROWWISE, _map("layernorm"), _layernorm),
     Kernel("sum-axis2", "sum", ROWWISE, _reduce("sum", -2), lambda x: x.sum(-2, keepdim=True)),
     Kernel("max-axis2", "max", ROWWISE, _reduce("max", -2), lambda x: x.amax(-2, keepdim=True)),
@@ -294,6 +302,13 @@ KERNELS: dict[str, Kernel] = {k.name: k for k in DECLARED}
 def family(name: str) -> list[str]:
     """The kernels of one family that the grid times, in declaration order."""
     return [k.name for k in DECLARED if k.family == name and k.grid]
+
+
+def declared(name: str) -> Kernel | None:
+    """The declaration that prices a kernel `kernel_of` names: its own or its twin's (`twins`); None for one none
+    declares."""
+    found = twins(name)
+    return KERNELS[found[0]] if found else None
 
 
 def family_of(name: str) -> str:
