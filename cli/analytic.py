@@ -370,6 +370,8 @@ def decode(
         help="Also the time per token on a device (`attn-cost devices`): a datasheet GPU (h100-sxm5-80gb, ...), a "
         "calibrated or measured one.",
     ),
+    launch: Optional[str] = o.LAUNCH,
+    launch_us: Optional[float] = o.LAUNCH_US,
     as_json: bool = o.JSON,
 ) -> None:
     """Cost of generating token N+1: a KV cache (softmax) against a recurrent state (linear, Latte); with --device,
@@ -377,7 +379,7 @@ def decode(
     names = [get_variant(x).name for x in (variant or DECODE_DEFAULT)]
     contexts = [o.positive(x, "--n") for x in (n or [1024, 4096, 16384, 65536])]
     ds = o.head_dims(d_values, embed, heads, default=o.D_DEFAULT["decode"])
-    model = resolve(device) if device is not None else None
+    model = o.with_launch(resolve(device) if device is not None else None, launch, launch_us)
     dtype = o.device_dtype(dtype, model)
     st = o.setting(convention, dtype, "decode", "inference", names, {"--L": latents})
     if model is not None:
@@ -459,7 +461,7 @@ def _decode_times(
                 "predicted_by": answering.label,
             }  # fmt: skip
     return {"name": model.name, "kind": model.kind, "memory_bytes": memory, "predicted_by": " and ".join(by),
-            "answered_by": by}  # fmt: skip
+            "answered_by": by, **o.launch_json(model)}  # fmt: skip
 
 
 def _decode_time_table(

@@ -68,6 +68,30 @@ def test_fa2_backward_is_five_products_and_the_scores_twice(gpu) -> None:
     assert us(gpu.attention(F, "bf16", causal=False, backward=True)) == pytest.approx(8 * (83.88608 + 16.384 + 8.192))
 
 
+def test_split_kv_fills_the_sms_with_the_fewest_pieces_near_the_fullest_waves() -> None:
+    """FlashAttention-2's split heuristic by hand. 8 query blocks, 512 key blocks, 100 SMs: the fullest waves are
+    whole (25 splits: 200 blocks, 2 waves); the fewest splits within 85 % of that are 11 (88 of 100 SMs: 0.88; 10
+    make 0.80). 6 blocks, 1,000 key blocks: whole waves at 50 splits, and 15 the fewest within 85 % (0.90; 14 make
+    0.84). 80 blocks on 100 SMs fill 80 %: no split.
+    3 key blocks cap it at 3 pieces (3 blocks: 9 % of the SMs, the fullest 3 splits)."""
+    from attn_cost.profilers.devicemodel.gpumodel import split_kv
+
+    assert split_kv(np.array([8.0]), np.array([512.0]), 100)[0] == 11
+    assert split_kv(np.array([6.0]), np.array([1000.0]), 100)[0] == 15
+    assert split_kv(np.array([80.0]), np.array([512.0]), 100)[0] == 1
+    assert split_kv(np.array([3.0]), np.array([3.0]), 100)[0] == 3
+
+
+def test_a_decoding_step_runs_split_kv_blocks_of_64_rows(gpu) -> None:
+    """One query row a head, 8 heads, 65,536 keys, d = 64: 8 blocks of 64 rows, keys in 256-row blocks (256 of
+    them), 11 pieces of 65,536/11 keys each (88 blocks, one wave on 100 SMs). A piece: 2 products of
+    2·64·(65,536/11)·64 FLOPs (97.6128931 µs at 10¹² FLOP/s), 64·65,536/11 exponentials (23.8312727 µs at 1.6·10¹⁰
+    a second), Q's and O's 64-row tiles (2·64·64·2 bytes at 10¹⁰ B/s: 1.6384 µs). One block a head over every key
+    (no split) would take 2·2·128·65,536·64 FLOPs alone: 2,147 µs."""
+    f = {"batch": 8, "m": 1, "k": 64, "n": 65536, "bytes": 0}
+    assert us(gpu.attention(f, "bf16", causal=False)) == pytest.approx(97.6128931 + 23.8312727 + 1.6384)
+
+
 def test_a_causal_block_sees_the_keys_up_to_it(gpu) -> None:
     """Causal, the same blocks: a block sees on average half the keys plus half its own tile: (1 + 128/1024)/2 =
     0.5625 of the products and exponentials; its tiles move whole."""

@@ -270,10 +270,17 @@ class GpuModel(DeviceModel):
         tiles = fa2_tiles(sheet.gpu, int(dk), causal) if backend == "flash" else None
         br = float((tiles or (EFFICIENT_BLOCK, EFFICIENT_BLOCK))[0])
         blocks = batch * _ceil(nq / br)
+        splits = np.ones_like(blocks)
+        if backend == "flash" and self.attention_kernel != "fa1" and not backward:  # few query blocks: split-KV
+            split_n = 256.0 if dk <= 64 else 128.0 if dk <= 128 else 64.0
+            splits = split_kv(batch * _ceil(nq / SPLIT_KV_ROWS), _ceil(nk / split_n), sheet.sms)
+            br = np.where(splits > 1, SPLIT_KV_ROWS, br)
+            blocks = np.where(splits > 1, batch * _ceil(nq / SPLIT_KV_ROWS), blocks)
         share = np.where(causal, 0.5 * (1 + br / np.maximum(nk, br)), 1.0)  # a causal block sees the keys up to it
         products, passes = (5, 2) if backward else (2, 1)  # backward: five products and the scores recomputed
-        flops = 2 * products * br * nk * dk * share
-        exps = passes * br * nk * share
+        flops = 2 * products * br * nk * dk * share / splits
+        exps = passes * br * nk * share / splits
+        blocks = blocks * splits
         warpgroup = self.attention_kernel == "sdpa" and sheet.arch == "sm90" and backend == "flash"
         rate = (
             eff.efficient
@@ -494,6 +501,37 @@ def _dv(batch, n, d, c):
     t = _chunk_tiles(d)
     flops = 2 * c * c * d + 2 * c * d * t + 2 * c * c * t
     return batch * _ceil(n / c) * _ceil(d / t), 1, flops, 2 * c * d + 2 * c * t, d * t
+
+
+SPLIT_KV_MAX = 128
+"""The most pieces FlashAttention-2's forward splits the keys into (its `num_splits_heuristic`)."""
+SPLIT_KV_ROWS = 64.0
+"""Query rows of a block of FlashAttention-2's split-KV kernel (its keys per block: 256 at d ≤ 64, 128 at d ≤ 128,
+else 64)."""
+
+
+def split_kv(blocks: np.ndarray, key_blocks: np.ndarray, sms: int) -> np.ndarray:
+    """How many pieces FlashAttention-2's forward splits the keys of each query block into, so that few query
+    blocks (a decoding step's single query row per head) still fill the SMs: none where the blocks fill 80 % of
+    them; else, of the splits up to 128, the SMs and the key blocks, the fewest whose waves are at least 85 % as
+    full as the fullest (splits that leave each piece as many key blocks as fewer splits do are skipped). Each piece
+    is a block of its own; their partial outputs are combined after by a small kernel, not priced (flash-attention's
+    split-KV path, which PyTorch's flash backend runs; FlashAttention (1) has none)."""
+    blocks, key_blocks = np.broadcast_arrays(np.asarray(blocks, dtype=float), np.asarray(key_blocks, dtype=float))
+    out = np.ones_like(blocks)
+    for i, (m, nb) in enumerate(zip(blocks.flat, key_blocks.flat, strict=True)):
+        if m >= 0.8 * sms:
+            continue
+        top = int(min(SPLIT_KV_MAX, sms, nb))
+        fills = {}
+        for s in range(1, top + 1):
+            if s > 1 and math.ceil(nb / s) == math.ceil(nb / (s - 1)):
+                continue  # the same piece size as one split fewer: not a choice
+            waves = m * s / sms
+            fills[s] = waves / math.ceil(waves)
+        best = max(fills.values())
+        out.flat[i] = min(s for s, e in fills.items() if e >= 0.85 * best)
+    return out
 
 
 def chunk_kernels(backward: bool = False) -> list:
