@@ -90,18 +90,17 @@ MASKS = [
 
 def run_all(home: Path, out: Path | None, names: set[str] | None = None, tree: Path = ROOT, tries: int = 1) -> None:
     """Every command (or those in `names`) with ATTN_COST_HOME=home, in the source tree `tree` (another checkout:
-    its `.typecheck/attn_cost` on PYTHONPATH); outputs into `out` when given. `tries`: runs of a command that
-    failed (a disturbed machine refuses a timing; what was measured is kept, and the next run resumes)."""
+    its `.typecheck/attn_cost` first on sys.path: `launcher`); outputs into `out` when given. `tries`: runs of a
+    command that failed (a disturbed machine refuses a timing; what was measured is kept, and the next run
+    resumes)."""
     env = {**os.environ, "ATTN_COST_HOME": str(home), "COLUMNS": "100", "NO_COLOR": "1"}
-    if tree != ROOT:
-        env["PYTHONPATH"] = str(tree / ".typecheck")
     for i, (name, args) in enumerate(COMMANDS):
         if names is not None and name not in names:
             continue
         with tempfile.TemporaryDirectory() as tmp:
             argv = [a.replace("{tmp}", tmp) for a in args]
             for _ in range(tries):
-                p = subprocess.run([sys.executable, "-m", "attn_cost.cli", *argv], cwd=tree, env=env,
+                p = subprocess.run([sys.executable, "-c", launcher(tree), *argv], cwd=tree, env=env,
                                    capture_output=True, text=True)  # fmt: skip
                 if p.returncode == 0:
                     break
@@ -111,6 +110,13 @@ def run_all(home: Path, out: Path | None, names: set[str] | None = None, tree: P
             for part, text in (("stdout", p.stdout), ("stderr", p.stderr), ("rc", f"{p.returncode}\n")):
                 (out / f"{i:02d}-{name}.{part}").write_text(mask(text, [tmp, str(home)]), encoding="utf-8")
             print(f"{name}: exit {p.returncode}", file=sys.stderr)
+
+
+def launcher(tree: Path) -> str:
+    """`python -c` code that runs the CLI of the checkout `tree`: its `.typecheck` first on sys.path, before the
+    working directory (whose attn_cost/ holds the package's __init__ alone) and the editable install's finder."""
+    return (f"import runpy, sys; sys.argv[0] = 'attn-cost'; sys.path.insert(0, {str(tree / '.typecheck')!r}); "
+            "runpy.run_module('attn_cost.cli', run_name='__main__', alter_sys=True)")
 
 
 def mask(text: str, paths: list[str]) -> str:
