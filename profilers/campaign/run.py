@@ -66,7 +66,15 @@ from attn_cost.profilers.measure.profile import Measurer
 from attn_cost.profilers.measure.references import stand_in
 from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.report.gather import gather
-from attn_cost.profilers.store.files import claim, head, is_html_report, is_json_of, read_input, write_atomic
+from attn_cost.profilers.store.files import (
+    claim,
+    head,
+    is_html_report,
+    is_json_of,
+    make_folder,
+    read_input,
+    write_atomic,
+)
 from attn_cost.profilers.store.store import is_results_file, read_jsonl, select
 from attn_cost.profilers.workflow.calibrating import calibrate
 from attn_cost.profilers.workflow.measuring import Events, Measuring, longest, measurer_on, open_device, open_store
@@ -451,13 +459,7 @@ def open_campaign(plan: Plan, sink: Callable[[str], None]) -> Campaign:
     is measured or written."""
 
     device, fingerprint = open_device(plan.measuring(), plan.dtypes, plan.ds)
-    out = Path(plan.out)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out} is a file, not a folder")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UserError(f"cannot write into --out {out}: {e.strerror or e}") from None
+    out = make_folder(Path(plan.out), f"--out {plan.out}")
     for path, recognise, what in outputs(plan, slug(fingerprint)):
         if os.path.lexists(path):  # an absent one (its folder yet to be made) holds nothing to lose
             claim(path, recognise, what)
@@ -786,11 +788,11 @@ def validate_step(camp: Campaign, again: bool = False) -> None:
         kwargs = {"n_max": camp.n_max, "max_lengths": plan.max_lengths, "replicates": plan.replicates}
         try:
             try:
-                done = validate_device(*args, **kwargs, opmodel=camp.opmodel, op_errors=False)
+                validated = validate_device(*args, **kwargs, opmodel=camp.opmodel, op_errors=False)
             except (ValueError, ArithmeticError) as e:  # an op-model prediction gone wrong must not cost the fit
                 camp.log(f"warning: the op model's prediction failed ({type(e).__name__}: {e}); validating without it")
-                done = validate_device(*args, **kwargs)  # every measurement is stored: lookups only
-            profile, rows = done.profile, done.rows
+                validated = validate_device(*args, **kwargs)  # every measurement is stored: lookups only
+            profile, rows = validated.profile, validated.rows
         except UserError as e:
             camp.skip(f"validation in {dtype}: {e}")
             continue

@@ -194,6 +194,18 @@ def not_stdout(path: Path, flag: str) -> Path:
     return path
 
 
+def make_folder(path: Path, what: str) -> Path:
+    """A folder attn-cost writes into, made where missing; `what` names it in the one line a file in its place, or
+    a folder that cannot be made, ends in."""
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{what} is not a directory{': it is a file' if path.is_file() else ''}")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot create {what} ({e.strerror or e})") from None
+    return path
+
+
 def read_json(path: Path, what: str) -> object:
     """The parsed JSON of a file a user names or attn-cost scans (`read_input`), or one line (UserError) saying why
     it is not readable as `what`: not UTF-8, not JSON, nested too deep, or a number too long to read (Python

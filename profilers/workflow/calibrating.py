@@ -8,11 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.paths import check_input
 from attn_cost.profilers.devicemodel.opmodel import OPMODEL_KIND, OpModel, load_opmodel, user_dir
 from attn_cost.profilers.devicemodel.tunables import Tunables
-from attn_cost.profilers.store.files import claim, is_json_of, not_stdout
+from attn_cost.profilers.store.files import claim, is_json_of, make_folder, not_stdout
 from attn_cost.profilers.store.store import ResultStore
 
 Step = Callable[[str, int, int], None]
@@ -86,10 +85,4 @@ def calibration_folder(out: Path | None, flag: str = "--out") -> Path:
     what = f"{flag} {path}" if out is not None else f"the op calibrations' folder {path}"
     if out is not None:
         not_stdout(path, flag)
-    if path.exists() and not path.is_dir():
-        raise UserError(f"{what} is not a directory")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UserError(f"cannot create {what} ({e.strerror})") from None
-    return path
+    return make_folder(path, what)
