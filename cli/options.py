@@ -20,6 +20,7 @@ from attn_cost.costmodel.dtypes import dtype_bytes, spelled
 from attn_cost.costmodel.scopes import DROPOUT_IN_INFERENCE, MODES, SCOPES
 from attn_cost.costmodel.symbols import BY_NAME, DEFAULT_DEPTH, DEFAULTS, D, L, b, d, h, h_kv, r
 from attn_cost.costmodel.variants import derive, derive_counted, get_variant
+from attn_cost.profilers.devicemodel.device import DeviceModel
 from attn_cost.profilers.devicemodel.gpumodel import LAUNCHES, GpuModel
 from attn_cost.profilers.workflow.measuring import Measuring, measuring
 
@@ -671,7 +672,7 @@ def _projections(name: str, st: Setting) -> sp.Expr:
     return sp.expand(every - none)
 
 
-def device_dtype(dtype: str | None, model) -> str:
+def device_dtype(dtype: str | None, model: DeviceModel | None) -> str:
     """--dtype as given, else the device's own (a `DeviceModel`'s: bf16 on a datasheet GPU, what a measured device
     was measured in), else fp32: so that `--device NAME` alone compares at the setting the device has numbers for."""
     return dtype or (model.dtype if model is not None else "fp32")

@@ -268,7 +268,7 @@ class GpuModel(DeviceModel):
         dk = float(next((h for h in KERNEL_HEAD_DIMS if float(np.max(d)) <= h), float(np.max(d))))
         backend, ceiling = self.sdpa_ceiling(dtype)
         tiles = fa2_tiles(sheet.gpu, int(dk), causal) if backend == "flash" else None
-        br = float((tiles or (EFFICIENT_BLOCK, EFFICIENT_BLOCK))[0])
+        br = np.asarray(float((tiles or (EFFICIENT_BLOCK, EFFICIENT_BLOCK))[0]))
         blocks = batch * _ceil(nq / br)
         splits = np.ones_like(blocks)
         if backend == "flash" and self.attention_kernel != "fa1" and not backward:  # few query blocks: split-KV
