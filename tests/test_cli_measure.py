@@ -60,9 +60,10 @@ def test_speed_crossover_on_real_kernels_is_found_or_said_to_be_out_of_reach(att
     r = attn_cost("profile", "--pair", TS, "--d", "16", "--cpu", "--repeats", "5", "--fresh", "--json")
     assert r.code == 0, r.err
     (row,) = r.json()["results"]
-    if row["n0_verdict"] in ("inconsistent", "disturbed"):  # a busy machine (tests run two at a time): said, not wrong
+    if row["n0_verdict"] in ("inconsistent", "disturbed", "unsteady"):  # a busy machine (tests run two at a time),
+        # or replicates that disagree by the replicate rule: said, with no N0 shown, not wrong
         assert row["measured_n0"] is None and row.get("n0_note")
-        pytest.skip(f"the machine was too busy to find the speed crossover: {row['n0_verdict']}")
+        pytest.skip(f"no speed crossover shown, and said why: {row['n0_verdict']} ({row['n0_note']})")
     assert row["n0_verdict"] == "found" and row["measured_n0"] > 0 and row["n0_uncertainty"] > 0
     lo, hi = row["speed"]["bracket"]
     assert lo - row["n0_uncertainty"] <= row["measured_n0"] <= hi + row["n0_uncertainty"]
