@@ -55,7 +55,7 @@ def predict(
         o.positive(value, "--n")
     o.positive(d, "--d")
     model = resolve(device)
-    dtype = dtype or model.dtype
+    dtype = o.device_dtype(dtype, model)
     st = o.setting(o.DEFAULT, dtype, scope, mode, names, {"--L": latents})
     sizes = o.sizes(d, heads, batch, latents)
     default_us = model.launch.launch_s * 1e6 if isinstance(model, GpuModel) else None

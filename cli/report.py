@@ -64,7 +64,7 @@ def report(
 
     with progress() as notify:  # the op model's bootstrap intervals take seconds a row
         notify(f"computing the report{f' with {device}' if device else ''}")
-        data = gather(names, pairs, ds, embed, n, device, st)
+        data = gather(names, pairs, ds, embed, n, model, st)
     claim(html, is_html_report, "an HTML report")  # again: the file may have appeared while the report was made
     write_atomic(html, render(data))
     if as_json:

@@ -252,7 +252,7 @@ def test_a_report_on_each_kind_names_the_model(name: str) -> None:
 
     model = resolve(name)
     pair = ("softmax", "linear")
-    data = gather(list(pair), [pair], [16], 64, 256, name, Setting(dtype=model.dtype))
+    data = gather(list(pair), [pair], [16], 64, 256, model, Setting(dtype=model.dtype))
     assert data["device"] == {"name": model.name, "kind": model.kind, "answered_by": model.answered_by}
     (row,) = data["transitions"]
     assert row["device"] == model.slug

@@ -330,10 +330,11 @@ def test_published_crossovers_are_within_a_fifth_and_held_out_times_within_the_t
 
 def test_a_report_on_a_datasheet_gpu_carries_its_predictions_and_says_so() -> None:
     from attn_cost.costmodel.crossover import Setting
+    from attn_cost.profilers.devicemodel.devices import resolve
     from attn_cost.profilers.report.gather import gather
 
     pair = ("softmax-fused", "linear")
-    data = gather(list(pair), [pair], [64], 64, 256, "l4", Setting(dtype="bf16"))
+    data = gather(list(pair), [pair], [64], 64, 256, resolve("l4"), Setting(dtype="bf16"))
     (row,) = data["transitions"]
     assert row["predicted_by"] == "datasheet" and row["predicted_n0"] is not None
     assert data["versus_d"][0]["predicted_by"] == "datasheet" and data["datasheet"]["name"] == "l4"

@@ -55,6 +55,7 @@ from attn_cost.profilers.devicemodel.calibrate import cache_sizes
 from attn_cost.profilers.devicemodel.corrections import PROFILE_KIND, profile_name
 from attn_cost.profilers.devicemodel.datasheet import for_device
 from attn_cost.profilers.devicemodel.device import row_dims
+from attn_cost.profilers.devicemodel.devices import resolve
 from attn_cost.profilers.devicemodel.gpumodel import DEVICE_ONLY, GpuModel, fitted
 from attn_cost.profilers.devicemodel.opmodel import OPMODEL_KIND, user_dir
 from attn_cost.profilers.devicemodel.tunables import DEFAULT, GPU_CAMPAIGN, QUICK
@@ -830,7 +831,8 @@ def report_step(camp: Campaign) -> None:
         variants = list(dict.fromkeys(v for pair in camp.plan.pairs for v in pair))
         setting = Setting(CONVENTION, dtype, "core", "inference")
         try:
-            data = gather(variants, list(camp.plan.pairs), sorted(set(camp.plan.ds)), 256, 1024, profile, setting)
+            model = resolve(profile)
+            data = gather(variants, list(camp.plan.pairs), sorted(set(camp.plan.ds)), 256, 1024, model, setting)
         except UserError as e:  # the measurements and profiles are written already: a report must not cost them
             camp.log(f"report: skipped in {dtype}: {e}")
             continue

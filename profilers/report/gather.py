@@ -17,7 +17,7 @@ from attn_cost.costmodel.symbols import DEFAULT_DEPTH, DEFAULTS, D, L, b, d, h, 
 from attn_cost.costmodel.variants import get_variant
 from attn_cost.profilers.devicemodel.corrections import DeviceProfile, load_profile
 from attn_cost.profilers.devicemodel.device import DeviceModel, row_dims
-from attn_cost.profilers.devicemodel.devices import MeasuredDevice, add_device_columns, resolve
+from attn_cost.profilers.devicemodel.devices import MeasuredDevice, add_device_columns
 from attn_cost.profilers.devicemodel.gpumodel import GpuModel
 from attn_cost.profilers.devicemodel.names import known_profiles
 from attn_cost.profilers.store.store import ResultStore
@@ -40,11 +40,10 @@ def gather(
     ds: list[int],
     embed: int,
     n_heads: int,
-    device: str | None,
+    model: DeviceModel | None,
     setting: Setting,
 ) -> dict:
-    """All the report's numbers, JSON-ready."""
-    model = None if device is None else resolve(device)
+    """All the report's numbers, JSON-ready; `model`: the device the caller resolved (`devices.resolve`), or None."""
     measured = model if isinstance(model, MeasuredDevice) else None
     dims = {dv: report_dims(dv) for dv in ds}
     rows = [transition_row(a, bb, dims[dv], setting, (L,)) for a, bb in pairs for dv in ds]
