@@ -59,7 +59,7 @@ from attn_cost.profilers.devicemodel.device import MEASURED, Z95, DeviceModel, D
 from attn_cost.profilers.devicemodel.names import known_profiles
 from attn_cost.profilers.devicemodel.opfit import MAD_TO_SIGMA
 from attn_cost.profilers.measure.device import CPU_TIMER, IDENTITY, slug
-from attn_cost.profilers.store.files import claim, json_data, read_json, regular_files, write_atomic
+from attn_cost.profilers.store.files import claim, json_data, make_folder, read_json, regular_files, write_atomic
 from attn_cost.profilers.store.schema import Fingerprint, SchemaError, check, load_error, rule
 from attn_cost.profilers.store.store import user_data_dir
 
@@ -426,7 +426,7 @@ class DeviceProfile:
     def save(self, root: Path) -> Path:
         """Write the profile as root/<name>.json (atomically; never over a file that is not a profile)."""
 
-        make_folder(root)
+        make_folder(root, f"the folder {root}")
         path = root / f"{self.name}.json"
         claim(path, is_profile_file, "a device profile")
         write_atomic(path, json.dumps(self.as_json(), indent=2) + "\n")
@@ -440,14 +440,6 @@ def is_profile_file(path: Path) -> bool:
     if not isinstance(data, dict):
         return False
     return data.get("kind") == PROFILE_KIND or {"schema", "slug", "device", "time", "memory"} <= data.keys()
-
-
-def make_folder(root: Path) -> None:
-    """Create a folder attn-cost writes into, or say in one line why it cannot."""
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UserError(f"cannot create the folder {root}: {e.strerror or e}") from None
 
 
 # -- the profile file's schema ---------------------------------------------------------------------

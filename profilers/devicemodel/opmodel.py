@@ -83,7 +83,7 @@ from attn_cost.profilers.devicemodel.opfit import (
     Streaming,
 )
 from attn_cost.profilers.measure.device import slug
-from attn_cost.profilers.store.files import MAX_INPUT_BYTES, claim, is_json_of, read_input, write_atomic
+from attn_cost.profilers.store.files import MAX_INPUT_BYTES, claim, is_json_of, make_folder, read_input, write_atomic
 from attn_cost.profilers.store.schema import Fingerprint, SchemaError, check, load_error, rule
 from attn_cost.profilers.store.store import user_data_dir
 
@@ -463,9 +463,7 @@ class OpModel:
 
     def save(self, root: Path) -> Path:
         """Write the calibration as root/<slug>.json (atomically; never over a file that is not a calibration)."""
-        from attn_cost.profilers.devicemodel.corrections import make_folder
-
-        make_folder(root)
+        make_folder(root, f"the folder {root}")
         path = root / f"{self.slug}.json"
         claim(path, is_json_of(OPMODEL_KIND), "an op calibration")
         write_atomic(path, self.to_text())

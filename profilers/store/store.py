@@ -37,7 +37,7 @@ from attn_cost.costmodel.scopes import SCOPES
 from attn_cost.profilers import DATA
 from attn_cost.profilers.measure.device import slug
 from attn_cost.profilers.measure.gpu_record import EAGER_ONLY, GRAPH, is_method
-from attn_cost.profilers.store.files import head, is_regular, new_file_mode, read_input, regular_files
+from attn_cost.profilers.store.files import head, is_regular, make_folder, new_file_mode, read_input, regular_files
 from attn_cost.profilers.store.schema import Fingerprint, SchemaError, check, rule
 
 SCHEMA = 1
@@ -569,10 +569,7 @@ class Database:
                     stale.unlink(missing_ok=True)
         if file.exists():
             return
-        try:
-            file.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise UserError(f"cannot create the results directory {file.parent}: {e.strerror or e}") from None
+        make_folder(file.parent, f"the results directory {file.parent}")
         fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=f"{prefix}{os.getpid()}.", suffix=".tmp")
         os.close(fd)
         os.chmod(tmp, new_file_mode())  # as a file the user creates (mkstemp's are private)
