@@ -30,7 +30,7 @@ from attn_cost.costmodel.counting import DEFAULT_COUNTING, Counting, N_kv
 from attn_cost.costmodel.crossover import Poly, Setting, at_sizes, compare, cost_branches, evaluate
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS, MEASURED_DEPTH, N
-from attn_cost.costmodel.variants import derive
+from attn_cost.costmodel.variants import derive_counted
 
 MEASURED, CALIBRATED, DATASHEET = "measured", "calibrated", "datasheet"
 KINDS = {
@@ -256,11 +256,11 @@ def peak_bytes(
     counting: Counting = DEFAULT_COUNTING,
 ) -> int:
     """Peak bytes of one call: the engine's peak of the op list at the dtype (in training, the larger of the
-    forward walk and the backward walk, `Derived.backward_steps`), built as `counting` has it (N_kv, biases)."""
+    forward walk and the backward walk, `Derived.backward_steps`), built as `counting` has it (N_kv, biases,
+    dropout, a padding mask: `derive_counted`)."""
 
-    kv = counting.n_kv is not None
-    sizes = {**dims, N: n, **({N_kv: counting.n_kv} if kv else {})}
-    return int(derive(variant, scope, mode, kv, counting.bias).peak(dtype).at(sizes)[0])
+    sizes = {**dims, N: n, **({N_kv: counting.n_kv} if counting.n_kv is not None else {})}
+    return int(derive_counted(variant, scope, mode, counting).peak(dtype).at(sizes)[0])
 
 
 GRID = 240

@@ -27,10 +27,9 @@ from dataclasses import asdict, dataclass, replace
 from itertools import pairwise
 
 import numpy as np
-from attn_cost.costmodel.counting import Counting
+from attn_cost.costmodel.counting import DEFAULT_COUNTING, Counting
 from attn_cost.costmodel.crossover import Setting
-from attn_cost.costmodel.symbols import C, N
-from attn_cost.costmodel.variants import derive_counted
+from attn_cost.costmodel.symbols import C
 from attn_cost.profilers import DATA
 from attn_cost.profilers.devicemodel.corrections import SHIPPED as SHIPPED_PROFILES
 from attn_cost.profilers.devicemodel.corrections import load_profile
@@ -350,12 +349,9 @@ def one_step_bytes(row: Row, options: bool | None = None) -> int:
     """The engine's training peak of one forward + backward at the row's setup (bytes): the maximum over the
     forward and backward walks of the op list, fused attention's backward scratch included; with the harness's
     dropout and key padding mask where the row was measured with them (options None: as the row says)."""
-    if not (row.harness_options if options is None else options):
-        return peak_bytes(row.variant, row_dims(row.sizes), row.n, dtype=row.dtype, mode="training")
-    # the device model's peak_bytes builds its op lists without the two options: the engine's peak directly
-    counting = Counting(dropout=HARNESS_P, padding_mask=True)
-    derived = derive_counted(row.variant, "core", "training", counting)
-    return int(derived.peak(row.dtype).at({**row_dims(row.sizes), N: row.n})[0])
+    with_options = row.harness_options if options is None else options
+    counting = Counting(dropout=HARNESS_P, padding_mask=True) if with_options else DEFAULT_COUNTING
+    return peak_bytes(row.variant, row_dims(row.sizes), row.n, dtype=row.dtype, mode="training", counting=counting)
 
 
 MEMORY_SETUP = [
