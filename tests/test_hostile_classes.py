@@ -44,14 +44,16 @@ def _one_line(code: int, err: str, says: str = "") -> str:
     return lines[0]
 
 
-def _script(args: list[str], cwd: Path, file_limit: int | None = None) -> subprocess.CompletedProcess:
+def _script(
+    args: list[str], cwd: Path, file_limit: int | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
     def limit() -> None:
         if file_limit is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit))
 
     env = {**os.environ, "ATTN_COST_HOME": str(cwd / "home")}
     return subprocess.run(
-        [sys.executable, *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=300, preexec_fn=limit
+        [sys.executable, *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=timeout, preexec_fn=limit
     )
 
 
@@ -66,19 +68,28 @@ def _doc(path: Path, begin: str, end: str, eol: str = "\r\n", tail: bytes = b"")
 
 @pytest.mark.integration  # the scripts in new processes
 def test_scripts_users_run_keep_the_clis_promises(tmp_path) -> None:
-    """A file-size limit, a second target without markers, a target that is no regular file: one line, exit 2,
-    every target byte for byte as it was, no temporary file left; a good CRLF target keeps CRLF and every byte
-    outside its block."""
+    """A file-size limit, a second target without markers, a target that is no regular file (a FIFO among them):
+    one line, exit 2, every target byte for byte as it was, no temporary file left; gpu_table.py refuses a bad
+    target before its commands run (nothing printed); a good CRLF target keeps CRLF and every byte outside its
+    block. The file-size limit is met in the scripts' one writer (docblock.fill) through the quickest script."""
+    begin, end = "<!-- opmodel-validation: begin -->", "<!-- opmodel-validation: end -->"
+    limited = tmp_path / "limited.md"
+    before = _doc(limited, begin, end, tail=b"\xff not UTF-8\r\n")
+    proc = _script([str(BENCH / "opmodel_validation.py"), str(VALIDATION), "--into", "limited.md"], tmp_path,
+                   file_limit=4096)  # fmt: skip
+    _one_line(proc.returncode, proc.stderr, "limited.md")
+    assert limited.read_bytes() == before
+
     begin, end = "<!-- gpu-table: begin -->", "<!-- gpu-table: end -->"
     notes = tmp_path / "notes.md"
     before = _doc(notes, begin, end, tail=b"\xff not UTF-8\r\n")
-    proc = _script([str(BENCH / "gpu_table.py"), "--into", "notes.md"], tmp_path, file_limit=4096)
-    _one_line(proc.returncode, proc.stderr, "notes.md")
     (tmp_path / "plain.md").write_text("no markers here\n")
     (tmp_path / "reversed.md").write_text(f"{end}\n{begin}\n")
-    for second in ["plain.md", "reversed.md", "missing.md", "."]:
-        proc = _script([str(BENCH / "gpu_table.py"), "--into", "notes.md", "--into", second], tmp_path)
+    os.mkfifo(tmp_path / "fifo")
+    for second in ["plain.md", "reversed.md", "missing.md", ".", "fifo"]:
+        proc = _script([str(BENCH / "gpu_table.py"), "--into", "notes.md", "--into", second], tmp_path, timeout=60)
         _one_line(proc.returncode, proc.stderr, second.strip("."))
+        assert proc.stdout == "", second  # refused before the tables were made
     assert notes.read_bytes() == before
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary file left
 
@@ -115,6 +126,17 @@ def test_every_into_and_output_of_the_scripts_is_checked_before_any_is_written(t
         proc = _script(args, tmp_path)
         _one_line(proc.returncode, proc.stderr)
     assert mine.read_text() == '{"my": "own data"}\n'
+    os.mkfifo(tmp_path / "fifo.json")
+    (tmp_path / "recorded").mkdir()
+    (tmp_path / "primed").mkdir()
+    os.mkfifo(tmp_path / "recorded" / "00-profile.stdout")  # where same_outputs.py writes its first output
+    for args in (
+        [str(BENCH / "gpu_rehearsal.py"), "--json", "fifo.json"],
+        [str(BENCH / "trace_table.py"), "--print", "--json", "fifo.json"],
+        [str(BENCH / "same_outputs.py"), "record", "recorded", "--home", "primed"],
+    ):
+        proc = _script(args, tmp_path, timeout=60)  # refused before any work, the FIFO unopened
+        _one_line(proc.returncode, proc.stderr, "FIFO")
 
 
 # -- 2. an import says what it replaces and never puts an older or worse record over a stored one ------------
