@@ -211,16 +211,6 @@ def test_a_measured_device_answers_with_its_profile_and_else_its_op_calibration(
 SHIPPED = sorted(kinds())
 
 
-@pytest.fixture
-def few_replicates(monkeypatch) -> None:
-    """An op calibration's crossing and times drawn from 3 bootstrap replicates instead of 100: the same path (each
-    replicate refitted, the interval and the tie from their spread) for tests that check which model answered,
-    not the interval's width (a hundred refits made a crossover on a calibrated CPU take 10-20 s)."""
-    from attn_cost.profilers.devicemodel import oppredict
-
-    monkeypatch.setattr(oppredict, "BOOTSTRAP", 3)
-
-
 def test_every_kind_ships() -> None:
     assert set(kinds().values()) == {MEASURED, CALIBRATED, DATASHEET}
 
