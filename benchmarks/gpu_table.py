@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # docblock.py, beside this script
 
-from docblock import fill
+from docblock import check, fill
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- gpu-table: begin -->", "<!-- gpu-table: end -->"
@@ -167,6 +167,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--into", type=Path, action="append", default=[], help="README.md (short) or another file")
     args = parser.parse_args()
+    check(args.into, BEGIN, END)  # every target, before the 20 s of commands: a bad one costs nothing
     items = rows()
     print(markdown(items, short=False))
     fill({path: markdown(items, short=path.name == "README.md") for path in args.into}, BEGIN, END)

@@ -7,8 +7,10 @@ commands register on `cli.app.app` as their modules are imported (`cli.commands`
 
 from __future__ import annotations
 
+import functools
 import sys
 import warnings
+from typing import Any
 
 import click
 import typer
@@ -21,6 +23,19 @@ from attn_cost.cli.trace import add_user_options
 from attn_cost.costmodel.errors import InputWarning, PricingWarning, UserError
 
 
+@functools.cache
+def command_line() -> Any:
+    """The whole CLI as one click command, built once a process (it took a sixth of a second, on every `main` call
+    made in one process: the tests, a notebook): typer's command of the registered commands, with what every
+    command gets (--variants and --trace, help metavars, size limits, each repeated value once)."""
+    command = typer.main.get_command(app)
+    add_user_options(command)  # --variants PATH and --trace PATH:NAME on every command
+    polish_help(command)
+    bound_sizes(command)
+    once_each(command)
+    return command
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit code."""
     started()
@@ -29,11 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     click_errors = _click_exceptions()
     stdout = sys.stdout
     try:
-        command = typer.main.get_command(app)
-        add_user_options(command)  # --variants PATH and --trace PATH:NAME on every command
-        polish_help(command)
-        bound_sizes(command)
-        once_each(command)
+        command = command_line()
         one_value_each(command, sys.argv[1:] if argv is None else argv)
         result = command.main(args=argv, prog_name="attn-cost", standalone_mode=False)
     except click_errors.ClickException as e:  # click's usage and parameter errors (typer's own copy or click)

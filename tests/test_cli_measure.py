@@ -89,7 +89,8 @@ def test_a_torn_results_line_is_a_warning_and_a_foreign_file_an_error(cli, tmp_p
     assert exported.code == 0 and len(exported.out.splitlines()) == 2  # time and memory
     legacy = tmp_path / "legacy"
     legacy.mkdir()
-    (legacy / "cpu-x.jsonl").write_text(exported.out + '{"schema": 1, "kin\n')  # an earlier version's file, torn
+    torn = exported.out + '{"schema": 1, "kin\n'
+    (legacy / "cpu-test-0a1b2c.jsonl").write_text(torn)  # an earlier version's file (named by device), torn
     warned = cli("measure", "--variant", "softmax", "--n", "16", "--d", "8", "--store", str(legacy), "--json")
     assert warned.code == 0 and "line skipped" in warned.err and "line 3" in warned.err
     assert warned.json()["results"][0]["seconds"] == ok.json()["results"][0]["seconds"]  # migrated and reused

@@ -10,9 +10,9 @@ shell redirection follow it: the file it points to is checked and replaced, and 
 
 Reading. Every file a user names (an import, a profile, a calibration, a config, a variant file) and every
 file attn-cost finds in a folder it scans is read through `read_input`: a regular file of at most
-`MAX_INPUT_BYTES`, opened so that a FIFO or a device can never block or stream forever. Scans
-(`regular_files`) pass over anything that is not a regular file: FIFOs, sockets, devices, dangling links
-and link loops.
+`MAX_INPUT_BYTES`, checked before it is opened, so that a FIFO or a device is never opened, never blocks and never
+streams forever. Scans (`regular_files`) pass over anything that is not a regular file: FIFOs, sockets, devices,
+dangling links and link loops.
 """
 
 from __future__ import annotations
@@ -53,8 +53,13 @@ def regular_files(folder: Path, pattern: str) -> list[Path]:
 
 
 def _open_regular(path: Path, what: str) -> int:
-    """A descriptor of a regular file, opened without blocking (a FIFO would wait for a writer), else one line."""
+    """A descriptor of a regular file, else one line. Anything else is refused before it is opened (opening a FIFO
+    would release a writer waiting on it; opening a device can act on it); the open itself does not block and is
+    checked again, for a file swapped for a FIFO in between."""
     try:
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            raise not_regular(path, mode, what)
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
         raise UserError(f"cannot read {what} {path}: {os_reason(e)}") from None

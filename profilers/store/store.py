@@ -8,7 +8,8 @@ unique index, so a lookup stays one index probe at 100,000 records.
 
 JSON lines remain the sharing format (`attn-cost results export|import`) and the format of the
 measurements shipped in `profilers/data/results/`. Results files of earlier versions
-(`<results dir>/<device>.jsonl`) are imported once, the first time the database is opened.
+(`<results dir>/<device slug>.jsonl`) are imported once, the first time `<results dir>/results.db` is opened to
+write (`migrate_legacy`); no other file in the folder is read.
 Every record read from any file passes one schema (`Record.check`); a line that fails it is
 reported with its line number, grouped by reason, and skipped.
 """
@@ -758,12 +759,26 @@ def device_matches(rec: dict, device: str | None) -> bool:
     return needle == slug(rec["device"]) or needle in rec["device"]["name"].lower()
 
 
+LEGACY_NAME = re.compile(r"[a-z]+-[a-z0-9-]*-[0-9a-f]{6}\.jsonl")
+"""How an earlier version named its results files: one per device, `<results dir>/<device slug>.jsonl`
+(`measure.device.slug`: kind, name, a 6-digit hash), in the folder whose database is now `<results dir>/results.db`."""
+LEGACY_LOOKED = "(the earlier version's files looked for)"
+"""The `migrated` row that says a database has looked for the earlier version's files: no later open reads its
+folder again."""
+
+
 def migrate_legacy(db: Database, root: Path) -> list[str]:
-    """Import each earlier-version results file (`root/*.jsonl`) once; returns warnings."""
+    """Import the results files an earlier version kept in `root` (`LEGACY_NAME`, beside `results.db`), once per
+    database: the first writable open looks, imports each file in its own transaction and marks the database; no
+    later open reads the folder, and a file that could not be imported is named that once. A database of another
+    name (`--store FILE.db`) had no earlier layout, and JSON lines of other names are never read (`results import`
+    takes those). Returns warnings."""
+    if db.path.name != DB_NAME or db.migrated(LEGACY_LOOKED):
+        return []
     warnings: list[str] = []
     for path in regular_files(root, "*.jsonl"):
         source = str(real(path))
-        if db.migrated(source):
+        if not LEGACY_NAME.fullmatch(path.name) or db.migrated(source):
             continue
         try:
             records, problems = read_jsonl(path)
@@ -774,6 +789,7 @@ def migrate_legacy(db: Database, root: Path) -> list[str]:
         warnings += problems.warnings()
         if count:
             warnings.append(f"imported {count} records from {path} into {db.path} (once; the file is left as it was)")
+    db.put_many([], source=LEGACY_LOOKED)
     return warnings
 
 
