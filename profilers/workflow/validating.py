@@ -291,7 +291,7 @@ def read_summary(path: Path) -> dict:
 MEASURED_KEYS = (
     "a", "b", "d", "heads", "batch", "measured_n0", "n0_uncertainty", "measured_n1", "n1_uncertainty", "n0_verdict",
     "n0_note", "n0_replicates", "n0_bracket", "n0_lengths", "n0_earlier", "n0_standing", "n0_launch_bound",
-    "n1_verdict",
+    "n0_tie", "n0_regret", "n0_range", "n1_verdict",
 )  # fmt: skip
 """What a profile keeps of each measured unit (`crossover --device` shows them)."""
 
