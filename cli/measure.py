@@ -121,7 +121,8 @@ def _profile_table(rows: list[dict], measurer, n_max: int) -> None:
     render.sentence(
         "model: where B needs no more FLOPs (N0) or peak memory (N1). measured: found on this device (± the "
         "spread of repeated searches)"
-        + ("; tie: the lengths where neither is faster beyond the noise (said below)" if _ties(rows) else "")
+        + ("; tie: the lengths where either is as fast, neither faster beyond the noise (said below)"
+           if _ties(rows) else "")
         + ". lengths: sequence lengths whose timings were kept (disturbed runs are thrown away). seconds: wall "
         "time spent on the pair."
     )

@@ -111,7 +111,7 @@ def test_replicates_that_disagree_within_the_noise_over_a_stretch_are_a_tie() ->
     assert t.tie == (99, 111) and t.n0_range == (91, 140)
     means = [(1.004 * 1.02 * 0.98 * 1.01) ** (1 / 4), (0.996 * 0.99 * 1.03 * 0.97) ** (1 / 4), (1.01 * 0.99) ** (1 / 3)]
     assert t.regret == pytest.approx(max(abs(m - 1) for m in means), rel=1e-9)  # 0.0037, at 101
-    assert "from N = 99 to 111" in t.note and "between 91 and 140" in t.note and len(t.replicates) == 4
+    assert "as fast from N = 99 to 111" in t.note and "between 91 and 140" in t.note and len(t.replicates) == 4
 
 
 @pytest.mark.parametrize(
@@ -134,7 +134,7 @@ def test_replicates_that_disagree_without_a_quiet_stretch_stay_unsteady(case: st
     assert replicated(t, ns, runs).verdict == "unsteady"
 
 
-def _tie_timer(discarded: bool = False, wiggle: float = 0.01):
+def tie_timer(discarded: bool = False, wiggle: float = 0.01):
     """`time_cases` of a world where B = 1.3·N² ns and A jumps so that tB/tA is 1.3 below N = 250, 1 ± `wiggle`
     from 250 to 350 (+ on a length's even-numbered timings, − on its odd ones: the replicates disagree) and 0.7
     above: both times grow with N (no trend break). Each timing's runs spread by ±1.5 % about the median (its own
@@ -162,7 +162,7 @@ def test_a_quiet_machine_where_the_curves_are_within_the_noise_gets_a_tie(tmp_pa
     timed once (a close call timed again replaces the first), at 1 ± 1 %."""
     import attn_cost.profilers.measure.profile as prof
 
-    timer, timed = _tie_timer()
+    timer, timed = tie_timer()
     monkeypatch.setattr(prof, "time_cases", timer)
     m = Measurer("cpu", ResultStore(fingerprint("cpu"), tmp_path), repeats=3)
     row = profile_pair(*PAIR, Sizes(N=1, d=8), m, Setting(), costs=("time",)).as_json()
@@ -177,7 +177,7 @@ def test_a_quiet_machine_where_the_curves_are_within_the_noise_gets_a_tie(tmp_pa
 def test_a_busy_machine_with_the_same_timings_still_declines(tmp_path, monkeypatch) -> None:
     import attn_cost.profilers.measure.profile as prof
 
-    timer, _ = _tie_timer(discarded=True)
+    timer, _ = tie_timer(discarded=True)
     monkeypatch.setattr(prof, "time_cases", timer)
     m = Measurer("cpu", ResultStore(fingerprint("cpu"), tmp_path), repeats=3)
     row = profile_pair(*PAIR, Sizes(N=1, d=8), m, Setting(), costs=("time",)).as_json()
@@ -297,9 +297,10 @@ def test_the_cells_and_counts_say_the_standing() -> None:
 # -- fitting and judging from records alone ----------------------------------------------------------------
 
 
-def _records_file(tmp_path, monkeypatch, drop_replicates: bool = False):
+def _records_file(tmp_path, monkeypatch, drop_replicates: bool = False, tie: bool = False):
     """A CPU's records of the TaylorShift pair at d = 8, 12, 16 with A = N², B = 300·N·d/8 (ns), as a results file:
-    what `results export` writes. Memory: traced at two lengths per head dim (the fit needs two)."""
+    what `results export` writes. Memory: traced at two lengths per head dim (the fit needs two). `tie`: timed in the
+    tie world of `tie_timer` instead (the same at every head dim)."""
     import attn_cost.profilers.measure.profile as prof
 
     costs = {PAIR[0]: lambda n: float(n * n), PAIR[1]: None}
@@ -307,8 +308,8 @@ def _records_file(tmp_path, monkeypatch, drop_replicates: bool = False):
     found = {}
     for d in (8, 12, 16):
         costs[PAIR[1]] = lambda n, d=d: 300.0 * n * d / 8
-        monkeypatch.setattr(prof, "time_cases", _fake_timer(dict(costs)))
-        m = Measurer("cpu", store)
+        monkeypatch.setattr(prof, "time_cases", tie_timer()[0] if tie else _fake_timer(dict(costs)))
+        m = Measurer("cpu", store, repeats=3 if tie else 7)
         found[d] = profile_pair(*PAIR, Sizes(N=1, d=d), m, Setting(), costs=("time",), replicates=2)
         for n in (64, 128):
             for v in PAIR:
@@ -347,6 +348,34 @@ def test_validate_from_records_fits_and_judges_without_timing(cli, tmp_path, mon
     assert shown.code == 0, shown.err
     (row,) = shown.json()["results"]
     assert row["measured_n0"] == rows[12]["measured_n0"] and row["n0_standing"] == "stands"
+
+
+def test_validate_and_crossover_device_show_a_tie_read_from_records(cli, tmp_path, monkeypatch) -> None:
+    """Records taken in the tie world: `validate --records` judges the stored search and replicates a tie that
+    stands, keeps it in the device profile, and `crossover --device` and the report show it in their measured N0
+    columns."""
+    path, found = _records_file(tmp_path, monkeypatch, tie=True)
+    _forbid_timing(monkeypatch)
+    r = cli("validate", "--records", str(path), "--pair", ":".join(PAIR), "--fit-d", "8", "--fit-d", "16", "--d", "12",
+            "--json")  # fmt: skip
+    assert r.code == 0, r.err
+    data = r.json()
+    row = next(x for x in data["results"] if x["d"] == 12)
+    live = found[12].speed
+    assert live.verdict == "tie" and row["n0_verdict"] == "tie" and row["n0_standing"] == "stands"
+    assert row["n0_tie"] == list(live.tie) and row["n0_range"] == list(live.n0_range) and row["measured_n0"] is None
+    table = cli("validate", "--records", str(path), "--pair", ":".join(PAIR), "--fit-d", "8", "--fit-d", "16", "--d",
+                "12", "--no-save")  # fmt: skip
+    assert table.code == 0 and f"tie {live.tie[0]}–{live.tie[1]}" in table.out
+    shown = cli("crossover", "--pair", ":".join(PAIR), "--d", "12", "--device", data["slug"], "--json")
+    (crossing,) = shown.json()["results"]
+    assert crossing["n0_verdict"] == "tie" and crossing["n0_tie"] == row["n0_tie"] and crossing["n0_regret"] > 0
+    terminal = cli("crossover", "--pair", ":".join(PAIR), "--d", "12", "--device", data["slug"], env={"COLUMNS": "80"})
+    assert f"tie {live.tie[0]}–{live.tie[1]}" in terminal.out and "either as fast" in " ".join(terminal.out.split())
+    page = tmp_path / "report.html"
+    made = cli("report", "--html", str(page), "--pair", ":".join(PAIR), "--d", "12", "--device", data["slug"])
+    assert made.code == 0, made.err
+    assert page.read_text(encoding="utf-8").count(f"<td>tie {live.tie[0]}–{live.tie[1]}</td>") == 2  # both tables
 
 
 def test_validate_from_records_without_replicates_says_the_crossover_is_unsteady(cli, tmp_path, monkeypatch) -> None:
