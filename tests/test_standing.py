@@ -120,6 +120,7 @@ def test_replicates_that_disagree_within_the_noise_over_a_stretch_are_a_tie() ->
         "a busy machine: as many rounds thrown away as kept",
         "B faster at 80, before A at 90",
         "B faster at 91, next to A at 90: no length between",
+        "no replicates: one run's own noise does not show the spread between runs",
     ],
 )
 def test_replicates_that_disagree_without_a_quiet_stretch_stay_unsteady(case: str) -> None:
@@ -127,6 +128,8 @@ def test_replicates_that_disagree_without_a_quiet_stretch_stay_unsteady(case: st
     if case.startswith("a busy"):
         t = replace(t, probes=[replace(p, discarded=p.runs) for p in t.probes])
         runs = [[replace(p, discarded=p.runs) for p in run] for run in runs]
+    elif case.startswith("no replicates"):  # 99 and 101 within their own noise (1 %), 80 and 140 far outside it
+        t, runs = replace(t, probes=[replace(p, noise=0.01) for p in t.probes]), []
     elif case.startswith("B faster at 80"):
         t = replace(t, probes=[replace(t.probes[0], b=0.7), *t.probes[1:]])
     else:
@@ -200,6 +203,8 @@ def test_a_tie_is_shown_and_agrees_with_a_crossing_inside_its_range() -> None:
     tie = {"a": "x", "b": "y", "n0_verdict": "tie", "measured_n0": None, "n0_tie": [250, 292], "n0_range": [247, 292]}
     assert cell(None, None, "tie", "stands", tie=tie["n0_tie"]) == "tie 250–292"
     assert cell(None, None, "tie", "stands", tie=tie["n0_tie"], compact=True) == "tie 250–292"
+    split = "split by the timer's switch: timings from 186 to 291 µs"
+    assert cell(None, None, "tie", split, tie=[3200, 3200]) == "tie 3,200 (not standing: split by the timer's switch)"
     inside = {"a": "x", "b": "y", "n0_verdict": "found", "measured_n0": 300.0, "n0_uncertainty": 10.0}  # 290-310
     outside = {**inside, "measured_n0": 320.0}  # 310-330
     assert judge(tie, lambda v, n: [], lambda v: [], None, [[tie, inside]])["n0_standing"] == "stands"

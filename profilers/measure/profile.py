@@ -541,10 +541,12 @@ def tied(t: Transition, lengths: list[int], runs: list[list[Probe]]) -> Transiti
         return None
     crossings = _crossings(t, runs)
     shown = ", ".join(f"{c:,.0f}" for c in crossings) or "none"
+    lo, hi = tie.stretch
+    where = f"at N = {lo:,}" if lo == hi else f"from N = {lo:,} to {hi:,}"
     note = (
-        f"either is as fast from N = {tie.stretch[0]:,} to {tie.stretch[1]:,} (neither faster beyond the noise; they "
-        f"differ there by at most {tie.regret:.1%}, the regret), so N0 lies between {tie.n0_range[0]:,} and "
-        f"{tie.n0_range[1]:,}; the replicates' crossings: {shown}"
+        f"either is as fast {where} (neither faster beyond the noise; they differ there by at most {tie.regret:.1%}, "
+        f"the regret), so N0 lies between {tie.n0_range[0]:,} and {tie.n0_range[1]:,}; the replicates' crossings: "
+        f"{shown}"
     )
     return replace(t, verdict="tie", measured=None, uncertainty=None, replicates=crossings, lengths=lengths,
                    tie=tie.stretch, regret=tie.regret, n0_range=tie.n0_range, note=note)  # fmt: skip

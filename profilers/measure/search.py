@@ -28,7 +28,8 @@ order of N, the lengths where one is faster show A then B (never B then A), and 
 where A is faster and the first where B is (or the ends of the lengths timed): that stretch is where either is as
 fast, its regret the most the mean ratio there differs from 1 (|tB/tA − 1|), and N0 lies after the last length where
 A was faster, up to the first where B was. Only a quiet machine ties (`quiet`): a busy one's kept timings can hide slow
-spells no clock showed, and its verdict stays what the replicate rule says; and only within TIE_REGRET (a stretch
+spells no clock showed, and its verdict stays what the replicate rule says; only from timings that show the spread
+between runs (some length timed more than once); and only within TIE_REGRET (a stretch
 whose ratio is off 1 by more is not "as fast", whatever the noise).
 """
 
@@ -356,9 +357,10 @@ def quiet(probes: list[Probe]) -> bool:
     return sum(p.discarded for p in probes) <= QUIET_SHARE * sum(p.runs for p in probes)
 
 
-def faster_by_length(probes: list[Probe], level: float = TIE_LEVEL) -> list[tuple[int, str, float | None]]:
+def faster_by_length(probes: list[Probe], level: float = TIE_LEVEL) -> tuple[list[tuple[int, str, float | None]], int]:
     """Per length timed, in order of N, which variant its timings say is faster, with their mean time ratio tB/tA:
-    `A`, `B`, or `=` where the `level` confidence interval of the mean of ln(tB/tA) over its timings holds 0.
+    `A`, `B`, or `=` where the `level` confidence interval of the mean of ln(tB/tA) over its timings holds 0; and the
+    degrees of freedom of the spread between runs (0: no length timed twice).
 
     The spread of one timing's log ratio is the device's noise between runs: the variance of the lengths timed more
     than once about their own means, pooled (Student t with their degrees of freedom), and never less than the
@@ -382,17 +384,20 @@ def faster_by_length(probes: list[Probe], level: float = TIE_LEVEL) -> list[tupl
         mean = statistics.fmean(logs[n])
         half = quantile * math.sqrt(max(pooled, statistics.fmean(p.noise**2 for p in ps)) / len(ps))
         out.append((n, "=" if abs(mean) <= half else "A" if mean > 0 else "B", math.exp(mean)))
-    return out
+    return out, df
 
 
 def tie_of(probes: list[Probe], level: float = TIE_LEVEL) -> Tie | None:
-    """The tie the timings show (see the module's docstring), or None: a busy machine (`quiet`), no length between
+    """The tie the timings show (see the module's docstring), or None: a busy machine (`quiet`), no length timed more
+    than once (a tie is read from the spread between runs: one run's own noise does not show it), no length between
     the last where A was faster and the first where B was (none where B was faster before A was), or a regret above
     TIE_REGRET. Where no length beyond the stretch showed one of them faster, the N0 range ends with the
     stretch (B no slower there beyond the noise, nor A below it)."""
     if not quiet(probes):
         return None
-    judged = faster_by_length(probes, level)
+    judged, df = faster_by_length(probes, level)
+    if not df:
+        return None
     sides = [side for _, side, _ in judged]
     last_a = max((i for i, side in enumerate(sides) if side == "A"), default=-1)
     first_b = min((i for i, side in enumerate(sides) if side == "B"), default=len(sides))

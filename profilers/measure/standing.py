@@ -66,6 +66,11 @@ def span(value: object) -> tuple[float, float] | None:
     return None
 
 
+def lengths(pair: tuple[float, float]) -> str:
+    """A stretch of lengths in words: `1,306–1,598`, or `3,200` where it is one length."""
+    return f"{pair[0]:,.0f}" if pair[0] == pair[1] else f"{pair[0]:,.0f}–{pair[1]:,.0f}"
+
+
 def placed(row: dict) -> tuple[float, float] | None:
     """Where a measurement puts N0 (a row with n0_verdict, measured_n0, n0_uncertainty, n0_range): a found
     crossing's interval, a tie's N0 range; None for the other verdicts."""
@@ -97,7 +102,7 @@ def said(row: dict) -> str:
         return f"found {row['measured_n0']:,.0f} ± {row.get('n0_uncertainty') or 0:,.0f}"
     tie, n0 = span(row.get("n0_tie")), span(row.get("n0_range"))
     if row.get("n0_verdict") == "tie" and tie and n0:
-        return f"tie {tie[0]:,.0f}–{tie[1]:,.0f} (N0 {n0[0]:,.0f}–{n0[1]:,.0f})"
+        return f"tie {lengths(tie)} (N0 {lengths(n0)})"
     return str(row.get("n0_verdict"))
 
 
@@ -201,7 +206,7 @@ def cell(value: float | None, spread: float | None, verdict: str | None, standin
     launch-bound (`crossover --device` says so under its table)."""
     stretch = span(tie) if verdict == "tie" else None
     if stretch is not None:
-        text = f"tie {stretch[0]:,.0f}–{stretch[1]:,.0f}"
+        text = f"tie {lengths(stretch)}"
     elif value is None:
         text = VERDICT_WORDS.get(verdict or "", verdict or "—")
     else:
@@ -211,7 +216,7 @@ def cell(value: float | None, spread: float | None, verdict: str | None, standin
         reason = short(standing)
         if compact:
             marks.append("✗")
-        elif value is not None:
+        elif value is not None or stretch is not None:
             marks.append(f"not standing: {reason}")
         elif reason != text:
             marks.append(reason)
