@@ -117,7 +117,7 @@ def transition_table(items: list[dict]) -> list[str]:
     lines = ["| A → B | dtype | d | N0 analytic | N0 corrected | N0 op model | N0 datasheet [95 %] | N0 measured | "
              "stands | N1 analytic | N1 measured |", "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in items:
-        n0 = cell(r["measured_n0"], r["n0_uncertainty"], r["n0_verdict"])
+        n0 = cell(r["measured_n0"], r["n0_uncertainty"], r["n0_verdict"], tie=r.get("n0_tie"))
         lines.append(
             f"| {r['a']} → {r['b']} | {r['dtype']} | {r['d']} | {_n(r['n0'])} | {_n(r['corrected_n0'])} | "
             f"{_n(r['predicted_n0'])} | {_datasheet(r)} | {n0} | "

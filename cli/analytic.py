@@ -167,6 +167,10 @@ STANDING = (
     "that changed method inside it, a verdict changed on re-measurement; --json: n0_standing says which); lb: "
     "launch-bound, one variant's time there mostly a fixed cost (n0_launch_bound). "
 )
+TIE = (
+    "tie: the lengths where the two measured times were within the noise, either as fast (--json: n0_regret, the "
+    "most they differ there, and n0_range, the N0 it implies). "
+)
 EXTRAPOLATED = (
     "*: the op model priced some op without a timing of its shape (no exact-shape line at this head dim, or a row "
     "width beyond the calibrated ones; `--json`: predicted_extrapolated); `attn-cost calibrate --d D` times them. "
@@ -194,7 +198,7 @@ def _device_table(rows: list[TransitionRow], heads: int, batch: int, device: str
                  op_model_n0(dev.predicted_n0, dev.predicted_n0_low, dev.predicted_n0_high)
                  + ("*" if dev.extrapolated else ""),
                  measured_cell(fit.measured_n0, fit.n0_uncertainty, fit.n0_verdict, fit.n0_standing,
-                               fit.n0_launch_bound, compact=True)
+                               fit.n0_launch_bound, compact=True, tie=fit.n0_tie)
                  if fit.n0_verdict else _measured(fit.measured_n0, fit.n0_uncertainty)]
             )  # fmt: skip
             cells.append(
@@ -205,11 +209,14 @@ def _device_table(rows: list[TransitionRow], heads: int, batch: int, device: str
         render.table(f"\n{pair[0]} → {pair[1]}", columns, cells, keys=2)
     judged = any(r.device is not None and r.device.profile is not None and r.device.profile.n0_standing
                  for r in rows)  # fmt: skip
+    tied = any(r.device is not None and r.device.profile is not None and r.device.profile.n0_verdict == "tie"
+               for r in rows)  # fmt: skip
     render.sentence(
         f"analytic: N0 where B needs no more FLOPs ({first.convention}), N1 no more peak memory. corrected: "
         "the device profile's fitted times and memory. op model: time predicted from the device's op "
         "calibration, zero-shot. measured: found by timing on the device (± its spread). "
         + (STANDING if judged else "")
+        + (TIE if tied else "")
         + ("—: the device has no value at this setting. " if dashes else "")
         + (EXTRAPOLATED if any(r.device is not None and r.device.extrapolated for r in rows) else "")
         + describe(first.counting.as_json())

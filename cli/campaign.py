@@ -16,6 +16,7 @@ from attn_cost.cli import options as o
 from attn_cost.cli import render
 from attn_cost.cli.app import Status, app, fail
 from attn_cost.cli.render import emit
+from attn_cost.profilers.measure.standing import cell
 from attn_cost.profilers.store.files import not_stdout
 from attn_cost.profilers.workflow.measuring import Measuring, check_measurable
 
@@ -220,6 +221,8 @@ def _n(value) -> str:
 
 def _measured(row: dict, which: str) -> str:
     value, unc, verdict = row[f"measured_{which}"], row[f"{which}_uncertainty"], row[f"{which}_verdict"]
+    if verdict == "tie":  # where either is as fast
+        return cell(value, unc, verdict, tie=row.get(f"{which}_tie"))
     if value is None:
         return verdict or "—"
     return render.with_spread(value, unc)

@@ -120,9 +120,16 @@ def _profile_table(rows: list[dict], measurer, n_max: int) -> None:
         render.table(f"\n{pair[0]} → {pair[1]}", columns, cells, keys=2)
     render.sentence(
         "model: where B needs no more FLOPs (N0) or peak memory (N1). measured: found on this device (± the "
-        "spread of repeated searches). lengths: sequence lengths whose timings were kept (disturbed runs are "
-        "thrown away). seconds: wall time spent on the pair."
+        "spread of repeated searches)"
+        + ("; tie: the lengths where either is as fast, neither faster beyond the noise (said below)"
+           if _ties(rows) else "")
+        + ". lengths: sequence lengths whose timings were kept (disturbed runs are thrown away). seconds: wall "
+        "time spent on the pair."
     )
+
+
+def _ties(rows: list[dict]) -> bool:
+    return any(r.get("n0_verdict") == "tie" for r in rows)
 
 
 def provenance(measurer) -> dict:
@@ -137,10 +144,12 @@ def provenance(measurer) -> dict:
 
 
 def said(rows: list[dict], measurer) -> None:
-    """One line per crossover not reported (and why), then what was measured now and what was reused."""
+    """One line per tie (where either is as fast, its regret and the N0 range it implies) and per crossover not
+    reported (and why), then what was measured now and what was reused."""
     for r in rows:
         if r.get("n0_note"):
-            render.sentence(f"{r['a']} vs {r['b']} at d = {r['d']}: N0 not measured: {r['n0_note']}", indent=0)
+            what = "a tie" if r.get("n0_verdict") == "tie" else "N0 not measured"
+            render.sentence(f"{r['a']} vs {r['b']} at d = {r['d']}: {what}: {r['n0_note']}", indent=0)
     done = f"{measurer.measured} measurements made now" if measurer.measured else "Nothing measured now"
     hits = measurer.store.hits
     sources = [f"{hits['stored']} from {measurer.store.path}"] if hits["stored"] else []
@@ -157,8 +166,8 @@ def _n(value) -> str:
 
 def _measured(row: dict, which: str, n_max: int | None = None) -> str:
     value, unc, verdict = row[f"measured_{which}"], row[f"{which}_uncertainty"], row[f"{which}_verdict"]
-    if which == "n0" and row.get("n0_standing"):  # judged from records (`validate --records`): its standing beside it
-        return cell(value, unc, verdict, row["n0_standing"], row.get("n0_launch_bound"))
+    if which == "n0" and (row.get("n0_standing") or verdict == "tie"):  # judged (`validate`): its standing beside it
+        return cell(value, unc, verdict, row.get("n0_standing"), row.get("n0_launch_bound"), tie=row.get("n0_tie"))
     if value is None:
         a_wins = "A up to max-n" if n_max is None else f"A to N={n_max:,}"
         return {"b-cheaper-throughout": "B always", "a-cheaper-throughout": a_wins}.get(verdict or "", verdict or "—")

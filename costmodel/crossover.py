@@ -766,6 +766,12 @@ class ProfileColumns:
     """Whether the measured N0 stands (`stands`) or why not (profilers/measure/standing.py); None where not judged."""
     n0_launch_bound: list[str] | None = None
     """The variants whose time at the measured crossing is mostly a fixed cost (launch-bound)."""
+    n0_tie: list[float] | None = None
+    """Where the measured verdict is a tie: the lengths where neither was faster beyond the noise."""
+    n0_regret: float | None = None
+    """A tie's regret: the most |tB/tA − 1| over its stretch."""
+    n0_range: list[float] | None = None
+    """The N0 a tie implies (the first N where B is no slower lies in it)."""
     n1_verdict: str | None = None
 
     def as_json(self) -> dict:

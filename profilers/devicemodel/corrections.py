@@ -458,6 +458,10 @@ class MeasuredPoint:
     n0_uncertainty: float | None = field(default=None, metadata=rule(minimum=0, maximum=1 << 32))
     measured_n1: float | None = field(default=None, metadata=rule(minimum=1, maximum=1 << 32))
     n1_uncertainty: float | None = field(default=None, metadata=rule(minimum=0, maximum=1 << 32))
+    n0_tie: list[float] | None = field(default=None, metadata=rule(minimum=1, maximum=1 << 32))
+    """A tie's stretch [first, last length] (`search.tie_of`); read as a pair (`standing.span`)."""
+    n0_regret: float | None = field(default=None, metadata=rule(minimum=0))
+    n0_range: list[float] | None = field(default=None, metadata=rule(minimum=1, maximum=1 << 32))
 
 
 @dataclass
@@ -640,6 +644,9 @@ def measured_points(profile: DeviceProfile, row: TransitionRow) -> ProfileColumn
                 n0_verdict=m.get("n0_verdict"),
                 n0_standing=m.get("n0_standing"),
                 n0_launch_bound=m.get("n0_launch_bound"),
+                n0_tie=m.get("n0_tie"),
+                n0_regret=m.get("n0_regret"),
+                n0_range=m.get("n0_range"),
                 n1_verdict=m.get("n1_verdict"),
             )
     return ProfileColumns()

@@ -12,6 +12,7 @@ from attn_cost.costmodel import display
 from attn_cost.costmodel.counting import describe
 from attn_cost.costmodel.symbols import BY_NAME
 from attn_cost.profilers.devicemodel.corrections import VALIDATION_COLUMNS
+from attn_cost.profilers.measure.standing import cell
 from attn_cost.profilers.report.gather import op_model_n0
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
@@ -104,6 +105,12 @@ def _figure(fig: go.Figure, div_id: str) -> str:
     )
 
 
+def _tie(row: dict) -> str:
+    """A measured tie as the report's tables show it in the measured N0's column, `tie 1,306–1,598` (where either is
+    as fast: a tie places no crossing); '' where the row's verdict is not a tie."""
+    return html.escape(cell(None, None, "tie", tie=row.get("n0_tie"))) if row.get("n0_verdict") == "tie" else ""
+
+
 def _n(value) -> str:
     if value is None:
         return "—"
@@ -136,7 +143,7 @@ def _transition_table(data: dict) -> str:
         numbers += [_n(r.get("corrected_n0"))] if device else []
         predicted = (r.get(k) for k in ("predicted_n0", "predicted_n0_low", "predicted_n0_high"))
         numbers += [html.escape(op_model_n0(*predicted))] if op_model else []
-        numbers += [_n(r.get("measured_n0")), _n(r.get("measured_n1"))] if device else []
+        numbers += [_tie(r) or _n(r.get("measured_n0")), _n(r.get("measured_n1"))] if device else []
         cells.append([html.escape(r["a"]), html.escape(r["b"]), *numbers])
     out = [_table(head, cells, left=2)]
     closed = {}
@@ -359,7 +366,7 @@ def _devices(data: dict, colors: dict) -> str:
                     _with_err(r[f"analytic_n{k}"], r.get(f"analytic_n{k}_error")),
                     _with_err(r[f"corrected_n{k}"], r.get(f"corrected_n{k}_error")),
                     *([_op_model_cell(r)] if k == "0" else []),
-                    _n(r[f"measured_n{k}"]) + (f" ± {unc:,.0f}" if unc else ""),
+                    (_tie(r) if k == "0" else "") or _n(r[f"measured_n{k}"]) + (f" ± {unc:,.0f}" if unc else ""),
                 ]
             rows.append(row)
         out.append(_table(head, rows, left=2))

@@ -291,13 +291,17 @@ def read_summary(path: Path) -> dict:
 MEASURED_KEYS = (
     "a", "b", "d", "heads", "batch", "measured_n0", "n0_uncertainty", "measured_n1", "n1_uncertainty", "n0_verdict",
     "n0_note", "n0_replicates", "n0_bracket", "n0_lengths", "n0_earlier", "n0_standing", "n0_launch_bound",
-    "n1_verdict",
+    "n0_tie", "n0_regret", "n0_range", "n1_verdict",
 )  # fmt: skip
 """What a profile keeps of each measured unit (`crossover --device` shows them)."""
 
 
+TIE_KEYS = ("n0_tie", "n0_regret", "n0_range")
+"""What a tie adds to a measured row (`search.tie_of`); a row of another verdict is kept without them."""
+
+
 def _measured_row(row: dict) -> dict:
-    out = {k: row[k] for k in MEASURED_KEYS if k in row}
+    out = {k: row[k] for k in MEASURED_KEYS if k in row and (k not in TIE_KEYS or row.get("n0_verdict") == "tie")}
     if row.get("n0_verdict") == "unsteady" and row.get("n0_replicates"):  # the crossings' median, marked not standing
         out["measured_n0"], out["n0_uncertainty"] = _centre(row["n0_replicates"], row.get("n0_bracket"))
     return out
