@@ -548,7 +548,9 @@ def test_calibrate_refit_refits_from_the_points(tmp_path, capsys) -> None:
     code, out, err = _run(["calibrate", "--refit", str(edited), "--out", str(tmp_path / "out")], capsys)
     assert code == 0 and "Refitted" in out, err
     refitted = json.loads((tmp_path / "out" / f"{DEVICE_SLUG}.json").read_text())["fitted"]["matmul-NN"]["peak"]
-    assert refitted == pytest.approx(original, rel=1e-9)
+    # the least-squares fit stops at scipy's tolerance (a few parts per billion apart between BLAS builds); the edit
+    # it must undo is a factor of 3
+    assert refitted == pytest.approx(original, rel=1e-6)
 
 
 # -- 7. stored numbers are checked when they are loaded ------------------------------------------------------
