@@ -257,7 +257,9 @@ def datasheets() -> dict[str, Datasheet]:
 
 
 def for_device(device_name: str) -> Datasheet | None:
-    """The datasheet of a measured GPU, by the name PyTorch gave it (None where no row names it)."""
+    """The datasheet of a measured GPU, by the name PyTorch gave it (None where no row names it): the first row that
+    names it, the shipped rows before a user's, so a user's row that calls itself by a shipped GPU's name never
+    becomes that GPU (the report's "same GPU measured" compares the row this finds with its own by name)."""
     return next((s for s in datasheets().values() if device_name in s.device_names), None)
 
 

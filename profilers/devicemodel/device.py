@@ -383,3 +383,12 @@ def row_dims(sizes: dict[str, int]) -> dict:
     values.setdefault("D", MEASURED_DEPTH)
     out = {BY_NAME[k]: v for k, v in values.items() if v is not None}
     return {**DEFAULTS, **out}
+
+
+def measured_at(taken: dict[str, int], asked: dict) -> bool:
+    """Whether a measurement taken at `taken` (sizes by name, as a record or a profile's unit keeps them; those it
+    does not name at the defaults it was measured with: `row_dims`) was taken at every size of `asked` (keyed by
+    symbol: d, h, b and each size the costs asked about depend on). A value measured at other sizes answers another
+    question, whatever heading it would be shown under."""
+    measured = row_dims({k: v for k, v in taken.items() if k != "N"})
+    return all(measured.get(symbol) == value for symbol, value in asked.items())

@@ -296,7 +296,10 @@ MEASURED_KEYS = (
 
 
 def _measured_row(row: dict) -> dict:
-    out = {k: row[k] for k in MEASURED_KEYS if k in row}
+    """What a profile keeps of a measured unit: `MEASURED_KEYS`, and every size it was measured at besides d, h and
+    b (`PairProfile.other_sizes`)."""
+    sizes = [k for k in Sizes.__dataclass_fields__ if k not in ("N", "d", "h", "b")]
+    out = {k: row[k] for k in (*MEASURED_KEYS, *sizes) if k in row}
     if row.get("n0_verdict") == "unsteady" and row.get("n0_replicates"):  # the crossings' median, marked not standing
         out["measured_n0"], out["n0_uncertainty"] = _centre(row["n0_replicates"], row.get("n0_bracket"))
     return out
