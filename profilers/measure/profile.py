@@ -222,11 +222,6 @@ class PairProfile:
     memory: Transition | None
     seconds: float
 
-    def other_sizes(self) -> dict[str, int]:
-        """The sizes the pair was measured at besides N, d, h and b (L, r, D, and the chunk, window, ... where they
-        were given): a measured point is shown only under a row of the same sizes (`corrections.measured_point`)."""
-        return {k: v for k, v in self.sizes.as_dict().items() if k not in ("N", "d", "h", "b")}
-
     def as_json(self) -> dict:
         def pick(t: Transition | None, what: str):
             return getattr(t, what) if t is not None and t.verdict == "found" else None
@@ -237,7 +232,6 @@ class PairProfile:
             "d": self.sizes.d,
             "heads": self.sizes.h,
             "batch": self.sizes.b,
-            **self.other_sizes(),
             "analytic_n0": self.analytic_n0,
             "analytic_n1": self.analytic_n1,
             "measured_n0": _round(pick(self.speed, "measured")),

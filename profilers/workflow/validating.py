@@ -15,6 +15,7 @@ from pathlib import Path
 
 from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.symbols import BY_NAME
 from attn_cost.costmodel.variants import all_variants
 from attn_cost.profilers.devicemodel import gpumodel
 from attn_cost.profilers.devicemodel.calibrate import Calibrator, cache_sizes, glue_points, missing_lines, time_lines
@@ -26,7 +27,7 @@ from attn_cost.profilers.devicemodel.corrections import (
     fit_time,
 )
 from attn_cost.profilers.devicemodel.datasheet import for_device
-from attn_cost.profilers.devicemodel.device import Prediction, crossing
+from attn_cost.profilers.devicemodel.device import Prediction, crossing, row_dims
 from attn_cost.profilers.devicemodel.opmodel import OpModel, check_device, load_opmodel, opmodel_for
 from attn_cost.profilers.devicemodel.oppredict import CalibratedDevice, predicted_seconds
 from attn_cost.profilers.devicemodel.trend import spikes
@@ -202,7 +203,7 @@ def validate_records(
     rows = compare(measured, profile, template, measurer, setting, n_max, opmodel)
     for row in rows:
         row.update(judged(row, stored, measurer, template, by_unit.get((row["a"], row["b"], row["d"]), [])))
-    profile.measured = [_measured_row(r) for r in rows]
+    profile.measured = [_measured_row(r, template) for r in rows]
     profile.made = made
     return profile, rows, notes
 
@@ -295,11 +296,14 @@ MEASURED_KEYS = (
 """What a profile keeps of each measured unit (`crossover --device` shows them)."""
 
 
-def _measured_row(row: dict) -> dict:
-    """What a profile keeps of a measured unit: `MEASURED_KEYS`, and every size it was measured at besides d, h and
-    b (`PairProfile.other_sizes`)."""
-    sizes = [k for k in Sizes.__dataclass_fields__ if k not in ("N", "d", "h", "b")]
-    out = {k: row[k] for k in (*MEASURED_KEYS, *sizes) if k in row}
+def _measured_row(row: dict, template: Sizes) -> dict:
+    """What a profile keeps of a measured unit: `MEASURED_KEYS`, and each size of the `template` it was measured at
+    besides N, d, h and b that is not the default a unit naming none is read at (`device.measured_at`: L = d, the
+    chunk 64, ...), so that a unit measured at --chunk 128 is shown under --chunk 128 only."""
+    default = row_dims({"d": row["d"]})
+    taken = replace(template, d=row["d"]).as_dict()
+    sizes = {k: v for k, v in taken.items() if k not in ("N", "d", "h", "b") and default.get(BY_NAME[k]) != v}
+    out = {**{k: row[k] for k in MEASURED_KEYS if k in row}, **sizes}
     if row.get("n0_verdict") == "unsteady" and row.get("n0_replicates"):  # the crossings' median, marked not standing
         out["measured_n0"], out["n0_uncertainty"] = _centre(row["n0_replicates"], row.get("n0_bracket"))
     return out
@@ -369,7 +373,7 @@ def compare(
                 guess = row[f"{kind}_n{k}"]
                 row[f"{kind}_n{k}_error"] = None if truth in (None, 0) or guess is None else (guess - truth) / truth
         rows.append({k: v for k, v in row.items() if k not in ("speed", "memory")})
-    profile.measured = [_measured_row(r) for r in rows]
+    profile.measured = [_measured_row(r, template) for r in rows]
     profile.validation = rows
     return rows
 
