@@ -484,13 +484,17 @@ def _causal_name(name: str, causal: bool) -> str:
 
 
 def pairs(texts: list[str] | None, default: list[tuple[str, str]], causal: bool = False) -> list[tuple[str, str]]:
-    """--pair values ('softmax:linear') checked against the catalogue, or the default pairs."""
+    """--pair values ('softmax:linear') checked against the catalogue, or the default pairs; a variant paired with
+    itself is refused (no N is where one becomes cheaper than itself)."""
     out = []
     for text in texts or [":".join(p) for p in default]:
         parts = text.split(":")
         if len(parts) != 2 or not all(parts):
             fail(f"--pair takes A:B (two variant names), got {text!r}")
         first, second = (_causal_name(x, causal) for x in parts)
+        if first == second:  # no crossing to find: every N would be an answer
+            causal_too = "" if parts[0] == parts[1] else " with --causal"
+            fail(f"--pair {text}{causal_too} compares {first} with itself: give two different variants")
         out.append((first, second))
     return once(out, lambda p: f"--pair {':'.join(p)}", " (with --causal)") if causal else out
 

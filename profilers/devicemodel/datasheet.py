@@ -3,7 +3,9 @@ with its source; a user adds one with a file of the same form in $ATTN_COST_HOME
 
 A row is checked when it is read: every figure present and within what a GPU can have (`Datasheet`'s bounds:
 no 10^30 SMs, no bandwidth of 10^-300 GB/s), and its tensor peak no more than the architecture's dense rate per
-SM and clock allows (a 2:4-sparsity-doubled peak, the commonest error in such tables, is refused). In a user's
+SM and clock allows (a 2:4-sparsity-doubled peak, the commonest error in such tables, is refused), and its shared
+memory per block enough for the fused attention kernel every command tiles by (`iotraffic.unfit`): the one check
+of a row, made once when it is read, so a row one command refuses every command refuses. In a user's
 table a row that does not fit costs that row only: it is left out with a warning naming the file and the row,
 and every other device works; so is a row named like a measured device or a GPU already known (`devices.py`:
 one name, one device). Keys a row has that attn-cost does not read (a "comment", the peak of a dtype it does not
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from attn_cost.costmodel.errors import InputWarning, UserError, unknown
-from attn_cost.costmodel.iotraffic import Gpu
+from attn_cost.costmodel.iotraffic import Gpu, unfit
 from attn_cost.profilers import DATA
 from attn_cost.profilers.devicemodel.names import measured_names
 from attn_cost.profilers.store.files import read_json, regular_files
@@ -130,6 +132,9 @@ def _checked(row: object, where: str) -> Datasheet:
     sheet = Datasheet(**{**own, "peak_tflops": Peaks(**{k: row["peak_tflops"][k] for k in Peaks.__dataclass_fields__})})
     if sheet.smem_per_block_kb > sheet.smem_per_sm_kb:
         raise UserError(f"{where}: {sheet.name}'s shared memory per block is more than per SM")
+    cannot = unfit(sheet.gpu)
+    if cannot is not None:
+        raise UserError(f"{where}: {sheet.name}: {cannot}, the fused attention kernel attn-cost prices")
     tensor = max(sheet.peak_tflops.bf16, sheet.peak_tflops.fp16) * 1e12
     most = ARCHS[sheet.arch].tensor_flops_per_clock * sheet.sms * sheet.clock_mhz * 1e6
     if tensor > most * 1.02:
@@ -252,7 +257,9 @@ def datasheets() -> dict[str, Datasheet]:
 
 
 def for_device(device_name: str) -> Datasheet | None:
-    """The datasheet of a measured GPU, by the name PyTorch gave it (None where no row names it)."""
+    """The datasheet of a measured GPU, by the name PyTorch gave it (None where no row names it): the first row that
+    names it, the shipped rows before a user's, so a user's row that calls itself by a shipped GPU's name never
+    becomes that GPU (the report's "same GPU measured" compares the row this finds with its own by name)."""
     return next((s for s in datasheets().values() if device_name in s.device_names), None)
 
 

@@ -183,6 +183,15 @@ def stands(row: dict) -> bool:
     return row.get("n0_standing") == STANDS
 
 
+def shown_n0(row: dict) -> float | None:
+    """A unit's measured N0 where it may be drawn as the measured crossing (a line or a marker labelled "N0
+    measured"): where it stands, or was measured before these rules and never judged; None where it does not stand
+    (a table shows it with its reason beside it: `cell`)."""
+    if row.get("n0_standing") not in (None, STANDS):
+        return None
+    return row.get("measured_n0")
+
+
 def short(standing: str | None) -> str:
     """The first reason of a standing in a few words (each reason is `words: detail`), for a table cell; '' where
     it stands or was not judged."""

@@ -24,6 +24,7 @@ import stat
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.paths import kind_of, not_regular, os_reason, real
@@ -211,17 +212,43 @@ def make_folder(path: Path, what: str) -> Path:
     return path
 
 
+class DuplicateKeyError(ValueError):
+    """A JSON object that gives one key twice: JSON leaves which value is meant to the reader (Python's json takes
+    the last, silently), so attn-cost takes neither and says so."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"the key {key!r} is given twice in one object")
+        self.key = key
+
+
+def _once(pairs: list[tuple[str, object]]) -> dict:
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKeyError(key)
+        out[key] = value
+    return out
+
+
+def parse_json(text: str | bytes) -> Any:
+    """`json.loads`, refusing an object that gives a key twice (`DuplicateKeyError`, naming the key): the one
+    parser of every JSON file and line attn-cost reads (user GPU rows, profiles, calibrations, configs, records)."""
+    return json.loads(text, object_pairs_hook=_once)
+
+
 def read_json(path: Path, what: str) -> object:
     """The parsed JSON of a file a user names or attn-cost scans (`read_input`), or one line (UserError) saying why
-    it is not readable as `what`: not UTF-8, not JSON, nested too deep, or a number too long to read (Python
-    refuses integers of more than 4,300 digits)."""
+    it is not readable as `what`: not UTF-8, not JSON, a key given twice in one object, nested too deep, or a
+    number too long to read (Python refuses integers of more than 4,300 digits)."""
     data = read_input(path, what)
     try:
-        return json.loads(data.decode("utf-8"))
+        return parse_json(data.decode("utf-8"))
     except UnicodeDecodeError:
         raise UserError(f"{path} is not {what}: it is not UTF-8 text") from None
     except json.JSONDecodeError as e:
         raise UserError(f"{path} is not {what}: not JSON ({e.msg}, line {e.lineno})") from None
+    except DuplicateKeyError as e:
+        raise UserError(f"{path} is not {what}: {e}") from None
     except (ValueError, RecursionError) as e:  # an integer of more digits than Python converts; nesting too deep
         why = "it holds a number too long to read" if isinstance(e, ValueError) else "it is nested too deep"
         raise UserError(f"{path} is not {what}: {why}") from None
@@ -230,7 +257,7 @@ def read_json(path: Path, what: str) -> object:
 def json_data(path: Path) -> object:
     """The parsed JSON of a file attn-cost recognises or scans (None where it is not a readable JSON file)."""
     try:
-        return json.loads(read_input(path, "a JSON file").decode("utf-8"))
+        return parse_json(read_input(path, "a JSON file").decode("utf-8"))
     except (UserError, UnicodeDecodeError, ValueError, RecursionError):
         return None
 

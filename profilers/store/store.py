@@ -38,7 +38,15 @@ from attn_cost.costmodel.scopes import SCOPES
 from attn_cost.profilers import DATA
 from attn_cost.profilers.measure.device import slug
 from attn_cost.profilers.measure.gpu_record import EAGER_ONLY, GRAPH, is_method
-from attn_cost.profilers.store.files import head, is_regular, make_folder, new_file_mode, read_input, regular_files
+from attn_cost.profilers.store.files import (
+    head,
+    is_regular,
+    make_folder,
+    new_file_mode,
+    parse_json,
+    read_input,
+    regular_files,
+)
 from attn_cost.profilers.store.schema import Fingerprint, SchemaError, check, rule
 
 SCHEMA = 1
@@ -285,7 +293,7 @@ def read_jsonl(path: Path) -> tuple[list[Record], Problems]:
         if not line.strip():
             continue
         try:
-            records.append(replace(Record.check(json.loads(line)).consistent(), line=number))
+            records.append(replace(Record.check(parse_json(line)).consistent(), line=number))
         except RecursionError:
             problems.lines.setdefault("nested too deeply", []).append(number)
         except json.JSONDecodeError as e:
@@ -704,7 +712,7 @@ class Database:
     def _decode(self, rowid: int, text: str) -> dict | None:
         """A stored row's record, checked; a row that is not an attn-cost record is reported once and skipped."""
         try:
-            return Record.check(json.loads(text)).data
+            return Record.check(parse_json(text)).data
         except (TypeError, ValueError, RecursionError) as e:
             if rowid not in self.bad_rows:
                 self.bad_rows.add(rowid)
