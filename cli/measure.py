@@ -4,7 +4,7 @@ return; torch is imported below them, inside the workflows' functions."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -27,7 +27,7 @@ from attn_cost.profilers.devicemodel.names import OPMODELS, known_opmodels
 from attn_cost.profilers.measure.device import IDENTITY
 from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.measure.standing import cell, tally
-from attn_cost.profilers.workflow.measuring import Events, Measuring, check_measurable, open_measurer
+from attn_cost.profilers.workflow.measuring import Events, Measuring, check_measurable, open_measurer, searched
 from attn_cost.profilers.workflow.profiling import profile as profile_pairs
 from attn_cost.profilers.workflow.profiling import sweep
 from rich.console import Console
@@ -93,8 +93,9 @@ def profile(
     o.positive(max_lengths, "--max-lengths"), o.positive(batch, "--b"), o.positive(latents, "--L")
     longest_asked(max_n)
     check_measurable(sorted({n for p in pairs for n in p}), st)
-    measurer = open_measurer(measuring, st.scope, dtype, ds, events())
     template = Sizes(N=1, d=ds[0], h=heads, b=batch, L=latents, **o.given_sizes(heads))
+    names = sorted({n for p in pairs for n in p})
+    measurer = open_measurer(measuring, st.scope, dtype, ds, events(), searched(names, template, ds, max_n))
     with progress() as notify:
         measurer.notify = notify
         done = profile_pairs(measurer, pairs, ds, template, st, costs=costs, max_lengths=max_lengths, n_max=max_n)
@@ -189,8 +190,9 @@ def measure(
     st = o.setting("full", dtype, scope, "inference", names, {"--L": latents})
     o.positive(batch, "--b"), o.positive(latents, "--L")
     check_measurable(names, st)
-    measurer = open_measurer(measuring, st.scope, dtype, ds, events())
     template = Sizes(N=1, d=ds[0], h=heads, b=batch, L=latents, **o.given_sizes(heads))
+    cases = [(name, replace(template, N=length, d=dv), "--n {:d}") for name in names for length in lengths for dv in ds]
+    measurer = open_measurer(measuring, st.scope, dtype, ds, events(), lambda _: cases)
     with progress() as notify:
         measurer.notify = notify
         rows = sweep(measurer, names, lengths, ds, template)
@@ -394,7 +396,9 @@ def validate(
                                         save_to=user_profiles_dir() if save else None)  # fmt: skip
         _from_records(done, fit, as_json)
         return
-    measurer = open_measurer(measuring, st.scope, dtype, check + fit, events())
+    names = sorted({n for p in pairs for n in p})
+    measurer = open_measurer(measuring, st.scope, dtype, check + fit, events(),
+                             searched(names, template, dict.fromkeys(check + fit), max_n))  # fmt: skip
     opmodel = wf.calibration_of(calibration, measurer.store.device, events())
     with progress() as notify:
         measurer.notify = notify

@@ -155,7 +155,10 @@ PROJ_LEN = typer.Option(None, "--proj-len", help="Linformer's projected length k
 FEATURES = typer.Option(None, "--features", help="Performer's random features m (default 256).")
 LANDMARKS = typer.Option(None, "--landmarks", help="Nyströmformer's landmarks c (default 64).")
 CHUNK = typer.Option(
-    None, "--chunk", help="Chunk length C of linear-chunked(-fused), tokens per chunk (default 64, fla's own)."
+    None,
+    "--chunk",
+    help="Chunk length C of linear-chunked(-fused), tokens per chunk (default 64, fla's own). A C larger than N is "
+    "one chunk, costed and run whole: padded to C tokens (linear-chunked), masked (the fused kernels).",
 )
 SIZE_OPTIONS = {"h_kv": KV_HEADS, "w": WINDOW, "k": PROJ_LEN, "m": FEATURES, "c": LANDMARKS, "C": CHUNK}
 """Sizes only some variants have, by symbol name; `with_sizes` adds them to a command, `sizes` reads them."""
