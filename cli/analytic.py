@@ -71,8 +71,8 @@ COST_SHORT = {"flops": "N0", "memory": "N1", "traffic": "N_traffic"}
 
 
 @app.command()
-@o.with_counting
-@o.with_sizes
+@o.with_counting()
+@o.with_sizes()
 def crossover(
     d_values: Optional[list[int]] = o.head_dim_option("crossover"),
     pair: Optional[list[str]] = typer.Option(
@@ -282,8 +282,8 @@ def _num(value: object) -> str:
 
 
 @app.command()
-@o.with_counting
-@o.with_sizes
+@o.with_counting()
+@o.with_sizes()
 def cheapest(
     variant: Optional[list[str]] = typer.Option(
         None, "--variant", help="Repeatable. Default: softmax, linear, taylorshift-efficient, latte."
@@ -348,8 +348,8 @@ def cheapest(
 
 
 @app.command()
-@o.with_counting
-@o.with_sizes
+@o.with_counting(scopes=("decode",))
+@o.with_sizes(scopes=("decode",))
 def decode(
     variant: Optional[list[str]] = typer.Option(
         None, "--variant", help="Repeatable. Default: every variant with a decoding step."
@@ -501,7 +501,7 @@ def _decode_time_table(
 
 
 @app.command()
-@o.with_counting
+@o.with_counting()
 def formula(
     variant: str = typer.Argument(..., metavar="NAME", help="Variant name (see `attn-cost variants`)."),
     convention: str = o.CONVENTION,
@@ -620,8 +620,8 @@ def _dim(size: sp.Expr) -> str:
 
 
 @app.command()
-@o.with_counting
-@o.with_sizes
+@o.with_counting(scopes=("core",))
+@o.with_sizes(scopes=("core",))
 def heads(
     embed: int = typer.Option(..., "--d-embed", help="Embedding width; h runs over its divisors."),
     n: int = typer.Option(1024, "--n", help="Sequence length (memory depends on it)."),

@@ -38,6 +38,8 @@ err = Console(stderr=True, highlight=False)
 
 MIN_MAX_N = 16
 """The smallest --max-n: below it the search has no lengths to compare."""
+MEASURED_SCOPES = ("core", "layer", "block", "decode")
+"""The scopes `profile` and `validate` measure (a whole model is many blocks)."""
 PROFILE_SCOPE = typer.Option(
     None,
     "--scope",
@@ -59,8 +61,8 @@ def longest_asked(max_n: int | None) -> None:
 
 
 @app.command()
-@o.with_counting
-@o.with_sizes
+@o.with_counting(scopes=MEASURED_SCOPES, measured=True)
+@o.with_sizes(scopes=MEASURED_SCOPES)
 @o.with_measuring()
 def profile(
     pair: Optional[list[str]] = typer.Option(
@@ -167,8 +169,7 @@ def _measured(row: dict, which: str, n_max: int | None = None) -> str:
 
 
 @app.command()
-@o.with_counting
-@o.with_sizes
+@o.with_sizes()
 @o.with_measuring()
 def measure(
     variant: list[str] = typer.Option(..., "--variant", help="Repeatable."),
@@ -292,7 +293,7 @@ def check_flops(
 
 
 @app.command()
-@o.with_counting
+@o.with_counting(scopes=MEASURED_SCOPES, measured=True)
 @o.with_measuring()
 def validate(
     ctx: typer.Context,

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Optional, overload
+from typing import Any, NamedTuple, Optional, overload
 
 import sympy as sp
 import typer
@@ -178,6 +178,35 @@ COUNTING_OPTIONS = {
 }
 """The counting switches `with_counting` adds to a command; `setting` reads what the user chose."""
 _COUNTING: ContextVar[dict | None] = ContextVar("counting", default=None)
+WHOLE = ("core", "layer", "block", "model")
+"""The scopes that take the whole sequence at once (all but a decoding step, whose one query sees every key)."""
+
+
+class Reach(NamedTuple):
+    """Where an option can change a count: the scopes and modes at which some variant of the catalogue takes it,
+    and whether the reference implementations run what it describes (`measured`: else a command whose answer is
+    measured cannot follow it). tests/test_sizes_and_messages.py derives each from the engine."""
+
+    scopes: tuple[str, ...]
+    modes: tuple[str, ...] = tuple(MODES)
+    measured: bool = True
+
+
+COUNTING_REACH = {
+    "causal_count": Reach(WHOLE),  # F_causal, F_chunk: a causal mask over a score matrix or a chunk
+    "tile": Reach(WHOLE),  # with --causal-count tiles
+    "backward": Reach(tuple(SCOPES), ("training",)),  # F_bwd: a backward pass of the score products
+    "n_kv": Reach(("core",), measured=False),  # the references take keys and values of length N
+    "align": Reach(("core",), measured=False),  # with --n-kv
+    "bias": Reach(("layer", "block", "model"), measured=False),  # the references run each variant's own biases
+    "dropout": Reach(WHOLE, ("training",), measured=False),  # the references run no dropout
+    "padding_mask": Reach(WHOLE, measured=False),  # nor a padding mask
+}
+"""Where each counting switch can change an answer: `with_counting` offers a command the switches that reach what
+the command can price."""
+SIZE_REACH = {"h_kv": tuple(SCOPES), "w": tuple(SCOPES), "k": WHOLE, "m": WHOLE, "c": WHOLE, "C": WHOLE}
+"""The scopes at which some variant is written with each variant-specific size (no decoding step has a projected
+length, random features, landmarks or chunks): `with_sizes` offers a command the sizes of the scopes it prices."""
 
 
 GPU = typer.Option(False, "--gpu", help="Measure on CUDA (an error if there is none).")
@@ -445,29 +474,34 @@ def given_sizes(heads: int) -> dict[str, int]:
     return {str(k): v for k, v in extra_sizes(heads, given_only=True).items()}
 
 
-def with_sizes(command: Callable) -> Callable:
+def with_sizes(scopes: tuple[str, ...] = tuple(SCOPES)) -> Decorator:
     """Give a command the variant-specific sizes (--kv-heads, --window, --proj-len, --features, --landmarks,
-    --chunk).
+    --chunk) that some variant is written with at one of the `scopes` it prices (`SIZE_REACH`).
 
     Put it under `@app.command()`; `sizes` (and `extra_sizes`) then return what the user chose."""
-    extra = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=Optional[int])
-        for name, opt in SIZE_OPTIONS.items()
-    ]
-    sig = inspect.signature(command, eval_str=True)
+    offered = {name: opt for name, opt in SIZE_OPTIONS.items() if set(SIZE_REACH[name]) & set(scopes)}
 
-    @functools.wraps(command)
-    def run(*args, **kwargs):
-        token = _SIZES.set({name: kwargs.pop(name) for name in SIZE_OPTIONS})
-        try:
-            return command(*args, **kwargs)
-        finally:
-            _SIZES.reset(token)
+    def decorate(command: Callable) -> Callable:
+        extra = [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=Optional[int])
+            for name, opt in offered.items()
+        ]
+        sig = inspect.signature(command, eval_str=True)
 
-    # typer reads the signature through inspect; the type of a functools.wraps wrapper does not declare it
-    run.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])  # type: ignore[attr-defined]
-    run.__annotations__ = {**command.__annotations__, **{p.name: p.annotation for p in extra}}
-    return run
+        @functools.wraps(command)
+        def run(*args, **kwargs):
+            token = _SIZES.set({name: kwargs.pop(name) for name in offered})
+            try:
+                return command(*args, **kwargs)
+            finally:
+                _SIZES.reset(token)
+
+        # typer reads the signature through inspect; the type of a functools.wraps wrapper does not declare it
+        run.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])  # type: ignore[attr-defined]
+        run.__annotations__ = {**command.__annotations__, **{p.name: p.annotation for p in extra}}
+        return run
+
+    return decorate
 
 
 def variant_names(names: list[str], causal: bool, flag: str = "--variant") -> list[str]:
@@ -498,43 +532,57 @@ def pairs(texts: list[str] | None, default: list[tuple[str, str]], causal: bool 
     return once(out, lambda p: f"--pair {':'.join(p)}", " (with --causal)") if causal else out
 
 
-def with_counting(command: Callable) -> Callable:
+COUNTING_TYPES = {
+    "causal_count": Optional[str],
+    "tile": Optional[int],
+    "backward": Optional[str],
+    "n_kv": Optional[int],
+    "align": Optional[str],
+    "bias": Optional[str],
+    "dropout": Optional[float],
+    "padding_mask": bool,
+}
+
+
+def with_counting(
+    scopes: tuple[str, ...] = tuple(SCOPES), modes: tuple[str, ...] | None = None, measured: bool = False
+) -> Decorator:
     """Give a command the counting switches (--causal-count, --tile, --backward, --n-kv, --align, --bias, --dropout,
-    --padding-mask).
+    --padding-mask) that can change its answer: those that reach (`COUNTING_REACH`) one of the `scopes` it prices
+    in one of its `modes` (default: inference and training for a command with --mode, else inference), and, for a
+    command whose answer is `measured`, only those the reference implementations run.
 
     Put it under `@app.command()`; the command calls `setting` as before and gets them in `Setting.counting`.
     """
-    extra = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=kind)
-        for (name, opt), kind in zip(
-            COUNTING_OPTIONS.items(),
-            (
-                Optional[str],
-                Optional[int],
-                Optional[str],
-                Optional[int],
-                Optional[str],
-                Optional[str],
-                Optional[float],
-                bool,
-            ),
-            strict=True,
-        )
-    ]
-    sig = inspect.signature(command, eval_str=True)
 
-    @functools.wraps(command)
-    def run(*args, **kwargs):
-        token = _COUNTING.set({name: kwargs.pop(name) for name in COUNTING_OPTIONS})
-        try:
-            return command(*args, **kwargs)
-        finally:
-            _COUNTING.reset(token)
+    def decorate(command: Callable) -> Callable:
+        sig = inspect.signature(command, eval_str=True)
+        priced = modes if modes is not None else tuple(MODES) if "mode" in sig.parameters else ("inference",)
+        offered = [
+            name
+            for name, reach in COUNTING_REACH.items()
+            if set(reach.scopes) & set(scopes) and set(reach.modes) & set(priced) and (reach.measured or not measured)
+        ]
+        extra = [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=COUNTING_OPTIONS[name],
+                              annotation=COUNTING_TYPES[name])
+            for name in offered
+        ]  # fmt: skip
 
-    # typer reads the signature through inspect; the type of a functools.wraps wrapper does not declare it
-    run.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])  # type: ignore[attr-defined]
-    run.__annotations__ = {**command.__annotations__, **{p.name: p.annotation for p in extra}}
-    return run
+        @functools.wraps(command)
+        def run(*args, **kwargs):
+            token = _COUNTING.set({name: kwargs.pop(name) for name in offered})
+            try:
+                return command(*args, **kwargs)
+            finally:
+                _COUNTING.reset(token)
+
+        # typer reads the signature through inspect; the type of a functools.wraps wrapper does not declare it
+        run.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])  # type: ignore[attr-defined]
+        run.__annotations__ = {**command.__annotations__, **{p.name: p.annotation for p in extra}}
+        return run
+
+    return decorate
 
 
 def counting(convention: str, scope: str) -> Counting:
@@ -600,9 +648,8 @@ def applies(names: list[str], st: Setting, given: dict) -> None:
         fail("--tile sizes the tiles of --causal-count tiles: give both, or neither")
     if "align" in chosen and st.counting.n_kv is None:
         fail("--align places the causal mask when keys have their own length: give it with --n-kv")
-    if st.counting.dropout and st.mode != "training":
-        unpriced = "--dropout drops attention probabilities while training, which this command does not price"
-        fail(DROPOUT_IN_INFERENCE if "--mode" in command_flags() else f"{unpriced} (in inference it costs nothing)")
+    if st.counting.dropout and st.mode != "training":  # only commands with --mode offer --dropout
+        fail(DROPOUT_IN_INFERENCE)
     graph_options(names, st)
     factors: set = set()
     used: set = set()
@@ -615,10 +662,8 @@ def applies(names: list[str], st: Setting, given: dict) -> None:
         causal = " (--causal)" if "--causal" in flags_here else ""
         fail(f"--causal-count counts the scores of a causal mask, and none of {shown} masks a score matrix here "
              f"({st.scope} scope): it applies to causal forms such as softmax-causal{causal}")  # fmt: skip
-    if "backward" in chosen and F_bwd not in factors:
-        has_mode = "--mode" in flags_here
-        training = "with --mode training" if has_mode else "in training, which this command does not price"
-        why = f"it applies {training}" if st.mode != "training" else "none materialises a score matrix"
+    if "backward" in chosen and F_bwd not in factors:  # only commands with --mode offer --backward
+        why = "it applies with --mode training" if st.mode != "training" else "none materialises a score matrix"
         fail(f"--backward counts the backward pass of the score products, and none of {shown} has one in "
              f"{st.mode}: {why}")  # fmt: skip
     if "bias" in chosen and all(_projections(name, st) == 0 for name in names):

@@ -97,11 +97,15 @@ def measuring(
 
 def check_measurable(names: list[str], setting: Setting | None = None) -> None:
     """Refuse, before anything is measured, variants without a runnable implementation and counting switches the
-    measurements cannot follow (--n-kv: the implementations take keys and values of length N; --padding-mask,
-    --dropout: they run neither)."""
+    measurements cannot follow (--n-kv: the implementations take keys and values of length N; --bias: they run
+    each variant's own biases; --padding-mask, --dropout: they run neither). The measuring commands do not offer
+    these (`cli.options.COUNTING_REACH`); this is for every other caller."""
     if setting is not None and setting.counting.n_kv is not None:
         raise UserError("--n-kv is not measured (the reference implementations run keys and values of length N): "
                         "use crossover or formula for N_kv")  # fmt: skip
+    if setting is not None and setting.counting.bias is not None:
+        raise UserError("--bias is not measured (the reference implementations run each variant's own biases): "
+                        "use crossover or formula for other biases")  # fmt: skip
     if setting is not None and (setting.counting.padding_mask or setting.counting.dropout):
         raise UserError("--padding-mask and --dropout are not measured (the reference implementations run neither): "
                         "use crossover or formula for their counts")  # fmt: skip
