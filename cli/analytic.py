@@ -79,7 +79,7 @@ def crossover(
         None, "--pair", help="A:B, repeatable. Default: the TaylorShift pair and softmax:taylorshift-efficient."
     ),
     every: bool = typer.Option(False, "--all", help="Every variant against --baseline."),
-    baseline: str = typer.Option("softmax", "--baseline", help="The A side for --all."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="The A side for --all.", show_default="softmax"),
     heads: int = o.HEADS,
     batch: int = o.BATCH,
     embed: Optional[int] = o.EMBED,
@@ -135,12 +135,14 @@ def crossover(
 
 
 def _pairs(
-    pair: list[str] | None, every: bool, baseline: str, causal: bool, scope: str | None
+    pair: list[str] | None, every: bool, baseline: str | None, causal: bool, scope: str | None
 ) -> list[tuple[str, str]]:
+    if baseline is not None and not every:
+        fail("--baseline is the A side of --all, and changes nothing without it: give --all, or --pair A:B")
     if every:
         if pair:
             fail("give either --pair or --all, not both")
-        (base,) = o.variant_names([baseline], causal)
+        (base,) = o.variant_names([baseline or "softmax"], causal)
         wanted = scope or "core"
         others = [v.name for v in all_variants() if v.name != base and wanted in v.scopes and (v.causal or not causal)]
         return [(base, other) for other in others]

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple, Optional, overload
 
 import sympy as sp
 import typer
-from attn_cost.cli.app import _commands, fail, note
+from attn_cost.cli.app import METAVARS, _commands, _type_hints, _type_word, fail, heard, note, typed
 from attn_cost.costmodel.conventions import DEFAULT, FULL, get_convention
 from attn_cost.costmodel.counting import Counting, F_bwd, F_causal, F_chunk
 from attn_cost.costmodel.crossover import Setting, cost_branches
@@ -93,7 +93,8 @@ def with_launch(model: Any, launch: str | None, launch_us: float | None) -> Any:
     if launch is not None and launch not in LAUNCHES:
         fail(f"--launch must be one of {', '.join(LAUNCHES)}, got {launch!r}")
     if launch_us is not None and not 0 < launch_us <= 1e6:  # NaN fails too
-        fail(f"--launch-us must be a positive number of microseconds (at most 10^6), got {launch_us}")
+        said = typed("--launch-us", launch_us)
+        fail(f"--launch-us must be a positive number of microseconds (at most 10^6), got {said}")
     return model.with_host(launch or "eager", None if launch_us is None else launch_us * 1e-6)
 
 
@@ -309,10 +310,10 @@ def positive(value: int | None, flag: str) -> int | None: ...
 def positive(value: int | None, flag: str) -> int | None:
     """A size option's value, checked: a positive integer no larger than its limit."""
     if value is not None and value < 1:
-        fail(f"{flag} must be a positive integer, got {value}")
+        fail(f"{flag} must be a positive integer, got {typed(flag, value)}")
     top = LIMITS.get(flag)
     if value is not None and top is not None and value > top:
-        fail(f"{flag} {value:,} is beyond what attn-cost models (at most {top:,})")
+        fail(f"{flag} {typed(flag, value)} is beyond what attn-cost models (at most {top:,})")
     return value
 
 
@@ -366,11 +367,13 @@ def not_with(ctx, flag: str, ignored: list[str], why: str) -> None:
         fail(f"{flag} {why}: {', '.join(extra)} would change nothing; leave {'it' if len(extra) == 1 else 'them'} out")
 
 
-def one_value_each(command, argv: list[str]) -> None:
-    """Refuse an option that takes one value given twice with different values (`predict --d 32 --d 64`): click
-    would keep the last without a word. The same value twice is used once, with a note. Repeatable options keep
-    each value (`once_each`); flags are not values. Reads the words of the command line as click will: the
-    command's own options, each value after its option (or after `=`), nothing after `--`."""
+def read_words(command, argv: list[str]) -> None:
+    """Read the command line word by word as click will, once, before click does: the command's own options, each
+    value after its option (or after `=`), nothing after `--`. Every value is kept as typed for the refusals that
+    name it (`app.typed`); an empty path is refused (it would read as the current folder, "."); an option that
+    takes one value, given twice with different values (`predict --d 32 --d 64`, compared as values: `--launch-us 5
+    --launch-us 5.0` is one value), is refused, where click would keep the last without a word; the same value
+    twice is used once, with a note. Repeatable options keep each value (`once_each`); flags are not values."""
     args = list(argv)
     while hasattr(command, "commands"):  # a group: the next word that is no option names its command
         name = next((a for a in args if not a.startswith("-")), None)
@@ -378,7 +381,9 @@ def one_value_each(command, argv: list[str]) -> None:
             return
         args, command = args[args.index(name) + 1 :], command.commands[name]
     options = {o: p for p in command.params if p.param_type_name == "option" for o in p.opts}
-    given: dict[str, tuple[str, list[str]]] = {}
+    func = getattr(command.callback, "__wrapped__", command.callback) if getattr(command, "callback", None) else None
+    hints = _type_hints(func)
+    given: dict[str, tuple[Any, list[str]]] = {}
     i = 0
     while i < len(args) and args[i] != "--":
         word, i = args[i], i + 1
@@ -388,13 +393,50 @@ def one_value_each(command, argv: list[str]) -> None:
             continue
         if not eq and i < len(args):
             value, i = args[i], i + 1
-        if not getattr(param, "multiple", False):
-            given.setdefault(param.name, (flag, []))[1].append(value)
-    for flag, values in given.values():
-        if len(set(values)) > 1:
+        given.setdefault(max(param.opts, key=len), (param, []))[1].append(value)
+    for flag, (param, values) in given.items():
+        heard(flag, values)
+        kind = "PATH" if METAVARS.get(flag) == "PATH" else _type_word(hints.get(param.name), param)  # --variants too
+        if kind == "PATH" and "" in values:
+            fail(f"{flag} is given an empty path: give a file or folder name")
+        if getattr(param, "multiple", False):
+            continue
+        read = list(dict.fromkeys(_as_value(v, kind) for v in values))
+        if len(read) > 1:
             fail(f"{flag} takes one value here and is given {len(values)}: {', '.join(values)}; give it once")
         if len(values) > 1:
             note(f"attn-cost: note: {flag} {values[0]} is given {len(values)} times: used once")
+    paths = [p for p in command.params
+             if p.param_type_name == "argument" and _type_word(hints.get(p.name), p) == "PATH"]  # fmt: skip
+    if paths and "" in _arguments(args, options):  # a path argument (`results import FILE...`)
+        fail(f"{(paths[0].metavar or paths[0].name.upper()).rstrip('.')} is given an empty path: give a file name")
+
+
+def _arguments(args: list[str], options: dict) -> list[str]:
+    """The words of a command line that are no option and no option's value."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        word, i = args[i], i + 1
+        if word == "--":
+            return out + args[i:]
+        param = options.get(word.partition("=")[0]) if word.startswith("-") else None
+        if param is not None:
+            takes = not (getattr(param, "is_flag", False) or getattr(param, "count", False)) and "=" not in word
+            i += 1 if takes else 0
+        elif not word.startswith("-") or word == "-":
+            out.append(word)
+    return out
+
+
+def _as_value(word: str, kind: str) -> object:
+    """A word as the value it reads as (INT, FLOAT, PATH; else the text): `5` and `5.0` are one --launch-us, `a`
+    and `./a` one path. A word that reads as no value stays text (click refuses it in its own words)."""
+    read: Callable[[str], object] = {"INT": int, "FLOAT": float, "PATH": Path}.get(kind, str)
+    try:
+        return read(word)
+    except ValueError:
+        return word
 
 
 def _deduplicating(flag: str, then: Callable | None) -> Callable:
@@ -600,7 +642,7 @@ def counting(convention: str, scope: str) -> Counting:
         n_kv=n_kv,
         align=chosen.get("align") or "top-left",
         bias=chosen.get("bias"),
-        dropout=chosen.get("dropout"),
+        dropout=None if chosen.get("dropout") is None else typed("--dropout", chosen["dropout"]),  # read exactly
         padding_mask=bool(chosen.get("padding_mask")),
     )
 
