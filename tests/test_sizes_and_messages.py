@@ -4,6 +4,9 @@ input; a file attn-cost reads and leaves out says why where it is used; an impor
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from attn_cost.costmodel.errors import UserError
 
@@ -151,3 +154,125 @@ def test_where_each_option_reaches_is_what_the_engine_derives() -> None:
         assert found.get(name, set()) == {(s, m) for s in reach.scopes for m in reach.modes}, name
     for name, scopes in SIZE_REACH.items():
         assert found[name] == {(s,) for s in scopes}, name
+
+
+def test_an_option_that_needs_another_is_refused_without_it(cli) -> None:
+    r = cli("crossover", "--baseline", "linear", "--d", "64")  # --baseline is the A side of --all
+    assert r.code == 2 and r.err.count("\n") == 1 and "--all" in r.err, r.err
+
+
+# -- class 6b, 6c: a refusal names what the user typed; one value is one value however it is written -----------------
+
+PAIR = ["--pair", "softmax:linear", "--d", "64"]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["crossover", *PAIR, "--mode", "training", "--dropout", "0.99999999999999999"], "0.99999999999999999 is"),
+        (["crossover", *PAIR, "--mode", "training", "--dropout", "1e-400"], "--dropout 1e-400"),
+        (["crossover", *PAIR, "--device", "h100-sxm5-80gb", "--launch-us", "1e7"], "got 1e7"),
+        (["crossover", "--pair", "softmax:linear", "--d", "1_000_000"], "--d 1_000_000 "),
+        (["crossover", "--pair", "softmax:linear", "--d", "00"], "got 00"),
+        (["predict", "--device", "h100-sxm5-80gb", "--variant", "softmax", "--n", "0x10"], "0x10"),
+        (["predict", "--device", "h100-sxm5-80gb", "--variant", "softmax", "--n", "+0"], "got +0"),
+        (["results", "ls", "--limit", "-01"], "got -01"),
+        (["campaign", "--cpu", "--out", "run", "--minutes", "1e400"], "got 1e400"),
+    ],
+)
+def test_a_refusal_names_the_users_own_text(cli, args, said) -> None:
+    """Not the value it was read as (1.0, 0.0, 10000000.0, 1,000,000, 0): the text typed."""
+    r = cli(*args)
+    assert r.code == 2 and r.err.count("\n") == 1 and said in r.err, r.err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["measure", "--cpu", "--variant", "softmax", "--n", "64", "--store", ""],
+        ["results", "ls", "--store", ""],
+        ["results", "export", "--output", ""],
+        ["results", "import", ""],
+        ["formula", "softmax", "--variants", ""],
+        ["report", "--html", ""],
+        ["validate", "--records", ""],
+    ],
+)
+def test_an_empty_path_is_refused_as_empty_not_read_as_the_current_folder(cli, tmp_path, args) -> None:
+    r = cli(*args)
+    assert r.code == 2 and r.err.count("\n") == 1 and "empty path" in r.err, r.err
+    assert not any(p.name.startswith("results") for p in tmp_path.iterdir())  # no store made in the working folder
+
+
+def test_one_value_written_two_ways_is_one_value(cli) -> None:
+    """--launch-us 5 --launch-us 5.0 is one launch cost (used once, with a note); 5 and 6 are two."""
+    same = cli("crossover", *PAIR, "--device", "h100-sxm5-80gb", "--launch-us", "5", "--launch-us", "5.0", "--json")
+    assert same.code == 0 and "used once" in same.err, same.err
+    again = cli("predict", "--device", "h100-sxm5-80gb", "--variant", "softmax", "--n", "64", "--d", "64", "--d", "064")
+    assert again.code == 0, again.err
+    other = cli("crossover", *PAIR, "--device", "h100-sxm5-80gb", "--launch-us", "5", "--launch-us", "6")
+    assert other.code == 2 and "5, 6" in other.err, other.err
+
+
+# -- class 6d: a file read and left out says why, where it is used; a UTF-8 byte-order mark is UTF-8 -----------------
+
+DATA = Path(__file__).resolve().parents[1] / "profilers" / "data"
+BOM = b"\xef\xbb\xbf"
+ROW = {
+    "name": "my-gpu", "device_names": [], "title": "My GPU", "vendor": "nvidia", "arch": "sm80",
+    "peak_tflops": {"fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312}, "bandwidth_gbs": 1555, "memory_gb": 40,
+    "l2_mb": 40, "sms": 108, "smem_per_sm_kb": 164, "smem_per_block_kb": 163, "clock_mhz": 1410, "source": "mine",
+}  # fmt: skip
+
+
+def _table(name: str) -> str:
+    return json.dumps({"kind": "attn-cost datasheet GPUs", "schema": 1, "gpus": [{**ROW, "name": name}]})
+
+
+def test_a_file_with_a_byte_order_mark_reads_as_utf8(cli, tmp_path) -> None:
+    """A GPU table, a device profile and a results file as a Windows editor saves "UTF-8 with BOM": each is read."""
+    home = tmp_path / "home"
+    (home / "gpus").mkdir(parents=True)
+    (home / "gpus" / "bom.json").write_bytes(BOM + _table("bom-gpu").encode())
+    (home / "devices").mkdir()
+    (home / "devices" / "mine.json").write_bytes(BOM + (DATA / "devices" / "cpu-amd-epyc-5155e7.json").read_bytes())
+    for device, kind in (("bom-gpu", "datasheet"), ("mine", "measured")):
+        r = cli("predict", "--device", device, "--variant", "softmax", "--n", "1024", "--json")
+        assert r.code == 0 and r.json()["kind"] == kind, r.err
+    lines = (DATA / "results" / "cpu-amd-epyc-5155e7.jsonl").read_bytes().splitlines(keepends=True)[:3]
+    (tmp_path / "bom.jsonl").write_bytes(BOM + b"".join(lines))
+    r = cli("results", "import", "bom.jsonl", "--store", "s", "--json")
+    assert r.code == 0 and r.json()["imported"] == {"bom.jsonl": 3}, r.err
+
+
+def test_a_gpu_table_left_out_whole_is_named_where_its_gpu_is_asked_for(cli, tmp_path) -> None:
+    """A table in UTF-16 (Notepad's "Unicode") cannot be read: asking for its GPU says which file was left out and
+    why, not only that the device is unknown."""
+    (tmp_path / "home" / "gpus").mkdir(parents=True)
+    (tmp_path / "home" / "gpus" / "u16.json").write_bytes(_table("u16-gpu").encode("utf-16"))
+    for args in (["predict", "--device", "u16-gpu", "--variant", "softmax", "--n", "1024"],
+                 ["io", "--gpu", "u16-gpu"]):  # fmt: skip
+        r = cli(*args)
+        assert r.code == 2 and r.err.count("\n") == 1, r.err
+        assert "u16.json" in r.err and "UTF-16" in r.err and "left out whole" in r.err, r.err
+
+
+# -- class 6e: an import says what it imported, and why it imported nothing -------------------------------------------
+
+
+def test_an_import_counts_only_what_the_store_gained(cli, tmp_path) -> None:
+    lines = (DATA / "results" / "cpu-amd-epyc-5155e7.jsonl").read_bytes().splitlines(keepends=True)[:2]
+    (tmp_path / "two.jsonl").write_bytes(b"".join(lines))
+    first = cli("results", "import", "two.jsonl", "--store", "s")
+    assert first.code == 0 and "Imported 2 of 2 records" in first.out, first.out
+    again = cli("results", "import", "two.jsonl", "--store", "s")
+    assert again.code == 0 and "Imported 0 of 2 records" in again.out and "2 already stored" in again.out, again.out
+    assert cli("results", "import", "two.jsonl", "--store", "s", "--json").json()["imported"] == {"two.jsonl": 0}
+
+
+def test_an_import_of_no_record_says_why_line_by_line(cli, tmp_path) -> None:
+    (tmp_path / "bad.jsonl").write_text('x\n{"schema": 2}\n{"schema": 2}\n[1]\n')
+    r = cli("results", "import", "bad.jsonl", "--store", "s")
+    assert r.code == 2 and r.err.count("\n") == 1, r.err
+    assert "none of its 4 lines" in r.err and "line 1 (not valid JSON" in r.err and "lines 2-3 (" in r.err, r.err
+    assert "line 4 (" in r.err
