@@ -584,6 +584,7 @@ COUNTING_TYPES = {
     "dropout": Optional[float],
     "padding_mask": bool,
 }
+"""The type of each counting switch's value, as the command's signature declares it (`with_counting`)."""
 
 
 def with_counting(
