@@ -71,15 +71,15 @@ COST_SHORT = {"flops": "N0", "memory": "N1", "traffic": "N_traffic"}
 
 
 @app.command()
-@o.with_counting
-@o.with_sizes
+@o.with_counting()
+@o.with_sizes()
 def crossover(
     d_values: Optional[list[int]] = o.head_dim_option("crossover"),
     pair: Optional[list[str]] = typer.Option(
         None, "--pair", help="A:B, repeatable. Default: the TaylorShift pair and softmax:taylorshift-efficient."
     ),
     every: bool = typer.Option(False, "--all", help="Every variant against --baseline."),
-    baseline: str = typer.Option("softmax", "--baseline", help="The A side for --all."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="The A side for --all.", show_default="softmax"),
     heads: int = o.HEADS,
     batch: int = o.BATCH,
     embed: Optional[int] = o.EMBED,
@@ -135,12 +135,14 @@ def crossover(
 
 
 def _pairs(
-    pair: list[str] | None, every: bool, baseline: str, causal: bool, scope: str | None
+    pair: list[str] | None, every: bool, baseline: str | None, causal: bool, scope: str | None
 ) -> list[tuple[str, str]]:
+    if baseline is not None and not every:
+        fail("--baseline is the A side of --all, and changes nothing without it: give --all, or --pair A:B")
     if every:
         if pair:
             fail("give either --pair or --all, not both")
-        (base,) = o.variant_names([baseline], causal)
+        (base,) = o.variant_names([baseline or "softmax"], causal)
         wanted = scope or "core"
         others = [v.name for v in all_variants() if v.name != base and wanted in v.scopes and (v.causal or not causal)]
         return [(base, other) for other in others]
@@ -289,8 +291,8 @@ def _num(value: object) -> str:
 
 
 @app.command()
-@o.with_counting
-@o.with_sizes
+@o.with_counting()
+@o.with_sizes()
 def cheapest(
     variant: Optional[list[str]] = typer.Option(
         None, "--variant", help="Repeatable. Default: softmax, linear, taylorshift-efficient, latte."
@@ -355,8 +357,8 @@ def cheapest(
 
 
 @app.command()
-@o.with_counting
-@o.with_sizes
+@o.with_counting(scopes=("decode",))
+@o.with_sizes(scopes=("decode",))
 def decode(
     variant: Optional[list[str]] = typer.Option(
         None, "--variant", help="Repeatable. Default: every variant with a decoding step."
@@ -508,7 +510,7 @@ def _decode_time_table(
 
 
 @app.command()
-@o.with_counting
+@o.with_counting()
 def formula(
     variant: str = typer.Argument(..., metavar="NAME", help="Variant name (see `attn-cost variants`)."),
     convention: str = o.CONVENTION,
@@ -627,8 +629,8 @@ def _dim(size: sp.Expr) -> str:
 
 
 @app.command()
-@o.with_counting
-@o.with_sizes
+@o.with_counting(scopes=("core",))
+@o.with_sizes(scopes=("core",))
 def heads(
     embed: int = typer.Option(..., "--d-embed", help="Embedding width; h runs over its divisors."),
     n: int = typer.Option(1024, "--n", help="Sequence length (memory depends on it)."),

@@ -4,7 +4,7 @@ return; torch is imported below them, inside the workflows' functions."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -27,7 +27,7 @@ from attn_cost.profilers.devicemodel.names import OPMODELS, known_opmodels
 from attn_cost.profilers.measure.device import IDENTITY
 from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.measure.standing import cell, tally
-from attn_cost.profilers.workflow.measuring import Events, Measuring, check_measurable, open_measurer
+from attn_cost.profilers.workflow.measuring import Events, Measuring, check_measurable, open_measurer, searched
 from attn_cost.profilers.workflow.profiling import profile as profile_pairs
 from attn_cost.profilers.workflow.profiling import sweep
 from rich.console import Console
@@ -38,6 +38,8 @@ err = Console(stderr=True, highlight=False)
 
 MIN_MAX_N = 16
 """The smallest --max-n: below it the search has no lengths to compare."""
+MEASURED_SCOPES = ("core", "layer", "block", "decode")
+"""The scopes `profile` and `validate` measure (a whole model is many blocks)."""
 PROFILE_SCOPE = typer.Option(
     None,
     "--scope",
@@ -59,8 +61,8 @@ def longest_asked(max_n: int | None) -> None:
 
 
 @app.command()
-@o.with_counting
-@o.with_sizes
+@o.with_counting(scopes=MEASURED_SCOPES, measured=True)
+@o.with_sizes(scopes=MEASURED_SCOPES)
 @o.with_measuring()
 def profile(
     pair: Optional[list[str]] = typer.Option(
@@ -93,8 +95,9 @@ def profile(
     o.positive(max_lengths, "--max-lengths"), o.positive(batch, "--b"), o.positive(latents, "--L")
     longest_asked(max_n)
     check_measurable(sorted({n for p in pairs for n in p}), st)
-    measurer = open_measurer(measuring, st.scope, dtype, ds, events())
     template = Sizes(N=1, d=ds[0], h=heads, b=batch, L=latents, **o.given_sizes(heads))
+    names = sorted({n for p in pairs for n in p})
+    measurer = open_measurer(measuring, st.scope, dtype, ds, events(), searched(names, template, ds, max_n))
     with progress() as notify:
         measurer.notify = notify
         done = profile_pairs(measurer, pairs, ds, template, st, costs=costs, max_lengths=max_lengths, n_max=max_n)
@@ -175,8 +178,7 @@ def _measured(row: dict, which: str, n_max: int | None = None) -> str:
 
 
 @app.command()
-@o.with_counting
-@o.with_sizes
+@o.with_sizes()
 @o.with_measuring()
 def measure(
     variant: list[str] = typer.Option(..., "--variant", help="Repeatable."),
@@ -198,8 +200,9 @@ def measure(
     st = o.setting("full", dtype, scope, "inference", names, {"--L": latents})
     o.positive(batch, "--b"), o.positive(latents, "--L")
     check_measurable(names, st)
-    measurer = open_measurer(measuring, st.scope, dtype, ds, events())
     template = Sizes(N=1, d=ds[0], h=heads, b=batch, L=latents, **o.given_sizes(heads))
+    cases = [(name, replace(template, N=length, d=dv), "--n {:d}") for name in names for length in lengths for dv in ds]
+    measurer = open_measurer(measuring, st.scope, dtype, ds, events(), lambda _: cases)
     with progress() as notify:
         measurer.notify = notify
         rows = sweep(measurer, names, lengths, ds, template)
@@ -299,7 +302,7 @@ def check_flops(
 
 
 @app.command()
-@o.with_counting
+@o.with_counting(scopes=MEASURED_SCOPES, measured=True)
 @o.with_measuring()
 def validate(
     ctx: typer.Context,
@@ -403,7 +406,9 @@ def validate(
                                         save_to=user_profiles_dir() if save else None)  # fmt: skip
         _from_records(done, fit, as_json)
         return
-    measurer = open_measurer(measuring, st.scope, dtype, check + fit, events())
+    names = sorted({n for p in pairs for n in p})
+    measurer = open_measurer(measuring, st.scope, dtype, check + fit, events(),
+                             searched(names, template, dict.fromkeys(check + fit), max_n))  # fmt: skip
     opmodel = wf.calibration_of(calibration, measurer.store.device, events())
     with progress() as notify:
         measurer.notify = notify

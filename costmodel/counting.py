@@ -227,6 +227,9 @@ def dropout_probability(value: object) -> sp.Rational | None:
     if not isinstance(p, sp.Rational) or not 0 <= p < 1:
         raise UserError(f"--dropout takes a probability p with 0 <= p < 1 (the share of attention probabilities "
                         f"dropped in training), got {value}")  # fmt: skip
+    if p and not 0 < float(p) < 1:  # what PyTorch's dropout would be given: p = 1 drops everything, p = 0 nothing
+        raise UserError(f"--dropout {value} is {float(p)} as the float PyTorch's dropout takes: give a probability "
+                        "that stays between 0 and 1 there")  # fmt: skip
     return p if p else None
 
 

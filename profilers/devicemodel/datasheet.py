@@ -163,6 +163,8 @@ class Table(NamedTuple):
     rows: list[Datasheet]
     warnings: list[str]
     left_out: dict[str, str]
+    files_left_out: tuple[str, ...] = ()
+    """Why each file that is not a table was left out whole (its rows' names unread): what an unknown name says."""
 
 
 def read_table(path: Path, taken: dict[str, str] | None = None) -> Table:
@@ -222,7 +224,7 @@ def _load(folder: str, measured: tuple[str, ...]) -> Table:
     row left out was: a user's row that does not fit, or is named like a measured device (`measured`) or a GPU
     already known, is left out."""
     taken = dict.fromkeys(measured, "a measured device")
-    shipped, problems, _ = read_table(SHIPPED)
+    shipped, problems, *_ = read_table(SHIPPED)
     if problems:
         raise UserError(f"{SHIPPED}: {problems[0]} (the shipped GPU table: reinstall attn-cost)")
     out = {sheet.name: sheet for sheet in shipped if sheet.name not in taken}
@@ -230,17 +232,19 @@ def _load(folder: str, measured: tuple[str, ...]) -> Table:
             for sheet in shipped if sheet.name in taken]  # fmt: skip
     taken.update(dict.fromkeys(out, "a shipped datasheet GPU"))
     why: dict[str, str] = {}
+    whole: list[str] = []
     for path in regular_files(Path(folder), "*.json"):
         try:
-            rows, problems, left_out = read_table(path, taken)
+            rows, problems, left_out, _ = read_table(path, taken)
         except UserError as e:
             rows, problems, left_out = [], [f"{e}: the file is left out"], {}
+            whole.append(str(e))
         said += problems
         why = {**left_out, **why}
         for sheet in rows:
             out[sheet.name] = sheet
             taken[sheet.name] = f"a datasheet GPU ({path.name})"
-    return Table(list(out.values()), said, why)
+    return Table(list(out.values()), said, why, tuple(whole))
 
 
 def _table() -> Table:
@@ -272,9 +276,20 @@ def left_out(name: str) -> str | None:
     return _table().left_out.get(name)
 
 
+def files_left_out() -> str:
+    """'' or, for a name no device has, the user's GPU tables left out whole, which may have meant it: `; FILE is
+    not an attn-cost datasheet table: ... (left out whole)`, the first and how many more."""
+    whole = _table().files_left_out
+    if not whole:
+        return ""
+    more = f", and {len(whole) - 1:,} more such file{'s' if len(whole) > 2 else ''}" if len(whole) > 1 else ""
+    return f"; {whole[0]} (left out whole{more})"
+
+
 def get_datasheet(name: str) -> Datasheet:
     """The datasheet GPU of this name (a command resolves a name the user gave with `devices.datasheet_of`)."""
     table = datasheets()
     if name not in table:
-        raise UserError(unknown("datasheet GPU", name, sorted(table), where="`attn-cost devices` lists them all"))
+        raise UserError(unknown("datasheet GPU", name, sorted(table), where="`attn-cost devices` lists them all")
+                        + files_left_out())  # fmt: skip
     return table[name]

@@ -91,6 +91,7 @@ from attn_cost.profilers.store.files import (
     make_folder,
     parse_json,
     read_input,
+    text_of,
     write_atomic,
 )
 from attn_cost.profilers.store.schema import Fingerprint, SchemaError, check, load_error, rule
@@ -751,8 +752,8 @@ def read_calibration(path: Path) -> dict:
                 raw = f.read(MAX_INPUT_BYTES + 1)
             if len(raw) > MAX_INPUT_BYTES:
                 raise UserError(f"{path} unpacks to over {MAX_INPUT_BYTES / 2**20:,.0f} MiB: not an op calibration")
-        data = parse_json(raw.decode("utf-8"))
-    except (OSError, EOFError, zlib.error, UnicodeDecodeError, RecursionError) as e:
+        data = parse_json(text_of(raw, path, "an op calibration"))
+    except (OSError, EOFError, zlib.error, RecursionError) as e:
         raise UserError(f"{path} is not a readable op calibration ({e.__class__.__name__})") from None
     except ValueError as e:  # not JSON, a key given twice, or an integer of more digits than Python reads
         why = ("not JSON" if isinstance(e, json.JSONDecodeError) else str(e) if isinstance(e, DuplicateKeyError)

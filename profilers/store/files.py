@@ -236,15 +236,29 @@ def parse_json(text: str | bytes) -> Any:
     return json.loads(text, object_pairs_hook=_once)
 
 
+BOMS = {b"\xff\xfe": "UTF-16", b"\xfe\xff": "UTF-16"}
+"""Byte-order marks of encodings attn-cost does not read, to say which one a file is in."""
+
+
+def text_of(data: bytes, path: Path, what: str) -> str:
+    """The text of a file attn-cost reads: UTF-8, with or without the byte-order mark some editors write first (a
+    Windows editor's "UTF-8 with BOM"); any other encoding is one line (UserError) naming the file, what it was read
+    as and where it stops being UTF-8."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        encoding = next((f": it is {name} (save it as UTF-8)" for bom, name in BOMS.items() if data.startswith(bom)),
+                        f" (byte {e.start + 1:,} is not UTF-8)")  # fmt: skip
+        raise UserError(f"{path} is not {what}: it is not UTF-8 text{encoding}") from None
+
+
 def read_json(path: Path, what: str) -> object:
     """The parsed JSON of a file a user names or attn-cost scans (`read_input`), or one line (UserError) saying why
     it is not readable as `what`: not UTF-8, not JSON, a key given twice in one object, nested too deep, or a
     number too long to read (Python refuses integers of more than 4,300 digits)."""
-    data = read_input(path, what)
+    text = text_of(read_input(path, what), path, what)
     try:
-        return parse_json(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise UserError(f"{path} is not {what}: it is not UTF-8 text") from None
+        return parse_json(text)
     except json.JSONDecodeError as e:
         raise UserError(f"{path} is not {what}: not JSON ({e.msg}, line {e.lineno})") from None
     except DuplicateKeyError as e:
@@ -257,8 +271,8 @@ def read_json(path: Path, what: str) -> object:
 def json_data(path: Path) -> object:
     """The parsed JSON of a file attn-cost recognises or scans (None where it is not a readable JSON file)."""
     try:
-        return parse_json(read_input(path, "a JSON file").decode("utf-8"))
-    except (UserError, UnicodeDecodeError, ValueError, RecursionError):
+        return parse_json(text_of(read_input(path, "a JSON file"), path, "a JSON file"))
+    except (UserError, ValueError, RecursionError):
         return None
 
 

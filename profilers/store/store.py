@@ -46,6 +46,7 @@ from attn_cost.profilers.store.files import (
     parse_json,
     read_input,
     regular_files,
+    text_of,
 )
 from attn_cost.profilers.store.schema import Fingerprint, SchemaError, check, rule
 
@@ -261,6 +262,14 @@ class Problems:
     path: Path
     lines: dict[str, list[int]]
 
+    def said(self, shown: int = 3) -> str:
+        """The reasons in one line, each with its line numbers, the first `shown` of them and how many more:
+        `line 1 (not valid JSON: Expecting value), lines 2-3 (schema must be 1, got 2)`."""
+        parts = [f"line{'s' if len(numbers) > 1 else ''} {_ranges(numbers, 3)} ({reason})"
+                 for reason, numbers in list(self.lines.items())[:shown]]  # fmt: skip
+        rest = len(self.lines) - shown
+        return ", ".join(parts) + (f", and {rest:,} more reason{'s' if rest > 1 else ''}" if rest > 0 else "")
+
     def warnings(self) -> list[str]:
         return [
             f"{self.path}: {len(numbers)} line{'s' if len(numbers) > 1 else ''} skipped ({reason}): "
@@ -282,10 +291,7 @@ def _ranges(numbers: list[int], shown: int = 6) -> str:
 
 def read_jsonl(path: Path) -> tuple[list[Record], Problems]:
     """Checked records of a JSON-lines file, and the lines that are not records."""
-    try:
-        text = read_input(path, "a results file").decode("utf-8")
-    except UnicodeDecodeError:
-        raise UserError(f"{path} is not an attn-cost results file (not UTF-8 text)") from None
+    text = text_of(read_input(path, "a results file"), path, "an attn-cost results file")
     records: list[Record] = []
     problems = Problems(path, {})
     lines = text.splitlines()
@@ -301,7 +307,8 @@ def read_jsonl(path: Path) -> tuple[list[Record], Problems]:
         except ValueError as e:
             problems.lines.setdefault(str(e), []).append(number)
     if not records and any(line.strip() for line in lines):
-        raise UserError(f"{path} is not an attn-cost results file: none of its {len(lines)} lines is a record")
+        raise UserError(f"{path} is not an attn-cost results file: none of its {len(lines):,} lines is a record, "
+                        f"nothing is read from it: {problems.said()}")  # fmt: skip
     return records, problems
 
 

@@ -23,7 +23,7 @@ from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.paths import check_input, real
 from attn_cost.costmodel.plugins import located, state_kept
 from attn_cost.costmodel.symbols import N, b, d, h
-from attn_cost.profilers.store.files import DuplicateKeyError, parse_json, read_input
+from attn_cost.profilers.store.files import DuplicateKeyError, parse_json, read_input, text_of
 from attn_cost.profilers.trace.adapters import Core, adapt
 
 EXAMPLE = {"b": 2, "h": 3, "N": 13, "d": 8}
@@ -247,9 +247,9 @@ def load_config(path: Path | None) -> Any:
     """--config FILE.json: a Hugging Face config (it has 'model_type') or plain keyword arguments."""
     if path is None:
         return None
-    raw = read_input(Path(path), "a --config file")
+    raw = text_of(read_input(Path(path), "a --config file"), path, "a --config file")
     try:
-        data = parse_json(raw.decode("utf-8"))
+        data = parse_json(raw)
     except DuplicateKeyError as e:
         raise UserError(f"--config {path}: {e}") from None
     except (ValueError, RecursionError) as e:

@@ -37,7 +37,7 @@ from attn_cost.profilers.measure.references import REFERENCES
 from attn_cost.profilers.measure.search import replicate_interval
 from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.measure.standing import judge
-from attn_cost.profilers.store.files import parse_json, read_input
+from attn_cost.profilers.store.files import parse_json, read_input, text_of
 from attn_cost.profilers.store.store import ResultStore, open_database, read_jsonl, select, shipped_records
 from attn_cost.profilers.workflow.measuring import Events, longest
 
@@ -280,8 +280,8 @@ def _fingerprint(device: str, store: Path | None) -> dict:
 def read_summary(path: Path) -> dict:
     """A campaign's summary.json, read (one line if it is not one)."""
     try:
-        data = parse_json(read_input(path, "a campaign summary").decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:  # not JSON, a key given twice, a huge integer
+        data = parse_json(text_of(read_input(path, "a campaign summary"), path, "a campaign summary"))
+    except (ValueError, RecursionError) as e:  # not JSON, a key given twice, a huge integer
         raise UserError(f"{path} is not a readable campaign summary ({e.__class__.__name__})") from None
     if not isinstance(data, dict) or data.get("kind") != "attn-cost campaign summary":
         raise UserError(f"{path} is not an attn-cost campaign summary")
