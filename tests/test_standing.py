@@ -12,7 +12,7 @@ import pytest
 from attn_cost.costmodel.crossover import Setting
 from attn_cost.profilers.measure.device import fingerprint
 from attn_cost.profilers.measure.profile import Measurer, profile_pair, replicated
-from attn_cost.profilers.measure.search import Probe, Transition, one_crossing, replicates_disagree, signs_of
+from attn_cost.profilers.measure.search import Probe, Transition, one_crossing, replicates_disagree, signs_of, tie_of
 from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.measure.standing import cell, judge, standing_words, tally
 from attn_cost.profilers.store.store import ResultStore, write_jsonl
@@ -77,8 +77,8 @@ def test_a_found_search_with_agreeing_replicates_is_found_at_their_median() -> N
 
 def test_replicates_that_disagree_make_the_crossover_unsteady_with_its_crossings_in_the_note() -> None:
     ns = [90, 99, 101, 111]
-    far = run(ns, lambda n: n * n, lambda n: 120 * n)  # crosses at 120: 20 % off
-    near = run(ns, lambda n: n * n, lambda n: 100 * n)
+    far = run(ns, lambda n: n * n, lambda n: 150 * n)  # crosses at 150: 50 % off, and tB/tA there 1.35 to 1.67
+    near = run(ns, lambda n: n * n, lambda n: 100 * n)  # (no tie: the mean ratio at 90 is off 1 by more than 25 %)
     t = replicated(Transition("found", 100.0, 1.0, (99, 101)), ns, [near, far])
     assert t.verdict == "unsteady" and t.measured is None and len(t.replicates) == 3
     assert t.note.startswith("replicates disagree: crossings 100, ") and "10%" in t.note
@@ -431,3 +431,23 @@ def test_a_campaign_row_that_was_measured_before_makes_the_re_read_not_stand() -
     assert judge(row, lambda v, n: [], lambda v: [], None, [[row, apart]])["n0_standing"].startswith("verdict changed")
     near = {**row, "measured_n0": 108.0}  # within 5 + 5
     assert judge(row, lambda v, n: [], lambda v: [], None, [[row, near]])["n0_standing"] == "stands"
+
+
+def test_lengths_near_the_crossing_that_lean_either_way_by_a_few_per_cent_are_a_tie() -> None:
+    """Near a crossing a length can come out A or B against the order of N: replicates re-timed at 99, 101 and 111
+    agree so closely (by hand: the means of tB/tA there are 0.98, 1.02 and 1.01, pooled spread 0.0025 over 6 degrees
+    of freedom, half-widths 0.006 of 0.01) that each is significant: B at 99 before A at 101 and 111. A leads up to 90, B
+    from 140, so the stretch is 99 to 111 with a regret of 2 %: either is as fast there. The same lengths off by
+    30 % are no tie (`TIE_REGRET`, a quarter)."""
+    one = {"runs": 7, "discarded": 0, "noise": 0.001}
+
+    def world(lean: float) -> list[Probe]:
+        search = [Probe(n, 1.0, r, **one) for n, r in ((80, 1.3), (90, 1.2), (140, 0.7))]
+        centre = {99: 1 - lean, 101: 1 + lean, 111: 1 + lean / 2}
+        wiggles = (0.997, 1.003, 1.0)
+        return search + [Probe(n, 1.0, c * w, **one) for n, c in centre.items() for w in wiggles]
+
+    tie = tie_of(world(0.02))
+    assert tie is not None and tie.stretch == (99, 111) and tie.n0_range == (91, 140)
+    assert tie.regret == pytest.approx(0.02, abs=1e-4)
+    assert tie_of(world(0.3)) is None

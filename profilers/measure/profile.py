@@ -477,11 +477,13 @@ def _speed_transition(
     `unsteady` where the crossings disagree) and reports their median with a prediction interval for one
     more run, which covers the drift between runs, not only the noise within one. Where the replicates disagree,
     or cross outside the re-timed lengths, but every length timed says A and B are within the noise over a stretch
-    between where A is faster and where B is, the verdict is a tie (`tied`): an answer, not a search to repeat.
+    between where A is faster and where B is, the verdict is a tie (`tied`): an answer, not a search to repeat; so too
+    where three searches placed no crossing and all their timings together tie.
     A device that stays disturbed ends the search with verdict `disturbed` and what was seen."""
     trend_tol = TREND_TOL.get(measurer.device, 0.02)
     try:
         suspects: list[int] = []
+        retimed: list[list[Probe]] = []  # every replicate run of every search: a tie is read from them all
         for _ in range(3):
             for n in suspects:
                 speed(n, fresh=True)
@@ -499,6 +501,7 @@ def _speed_transition(
                 [_time_probe(n, *measurer.time([a, b], at(n), replicate=k)) for n in lengths]
                 for k in range(1, replicates + 1)
             ]
+            retimed += runs
             again = [c for c in map(crossing_of, runs) if c is not None]
             if 2 * len(again) < replicates or not lengths[0] <= statistics.median(again) <= lengths[-1]:
                 tie = tied(t, lengths, runs)
@@ -507,6 +510,9 @@ def _speed_transition(
                 suspects = [lo, hi]  # the re-timed lengths cross elsewhere (or not at all): the bracket was wrong
                 continue
             return replicated(t, lengths, runs)
+        tie = tied(t, sorted({p.n for run in retimed for p in run}), retimed) if retimed else None
+        if tie is not None:  # three searches placed no crossing, and all their timings together tie
+            return tie
         return replace(t, verdict="inconsistent", measured=None, uncertainty=None, note=(
             f"{a} and {b} timed again at N = {', '.join(f'{n:,}' for n in suspects)} still disagree with the "
             "other lengths: the device is not steady enough to place the crossover"
