@@ -437,8 +437,8 @@ def test_lengths_near_the_crossing_that_lean_either_way_by_a_few_per_cent_are_a_
     """Near a crossing a length can come out A or B against the order of N: replicates re-timed at 99, 101 and 111
     agree so closely (by hand: the means of tB/tA there are 0.98, 1.02 and 1.01, pooled spread of the log ratios
     about 0.003 over 6 degrees of freedom, half-widths about 0.004) that each is significant: B at 99 before A at 101
-    and 111. A leads up to 90, B from 140, so the stretch is 99 to 111 with a regret of 2 %: either is as fast there. The same lengths off by
-    30 % are no tie (`TIE_REGRET`, a quarter)."""
+    and 111. A leads up to 90, B from 140, so the stretch is 99 to 111 with a regret of 2 %: either is as fast
+    there. The same lengths off by 30 % are no tie (`TIE_REGRET`, a quarter)."""
     one = {"runs": 7, "discarded": 0, "noise": 0.001}
 
     def world(lean: float) -> list[Probe]:
