@@ -100,6 +100,11 @@ CHUNK_PRODUCTS: dict[tuple[bool, bool, bool], tuple[int, tuple[int, int], int, t
   (_chunk_scan_bwd_dstates, _chunk_scan_bwd_dC, _chunk_scan_chunk_state_bwd_dx, _chunk_scan_bwd_dcb): two of each."""
 
 
+CHUNK_BACKWARD = sp.Rational(5, 2)
+"""Backward per forward of a chunk op's element-wise work and bytes: the plain kernels' ratio (four backward kernels
+for two forward, ten products for four with d_k = d_v). Its products are counted exactly (`chunk_products`)."""
+
+
 def chunk_products(op: Op, backward: bool = False) -> tuple[sp.Expr, sp.Expr]:
     """The products of a chunk op (`linear_chunk`), per call: those against the state and those over each chunk's
     C×C scores (with their share F_chunk), each a sum of 2mkn per chunk of C tokens (`CHUNK_PRODUCTS`)."""
@@ -115,6 +120,10 @@ def chunk_products(op: Op, backward: bool = False) -> tuple[sp.Expr, sp.Expr]:
 
 def _chunk_matmuls(op: Op) -> sp.Expr:
     return sp.Add(*chunk_products(op))
+
+
+def _chunk_matmuls_backward(op: Op) -> sp.Expr:
+    return sp.Add(*chunk_products(op, backward=True))
 
 
 def _chunk_elementwise(op: Op) -> sp.Expr:
@@ -151,9 +160,23 @@ def _chunk_full(op: Op) -> sp.Expr:
     return _chunk_matmuls(op) + _chunk_elementwise(op)
 
 
+def _chunk_full_backward(op: Op) -> sp.Expr:
+    """The backward kernels' products and their element-wise work, `CHUNK_BACKWARD` times the forward's."""
+    return _chunk_matmuls_backward(op) + CHUNK_BACKWARD * _chunk_elementwise(op)
+
+
 def _chunk_scores(op: Op) -> sp.Expr:
     """The two products over each chunk's scores (the FlashAttention benchmark counts those of the score matrix)."""
     return chunk_products(op)[1]
+
+
+def _chunk_scores_backward(op: Op) -> sp.Expr:
+    return chunk_products(op, backward=True)[1]
+
+
+def _tri_solve_backward(op: Op) -> sp.Expr:
+    """solve_tril's backward, −Tᵀ·dT·Tᵀ: two C×C×C products a chunk (`Graph.tri_solve`), no substitution."""
+    return op.attrs["backward_products"]
 
 
 def _block_product(op: Op) -> sp.Expr:
@@ -208,11 +231,11 @@ def backward_factor(op: Op) -> sp.Expr:
     share of the chunks' scores is counted); an op whose attrs carry "backward" states its kernel's own factor."""
     if "backward" in op.attrs:  # a kernel with its own backward (linear-causal-fused's causal_product)
         return op.attrs["backward"]
-    if op.kind == "linear_chunk":  # its backward kernels' products over its forward kernels'
-        return sp.cancel(sp.Add(*chunk_products(op, backward=True)) / sp.Add(*chunk_products(op)))
+    if op.kind == "linear_chunk":  # its bytes and element-wise work; its products by `BACKWARD_RULES`
+        return CHUNK_BACKWARD
     if op.kind == "chunk_matmul":
         return sp.Integer(2)  # a gradient for each operand (3 where the library makes it again: attrs "backward")
-    if op.kind == "tri_solve":  # no substitution again: its backward is two products, `backward_products`
+    if op.kind == "tri_solve":  # no substitution again: its backward is two products (`BACKWARD_RULES`)
         return sp.Integer(0)
     if op.kind == "fused_attention":
         a = op.attrs
@@ -273,6 +296,10 @@ FULL_RULES: dict[str, Rule] = {
 if set(FULL_RULES) != set(KINDS):
     raise RuntimeError("every op kind needs a `full` rule and a description")
 
+FULL_BACKWARD: dict[str, Rule] = {"linear_chunk": _chunk_full_backward, "tri_solve": _tri_solve_backward}
+"""Op kinds whose backward is no multiple of their forward count, counted by a rule of its own (`Convention.
+backward`): the chunk kernels' backward products (`chunk_products`) and solve_tril's."""
+
 
 @dataclass(frozen=True)
 class Convention:
@@ -285,14 +312,16 @@ class Convention:
     count_gains: bool = False
     counting: Mapping[str, str] = field(default_factory=dict)
     """Counting switches this convention implies unless the user sets them (`--causal-count`, `--backward`)."""
-    backward_products: bool = True
-    """Counts the products an op's backward runs that are no multiple of its forward count (`backward_extra`)."""
+    backward_rules: Mapping[str, Rule] = field(default_factory=dict)
+    """Rules for the backward of op kinds whose backward is no multiple of their forward (`FULL_BACKWARD`)."""
 
-    def backward_extra(self, op: Op) -> sp.Expr:
-        """Backward FLOPs of one op beyond its backward factor times its forward count: the products of
-        solve_tril's backward, −Tᵀ·dT·Tᵀ (`Graph.tri_solve`), whose forward has none; 0 for every other op and in a
-        convention that counts only the products over the score matrix."""
-        return sp.sympify(op.attrs.get("backward_products", 0)) if self.backward_products else sp.Integer(0)
+    def backward(self, op: Op) -> sp.Expr:
+        """Backward FLOPs of one op (one run, before loops and the causal share): its kind's backward rule where
+        it has one, else its backward factor times its forward count (`backward_factor`)."""
+        rule = self.backward_rules.get(op.kind)
+        if rule is not None:
+            return sp.sympify(rule(op))
+        return backward_factor(op) * self.op_flops(op)
 
     def op_flops(self, op: Op) -> sp.Expr:
         """FLOPs of one op under this convention (0 for kinds it leaves out)."""
@@ -313,6 +342,7 @@ FULL = Convention(
     "attn-cost",
     FULL_RULES,
     count_gains=True,
+    backward_rules=FULL_BACKWARD,
 )
 
 _TS_OMITTED = ("sum", "l2normalize", "augment")
@@ -323,6 +353,7 @@ TAYLORSHIFT_V1 = Convention(
     "normalisation of Sec. 3.3 (l2normalize, augment, scalar gains) are not counted",
     "Nauen et al., TaylorShift, arXiv 2403.02920v1, Eqs. 4-6",
     {k: v for k, v in FULL_RULES.items() if k not in _TS_OMITTED},
+    backward_rules=FULL_BACKWARD,
 )
 
 TAYLORSHIFT_ICPR = Convention(
@@ -330,6 +361,7 @@ TAYLORSHIFT_ICPR = Convention(
     "TaylorShift ICPR version: as taylorshift-v1, plus N(d+1) for the column sum ΣV",
     "Nauen et al., TaylorShift (ICPR), summary in the authors' publication feed",
     {**TAYLORSHIFT_V1.rules, "sum": per_in(1)},
+    backward_rules=FULL_BACKWARD,
 )
 
 MATMUL = Convention(
@@ -343,6 +375,7 @@ MATMUL = Convention(
         "linear_chunk": _chunk_matmuls,
         "chunk_matmul": _block_product,
     },
+    backward_rules={"linear_chunk": _chunk_matmuls_backward, "tri_solve": _tri_solve_backward},
 )
 
 FLASH_BENCH = Convention(
@@ -353,7 +386,7 @@ FLASH_BENCH = Convention(
     {"matmul": _score_matmul, "fused_attention": _fused_matmuls, "linear_chunk": _chunk_scores,
      "chunk_matmul": _attention_block},
     counting={"causal": "half", "backward": "recompute"},
-    backward_products=False,
+    backward_rules={"linear_chunk": _chunk_scores_backward, "tri_solve": _zero},
 )
 
 CONVENTIONS: dict[str, Convention] = {c.name: c for c in (TAYLORSHIFT_V1, TAYLORSHIFT_ICPR, MATMUL, FULL, FLASH_BENCH)}

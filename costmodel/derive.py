@@ -236,15 +236,10 @@ class Derived:
         """The graph masks its scores causally (its score ops carry the factor F_causal)."""
         return causal_graph(self.ops)
 
-    def _counted(self, op: Op) -> sp.Expr:
-        """Loops, backward and the causal share of one op, the counting factors left as symbols."""
-        return self._passes(op) * causal_factor(op, self.causal)
-
     def op_flops(self, op: Op, convention: Convention, counting: Counting | None = DEFAULT_COUNTING) -> sp.Expr:
         """FLOPs of one op of this graph, loops and backward included; counting=None keeps F_causal, F_bwd."""
-        expr = convention.op_flops(op) * self._counted(op)
-        if self.graph.training:
-            expr += convention.backward_extra(op) * op.repeat
+        once = convention.op_flops(op) + (convention.backward(op) if self.graph.training else 0)
+        expr = once * op.repeat * causal_factor(op, self.causal)
         return counting.apply(expr) if counting is not None else sp.expand(expr)
 
     def flops(self, convention: Convention, counting: Counting | None = DEFAULT_COUNTING) -> sp.Expr:

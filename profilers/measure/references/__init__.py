@@ -117,6 +117,10 @@ class Reference:
     stands_in: str | None = None
     """The variant whose reference runs in place of this one's own implementation where that cannot run (its
     formulas are then those of what runs: `stand_in`)."""
+    chunked: Callable[[list[Tensor], int], Tensor] | None = None
+    """(inputs, chunk) -> output: the variant's chunked form in plain PyTorch, whose products are those of the
+    variant's own op list (the chunk kernels'), where what runs here is another form (its recurrence): `check-flops`
+    counts it too."""
 
 
 REFERENCES: dict[str, Reference] = {}

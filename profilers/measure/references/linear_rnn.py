@@ -440,7 +440,7 @@ def _register(variant: str) -> None:
     core.__doc__ = (f"{variant} by its library's chunk kernels ({LIBRARIES[variant][2]}) where they run; its "
                     "recurrence elsewhere (the record says which ran).")  # fmt: skip
     reference(variant, constants=_chunk, implementation=lambda s, device: implementation(variant, s.chunk, device),
-              stands_in=f"{variant}-recurrent")(core)  # fmt: skip
+              stands_in=f"{variant}-recurrent", chunked=CHUNKED[variant])(core)  # fmt: skip
 
 
 for _name in CHUNKED:
