@@ -541,7 +541,7 @@ LINEAR_AT = (1 << 16, 1 << 17)
 
 
 @check
-def _linear_in_n(variants: list[str], modes: list[str] = ("inference",)) -> Result:
+def _linear_in_n(variants: list[str], modes: tuple[str, ...] | list[str] = ("inference",)) -> Result:
     """FLOPs and peak memory of chunked variants when the sequence doubles from 65,536 tokens (d = 128, the other
     sizes at their defaults: C = 64, d_v = d, d_state = 128, one group): 2 exactly is linear in N."""
     dims = with_defaults({d: 128, h: 1, b: 1})

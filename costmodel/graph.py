@@ -533,7 +533,7 @@ class Graph:
         if gate not in CHUNK_GATES:
             raise ModelError(f"{self.name}: {unknown('chunk gate', gate, CHUNK_GATES)}")
         if (gate in ("none", "head")) != (not gates):
-            raise ModelError(f"{self.name}: a {gate} gate {'reads no' if not gates else 'needs its'} gate tensors")
+            raise ModelError(f"{self.name}: a {gate} gate {'needs its' if not gates else 'reads no'} gate tensors")
         if w is not None and (states is not None or not all(map(_same, w.shape, k.shape))):
             raise ModelError(f"{self.name}: the delta rule's W is the keys' shape, and its states are the kernel's own")
         delta = w is not None

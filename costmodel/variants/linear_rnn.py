@@ -243,7 +243,7 @@ def deltanet_recurrent(g: Graph, Q: Tensor, K: Tensor, V: Tensor, beta: Tensor) 
     return Y
 
 
-def _delta_decode_inputs(g: Graph, gated: bool) -> tuple[Tensor, ...]:
+def _delta_decode_inputs(g: Graph, gated: bool) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor | None]:
     q, k = g.input("q", b, h, d), g.input("k", b, h, d)
     v = g.input("v", b, h, d_v)
     a = g.input("a", b, h) if gated else None

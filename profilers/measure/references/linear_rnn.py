@@ -410,7 +410,7 @@ def _library_call(variant: str, inputs: list[Tensor], chunk: int) -> Tensor:
         return fn(q, k, v, _gla_gate(alpha), scale=q.shape[-1] ** -0.5)[0].transpose(1, 2)
     if variant in ("deltanet", "gated-deltanet"):
         q, k, v, *gates, beta = tok
-        extra = [_decay(gates[0].transpose(1, 2)).transpose(1, 2)] if gates else []
+        extra = [_decay(gates[0].transpose(1, 2)).transpose(1, 2).contiguous()] if gates else []  # [B, T, H]
         beta = torch.sigmoid(beta)
         return fn(q, k, v, *extra, beta, scale=q.shape[-1] ** -0.5, use_qk_l2norm_in_kernel=True)[0].transpose(1, 2)
     cq, bk, x, dt = tok
