@@ -1,4 +1,5 @@
-"""Every quantitative efficiency claim of the five source papers, checked against the engine.
+"""Every quantitative efficiency claim of the source papers (the five of the design; the abstracts of RetNet, GLA
+and DeltaNet), checked against the engine.
 
 The claims are data (claims.json, beside this module): each holds the paper's value as the paper prints it (typed:
 it is what is being checked), the paper's sentence quoted verbatim where there is one (`quote`; the seeds' math
