@@ -286,3 +286,24 @@ def test_the_device_models_refuse_the_gated_chunk_kernels_in_one_line(cli) -> No
     r = cli("crossover", "--pair", "softmax-fused-causal:gated-deltanet", "--d", "128", "--device", "h100-sxm5-80gb")
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
     assert "not priced on a device yet" in r.err
+
+
+# -- on a GPU with the libraries: their kernels compute the recurrence ------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", NAMES)
+def test_on_cuda_the_librarys_kernels_compute_the_recurrence(name: str) -> None:
+    """Where fla-core (mamba-ssm for Mamba-2) runs on CUDA: the chunked variant runs the library's kernels on
+    token-major views, and agrees with its recurrence in float64 (fp32 kernels: tensor-core products, so 1e-2)."""
+    if ref.library_kernel(name)[0] is None:
+        pytest.skip(ref.library_kernel(name)[1])
+    sizes = Sizes(N=200, d=64, h=4, b=2, C=ref.LIBRARY_CHUNK, d_state=64)
+    impl = references.implementation_of(name, sizes, "cuda")
+    assert impl is not None and impl.native
+    case = build_case(name, "core", sizes, "fp32", "cuda")
+    inputs = case.make_inputs()
+    with torch.no_grad():
+        y = case.run([x.clone() for x in inputs]).double()
+        expect = ref.RECURRENT[name]([x.double().contiguous() for x in inputs])
+    assert ((y - expect).abs().max() / expect.abs().max()).item() < 1e-2
