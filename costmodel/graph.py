@@ -540,7 +540,7 @@ class Graph:
         if (states is None, delta, scores is not None) not in CHUNK_KERNELS:
             given = "given" if scores is not None else "its own"
             raise ModelError(f"{self.name}: no chunk kernel makes {'its' if states is None else 'no'} states with"
-                             f"{'' if delta else 'out'} the delta rule and {given} scores (modelled: "
+                             f"{'' if delta else 'out'} delta-rule updates and {given} scores (modelled: "
                              f"{'; '.join(CHUNK_KERNELS.values())})")  # fmt: skip
         c = sp.sympify(chunk)
         chunks = sp.ceiling(n / c)
@@ -742,7 +742,7 @@ CHUNK_KERNELS: dict[tuple[bool, bool, bool], str] = {
     (True, False, False): "chunk_fwd_h and chunk_fwd_o (fla's chunk_simple_gla: linear attention, retention, "
     "Mamba-2-style scalar gates)",
     (True, False, True): "chunk_fwd_h and an output kernel reading the scores (fla's chunk_gla)",
-    (True, True, False): "chunk_gated_delta_rule_fwd_h and chunk_fwd_o (fla's delta rule)",
+    (True, True, False): "chunk_gated_delta_rule_fwd_h and chunk_fwd_o (fla's delta-rule kernels)",
     (False, False, True): "an output kernel reading states and scores (mamba_ssm's chunk_scan)",
 }
 """The chunk kernels `Graph.linear_chunk` models, by (it makes its states, the delta rule, the scores are given)."""

@@ -37,11 +37,11 @@ KINDS: dict[str, str] = {
     "fused_attention": "softmax(QKᵀ/√d)V without the N×N matrix (SDPA / FlashAttention)",
     "linear_chunk": "causal linear attention Σⱼ≤ᵢ(qᵢ·kⱼ)·decay·vⱼ by chunk kernels: C×C scores and the running state "
     "on chip, one d_k×d_v state per chunk to memory (flash-linear-attention's chunk_fwd_h and chunk_fwd_o; the "
-    "delta rule's chunk_gated_delta_rule_fwd_h; mamba_ssm's chunk_scan)",
+    "delta-rule kernel chunk_gated_delta_rule_fwd_h; mamba_ssm's chunk_scan)",
     "chunk_matmul": "a product inside each chunk of C tokens, written to memory: a C×C block of scores (βKKᵀ, GLA's "
     "gated QKᵀ, Mamba-2's CB), a block times the chunk's rows (W, U), or each chunk's own state",
     "tri_solve": "(I + A)⁻¹ of each chunk's strictly lower triangular C×C block by forward substitution (fla's "
-    "solve_tril: the delta rule's WY representation)",
+    "solve_tril: the WY representation of delta-rule updates)",
 }
 
 SAVES: dict[str, tuple] = {

@@ -194,7 +194,7 @@ def _wy(g: Graph, Kn: Tensor, V: Tensor, beta: Tensor, gates: tuple[Tensor, ...]
 
 @variant(
     "deltanet",
-    "DeltaNet: linear attention with the delta rule, chunked by the WY representation (fla's chunk_delta_rule)",
+    "DeltaNet: linear attention with delta-rule updates, chunked by the WY representation (fla's chunk_delta_rule)",
     source=DELTANET + "; " + FLA + ": chunk_delta_rule (chunk_scaled_dot_kkt, solve_tril, recompute_w_u, "
     "chunk_gated_delta_rule_fwd_h, chunk_fwd_o)",
     family="linear-rnn",
@@ -226,7 +226,7 @@ def delta_step(g: Graph, q: Tensor, k: Tensor, v: Tensor, beta: Tensor, S: Tenso
 
 @variant(
     "deltanet-recurrent",
-    "DeltaNet as its recurrence: the delta rule on a d×d_v state per head, one token at a time",
+    "DeltaNet as its recurrence: delta-rule updates of a d×d_v state per head, one token at a time",
     source=DELTANET,
     family="linear-rnn",
     causal=True,
@@ -277,7 +277,8 @@ def _decay(g: Graph, a: Tensor) -> Tensor:
 
 @variant(
     "gated-deltanet",
-    "Gated DeltaNet: the delta rule with a scalar decay per token (Mamba-2's), chunked (fla's chunk_gated_delta_rule)",
+    "Gated DeltaNet: delta-rule updates with a scalar decay per token (Mamba-2's), chunked (fla's "
+    "chunk_gated_delta_rule)",
     source=GATED_DELTANET + "; " + FLA + ": chunk_gated_delta_rule (the gate's chunk_local_cumsum, "
     "chunk_scaled_dot_kkt, solve_tril, recompute_w_u, chunk_gated_delta_rule_fwd_h, chunk_fwd_o)",
     family="linear-rnn",
@@ -301,7 +302,7 @@ def gated_deltanet(g: Graph, Q: Tensor, K: Tensor, V: Tensor, a: Tensor, beta: T
 
 @variant(
     "gated-deltanet-recurrent",
-    "Gated DeltaNet as its recurrence: the delta rule with a scalar decay on a d×d_v state, one token at a time",
+    "Gated DeltaNet as its recurrence: delta-rule updates with a scalar decay of a d×d_v state, one token at a time",
     source=GATED_DELTANET,
     family="linear-rnn",
     causal=True,
