@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # docblock.py, beside this script
 
-from docblock import fill
+from docblock import check, fill
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- gpu-table: begin -->", "<!-- gpu-table: end -->"
@@ -117,7 +117,7 @@ def transition_table(items: list[dict]) -> list[str]:
     lines = ["| A → B | dtype | d | N0 analytic | N0 corrected | N0 op model | N0 datasheet [95 %] | N0 measured | "
              "stands | N1 analytic | N1 measured |", "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in items:
-        n0 = cell(r["measured_n0"], r["n0_uncertainty"], r["n0_verdict"])
+        n0 = cell(r["measured_n0"], r["n0_uncertainty"], r["n0_verdict"], tie=r.get("n0_tie"))
         lines.append(
             f"| {r['a']} → {r['b']} | {r['dtype']} | {r['d']} | {_n(r['n0'])} | {_n(r['corrected_n0'])} | "
             f"{_n(r['predicted_n0'])} | {_datasheet(r)} | {n0} | "
@@ -167,6 +167,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--into", type=Path, action="append", default=[], help="README.md (short) or another file")
     args = parser.parse_args()
+    check(args.into, BEGIN, END)  # every target, before the 20 s of commands: a bad one costs nothing
     items = rows()
     print(markdown(items, short=False))
     fill({path: markdown(items, short=path.name == "README.md") for path in args.into}, BEGIN, END)

@@ -23,6 +23,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # docblock.py, beside this script
+
+from attn_cost.costmodel.errors import UserError
+from attn_cost.profilers.store.files import make_folder, read_input
+from docblock import check_output, fail, write_output
+
 ROOT = Path(__file__).resolve().parents[1]
 H200 = "profilers/data/results/cuda-nvidia-h200-12fde9.jsonl"
 RUN1 = "benchmarks/data/gpu-h200-2026-11-26/run1/summary.json"
@@ -108,8 +114,38 @@ def run_all(home: Path, out: Path | None, names: set[str] | None = None, tree: P
                 print(f"{name}: exit {p.returncode}", file=sys.stderr)
                 continue
             for part, text in (("stdout", p.stdout), ("stderr", p.stderr), ("rc", f"{p.returncode}\n")):
-                (out / f"{i:02d}-{name}.{part}").write_text(mask(text, [tmp, str(home)]), encoding="utf-8")
+                write_output(out / output_name(i, name, part), mask(text, [tmp, str(home)]), _named_ours, OUTPUT)
             print(f"{name}: exit {p.returncode}", file=sys.stderr)
+
+
+PARTS = ("stdout", "stderr", "rc")
+OUTPUT = "an output of same_outputs.py"
+
+
+def output_name(i: int, name: str, part: str) -> str:
+    """OUT/NN-name.part: what `record` writes for the i-th command."""
+    return f"{i:02d}-{name}.{part}"
+
+
+def _named_ours(path: Path) -> bool:
+    """A file in OUT named as `record` names its outputs (`claim_out` has refused a folder holding anything else)."""
+    return path.name in {output_name(i, name, part) for i, (name, _) in enumerate(COMMANDS) for part in PARTS}
+
+
+def claim_out(out: Path) -> None:
+    """Before any command runs: OUT new, or a folder holding this script's outputs alone, and each output path a
+    regular file or absent (`docblock.check_output`: a FIFO, a device or a folder there is refused unopened)."""
+    if out.is_dir():
+        stray = sorted(p.name for p in out.iterdir() if not _named_ours(p))
+        if stray:
+            fail(f"{out} holds {stray[0]}, which this script did not write: give a new or empty folder")
+    try:
+        make_folder(out, str(out))
+    except UserError as e:
+        fail(str(e))
+    for i, (name, _) in enumerate(COMMANDS):
+        for part in PARTS:
+            check_output(out / output_name(i, name, part), _named_ours, OUTPUT)
 
 
 def launcher(tree: Path) -> str:
@@ -125,6 +161,14 @@ def mask(text: str, paths: list[str]) -> str:
     for pattern, into in MASKS:
         text = pattern.sub(into, text)
     return text
+
+
+def _recorded(path: Path) -> list[str]:
+    """The lines of a recorded output (`files.read_input`: a FIFO or a device is refused unopened, in one line)."""
+    try:
+        return read_input(path, OUTPUT).decode("utf-8", "replace").splitlines(keepends=True)
+    except UserError as e:
+        fail(str(e))
 
 
 def main() -> int:
@@ -148,7 +192,7 @@ def main() -> int:
             run_all(args.home, None, measuring, tree=args.tree.resolve(), tries=10)
         return 0
     if args.what == "record":
-        args.out.mkdir(parents=True, exist_ok=True)
+        claim_out(args.out)
         with tempfile.TemporaryDirectory() as tmp:
             home = Path(tmp) / "home"
             shutil.copytree(args.home, home)
@@ -157,8 +201,8 @@ def main() -> int:
     differ = []
     for before in sorted(args.before.iterdir()):
         after = args.after / before.name
-        old = before.read_text(encoding="utf-8").splitlines(keepends=True)
-        new = after.read_text(encoding="utf-8").splitlines(keepends=True) if after.exists() else []
+        old = _recorded(before)
+        new = _recorded(after) if os.path.lexists(after) else []
         if old != new:
             differ.append(before.name)
             sys.stdout.writelines(difflib.unified_diff(old, new, str(before), str(after), n=1))

@@ -72,15 +72,15 @@ COST_SHORT = {"flops": "N0", "memory": "N1", "traffic": "N_traffic"}
 
 
 @app.command()
-@o.with_counting
-@o.with_sizes
+@o.with_counting()
+@o.with_sizes()
 def crossover(
     d_values: Optional[list[int]] = o.head_dim_option("crossover"),
     pair: Optional[list[str]] = typer.Option(
         None, "--pair", help="A:B, repeatable. Default: the TaylorShift pair and softmax:taylorshift-efficient."
     ),
     every: bool = typer.Option(False, "--all", help="Every variant against --baseline."),
-    baseline: str = typer.Option("softmax", "--baseline", help="The A side for --all."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="The A side for --all.", show_default="softmax"),
     heads: int = o.HEADS,
     batch: int = o.BATCH,
     embed: Optional[int] = o.EMBED,
@@ -136,12 +136,14 @@ def crossover(
 
 
 def _pairs(
-    pair: list[str] | None, every: bool, baseline: str, causal: bool, scope: str | None
+    pair: list[str] | None, every: bool, baseline: str | None, causal: bool, scope: str | None
 ) -> list[tuple[str, str]]:
+    if baseline is not None and not every:
+        fail("--baseline is the A side of --all, and changes nothing without it: give --all, or --pair A:B")
     if every:
         if pair:
             fail("give either --pair or --all, not both")
-        (base,) = o.variant_names([baseline], causal)
+        (base,) = o.variant_names([baseline or "softmax"], causal)
         wanted = scope or "core"
         others = [v.name for v in all_variants() if v.name != base and wanted in v.scopes and (v.causal or not causal)]
         return [(base, other) for other in others]
@@ -167,6 +169,10 @@ STANDING = (
     "✗: the measured crossover does not stand by the rules of docs/measuring.md (replicates that disagree, a timer "
     "that changed method inside it, a verdict changed on re-measurement; --json: n0_standing says which); lb: "
     "launch-bound, one variant's time there mostly a fixed cost (n0_launch_bound). "
+)
+TIE = (
+    "tie: the lengths where the two measured times were within the noise, either as fast (--json: n0_regret, the "
+    "most they differ there, and n0_range, the N0 it implies). "
 )
 EXTRAPOLATED = (
     "*: the op model priced some op without a timing of its shape (no exact-shape line at this head dim, or a row "
@@ -195,7 +201,7 @@ def _device_table(rows: list[TransitionRow], heads: int, batch: int, device: str
                  op_model_n0(dev.predicted_n0, dev.predicted_n0_low, dev.predicted_n0_high)
                  + ("*" if dev.extrapolated else ""),
                  measured_cell(fit.measured_n0, fit.n0_uncertainty, fit.n0_verdict, fit.n0_standing,
-                               fit.n0_launch_bound, compact=True)
+                               fit.n0_launch_bound, compact=True, tie=fit.n0_tie)
                  if fit.n0_verdict else _measured(fit.measured_n0, fit.n0_uncertainty)]
             )  # fmt: skip
             cells.append(
@@ -206,11 +212,14 @@ def _device_table(rows: list[TransitionRow], heads: int, batch: int, device: str
         render.table(f"\n{pair[0]} → {pair[1]}", columns, cells, keys=2)
     judged = any(r.device is not None and r.device.profile is not None and r.device.profile.n0_standing
                  for r in rows)  # fmt: skip
+    tied = any(r.device is not None and r.device.profile is not None and r.device.profile.n0_verdict == "tie"
+               for r in rows)  # fmt: skip
     render.sentence(
         f"analytic: N0 where B needs no more FLOPs ({first.convention}), N1 no more peak memory. corrected: "
         "the device profile's fitted times and memory. op model: time predicted from the device's op "
         "calibration, zero-shot. measured: found by timing on the device (± its spread). "
         + (STANDING if judged else "")
+        + (TIE if tied else "")
         + ("—: the device has no value at this setting. " if dashes else "")
         + (EXTRAPOLATED if any(r.device is not None and r.device.extrapolated for r in rows) else "")
         + describe(first.counting.as_json())
@@ -283,8 +292,8 @@ def _num(value: object) -> str:
 
 
 @app.command()
-@o.with_counting
-@o.with_sizes
+@o.with_counting()
+@o.with_sizes()
 def cheapest(
     variant: Optional[list[str]] = typer.Option(
         None, "--variant", help="Repeatable. Default: softmax, linear, taylorshift-efficient, latte."
@@ -349,8 +358,8 @@ def cheapest(
 
 
 @app.command()
-@o.with_counting
-@o.with_sizes
+@o.with_counting(scopes=("decode",))
+@o.with_sizes(scopes=("decode",))
 def decode(
     variant: Optional[list[str]] = typer.Option(
         None, "--variant", help="Repeatable. Default: every variant with a decoding step."
@@ -531,7 +540,7 @@ def _decode_time_table(
 
 
 @app.command()
-@o.with_counting
+@o.with_counting()
 def formula(
     variant: str = typer.Argument(..., metavar="NAME", help="Variant name (see `attn-cost variants`)."),
     convention: str = o.CONVENTION,
@@ -650,8 +659,8 @@ def _dim(size: sp.Expr) -> str:
 
 
 @app.command()
-@o.with_counting
-@o.with_sizes
+@o.with_counting(scopes=("core",))
+@o.with_sizes(scopes=("core",))
 def heads(
     embed: int = typer.Option(..., "--d-embed", help="Embedding width; h runs over its divisors."),
     n: int = typer.Option(1024, "--n", help="Sequence length (memory depends on it)."),

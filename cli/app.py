@@ -58,12 +58,37 @@ class Status(IntEnum):
     SIGPIPE (128 + 13), as the shell tools in the same pipe end."""
 
 
-_state: dict = {"stores": [], "notes": []}
+_state: dict = {"stores": [], "notes": [], "words": {}}
 
 
 def started() -> None:
-    """A command starts (`main`): no store opened yet, no note to print."""
-    _state["stores"], _state["notes"] = [], []
+    """A command starts (`main`): no store opened yet, no note to print, no word of its command line read."""
+    _state["stores"], _state["notes"], _state["words"] = [], [], {}
+
+
+def heard(flag: str, words: list[str]) -> None:
+    """The words the command line gave option `flag`, as typed (`options.read_words`), for `typed`."""
+    _state["words"][flag] = list(words)
+
+
+def words(flag: str) -> list[str]:
+    """The words the command line gave option `flag`, as typed."""
+    return list(_state["words"].get(flag, []))
+
+
+def typed(flag: str, value: object) -> str:
+    """The text the user typed for `value` of option `flag` (`--dropout 0.99999999999999999`, not the float 1.0 it
+    reads as; `--n 1_000`, `--store ''`): what a refusal names. A value the command line did not give (a default, a
+    value worked out from others) is written as Python writes it."""
+    for word in _state["words"].get(flag, []):
+        try:
+            read = type(value)(word)  # type: ignore[call-arg]
+        except (TypeError, ValueError):
+            read = word
+        same = word == value or read == value or (read != read and value != value)  # NaN as typed: nan, NaN
+        if same:
+            return word
+    return str(value)
 
 
 def notes() -> list[str]:

@@ -14,8 +14,9 @@ from typing import Any, Optional
 import typer
 from attn_cost.cli import options as o
 from attn_cost.cli import render
-from attn_cost.cli.app import Status, app, fail
+from attn_cost.cli.app import Status, app, fail, typed
 from attn_cost.cli.render import emit
+from attn_cost.profilers.measure.standing import cell
 from attn_cost.profilers.store.files import not_stdout
 from attn_cost.profilers.workflow.measuring import Measuring, check_measurable
 
@@ -108,9 +109,9 @@ def _plan(out, measuring: Measuring, quick, d_values, dtypes, pair, heads, batch
         o.positive(value, flag)
     o.positive(max_n, "--max-n")
     if max_n is not None and max_n < 8:
-        fail(f"--max-n must be at least 8, got {max_n}")
+        fail(f"--max-n must be at least 8, got {typed('--max-n', max_n)}")
     if minutes is not None and not 0 < minutes < math.inf:
-        fail(f"--minutes must be a positive number of minutes, got {minutes}")
+        fail(f"--minutes must be a positive number of minutes, got {typed('--minutes', minutes)}")
     ds = o.head_dims(d_values, None, heads or 1, default=[]) or None
     names = sorted({v for p in pairs for v in p})
     for dt in dtypes or DTYPES:
@@ -220,6 +221,8 @@ def _n(value) -> str:
 
 def _measured(row: dict, which: str) -> str:
     value, unc, verdict = row[f"measured_{which}"], row[f"{which}_uncertainty"], row[f"{which}_verdict"]
+    if verdict == "tie":  # where either is as fast
+        return cell(value, unc, verdict, tie=row.get(f"{which}_tie"))
     if value is None:
         return verdict or "—"
     return render.with_spread(value, unc)

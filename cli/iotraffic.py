@@ -29,7 +29,7 @@ DEFAULT_GPU = "a100-sxm4-80gb"
 
 
 @app.command("io")
-@o.with_sizes
+@o.with_sizes(scopes=("core",))
 def io(
     variant: Optional[list[str]] = typer.Option(
         None, "--variant", help="A variant with a fused kernel; repeatable. Default: softmax-fused(-causal)."

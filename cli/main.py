@@ -7,18 +7,33 @@ commands register on `cli.app.app` as their modules are imported (`cli.commands`
 
 from __future__ import annotations
 
+import functools
 import sys
 import warnings
+from typing import Any
 
 import click
 import typer
 from attn_cost.cli import commands  # noqa: F401  (registers the commands)
-from attn_cost.cli.app import Status, app, kept, note, notes, polish_help, started
+from attn_cost.cli.app import Status, app, kept, note, notes, polish_help, started, words
 from attn_cost.cli.exits import describe_os_error, error, interrupted, silence_stdout
-from attn_cost.cli.options import bound_sizes, once_each, one_value_each
+from attn_cost.cli.options import bound_sizes, once_each, read_words
 from attn_cost.cli.render import one_line
 from attn_cost.cli.trace import add_user_options
 from attn_cost.costmodel.errors import InputWarning, PricingWarning, UserError
+
+
+@functools.cache
+def command_line() -> Any:
+    """The whole CLI as one click command, built once a process (it took a sixth of a second, on every `main` call
+    made in one process: the tests, a notebook): typer's command of the registered commands, with what every
+    command gets (--variants and --trace, help metavars, size limits, each repeated value once)."""
+    command = typer.main.get_command(app)
+    add_user_options(command)  # --variants PATH and --trace PATH:NAME on every command
+    polish_help(command)
+    bound_sizes(command)
+    once_each(command)
+    return command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,12 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     click_errors = _click_exceptions()
     stdout = sys.stdout
     try:
-        command = typer.main.get_command(app)
-        add_user_options(command)  # --variants PATH and --trace PATH:NAME on every command
-        polish_help(command)
-        bound_sizes(command)
-        once_each(command)
-        one_value_each(command, sys.argv[1:] if argv is None else argv)
+        command = command_line()
+        read_words(command, sys.argv[1:] if argv is None else argv)
         result = command.main(args=argv, prog_name="attn-cost", standalone_mode=False)
     except click_errors.ClickException as e:  # click's usage and parameter errors (typer's own copy or click)
         return error(_with_help_hint(e), code=Status.BAD_INPUT)
@@ -87,9 +98,17 @@ def _click_exceptions():
 
 
 def _with_help_hint(e: click.ClickException) -> str:
+    """click's message, the text the user gave the option where the message does not quote it (some typers say
+    only "Input should be a valid integer"), and where to read the command's options."""
     ctx = getattr(e, "ctx", None)
     cmd = ctx.command_path if ctx is not None else "attn-cost"
-    return f"{e.format_message()} (see '{cmd} --help')"
+    text = e.format_message()
+    param = getattr(e, "param", None)
+    flag = max(param.opts, key=len) if param is not None and getattr(param, "opts", None) else None
+    given = [w for w in words(flag) if w not in text] if flag else []
+    if given and not any(w in text for w in words(flag or "")):
+        text += f" (got {', '.join(repr(w) for w in given)})"
+    return f"{text} (see '{cmd} --help')"
 
 
 

@@ -4,7 +4,7 @@ return; torch is imported below them, inside the workflows' functions."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -27,7 +27,7 @@ from attn_cost.profilers.devicemodel.names import OPMODELS, known_opmodels
 from attn_cost.profilers.measure.device import IDENTITY
 from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.measure.standing import cell, tally
-from attn_cost.profilers.workflow.measuring import Events, Measuring, check_measurable, open_measurer
+from attn_cost.profilers.workflow.measuring import Events, Measuring, check_measurable, open_measurer, searched
 from attn_cost.profilers.workflow.profiling import profile as profile_pairs
 from attn_cost.profilers.workflow.profiling import sweep
 from rich.console import Console
@@ -38,6 +38,8 @@ err = Console(stderr=True, highlight=False)
 
 MIN_MAX_N = 16
 """The smallest --max-n: below it the search has no lengths to compare."""
+MEASURED_SCOPES = ("core", "layer", "block", "decode")
+"""The scopes `profile` and `validate` measure (a whole model is many blocks)."""
 PROFILE_SCOPE = typer.Option(
     None,
     "--scope",
@@ -59,8 +61,8 @@ def longest_asked(max_n: int | None) -> None:
 
 
 @app.command()
-@o.with_counting
-@o.with_sizes
+@o.with_counting(scopes=MEASURED_SCOPES, measured=True)
+@o.with_sizes(scopes=MEASURED_SCOPES)
 @o.with_measuring()
 def profile(
     pair: Optional[list[str]] = typer.Option(
@@ -93,8 +95,9 @@ def profile(
     o.positive(max_lengths, "--max-lengths"), o.positive(batch, "--b"), o.positive(latents, "--L")
     longest_asked(max_n)
     check_measurable(sorted({n for p in pairs for n in p}), st)
-    measurer = open_measurer(measuring, st.scope, dtype, ds, events())
     template = Sizes(N=1, d=ds[0], h=heads, b=batch, L=latents, **o.given_sizes(heads))
+    names = sorted({n for p in pairs for n in p})
+    measurer = open_measurer(measuring, st.scope, dtype, ds, events(), searched(names, template, ds, max_n))
     with progress() as notify:
         measurer.notify = notify
         done = profile_pairs(measurer, pairs, ds, template, st, costs=costs, max_lengths=max_lengths, n_max=max_n)
@@ -120,9 +123,16 @@ def _profile_table(rows: list[dict], measurer, n_max: int) -> None:
         render.table(f"\n{pair[0]} → {pair[1]}", columns, cells, keys=2)
     render.sentence(
         "model: where B needs no more FLOPs (N0) or peak memory (N1). measured: found on this device (± the "
-        "spread of repeated searches). lengths: sequence lengths whose timings were kept (disturbed runs are "
-        "thrown away). seconds: wall time spent on the pair."
+        "spread of repeated searches)"
+        + ("; tie: the lengths where either is as fast, neither faster beyond the noise (said below)"
+           if _ties(rows) else "")
+        + ". lengths: sequence lengths whose timings were kept (disturbed runs are thrown away). seconds: wall "
+        "time spent on the pair."
     )
+
+
+def _ties(rows: list[dict]) -> bool:
+    return any(r.get("n0_verdict") == "tie" for r in rows)
 
 
 def provenance(measurer) -> dict:
@@ -137,10 +147,12 @@ def provenance(measurer) -> dict:
 
 
 def said(rows: list[dict], measurer) -> None:
-    """One line per crossover not reported (and why), then what was measured now and what was reused."""
+    """One line per tie (where either is as fast, its regret and the N0 range it implies) and per crossover not
+    reported (and why), then what was measured now and what was reused."""
     for r in rows:
         if r.get("n0_note"):
-            render.sentence(f"{r['a']} vs {r['b']} at d = {r['d']}: N0 not measured: {r['n0_note']}", indent=0)
+            what = "a tie" if r.get("n0_verdict") == "tie" else "N0 not measured"
+            render.sentence(f"{r['a']} vs {r['b']} at d = {r['d']}: {what}: {r['n0_note']}", indent=0)
     done = f"{measurer.measured} measurements made now" if measurer.measured else "Nothing measured now"
     hits = measurer.store.hits
     sources = [f"{hits['stored']} from {measurer.store.path}"] if hits["stored"] else []
@@ -157,8 +169,8 @@ def _n(value) -> str:
 
 def _measured(row: dict, which: str, n_max: int | None = None) -> str:
     value, unc, verdict = row[f"measured_{which}"], row[f"{which}_uncertainty"], row[f"{which}_verdict"]
-    if which == "n0" and row.get("n0_standing"):  # judged from records (`validate --records`): its standing beside it
-        return cell(value, unc, verdict, row["n0_standing"], row.get("n0_launch_bound"))
+    if which == "n0" and (row.get("n0_standing") or verdict == "tie"):  # judged (`validate`): its standing beside it
+        return cell(value, unc, verdict, row.get("n0_standing"), row.get("n0_launch_bound"), tie=row.get("n0_tie"))
     if value is None:
         a_wins = "A up to max-n" if n_max is None else f"A to N={n_max:,}"
         return {"b-cheaper-throughout": "B always", "a-cheaper-throughout": a_wins}.get(verdict or "", verdict or "—")
@@ -166,8 +178,7 @@ def _measured(row: dict, which: str, n_max: int | None = None) -> str:
 
 
 @app.command()
-@o.with_counting
-@o.with_sizes
+@o.with_sizes()
 @o.with_measuring()
 def measure(
     variant: list[str] = typer.Option(..., "--variant", help="Repeatable."),
@@ -189,8 +200,9 @@ def measure(
     st = o.setting("full", dtype, scope, "inference", names, {"--L": latents})
     o.positive(batch, "--b"), o.positive(latents, "--L")
     check_measurable(names, st)
-    measurer = open_measurer(measuring, st.scope, dtype, ds, events())
     template = Sizes(N=1, d=ds[0], h=heads, b=batch, L=latents, **o.given_sizes(heads))
+    cases = [(name, replace(template, N=length, d=dv), "--n {:d}") for name in names for length in lengths for dv in ds]
+    measurer = open_measurer(measuring, st.scope, dtype, ds, events(), lambda _: cases)
     with progress() as notify:
         measurer.notify = notify
         rows = sweep(measurer, names, lengths, ds, template)
@@ -292,7 +304,7 @@ def check_flops(
 
 
 @app.command()
-@o.with_counting
+@o.with_counting(scopes=MEASURED_SCOPES, measured=True)
 @o.with_measuring()
 def validate(
     ctx: typer.Context,
@@ -396,7 +408,9 @@ def validate(
                                         save_to=user_profiles_dir() if save else None)  # fmt: skip
         _from_records(done, fit, as_json)
         return
-    measurer = open_measurer(measuring, st.scope, dtype, check + fit, events())
+    names = sorted({n for p in pairs for n in p})
+    measurer = open_measurer(measuring, st.scope, dtype, check + fit, events(),
+                             searched(names, template, dict.fromkeys(check + fit), max_n))  # fmt: skip
     opmodel = wf.calibration_of(calibration, measurer.store.device, events())
     with progress() as notify:
         measurer.notify = notify

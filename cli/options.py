@@ -8,11 +8,11 @@ import sys
 from collections.abc import Callable
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Optional, overload
+from typing import Any, NamedTuple, Optional, overload
 
 import sympy as sp
 import typer
-from attn_cost.cli.app import _commands, fail, note
+from attn_cost.cli.app import METAVARS, _commands, _type_hints, _type_word, fail, heard, note, typed
 from attn_cost.costmodel.conventions import DEFAULT, FULL, get_convention
 from attn_cost.costmodel.counting import Counting, F_bwd, F_causal, F_chunk
 from attn_cost.costmodel.crossover import Setting, cost_branches
@@ -93,7 +93,8 @@ def with_launch(model: Any, launch: str | None, launch_us: float | None) -> Any:
     if launch is not None and launch not in LAUNCHES:
         fail(f"--launch must be one of {', '.join(LAUNCHES)}, got {launch!r}")
     if launch_us is not None and not 0 < launch_us <= 1e6:  # NaN fails too
-        fail(f"--launch-us must be a positive number of microseconds (at most 10^6), got {launch_us}")
+        said = typed("--launch-us", launch_us)
+        fail(f"--launch-us must be a positive number of microseconds (at most 10^6), got {said}")
     return model.with_host(launch or "eager", None if launch_us is None else launch_us * 1e-6)
 
 
@@ -158,7 +159,8 @@ CHUNK = typer.Option(
     None,
     "--chunk",
     help="Chunk length C of the chunked linear attentions (linear-chunked(-fused), retention, gla, deltanet, "
-    "gated-deltanet, mamba2), tokens per chunk (default 64, fla's own).",
+    "gated-deltanet, mamba2), tokens per chunk (default 64, fla's own). A C larger than N is one chunk, costed and "
+    "run whole: padded to C tokens (linear-chunked), masked (the fused kernels).",
 )
 VALUE_DIM = typer.Option(
     None,
@@ -190,6 +192,38 @@ COUNTING_OPTIONS = {
 }
 """The counting switches `with_counting` adds to a command; `setting` reads what the user chose."""
 _COUNTING: ContextVar[dict | None] = ContextVar("counting", default=None)
+WHOLE = ("core", "layer", "block", "model")
+"""The scopes that take the whole sequence at once (all but a decoding step, whose one query sees every key)."""
+
+
+class Reach(NamedTuple):
+    """Where an option can change a count: the scopes and modes at which some variant of the catalogue takes it,
+    and whether the reference implementations run what it describes (`measured`: else a command whose answer is
+    measured cannot follow it). tests/test_sizes_and_messages.py derives each from the engine."""
+
+    scopes: tuple[str, ...]
+    modes: tuple[str, ...] = tuple(MODES)
+    measured: bool = True
+
+
+COUNTING_REACH = {
+    "causal_count": Reach(WHOLE),  # F_causal, F_chunk: a causal mask over a score matrix or a chunk
+    "tile": Reach(WHOLE),  # with --causal-count tiles
+    "backward": Reach(tuple(SCOPES), ("training",)),  # F_bwd: a backward pass of the score products
+    "n_kv": Reach(("core",), measured=False),  # the references take keys and values of length N
+    "align": Reach(("core",), measured=False),  # with --n-kv
+    "bias": Reach(("layer", "block", "model"), measured=False),  # the references run each variant's own biases
+    "dropout": Reach(WHOLE, ("training",), measured=False),  # the references run no dropout
+    "padding_mask": Reach(WHOLE, measured=False),  # nor a padding mask
+}
+"""Where each counting switch can change an answer: `with_counting` offers a command the switches that reach what
+the command can price."""
+SIZE_REACH = {
+    "h_kv": tuple(SCOPES), "w": tuple(SCOPES), "k": WHOLE, "m": WHOLE, "c": WHOLE, "C": WHOLE, "d_v": tuple(SCOPES),
+    "d_state": tuple(SCOPES), "G": tuple(SCOPES),
+}  # fmt: skip
+"""The scopes at which some variant is written with each variant-specific size (no decoding step has a projected
+length, random features, landmarks or chunks): `with_sizes` offers a command the sizes of the scopes it prices."""
 
 
 GPU = typer.Option(False, "--gpu", help="Measure on CUDA (an error if there is none).")
@@ -295,10 +329,10 @@ def positive(value: int | None, flag: str) -> int | None: ...
 def positive(value: int | None, flag: str) -> int | None:
     """A size option's value, checked: a positive integer no larger than its limit."""
     if value is not None and value < 1:
-        fail(f"{flag} must be a positive integer, got {value}")
+        fail(f"{flag} must be a positive integer, got {typed(flag, value)}")
     top = LIMITS.get(flag)
     if value is not None and top is not None and value > top:
-        fail(f"{flag} {value:,} is beyond what attn-cost models (at most {top:,})")
+        fail(f"{flag} {typed(flag, value)} is beyond what attn-cost models (at most {top:,})")
     return value
 
 
@@ -352,11 +386,13 @@ def not_with(ctx, flag: str, ignored: list[str], why: str) -> None:
         fail(f"{flag} {why}: {', '.join(extra)} would change nothing; leave {'it' if len(extra) == 1 else 'them'} out")
 
 
-def one_value_each(command, argv: list[str]) -> None:
-    """Refuse an option that takes one value given twice with different values (`predict --d 32 --d 64`): click
-    would keep the last without a word. The same value twice is used once, with a note. Repeatable options keep
-    each value (`once_each`); flags are not values. Reads the words of the command line as click will: the
-    command's own options, each value after its option (or after `=`), nothing after `--`."""
+def read_words(command, argv: list[str]) -> None:
+    """Read the command line word by word as click will, once, before click does: the command's own options, each
+    value after its option (or after `=`), nothing after `--`. Every value is kept as typed for the refusals that
+    name it (`app.typed`); an empty path is refused (it would read as the current folder, "."); an option that
+    takes one value, given twice with different values (`predict --d 32 --d 64`, compared as values: `--launch-us 5
+    --launch-us 5.0` is one value), is refused, where click would keep the last without a word; the same value
+    twice is used once, with a note. Repeatable options keep each value (`once_each`); flags are not values."""
     args = list(argv)
     while hasattr(command, "commands"):  # a group: the next word that is no option names its command
         name = next((a for a in args if not a.startswith("-")), None)
@@ -364,7 +400,9 @@ def one_value_each(command, argv: list[str]) -> None:
             return
         args, command = args[args.index(name) + 1 :], command.commands[name]
     options = {o: p for p in command.params if p.param_type_name == "option" for o in p.opts}
-    given: dict[str, tuple[str, list[str]]] = {}
+    func = getattr(command.callback, "__wrapped__", command.callback) if getattr(command, "callback", None) else None
+    hints = _type_hints(func)
+    given: dict[str, tuple[Any, list[str]]] = {}
     i = 0
     while i < len(args) and args[i] != "--":
         word, i = args[i], i + 1
@@ -374,13 +412,50 @@ def one_value_each(command, argv: list[str]) -> None:
             continue
         if not eq and i < len(args):
             value, i = args[i], i + 1
-        if not getattr(param, "multiple", False):
-            given.setdefault(param.name, (flag, []))[1].append(value)
-    for flag, values in given.values():
-        if len(set(values)) > 1:
+        given.setdefault(max(param.opts, key=len), (param, []))[1].append(value)
+    for flag, (param, values) in given.items():
+        heard(flag, values)
+        kind = "PATH" if METAVARS.get(flag) == "PATH" else _type_word(hints.get(param.name), param)  # --variants too
+        if kind == "PATH" and "" in values:
+            fail(f"{flag} is given an empty path: give a file or folder name")
+        if getattr(param, "multiple", False):
+            continue
+        read = list(dict.fromkeys(_as_value(v, kind) for v in values))
+        if len(read) > 1:
             fail(f"{flag} takes one value here and is given {len(values)}: {', '.join(values)}; give it once")
         if len(values) > 1:
             note(f"attn-cost: note: {flag} {values[0]} is given {len(values)} times: used once")
+    paths = [p for p in command.params
+             if p.param_type_name == "argument" and _type_word(hints.get(p.name), p) == "PATH"]  # fmt: skip
+    if paths and "" in _arguments(args, options):  # a path argument (`results import FILE...`)
+        fail(f"{(paths[0].metavar or paths[0].name.upper()).rstrip('.')} is given an empty path: give a file name")
+
+
+def _arguments(args: list[str], options: dict) -> list[str]:
+    """The words of a command line that are no option and no option's value."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        word, i = args[i], i + 1
+        if word == "--":
+            return out + args[i:]
+        param = options.get(word.partition("=")[0]) if word.startswith("-") else None
+        if param is not None:
+            takes = not (getattr(param, "is_flag", False) or getattr(param, "count", False)) and "=" not in word
+            i += 1 if takes else 0
+        elif not word.startswith("-") or word == "-":
+            out.append(word)
+    return out
+
+
+def _as_value(word: str, kind: str) -> object:
+    """A word as the value it reads as (INT, FLOAT, PATH; else the text): `5` and `5.0` are one --launch-us, `a`
+    and `./a` one path. A word that reads as no value stays text (click refuses it in its own words)."""
+    read: Callable[[str], object] = {"INT": int, "FLOAT": float, "PATH": Path}.get(kind, str)
+    try:
+        return read(word)
+    except ValueError:
+        return word
 
 
 def _deduplicating(flag: str, then: Callable | None) -> Callable:
@@ -462,30 +537,35 @@ def given_sizes(heads: int) -> dict[str, int]:
     return {str(k): v for k, v in extra_sizes(heads, given_only=True).items()}
 
 
-def with_sizes(command: Callable) -> Callable:
+def with_sizes(scopes: tuple[str, ...] = tuple(SCOPES)) -> Decorator:
     """Give a command the variant-specific sizes (--kv-heads, --window, --proj-len, --features, --landmarks,
-    --chunk).
+    --chunk) that some variant is written with at one of the `scopes` it prices (`SIZE_REACH`).
 
     Put it under `@app.command()`; `sizes` (and `extra_sizes`) then return what the user chose. --dv, --state and
     --groups too."""
-    extra = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=Optional[int])
-        for name, opt in SIZE_OPTIONS.items()
-    ]
-    sig = inspect.signature(command, eval_str=True)
+    offered = {name: opt for name, opt in SIZE_OPTIONS.items() if set(SIZE_REACH[name]) & set(scopes)}
 
-    @functools.wraps(command)
-    def run(*args, **kwargs):
-        token = _SIZES.set({name: kwargs.pop(name) for name in SIZE_OPTIONS})
-        try:
-            return command(*args, **kwargs)
-        finally:
-            _SIZES.reset(token)
+    def decorate(command: Callable) -> Callable:
+        extra = [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=Optional[int])
+            for name, opt in offered.items()
+        ]
+        sig = inspect.signature(command, eval_str=True)
 
-    # typer reads the signature through inspect; the type of a functools.wraps wrapper does not declare it
-    run.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])  # type: ignore[attr-defined]
-    run.__annotations__ = {**command.__annotations__, **{p.name: p.annotation for p in extra}}
-    return run
+        @functools.wraps(command)
+        def run(*args, **kwargs):
+            token = _SIZES.set({name: kwargs.pop(name) for name in offered})
+            try:
+                return command(*args, **kwargs)
+            finally:
+                _SIZES.reset(token)
+
+        # typer reads the signature through inspect; the type of a functools.wraps wrapper does not declare it
+        run.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])  # type: ignore[attr-defined]
+        run.__annotations__ = {**command.__annotations__, **{p.name: p.annotation for p in extra}}
+        return run
+
+    return decorate
 
 
 def variant_names(names: list[str], causal: bool, flag: str = "--variant") -> list[str]:
@@ -505,54 +585,73 @@ def _causal_name(name: str, causal: bool) -> str:
 
 
 def pairs(texts: list[str] | None, default: list[tuple[str, str]], causal: bool = False) -> list[tuple[str, str]]:
-    """--pair values ('softmax:linear') checked against the catalogue, or the default pairs."""
+    """--pair values ('softmax:linear') checked against the catalogue, or the default pairs; a variant paired with
+    itself is refused (no N is where one becomes cheaper than itself)."""
     out = []
     for text in texts or [":".join(p) for p in default]:
         parts = text.split(":")
         if len(parts) != 2 or not all(parts):
             fail(f"--pair takes A:B (two variant names), got {text!r}")
         first, second = (_causal_name(x, causal) for x in parts)
+        if first == second:  # no crossing to find: every N would be an answer
+            causal_too = "" if parts[0] == parts[1] else " with --causal"
+            fail(f"--pair {text}{causal_too} compares {first} with itself: give two different variants")
         out.append((first, second))
     return once(out, lambda p: f"--pair {':'.join(p)}", " (with --causal)") if causal else out
 
 
-def with_counting(command: Callable) -> Callable:
+COUNTING_TYPES = {
+    "causal_count": Optional[str],
+    "tile": Optional[int],
+    "backward": Optional[str],
+    "n_kv": Optional[int],
+    "align": Optional[str],
+    "bias": Optional[str],
+    "dropout": Optional[float],
+    "padding_mask": bool,
+}
+"""The type of each counting switch's value, as the command's signature declares it (`with_counting`)."""
+
+
+def with_counting(
+    scopes: tuple[str, ...] = tuple(SCOPES), modes: tuple[str, ...] | None = None, measured: bool = False
+) -> Decorator:
     """Give a command the counting switches (--causal-count, --tile, --backward, --n-kv, --align, --bias, --dropout,
-    --padding-mask).
+    --padding-mask) that can change its answer: those that reach (`COUNTING_REACH`) one of the `scopes` it prices
+    in one of its `modes` (default: inference and training for a command with --mode, else inference), and, for a
+    command whose answer is `measured`, only those the reference implementations run.
 
     Put it under `@app.command()`; the command calls `setting` as before and gets them in `Setting.counting`.
     """
-    extra = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=kind)
-        for (name, opt), kind in zip(
-            COUNTING_OPTIONS.items(),
-            (
-                Optional[str],
-                Optional[int],
-                Optional[str],
-                Optional[int],
-                Optional[str],
-                Optional[str],
-                Optional[float],
-                bool,
-            ),
-            strict=True,
-        )
-    ]
-    sig = inspect.signature(command, eval_str=True)
 
-    @functools.wraps(command)
-    def run(*args, **kwargs):
-        token = _COUNTING.set({name: kwargs.pop(name) for name in COUNTING_OPTIONS})
-        try:
-            return command(*args, **kwargs)
-        finally:
-            _COUNTING.reset(token)
+    def decorate(command: Callable) -> Callable:
+        sig = inspect.signature(command, eval_str=True)
+        priced = modes if modes is not None else tuple(MODES) if "mode" in sig.parameters else ("inference",)
+        offered = [
+            name
+            for name, reach in COUNTING_REACH.items()
+            if set(reach.scopes) & set(scopes) and set(reach.modes) & set(priced) and (reach.measured or not measured)
+        ]
+        extra = [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=COUNTING_OPTIONS[name],
+                              annotation=COUNTING_TYPES[name])
+            for name in offered
+        ]  # fmt: skip
 
-    # typer reads the signature through inspect; the type of a functools.wraps wrapper does not declare it
-    run.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])  # type: ignore[attr-defined]
-    run.__annotations__ = {**command.__annotations__, **{p.name: p.annotation for p in extra}}
-    return run
+        @functools.wraps(command)
+        def run(*args, **kwargs):
+            token = _COUNTING.set({name: kwargs.pop(name) for name in offered})
+            try:
+                return command(*args, **kwargs)
+            finally:
+                _COUNTING.reset(token)
+
+        # typer reads the signature through inspect; the type of a functools.wraps wrapper does not declare it
+        run.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])  # type: ignore[attr-defined]
+        run.__annotations__ = {**command.__annotations__, **{p.name: p.annotation for p in extra}}
+        return run
+
+    return decorate
 
 
 def counting(convention: str, scope: str) -> Counting:
@@ -570,7 +669,7 @@ def counting(convention: str, scope: str) -> Counting:
         n_kv=n_kv,
         align=chosen.get("align") or "top-left",
         bias=chosen.get("bias"),
-        dropout=chosen.get("dropout"),
+        dropout=None if chosen.get("dropout") is None else typed("--dropout", chosen["dropout"]),  # read exactly
         padding_mask=bool(chosen.get("padding_mask")),
     )
 
@@ -618,9 +717,8 @@ def applies(names: list[str], st: Setting, given: dict) -> None:
         fail("--tile sizes the tiles of --causal-count tiles: give both, or neither")
     if "align" in chosen and st.counting.n_kv is None:
         fail("--align places the causal mask when keys have their own length: give it with --n-kv")
-    if st.counting.dropout and st.mode != "training":
-        unpriced = "--dropout drops attention probabilities while training, which this command does not price"
-        fail(DROPOUT_IN_INFERENCE if "--mode" in command_flags() else f"{unpriced} (in inference it costs nothing)")
+    if st.counting.dropout and st.mode != "training":  # only commands with --mode offer --dropout
+        fail(DROPOUT_IN_INFERENCE)
     graph_options(names, st)
     factors: set = set()
     used: set = set()
@@ -633,10 +731,8 @@ def applies(names: list[str], st: Setting, given: dict) -> None:
         causal = " (--causal)" if "--causal" in flags_here else ""
         fail(f"--causal-count counts the scores of a causal mask, and none of {shown} masks a score matrix here "
              f"({st.scope} scope): it applies to causal forms such as softmax-causal{causal}")  # fmt: skip
-    if "backward" in chosen and F_bwd not in factors:
-        has_mode = "--mode" in flags_here
-        training = "with --mode training" if has_mode else "in training, which this command does not price"
-        why = f"it applies {training}" if st.mode != "training" else "none materialises a score matrix"
+    if "backward" in chosen and F_bwd not in factors:  # only commands with --mode offer --backward
+        why = "it applies with --mode training" if st.mode != "training" else "none materialises a score matrix"
         fail(f"--backward counts the backward pass of the score products, and none of {shown} has one in "
              f"{st.mode}: {why}")  # fmt: skip
     if "bias" in chosen and all(_projections(name, st) == 0 for name in names):

@@ -20,7 +20,7 @@ from attn_cost.profilers.devicemodel.gpumodel import GpuModel
 
 
 @app.command()
-@o.with_sizes
+@o.with_sizes()
 def predict(
     device: str = typer.Option(
         ...,

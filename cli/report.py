@@ -23,7 +23,7 @@ from attn_cost.profilers.store.files import claim, is_html_report, write_atomic
 
 
 @app.command()
-@o.with_counting
+@o.with_counting()
 def report(
     html: Path = typer.Option(..., "--html", help="Where to write the report (one self-contained HTML file)."),
     variant: Optional[list[str]] = typer.Option(

@@ -14,7 +14,7 @@ from typing import Optional
 import typer
 from attn_cost.cli import options as o
 from attn_cost.cli import render
-from attn_cost.cli.app import app, fail, help_without_command
+from attn_cost.cli.app import app, fail, help_without_command, typed
 from attn_cost.cli.options import grouped
 from attn_cost.cli.render import emit
 from attn_cost.costmodel.dtypes import ACTIVATION
@@ -90,7 +90,7 @@ def _filters(
     for size, flag in ((d, "--d"), (n, "--n")):
         if size is not None and not 1 <= size <= MAX_SIZE:
             fail(f"{flag} must be a positive integer of at most {MAX_SIZE:,} (2^53, the largest stored size), "
-                 f"got {size}")  # fmt: skip
+                 f"got {typed(flag, size)}")  # fmt: skip
     found = dict(device=device, variant=variant, kind=kind, status=status, scope=scope, dtype=dtype, d=d, n=n)
     return {k: v for k, v in found.items() if v is not None}
 
@@ -156,7 +156,7 @@ def ls(
     """List stored measurements, newest last, filtered by device, variant, kind, status, scope, dtype, d, N."""
 
     if limit < 0:
-        fail(f"--limit must be 0 or more, got {limit}")
+        fail(f"--limit must be 0 or more, got {typed('--limit', limit)}")
     db, rows = _matching(store, filters, shipped)
     if as_json:
         emit({"store": str(db.path), "count": len(rows), "results": [rec for _, rec in rows]})
@@ -264,10 +264,10 @@ def import_(
         for warning in problems.warnings():
             render.warn(warning)
     if as_json:
-        emit({"store": str(db.path), "imported": {k: m.written + m.same for k, m in merged.items()},
+        emit({"store": str(db.path), "imported": {k: m.written for k, m in merged.items()},
               "merged": {k: m.as_json() for k, m in merged.items()}})  # fmt: skip
     else:
-        for name, m in merged.items():
-            held, total = m.written + m.same, m.written + m.same + m.kept
-            render.line(f"Imported {held:,} of {total:,} records from {escape(name)} into {escape(str(db.path))}: "
-                        f"{m.said()}.")  # fmt: skip
+        for name, m in merged.items():  # imported: what the store gained or had replaced, never what it had
+            total = m.written + m.same + m.kept
+            render.line(f"Imported {m.written:,} of {total:,} records from {escape(name)} into "
+                        f"{escape(str(db.path))}: {m.said()}.")  # fmt: skip

@@ -34,7 +34,8 @@ count, so `tiles` never counts more than `dense`. `half` is the FlashAttention b
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
 
 import sympy as sp
 from attn_cost.costmodel.errors import UserError
@@ -97,6 +98,10 @@ class Counting:
     padding_mask: bool = False
     """A key padding mask (`--padding-mask`, `PADDING_MASK`)."""
 
+    COUNTED_ONLY: ClassVar[tuple[str, ...]] = ("causal", "tile", "backward")
+    """The switches that change how FLOPs are counted and nothing a kernel runs. Every other one (the keys' own
+    length and its alignment, biases, dropout, a padding mask, and any switch added later) changes what runs."""
+
     def __post_init__(self) -> None:
         for value, known, flag in (
             (self.causal, CAUSAL_COUNTS, "--causal-count"),
@@ -117,6 +122,14 @@ class Counting:
                 f"--causal-count tiles needs the tile T = {self.tile} to divide --n-kv {self.n_kv} (otherwise it "
                 "counts more than dense): choose --tile or --causal-count triangle"
             )
+
+    def timed(self) -> Counting:
+        """These rules as a timing sees them: the switches that only count (`COUNTED_ONLY`) at their defaults, so
+        that two countings of one run compare equal and a measurement applies only where its own `timed` is the
+        one asked (`Setting.timed`)."""
+        default = Counting()
+        defaults: dict[str, Any] = {name: getattr(default, name) for name in self.COUNTED_ONLY}
+        return replace(self, **defaults, dropout=self.dropout or None)
 
     @property
     def key_length(self) -> sp.Expr:
@@ -215,6 +228,9 @@ def dropout_probability(value: object) -> sp.Rational | None:
     if not isinstance(p, sp.Rational) or not 0 <= p < 1:
         raise UserError(f"--dropout takes a probability p with 0 <= p < 1 (the share of attention probabilities "
                         f"dropped in training), got {value}")  # fmt: skip
+    if p and not 0 < float(p) < 1:  # what PyTorch's dropout would be given: p = 1 drops everything, p = 0 nothing
+        raise UserError(f"--dropout {value} is {float(p)} as the float PyTorch's dropout takes: give a probability "
+                        "that stays between 0 and 1 there")  # fmt: skip
     return p if p else None
 
 

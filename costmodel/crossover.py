@@ -48,6 +48,12 @@ class Setting:
     mode: str = "inference"
     counting: Counting = DEFAULT_COUNTING
 
+    def timed(self) -> Setting:
+        """The setting as a timing sees it: the FLOP convention and the switches that only count at their defaults
+        (`Counting.timed`). A time measured at one setting answers for another only where their `timed` agree: the
+        scope, the element type, the mode and every switch that changes what runs."""
+        return replace(self, convention=DEFAULT, counting=self.counting.timed())
+
     def as_json(self) -> dict:
         return {
             "convention": self.convention,
@@ -766,6 +772,12 @@ class ProfileColumns:
     """Whether the measured N0 stands (`stands`) or why not (profilers/measure/standing.py); None where not judged."""
     n0_launch_bound: list[str] | None = None
     """The variants whose time at the measured crossing is mostly a fixed cost (launch-bound)."""
+    n0_tie: list[float] | None = None
+    """Where the measured verdict is a tie: the lengths where neither was faster beyond the noise."""
+    n0_regret: float | None = None
+    """A tie's regret: the most |tB/tA − 1| over its stretch."""
+    n0_range: list[float] | None = None
+    """The N0 a tie implies (the first N where B is no slower lies in it)."""
     n1_verdict: str | None = None
 
     def as_json(self) -> dict:
@@ -867,13 +879,19 @@ class TransitionRow:
         return {**row, **(self.device.as_json() if self.device is not None else {})}
 
 
+def depends_on(names: tuple[str, ...], dims: dict[sp.Symbol, int], setting: Setting) -> dict[sp.Symbol, int]:
+    """The sizes of `dims` that the variants' costs depend on, and d, h and b always: what a row names, and what a
+    measurement must have been taken at to be shown under it."""
+    used = {s for name in names for c in TABLE_COSTS for e in cost_branches(name, c, setting) for s in e.free_symbols}
+    return {k: v for k, v in dims.items() if k in used or str(k) in ("d", "h", "b")}
+
+
 def transition_row(
     a: str, b: str, dims: dict[sp.Symbol, int], setting: Setting = Setting(), tied_to_d: tuple[sp.Symbol, ...] = ()
 ) -> TransitionRow:
     """All three transition points of one pair at fixed dims."""
 
-    used = {s for name in (a, b) for c in TABLE_COSTS for e in cost_branches(name, c, setting) for s in e.free_symbols}
-    sizes = {JSON_DIM_NAMES.get(str(k), str(k)): int(v) for k, v in dims.items() if k in used or str(k) in "dhb"}
+    sizes = {JSON_DIM_NAMES.get(str(k), str(k)): int(v) for k, v in depends_on((a, b), dims, setting).items()}
     costs = {}
     for cost in TABLE_COSTS:
         c = crossover(a, b, cost, dims, setting, tied_to_d=tied_to_d)

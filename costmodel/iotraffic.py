@@ -95,6 +95,33 @@ def fa2_tiles(gpu: Gpu, d: int, causal: bool) -> tuple[int, int] | None:
     return (128, 64) if big else (64, 64)
 
 
+def tile_bytes(d: int, dtype: str, block_q: int, block_kv: int) -> int:
+    """Shared memory one block of a tiled fused kernel holds: a tile of B_r query rows and two of B_c key and value
+    rows at head dim d."""
+    return dtype_bytes(dtype) * d * (block_q + 2 * block_kv)
+
+
+FITS_HEAD_DIMS = tuple(k for k in KERNEL_HEAD_DIMS if k <= 128)
+"""The head dims at which a GPU must hold FlashAttention-2's forward tiles to be one that `io --gpu` and the
+datasheet model price (`unfit`): every compiled head dim up to 128, those of nearly every model."""
+
+
+def unfit(gpu: Gpu) -> str | None:
+    """Why a GPU cannot run the fused attention kernel `io --gpu` and the datasheet model tile by (one line), None
+    where it can: its shared memory per block must hold FlashAttention-2's forward tiles, causal or not, in bf16 at
+    every head dim of `FITS_HEAD_DIMS` (a datasheet row is checked so when it is read: a row that cannot is left
+    out of every command alike)."""
+    for hd in FITS_HEAD_DIMS:
+        for causal in (False, True):
+            tiles = fa2_tiles(gpu, hd, causal)
+            assert tiles is not None  # every compiled head dim has a kernel
+            need = tile_bytes(hd, "bf16", *tiles)
+            if need > gpu.smem_per_block:
+                return (f"its {gpu.smem_per_block:,} bytes of shared memory per block cannot hold FlashAttention-2's "
+                        f"{tiles[0]} × {tiles[1]} tiles at head dim {hd} ({need:,} bytes in bf16)")  # fmt: skip
+    return None
+
+
 @dataclass(frozen=True)
 class Tiles:
     """What the tiled kernel is given: a GPU (its shared memory and architecture), optional explicit
@@ -142,7 +169,7 @@ class Tiles:
                 raise UserError(f"--sram {sram} bytes cannot hold one row each of Q, K, V and O at d = {d}")
             bq, bkv = self.block_q or min(by_m, d), self.block_kv or by_m
             source = "B_r = min(⌈M/4d⌉, d), B_c = ⌈M/4d⌉ (Algorithm 1)"
-        need = e * d * (bq + 2 * bkv)
+        need = tile_bytes(d, dtype, bq, bkv)
         if need > sram:
             raise UserError(
                 f"tiles of {bq} query and {bkv} key/value rows need {need:,} bytes of shared memory at d = {d} "

@@ -90,6 +90,16 @@ def cli(tmp_path, monkeypatch, capsys):
 
 
 @pytest.fixture
+def few_replicates(monkeypatch) -> None:
+    """An op calibration's crossing and times drawn from 3 bootstrap replicates instead of 100: the same path (each
+    replicate refitted, the interval and the tie from their spread) for tests that check which model answered or
+    its point estimate, not the interval's width (a hundred refits made one crossover on a calibrated CPU 10-20 s)."""
+    from attn_cost.profilers.devicemodel import oppredict
+
+    monkeypatch.setattr(oppredict, "BOOTSTRAP", 3)
+
+
+@pytest.fixture
 def fixture_device(tmp_path, monkeypatch) -> str:
     """ATTN_COST_HOME holds the tests' own device profile (tests/data/devices); returns its name."""
     home = tmp_path / "home"

@@ -68,6 +68,12 @@ SWEEP_BYTES of traffic per token over a fixed working set of SWEEP_FOOTPRINT (it
 SWEEP_FLOPS = 1e6
 SWEEP_BYTES = 2e4
 SWEEP_FOOTPRINT = 32 << 20
+MANY = "many-short"
+"""A synthetic call of MANY_KERNELS kernels, each at the device's floor (KERNEL_MIN_S), whatever N: launch-bound
+and longer than 200 µs, on the device (MANY_KERNELS · KERNEL_MIN_S) and more so on the host (MANY_KERNELS ·
+LAUNCH_S): what a timer that let a call's duration choose its method (graph replay below 200 µs, eager above)
+would read as the host's launches."""
+MANY_KERNELS = 100
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,8 @@ def model(variant: str, N: int, d: int, b: int, h: int, dtype: str) -> Model:
         return Model(1, 5 * elements, 2 * elements * e * strided, 2 * elements * e)
     if variant == SWEEP:
         return Model(1, SWEEP_FLOPS * N, SWEEP_BYTES * N, SWEEP_FOOTPRINT)
+    if variant == MANY:
+        return Model(MANY_KERNELS, 0.0, 0.0, 1 << 20)
     raise KeyError(variant)
 
 

@@ -524,13 +524,41 @@ def test_a_special_file_given_as_input_is_one_line(tmp_path, capsys, kind, name,
         assert "loop of symbolic links" in err
 
 
+def test_a_fifo_given_as_input_is_refused_unopened(tmp_path) -> None:
+    """The one reader (`files.read_input`) refuses a FIFO before opening it: a writer waiting on the FIFO stays
+    waiting (an open for reading, even one that does not block, would let it through to a reader that is gone)."""
+    import threading
+
+    from attn_cost.costmodel.errors import UserError
+    from attn_cost.profilers.store.files import read_input
+
+    fifo = _special(tmp_path / "x.md", "fifo")
+    through = threading.Event()
+
+    def writer() -> None:
+        fd = os.open(fifo, os.O_WRONLY)  # waits for a reader
+        through.set()
+        os.close(fd)
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    time.sleep(0.3)  # the writer is waiting in open()
+    with _within(60), pytest.raises(UserError, match="is a FIFO"):
+        read_input(fifo, "a doc with a generated block")
+    assert not through.wait(0.5)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # let the writer go
+    thread.join(10)
+    os.close(reader)
+    assert through.is_set()
+
+
 @pytest.mark.parametrize("kind", ["fifo", "endless", "loop", "folder"])
 def test_special_files_in_the_folders_attn_cost_scans_are_passed_over(tmp_path, capsys, kind) -> None:
     home = tmp_path / "home"
     (home / "results").mkdir(parents=True)
     shutil.copytree(PROFILE.parent, home / "devices")
     (home / "opmodels").mkdir()
-    found = [_special(home / "results" / "old.jsonl", kind), _special(home / "devices" / "odd.json", kind),
+    found = [_special(home / "results" / "cpu-old-0a1b2c.jsonl", kind), _special(home / "devices" / "odd.json", kind),
              _special(home / "opmodels" / "odd.json", kind)]  # fmt: skip
     for args in (["results", "import", str(RESULTS)], ["results", "ls"], ["devices"], ["report", "--help"],
                  ["crossover", "--d", "16", "--device", DEVICE], ["results", "ls", "--shipped"]):  # fmt: skip

@@ -54,6 +54,30 @@ def test_speed_crossover_is_reported_with_its_uncertainty(cli, monkeypatch) -> N
     assert again.json()["results"][0]["measured_n0"] == row["measured_n0"] and len(timed) == calls
 
 
+def test_a_tie_is_the_answer_in_the_table_the_note_and_the_json(cli, monkeypatch) -> None:
+    """`profile` on the fake timer of tests/test_standing.py's tie world (tB/tA 1.3 below N = 250, 1 ± 1 % to 350,
+    0.7 above, replicates that disagree, a quiet machine): a tie from the first to the last length timed from 250 to
+    350, shown in 80 columns, said under the table with its regret and N0's range, and in --json."""
+    import attn_cost.profilers.measure.profile as prof
+    from test_standing import tie_timer
+
+    timer, timed = tie_timer()
+    monkeypatch.setattr(prof, "time_cases", timer)
+    args = ("profile", "--pair", TS, "--d", "8", "--cpu", "--repeats", "3", "--cost", "time")
+    r = cli(*args, "--fresh", env={"COLUMNS": "80"})
+    assert r.code == 0, r.err
+    inside = sorted(n for n in timed if 250 <= n <= 350)
+    stretch = f"{inside[0]}–{inside[-1]}"
+    (row,) = [line for line in r.out.splitlines() if "N0 time" in line]
+    assert f"tie {stretch}" in row and max(map(len, r.out.splitlines())) <= 80
+    said = " ".join(r.out.split())
+    assert f"at d = 8: a tie: either is as fast from N = {inside[0]} to {inside[-1]}" in said
+    assert "by at most 1.0%, the regret), so N0 lies between" in said
+    data = cli(*args, "--json").json()["results"][0]  # the stored timings again: nothing timed, the same answer
+    assert data["n0_verdict"] == "tie" and data["measured_n0"] is None and data["n0_tie"] == [inside[0], inside[-1]]
+    assert data["n0_regret"] == 0.01 and data["n0_range"][1] >= inside[-1]
+
+
 @pytest.mark.integration  # real timing on a machine other jobs share
 @pytest.mark.slow  # 1-2 min on a busy 2-core machine; the fake-timer test above checks the report in the default set
 def test_speed_crossover_on_real_kernels_is_found_or_said_to_be_out_of_reach(attn_cost) -> None:
@@ -64,6 +88,11 @@ def test_speed_crossover_on_real_kernels_is_found_or_said_to_be_out_of_reach(att
         # or replicates that disagree by the replicate rule: said, with no N0 shown, not wrong
         assert row["measured_n0"] is None and row.get("n0_note")
         pytest.skip(f"no speed crossover shown, and said why: {row['n0_verdict']} ({row['n0_note']})")
+    if row["n0_verdict"] == "tie":  # the two within the noise over a stretch: that, its regret and N0's range
+        assert row["measured_n0"] is None and row["n0_tie"] and row["n0_range"] and 0 <= row["n0_regret"] <= 0.1
+        lo, hi = row["n0_range"]
+        assert lo <= row["n0_tie"][0] <= row["n0_tie"][1] <= hi
+        return
     assert row["n0_verdict"] == "found" and row["measured_n0"] > 0 and row["n0_uncertainty"] > 0
     lo, hi = row["speed"]["bracket"]
     assert lo - row["n0_uncertainty"] <= row["measured_n0"] <= hi + row["n0_uncertainty"]
@@ -89,7 +118,8 @@ def test_a_torn_results_line_is_a_warning_and_a_foreign_file_an_error(cli, tmp_p
     assert exported.code == 0 and len(exported.out.splitlines()) == 2  # time and memory
     legacy = tmp_path / "legacy"
     legacy.mkdir()
-    (legacy / "cpu-x.jsonl").write_text(exported.out + '{"schema": 1, "kin\n')  # an earlier version's file, torn
+    torn = exported.out + '{"schema": 1, "kin\n'
+    (legacy / "cpu-test-0a1b2c.jsonl").write_text(torn)  # an earlier version's file (named by device), torn
     warned = cli("measure", "--variant", "softmax", "--n", "16", "--d", "8", "--store", str(legacy), "--json")
     assert warned.code == 0 and "line skipped" in warned.err and "line 3" in warned.err
     assert warned.json()["results"][0]["seconds"] == ok.json()["results"][0]["seconds"]  # migrated and reused

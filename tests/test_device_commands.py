@@ -182,24 +182,29 @@ def test_a_datasheet_gpus_report_draws_each_variants_time_its_band_and_the_cross
 def test_a_measured_gpus_datasheet_report_shows_its_measured_times_beside_the_curves(cli, tmp_path) -> None:
     """The H200 has a datasheet row and shipped profiles: `report --device h200-sxm-141gb` draws, at the sizes
     it was measured at, its measured times beside the datasheet's curves, with both crossings; the datasheet's
-    is what `crossover --device h200-sxm-141gb` prints at those sizes, the measured one what its profile does."""
-    pair = "softmax-fused:linear"
-    text, data = _report(cli, tmp_path, "--device", "h200-sxm-141gb", "--pair", pair, "--d", "64", "--dtype", "bf16")
+    is what `crossover --device h200-sxm-141gb` prints at those sizes, the measured one what its profile does,
+    drawn only where it stands (softmax-fused → latte at d = 64 stands; → linear does not: its replicates
+    disagree, and `crossover` marks it ✗)."""
+    pairs = ("softmax-fused:linear", "softmax-fused:latte")
+    args = [x for p in pairs for x in ("--pair", p)]
+    text, data = _report(cli, tmp_path, "--device", "h200-sxm-141gb", *args, "--d", "64", "--dtype", "bf16")
     twin = next(t for t in data["twins"] if t["sizes"]["d"] == 64)
     assert twin["profile"] == "cuda-nvidia-h200-12fde9-bf16" and (twin["sizes"]["b"], twin["sizes"]["h"]) == (32, 1)
-    assert set(twin["measured"]) == set(twin["predicted"]) == {"softmax-fused", "linear"}
-    size = ("--d", "64", "--b", "32", "--dtype", "bf16", "--pair", pair, "--json")
-    (sheet,) = cli("crossover", "--device", "h200-sxm-141gb", *size).json()["results"]
-    (measured,) = cli("crossover", "--device", "cuda-nvidia-h200-12fde9-bf16", *size).json()["results"]
-    (mark,) = twin["transitions"]
-    assert mark["predicted_n0"] == sheet["predicted_n0"] and mark["measured_n0"] == measured["measured_n0"]
+    assert set(twin["measured"]) == set(twin["predicted"]) == {"softmax-fused", "linear", "latte"}
+    size = ("--d", "64", "--b", "32", "--dtype", "bf16", *args, "--json")
+    sheet = cli("crossover", "--device", "h200-sxm-141gb", *size).json()["results"]
+    measured = cli("crossover", "--device", "cuda-nvidia-h200-12fde9-bf16", *size).json()["results"]
+    assert [m["n0_standing"] != "stands" for m in measured] == [True, False]  # linear's does not stand, latte's does
     i = data["twins"].index(twin)
     traces, layout = _figure(text, f"twin-{i}")
     names = {t["name"] for t in traces}
     assert {"softmax-fused measured", "linear measured", "softmax-fused datasheet", "linear datasheet"} <= names
     labels = {x["text"] for x in layout["annotations"]}
-    assert f"a: N0 datasheet {sheet['predicted_n0']:,}" in labels
-    assert f"a: N0 measured {measured['measured_n0']:,.0f}" in labels
+    for tag, mark, s, m in zip("ab", twin["transitions"], sheet, measured, strict=True):
+        assert mark["predicted_n0"] == s["predicted_n0"] and f"{tag}: N0 datasheet {s['predicted_n0']:,}" in labels
+        assert (mark["measured_n0"], mark["n0_standing"]) == (m["measured_n0"], m["n0_standing"])
+        drawn = f"{tag}: N0 measured {m['measured_n0']:,.0f}" in labels
+        assert drawn == (m["n0_standing"] == "stands"), (tag, labels)
 
 
 @pytest.mark.parametrize(

@@ -328,10 +328,7 @@ def test_formula_says_the_options(cli) -> None:
         (["formula", "softmax-fused-causal", "--padding-mask"], "none of softmax-fused-causal"),
         (["formula", "softmax", "--mode", "training", "--dropout", "1"], "0 <= p < 1"),
         (["formula", "softmax", "--mode", "training", "--dropout", "nan"], "0 <= p < 1"),
-        (["decode", "--variant", "softmax", "--padding-mask"], "decode scope"),
         (["crossover", "--pair", "softmax:linear", "--padding-mask", "--device", "h100-sxm5-80gb"], "--device"),
-        (["measure", "--variant", "softmax", "--n", "64", "--padding-mask", "--cpu"], "not measured"),
-        (["profile", "--pair", "softmax:linear", "--padding-mask", "--cpu"], "not measured"),
     ],
 )
 def test_options_that_cannot_apply_are_refused_in_one_line(cli, args: list[str], words: str) -> None:

@@ -24,7 +24,10 @@ from attn_cost.profilers.measure.timing import time_cases
 from attn_cost.profilers.store.store import Record
 from fakecuda import (
     H100_L2,
+    KERNEL_MIN_S,
     LAUNCH_S,
+    MANY,
+    MANY_KERNELS,
     QUEUE,
     SWEEP,
     SimGPU,
@@ -109,6 +112,20 @@ def test_a_long_call_reads_the_device_both_ways_and_its_issue_cost_is_not_its_de
     assert stats.median == pytest.approx(expected, rel=1e-3)
     assert stats.eager.median == pytest.approx(eager_seconds("softmax", 8192, 64, 32, 1, "fp32"), rel=1e-3)
     assert stats.issue_s == pytest.approx(4 * LAUNCH_S, rel=1e-6) and stats.launch_s == pytest.approx(LAUNCH_S)
+
+
+def test_a_launch_bound_call_longer_than_the_old_switch_is_still_timed_by_graph_replay(sim) -> None:
+    """100 kernels at the device's floor: 100 · 2.5 µs = 250 µs of kernels, 100 · 6 µs = 600 µs of the host's
+    launches, both beyond the 200 µs at which timer v2 changed method. The device time is the kernels' (graph
+    replay) and the method recorded is graph replay, the eager time the launches: a timer that let a call's duration
+    choose its method (eager above 200 µs) would record the host's 600 µs as the device time."""
+    device, eager = MANY_KERNELS * KERNEL_MIN_S, MANY_KERNELS * LAUNCH_S
+    assert (call_seconds(MANY, 64, 1, 1, 1, "fp32"), eager_seconds(MANY, 64, 1, 1, 1, "fp32")) == (device, eager)
+    assert 200e-6 < device < eager / 2  # long, and launch-bound
+    (stats,) = time_cases([fake_case(sim)(MANY, "core", Sizes(N=64, d=1), "fp32", "cuda")], 3, 2)
+    assert stats.median == pytest.approx(device, rel=1e-3)
+    assert stats.eager.median == pytest.approx(eager, rel=1e-3)
+    assert stats.record_fields()["method"] == GRAPH and stats.kernels == MANY_KERNELS
 
 
 def test_the_simulated_host_waits_once_the_launch_queue_is_full(sim) -> None:

@@ -82,6 +82,17 @@ def test_split_kv_fills_the_sms_with_the_fewest_pieces_near_the_fullest_waves() 
     assert split_kv(np.array([3.0]), np.array([3.0]), 100)[0] == 3
 
 
+def test_split_kv_skips_a_split_that_leaves_its_pieces_as_long_as_one_split_fewer() -> None:
+    """flash-attention's num_splits_heuristic by hand at 25 query blocks, 5 key blocks, 100 SMs. Splits 1 to
+    min(128, 100, 5) = 5 give pieces of ⌈5/s⌉ = 5, 3, 2, 2, 1 key blocks: 4 splits leave pieces of 2 as 3 do, so 4 is
+    no choice. The others' waves: 25·s/100 = 0.25, 0.5, 0.75 (one wave each, that full) and 1.25 (two waves, 0.625
+    full). The fullest is 0.75; 85 % of it is 0.6375, first reached at 3 splits. Were 4 a choice, its one whole
+    wave (1.0) would be the fullest and the answer 4 (85 %: 0.85, reached first at 4)."""
+    from attn_cost.profilers.devicemodel.gpumodel import split_kv
+
+    assert split_kv(np.array([25.0]), np.array([5.0]), 100)[0] == 3
+
+
 def test_a_decoding_step_runs_split_kv_blocks_of_64_rows(gpu) -> None:
     """One query row a head, 8 heads, 65,536 keys, d = 64: 8 blocks of 64 rows, keys in 256-row blocks (256 of
     them), 11 pieces of 65,536/11 keys each (88 blocks, one wave on 100 SMs). A piece: 2 products of
@@ -126,6 +137,21 @@ def test_an_ampere_kernel_on_hopper_is_held_to_amperes_rate() -> None:
     exps, io = 8.192, 3.2768  # an SM: 4·10¹² FLOP/s under SDPA at half of it
     assert us(sdpa.attention(F, "bf16", causal=False)) == pytest.approx(8 * (33_554_432 / 2e12 / US + exps + io))
     assert us(fa2.attention(F, "bf16", causal=False)) == pytest.approx(8 * (33_554_432 / 2.048e12 / US + exps + io))
+
+
+def test_flashattention_1_is_held_to_amperes_rate_at_its_own_efficiency_and_never_splits_the_keys() -> None:
+    """FlashAttention (1) on the Hopper GPU of 100 SMs at 1 GHz (400 TFLOP/s bf16 peak) is written with mma.sync:
+    2,048 FLOPs an SM a clock, 204.8 TFLOP/s, at its own efficiency (here a half: 1.024·10¹² FLOP/s an SM). F's 800
+    blocks: 8 waves of 2 products of 33,554,432 FLOPs (32.768 µs), the exponentials (8.192 µs) and Q's and O's
+    tiles (3.2768 µs). A decoding step (one query row a head, 8 heads, 65,536 keys, d = 64) is 8 blocks of 128 rows
+    over every key, in one wave: FlashAttention (1) has no split-KV. 2·2·128·65,536·64 FLOPs (2,097.152 µs),
+    128·65,536 exponentials (524.288 µs), the tiles (3.2768 µs)."""
+    hopper = replace(ROUND, arch="sm90", peak_tflops=Peaks(fp32=40, tf32=200, bf16=400, fp16=400))
+    fa1 = GpuModel(hopper, replace(ONE, flash_v1=0.5), host=HOST, attention_kernel="fa1")
+    assert fa1.sdpa_ceiling("bf16") == ("flash", pytest.approx(204.8e12))
+    assert us(fa1.attention(F, "bf16", causal=False)) == pytest.approx(8 * (32.768 + 8.192 + 3.2768))
+    decode = {"batch": 8, "m": 1, "k": 64, "n": 65536, "bytes": 0}
+    assert us(fa1.attention(decode, "bf16", causal=False)) == pytest.approx(2097.152 + 524.288 + 3.2768)
 
 
 def test_streams_run_at_the_share_their_layout_reaches() -> None:

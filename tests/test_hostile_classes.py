@@ -44,14 +44,16 @@ def _one_line(code: int, err: str, says: str = "") -> str:
     return lines[0]
 
 
-def _script(args: list[str], cwd: Path, file_limit: int | None = None) -> subprocess.CompletedProcess:
+def _script(
+    args: list[str], cwd: Path, file_limit: int | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
     def limit() -> None:
         if file_limit is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit))
 
     env = {**os.environ, "ATTN_COST_HOME": str(cwd / "home")}
     return subprocess.run(
-        [sys.executable, *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=300, preexec_fn=limit
+        [sys.executable, *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=timeout, preexec_fn=limit
     )
 
 
@@ -66,19 +68,28 @@ def _doc(path: Path, begin: str, end: str, eol: str = "\r\n", tail: bytes = b"")
 
 @pytest.mark.integration  # the scripts in new processes
 def test_scripts_users_run_keep_the_clis_promises(tmp_path) -> None:
-    """A file-size limit, a second target without markers, a target that is no regular file: one line, exit 2,
-    every target byte for byte as it was, no temporary file left; a good CRLF target keeps CRLF and every byte
-    outside its block."""
+    """A file-size limit, a second target without markers, a target that is no regular file (a FIFO among them):
+    one line, exit 2, every target byte for byte as it was, no temporary file left; gpu_table.py refuses a bad
+    target before its commands run (nothing printed); a good CRLF target keeps CRLF and every byte outside its
+    block. The file-size limit is met in the scripts' one writer (docblock.fill) through the quickest script."""
+    begin, end = "<!-- opmodel-validation: begin -->", "<!-- opmodel-validation: end -->"
+    limited = tmp_path / "limited.md"
+    before = _doc(limited, begin, end, tail=b"\xff not UTF-8\r\n")
+    proc = _script([str(BENCH / "opmodel_validation.py"), str(VALIDATION), "--into", "limited.md"], tmp_path,
+                   file_limit=4096)  # fmt: skip
+    _one_line(proc.returncode, proc.stderr, "limited.md")
+    assert limited.read_bytes() == before
+
     begin, end = "<!-- gpu-table: begin -->", "<!-- gpu-table: end -->"
     notes = tmp_path / "notes.md"
     before = _doc(notes, begin, end, tail=b"\xff not UTF-8\r\n")
-    proc = _script([str(BENCH / "gpu_table.py"), "--into", "notes.md"], tmp_path, file_limit=4096)
-    _one_line(proc.returncode, proc.stderr, "notes.md")
     (tmp_path / "plain.md").write_text("no markers here\n")
     (tmp_path / "reversed.md").write_text(f"{end}\n{begin}\n")
-    for second in ["plain.md", "reversed.md", "missing.md", "."]:
-        proc = _script([str(BENCH / "gpu_table.py"), "--into", "notes.md", "--into", second], tmp_path)
+    os.mkfifo(tmp_path / "fifo")
+    for second in ["plain.md", "reversed.md", "missing.md", ".", "fifo"]:
+        proc = _script([str(BENCH / "gpu_table.py"), "--into", "notes.md", "--into", second], tmp_path, timeout=60)
         _one_line(proc.returncode, proc.stderr, second.strip("."))
+        assert proc.stdout == "", second  # refused before the tables were made
     assert notes.read_bytes() == before
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary file left
 
@@ -115,6 +126,11 @@ def test_every_into_and_output_of_the_scripts_is_checked_before_any_is_written(t
         proc = _script(args, tmp_path)
         _one_line(proc.returncode, proc.stderr)
     assert mine.read_text() == '{"my": "own data"}\n'
+    (tmp_path / "recorded").mkdir()
+    (tmp_path / "primed").mkdir()
+    os.mkfifo(tmp_path / "recorded" / "00-profile.stdout")  # where same_outputs.py writes its first output
+    proc = _script([str(BENCH / "same_outputs.py"), "record", "recorded", "--home", "primed"], tmp_path, timeout=60)
+    _one_line(proc.returncode, proc.stderr, "FIFO")  # refused before any command runs (docblock.check_output)
 
 
 # -- 2. an import says what it replaces and never puts an older or worse record over a stored one ------------
@@ -314,7 +330,7 @@ BAD_ROWS = {
 }
 
 
-def test_one_bad_row_of_a_users_gpu_table_costs_that_row_only(tmp_path, capsys) -> None:
+def test_one_bad_row_of_a_users_gpu_table_costs_that_row_only(tmp_path, capsys, few_replicates) -> None:
     home = tmp_path / "home"
     rows = [{**GOOD_ROW, **change, "name": name} for name, change in BAD_ROWS.items()]
     rows += [{**GOOD_ROW, "comment": "bought 2026", "peak_tflops": {**GOOD_ROW["peak_tflops"], "fp4": 2000}}, 17]
@@ -465,7 +481,7 @@ def _n0(args: list[str], capsys) -> tuple[int | None, int | None]:
     return row.get("predicted_n0"), row.get("corrected_n0")
 
 
-def test_counting_options_reach_the_device_columns(capsys) -> None:
+def test_counting_options_reach_the_device_columns(capsys, few_replicates) -> None:
     base = ["crossover", "--pair", "softmax:linear", "--d", "64"]
     on_gpu = [*base, "--device", "h100-sxm5-80gb"]
     assert _n0(on_gpu, capsys)[0] != _n0([*on_gpu, "--n-kv", "100000"], capsys)[0]
@@ -532,7 +548,9 @@ def test_calibrate_refit_refits_from_the_points(tmp_path, capsys) -> None:
     code, out, err = _run(["calibrate", "--refit", str(edited), "--out", str(tmp_path / "out")], capsys)
     assert code == 0 and "Refitted" in out, err
     refitted = json.loads((tmp_path / "out" / f"{DEVICE_SLUG}.json").read_text())["fitted"]["matmul-NN"]["peak"]
-    assert refitted == pytest.approx(original, rel=1e-9)
+    # the least-squares fit stops at scipy's tolerance (a few parts per billion apart between BLAS builds); the edit
+    # it must undo is a factor of 3
+    assert refitted == pytest.approx(original, rel=1e-6)
 
 
 # -- 7. stored numbers are checked when they are loaded ------------------------------------------------------
@@ -593,7 +611,7 @@ def test_a_size_beyond_the_gpus_memory_is_marked(capsys) -> None:
 # -- 9. a name means one device, in every command ------------------------------------------------------------
 
 
-def test_a_gpu_row_named_like_a_measured_device_is_left_out_everywhere(tmp_path, capsys) -> None:
+def test_a_gpu_row_named_like_a_measured_device_is_left_out_everywhere(tmp_path, capsys, few_replicates) -> None:
     home = tmp_path / "home"
     path = _gpu_table(home, [{**GOOD_ROW, "name": DEVICE_SLUG}, {**GOOD_ROW, "name": "cpu-amd-epyc-234b2f"},
                              {**GOOD_ROW, "name": "a10"}, {**GOOD_ROW, "name": "mine-too"}])  # fmt: skip
@@ -608,8 +626,12 @@ def test_a_gpu_row_named_like_a_measured_device_is_left_out_everywhere(tmp_path,
     assert code == 0 and json.loads(out)["kind"] == "measured"  # the profile answers, not the user's row
     code, out, _ = _run(["predict", "--device", "a10", "--variant", "softmax", "--n", "64", "--json"], capsys)
     assert json.loads(out)["device"] == "a10" and json.loads(out)["memory_bytes"] == 24 * 10**9  # the shipped A10
-    code, _, err = _run(["report", "--html", str(tmp_path / "r.html"), "--device", "cpu-amd-epyc-234b2f", "--d", "16",
-                         "--pair", "softmax:linear"], capsys)  # fmt: skip
+    from attn_cost.profilers.report import gather
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(gather, "claims", list)  # the paper claims: no device changes them (test_counting_and_claims)
+        code, _, err = _run(["report", "--html", str(tmp_path / "r.html"), "--device", "cpu-amd-epyc-234b2f", "--d",
+                             "16", "--pair", "softmax:linear"], capsys)  # fmt: skip
     assert code == 0, err  # an op calibration alone: the report takes it as crossover does
 
 
@@ -638,13 +660,10 @@ def test_an_unknown_device_among_thousands_is_a_short_line(tmp_path, capsys) -> 
 @pytest.mark.parametrize(
     ("args", "absent"),
     [
-        (["report", "--backward", "recompute", "--html", "{tmp}/r.html"], "--mode"),
         (["report", "--causal-count", "triangle", "--html", "{tmp}/r.html"], "--causal)"),
-        (["decode", "--variant", "softmax", "--n-kv", "100"], "--scope"),
-        (["decode", "--variant", "softmax", "--bias", "all"], "--scope"),
         (["heads", "--variant", "softmax", "--d-embed", "64", "--causal-count", "half"], "--causal)"),
     ],
-    ids=["report-backward", "report-causal-count", "decode-n-kv", "decode-bias", "heads-causal-count"],
+    ids=["report-causal-count", "heads-causal-count"],
 )
 def test_an_error_names_only_options_its_command_has(tmp_path, capsys, args, absent) -> None:
     code, _, err = _run([a.format(tmp=tmp_path) for a in args], capsys)
@@ -685,7 +704,7 @@ def test_a_full_disk_during_an_import_says_so_and_keeps_every_record(tmp_path, c
     assert sorted(_stored(tmp_path, capsys)) == [1, 2, 3, 4, 5]
 
 
-def test_a_measured_device_named_like_a_shipped_gpu_wins_in_every_command(tmp_path, capsys) -> None:
+def test_a_measured_device_named_like_a_shipped_gpu_wins_in_every_command(tmp_path, capsys, few_replicates):
     folder = tmp_path / "home" / "devices"
     folder.mkdir(parents=True)
     (folder / "l4.json").write_text((SHIPPED_DATA / "devices" / f"{DEVICE_SLUG}.json").read_text())

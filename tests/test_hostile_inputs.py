@@ -569,15 +569,14 @@ NOT_APPLYING = [
     (["crossover", "--pair", "softmax:linear", "--r", "8"], "--r"),
     (["crossover", "--pair", "softmax:linear", "--scope", "block", "--depth", "8"], "--depth"),
     (["cheapest", "--variant", "softmax", "--variant", "linear", "--kv-heads", "1"], "--kv-heads"),
-    (["decode", "--variant", "softmax-causal", "--causal-count", "half"], "--causal-count"),
-    (["decode", "--variant", "softmax-causal", "--landmarks", "8"], "--landmarks"),
+    (["decode", "--variant", "softmax-causal", "--kv-heads", "1"], "--kv-heads"),
     (["formula", "softmax", "--backward", "recompute"], "--backward"),
     (["heads", "--d-embed", "64", "--window", "8"], "--window"),
     (["io", "--proj-len", "8"], "--proj-len"),
-    (["report", "--pair", "softmax:linear", "--backward", "recompute"], "--backward"),
+    (["report", "--pair", "softmax:linear", "--bias", "none"], "--bias"),
     (["measure", "--variant", "softmax", "--n", "64", "--d", "8", "--features", "8"], "--features"),
     (["profile", "--pair", "softmax:linear", "--causal-count", "half"], "--causal-count"),
-    (["validate", "--pair", "softmax:linear", "--backward", "recompute"], "--backward"),
+    (["validate", "--pair", "softmax:linear", "--tile", "64"], "--tile"),
 ]
 
 

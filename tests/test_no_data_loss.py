@@ -177,7 +177,8 @@ def test_sizes_beyond_sqlite_integers_are_refused_on_import(tmp_path, capsys, si
     good, bad = _record(DEVICE, 8), _record(DEVICE, 9)
     bad["sizes"]["N"] = size
     f.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
-    code, out, err = _run(["results", "import", str(f), "--store", str(tmp_path / "r.db"), "--json"], capsys)
+    store = tmp_path / "db" / "r.db"  # not beside the file: a store migrates the JSON lines it finds in its folder
+    code, out, err = _run(["results", "import", str(f), "--store", str(store), "--json"], capsys)
     assert code == 0 and "Traceback" not in err
     assert json.loads(out)["imported"] == {str(f): 1}
     assert "line 2" in err
@@ -450,7 +451,8 @@ def test_an_imported_record_must_agree_with_itself(tmp_path, capsys, change, rea
     f = tmp_path / "odd.jsonl"
     good = _record(DEVICE, 16)
     f.write_text(json.dumps(good) + "\n" + json.dumps({**good, **change}) + "\n")
-    code, out, err = _run(["results", "import", str(f), "--store", str(tmp_path / "r.db"), "--json"], capsys)
+    store = tmp_path / "db" / "r.db"  # not beside the file: a store migrates the JSON lines it finds in its folder
+    code, out, err = _run(["results", "import", str(f), "--store", str(store), "--json"], capsys)
     assert code == 0 and json.loads(out)["imported"] == {str(f): 1}
     assert reason in err and "line 2" in err, err
     f.write_text(json.dumps({**good, **change}) + "\n")

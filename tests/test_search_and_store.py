@@ -8,7 +8,7 @@ import random
 import pytest
 from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.errors import UserError
-from attn_cost.profilers.measure.device import fingerprint
+from attn_cost.profilers.measure.device import fingerprint, slug
 from attn_cost.profilers.measure.profile import Measurer, profile_pair
 from attn_cost.profilers.measure.search import Probe, find_transition
 from attn_cost.profilers.measure.sizes import Sizes
@@ -153,7 +153,7 @@ def test_records_survive_a_new_store_and_writes_leave_no_other_files(store_dir) 
 def test_earlier_json_lines_files_are_migrated_once_and_torn_lines_reported(store_dir) -> None:
     device = fingerprint("cpu")
     store_dir.mkdir(parents=True)
-    legacy = store_dir / "cpu-old.jsonl"
+    legacy = store_dir / f"{slug(device)}.jsonl"  # where an earlier version kept this device's results
     legacy.write_text(_legacy_line(device, "k1") + '\n{"schema": 1, "kind": "time", "key": "torn", "varia\n')
     first = ResultStore(device, store_dir)
     assert first.get(_key("k1")) is not None
@@ -164,6 +164,39 @@ def test_earlier_json_lines_files_are_migrated_once_and_torn_lines_reported(stor
     second = ResultStore(device, store_dir)
     assert second.warnings == [] and second.get(_key("k2")) is None  # read once only
     assert "torn" in legacy.read_text()  # the file itself is left as it was
+
+
+def test_a_store_reads_only_the_files_it_is_told_to_and_its_own_earlier_files_once(tmp_path, cli) -> None:
+    """`results import a.jsonl --store DIR/s.db` imports a.jsonl alone: a colleague's export and a JSON-lines file
+    that is not attn-cost's lying in DIR are never read. `--store DIR` (DIR/results.db, the folder an earlier
+    version kept `<device slug>.jsonl` in) imports such a file once, on its first open, and reads no other; a later
+    open reads nothing in the folder, so a file it could not import is named once, not on every open."""
+    device = fingerprint("cpu")
+    folder = tmp_path / "DIR"
+    folder.mkdir()
+    asked = tmp_path / "a.jsonl"
+    asked.write_text(_legacy_line(device, "asked") + "\n")
+    colleague = "".join(_legacy_line(device, f"theirs{i}") + "\n" for i in range(5))
+    (folder / "colleague.jsonl").write_text(colleague)
+    (folder / "events.jsonl").write_text('{"event": "not attn-cost"}\n' * 50)
+
+    def stored(store) -> set[str]:
+        out = cli("results", "export", "--store", str(store))
+        assert out.code == 0, out.err
+        return {json.loads(line)["key"] for line in out.out.splitlines()}
+
+    first = cli("results", "import", str(asked), "--store", str(folder / "s.db"))
+    assert first.code == 0 and "colleague" not in first.err and "events" not in first.err, first.err
+    assert stored(folder / "s.db") == {_key("asked")}
+
+    (folder / f"{slug(device)}.jsonl").write_text(colleague.replace("theirs", "earlier"))  # an earlier version's
+    (folder / "cpu-unreadable-0a1b2c.jsonl").write_text("named like one, not one\n")
+    opened = cli("results", "import", str(asked), "--store", str(folder))
+    assert opened.code == 0 and opened.err.count("cpu-unreadable-0a1b2c.jsonl") == 1, opened.err
+    assert "colleague" not in opened.err and "events" not in opened.err
+    assert stored(folder) == {_key("asked")} | {_key(f"earlier{i}") for i in range(5)}
+    again = cli("results", "import", str(asked), "--store", str(folder))
+    assert again.code == 0 and "cpu-unreadable" not in again.err and "imported 5" not in again.err, again.err
 
 
 def test_a_file_that_is_not_a_results_file_is_an_error(tmp_path) -> None:
@@ -211,7 +244,8 @@ def test_records_of_another_device_stay_with_that_device(store_dir) -> None:
     device = fingerprint("cpu")
     other = {**device, "name": "Some Other CPU"}
     store_dir.mkdir(parents=True)
-    (store_dir / "mixed.jsonl").write_text(_legacy_line(other, "k9") + "\n" + _legacy_line(device, "k1") + "\n")
+    lines = _legacy_line(other, "k9") + "\n" + _legacy_line(device, "k1") + "\n"
+    (store_dir / f"{slug(device)}.jsonl").write_text(lines)
     mine = ResultStore(device, store_dir)
     assert _key("k9") not in mine.records and _key("k1") in mine.records
     assert ResultStore(other, store_dir).get(_key("k9")) is not None

@@ -103,9 +103,9 @@ def test_shipped_validation_rows_match_a_fresh_computation(shipped) -> None:
 def test_crossover_with_the_shipped_device(cli, shipped, monkeypatch) -> None:
     """`crossover --device` prints the profile's own validated points for one of its pairs (whichever it has). The op
     model's bootstrap intervals (tested on the tests' own calibration) are left out: 15 s a device."""
-    from attn_cost.profilers.devicemodel import opmodel
+    from attn_cost.profilers.devicemodel import oppredict
 
-    monkeypatch.setattr(opmodel, "BOOTSTRAP", 0)
+    monkeypatch.setattr(oppredict, "BOOTSTRAP", 0)  # where the draws read it (opmodel only defines it)
     expected = {**shipped.validation[0], **shipped.measured[0]}  # the measured row: what the profile keeps of a unit
     pair = f"{expected['a']}:{expected['b']}"
     name = shipped.slug if shipped.dtype == "fp32" else f"{shipped.slug}-{shipped.dtype}"  # the campaign's names
@@ -227,9 +227,9 @@ def test_every_measured_n0_in_the_readme_is_what_crossover_device_prints(cli, mo
     measured N0, its spread and whether it stands."""
     from pathlib import Path
 
-    from attn_cost.profilers.devicemodel import opmodel
+    from attn_cost.profilers.devicemodel import oppredict
 
-    monkeypatch.setattr(opmodel, "BOOTSTRAP", 0)
+    monkeypatch.setattr(oppredict, "BOOTSTRAP", 0)  # where the draws read it (opmodel only defines it)
     text = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
     block = text.split("<!-- gpu-table: begin -->")[1].split("<!-- gpu-table: end -->")[0]
     rows = []

@@ -5,6 +5,7 @@ on synthetic timings whose crossings are known by hand."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -81,6 +82,134 @@ def test_replicates_that_disagree_make_the_crossover_unsteady_with_its_crossings
     t = replicated(Transition("found", 100.0, 1.0, (99, 101)), ns, [near, far])
     assert t.verdict == "unsteady" and t.measured is None and len(t.replicates) == 3
     assert t.note.startswith("replicates disagree: crossings 100, ") and "10%" in t.note
+
+
+# -- a tie: two curves within the noise over a stretch ----------------------------------------------------------
+
+
+def _tie_world(discarded: int = 0) -> tuple[Transition, list[int], list[list[Probe]]]:
+    """A found search (A faster at 80, B at 140 by 30 %; 99 and 101, its bracket, within 0.4 %) whose three
+    replicates at 90, 99, 101 and 111 scatter by a few per cent around tB/tA = 1 at 99 to 111 (replicate 1 reads
+    AABA: not one crossing, so the replicate rule fails); each timing's own noise (0.1 %) is far under that scatter,
+    which is the device's noise between runs. By hand: the log ratios' spread about each length's mean,
+    pooled over the lengths timed more than once, is 0.0187 (10 degrees of freedom, t = 2.228); the 95 % half-widths
+    are 0.024 (3 timings), 0.021 (4) and 0.042 (1); the mean log ratio is 0.182 at 90 (A faster), 0.0034 at 99,
+    -0.0037 at 101 and -0.00003 at 111 (neither), 0.262 at 80 (A) and -0.357 at 140 (B)."""
+    one = {"runs": 7, "discarded": discarded, "noise": 0.001}  # each timing's own noise: under the spread between
+    search = [Probe(n, 1.0, r, **one) for n, r in ((80, 1.3), (99, 1.004), (101, 0.996), (140, 0.7))]
+    ns = [90, 99, 101, 111]
+    ratios = [(1.20, 1.02, 0.99, 1.01), (1.22, 0.98, 1.03, 0.99), (1.18, 1.01, 0.97, 1.00)]
+    runs = [[Probe(n, 1.0, r, **one) for n, r in zip(ns, rs, strict=True)] for rs in ratios]
+    return Transition("found", 100.0, 1.0, (99, 101), search), ns, runs
+
+
+def test_replicates_that_disagree_within_the_noise_over_a_stretch_are_a_tie() -> None:
+    """The stretch is 99 to 111 (neither faster), N0 lies after 90 (A faster) up to 140 (B faster), and the regret is
+    the largest |geometric mean of tB/tA − 1| over 99, 101 and 111."""
+    t = replicated(*_tie_world())
+    assert t.verdict == "tie" and t.measured is None and t.uncertainty is None
+    assert t.tie == (99, 111) and t.n0_range == (91, 140)
+    means = [(1.004 * 1.02 * 0.98 * 1.01) ** (1 / 4), (0.996 * 0.99 * 1.03 * 0.97) ** (1 / 4), (1.01 * 0.99) ** (1 / 3)]
+    assert t.regret == pytest.approx(max(abs(m - 1) for m in means), rel=1e-9)  # 0.0037, at 101
+    assert "as fast from N = 99 to 111" in t.note and "between 91 and 140" in t.note and len(t.replicates) == 4
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "a busy machine: as many rounds thrown away as kept",
+        "B faster at 80, before A at 90",
+        "B faster at 91, next to A at 90: no length between",
+        "no replicates: one run's own noise does not show the spread between runs",
+    ],
+)
+def test_replicates_that_disagree_without_a_quiet_stretch_stay_unsteady(case: str) -> None:
+    t, ns, runs = _tie_world()
+    if case.startswith("a busy"):
+        t = replace(t, probes=[replace(p, discarded=p.runs) for p in t.probes])
+        runs = [[replace(p, discarded=p.runs) for p in run] for run in runs]
+    elif case.startswith("no replicates"):  # 99 and 101 within their own noise (1 %), 80 and 140 far outside it
+        t, runs = replace(t, probes=[replace(p, noise=0.01) for p in t.probes]), []
+    elif case.startswith("B faster at 80"):
+        t = replace(t, probes=[replace(t.probes[0], b=0.7), *t.probes[1:]])
+    else:
+        t = replace(t, probes=[*t.probes[:3], replace(t.probes[3], n=91)])
+    assert replicated(t, ns, runs).verdict == "unsteady"
+
+
+def tie_timer(discarded: bool = False, wiggle: float = 0.01):
+    """`time_cases` of a world where B = 1.3·N² ns and A jumps so that tB/tA is 1.3 below N = 250, 1 ± `wiggle`
+    from 250 to 350 (+ on a length's even-numbered timings, − on its odd ones: the replicates disagree) and 0.7
+    above: both times grow with N (no trend break). Each timing's runs spread by ±1.5 % about the median (its own
+    noise); `discarded`: as many rounds thrown away as kept (a busy machine). Returns the timer and the lengths timed,
+    with how often."""
+    timed: dict[int, int] = {}
+
+    def timer(cases, repeats, warmup, **kwargs):
+        from attn_cost.profilers.measure.timing import TimeStats
+
+        n = cases[0].sizes.N
+        k = timed[n] = timed.get(n, 0) + 1
+        a = n * n * (1.0 if n < 250 else 1.3 if n <= 350 else 1.3 / 0.7)
+        b = 1.3 * n * n * ((1 + wiggle if k % 2 else 1 - wiggle) if 250 <= n <= 350 else 1.0)
+        return [TimeStats(t, 0.985 * t, 1.015 * t, 0.98 * t, 1.02 * t, repeats, warmup, repeats * discarded)
+                for t in (1e-9 * (a if c.variant == PAIR[0] else b) for c in cases)]  # fmt: skip
+
+    return timer, timed
+
+
+def test_a_quiet_machine_where_the_curves_are_within_the_noise_gets_a_tie(tmp_path, monkeypatch) -> None:
+    """Through the whole search: the stretch runs from the first to the last length timed from 250 to 350 (every
+    one within its noise of 1, each of the rest 30 % off), N0 from the length after the last timed below 250 to the
+    first timed above 350 (else the stretch's end), and the regret is the wiggle: the search's own lengths there are
+    timed once (a close call timed again replaces the first), at 1 ± 1 %."""
+    import attn_cost.profilers.measure.profile as prof
+
+    timer, timed = tie_timer()
+    monkeypatch.setattr(prof, "time_cases", timer)
+    m = Measurer("cpu", ResultStore(fingerprint("cpu"), tmp_path), repeats=3)
+    row = profile_pair(*PAIR, Sizes(N=1, d=8), m, Setting(), costs=("time",)).as_json()
+    inside = sorted(n for n in timed if 250 <= n <= 350)
+    above = [n for n in timed if n > 350]
+    assert row["n0_verdict"] == "tie" and row["measured_n0"] is None and row["n0_uncertainty"] is None
+    assert row["n0_tie"] == [inside[0], inside[-1]] and row["n0_regret"] == pytest.approx(0.01, abs=1e-9)
+    assert row["n0_range"] == [max(n for n in timed if n < 250) + 1, min(above) if above else inside[-1]]
+    assert judge(row, lambda v, n: [], lambda v: [], None)["n0_standing"] == "stands"  # an answer, not a failure
+
+
+def test_a_busy_machine_with_the_same_timings_still_declines(tmp_path, monkeypatch) -> None:
+    import attn_cost.profilers.measure.profile as prof
+
+    timer, _ = tie_timer(discarded=True)
+    monkeypatch.setattr(prof, "time_cases", timer)
+    m = Measurer("cpu", ResultStore(fingerprint("cpu"), tmp_path), repeats=3)
+    row = profile_pair(*PAIR, Sizes(N=1, d=8), m, Setting(), costs=("time",)).as_json()
+    assert row["n0_verdict"] in ("unsteady", "inconsistent") and row["measured_n0"] is None
+    assert row["n0_tie"] is None and row["n0_range"] is None and row["n0_regret"] is None
+
+
+def test_a_clear_crossing_is_found_as_before_and_is_no_tie(tmp_path, monkeypatch) -> None:
+    """A = N², B = 300·N (no noise): B overtakes A at N = 300 (independent arithmetic)."""
+    import attn_cost.profilers.measure.profile as prof
+
+    monkeypatch.setattr(prof, "time_cases", _fake_timer({PAIR[0]: lambda n: n * n, PAIR[1]: lambda n: 300 * n}))
+    m = Measurer("cpu", ResultStore(fingerprint("cpu"), tmp_path), repeats=3)
+    row = profile_pair(*PAIR, Sizes(N=1, d=8), m, Setting(), costs=("time",)).as_json()
+    assert row["n0_verdict"] == "found" and abs(row["measured_n0"] - 300) <= row["n0_uncertainty"] < 30
+    assert row["n0_tie"] is None and row["n0_range"] is None and row["n0_regret"] is None
+
+
+def test_a_tie_is_shown_and_agrees_with_a_crossing_inside_its_range() -> None:
+    tie = {"a": "x", "b": "y", "n0_verdict": "tie", "measured_n0": None, "n0_tie": [250, 292], "n0_range": [247, 292]}
+    assert cell(None, None, "tie", "stands", tie=tie["n0_tie"]) == "tie 250–292"
+    assert cell(None, None, "tie", "stands", tie=tie["n0_tie"], compact=True) == "tie 250–292"
+    split = "split by the timer's switch: timings from 186 to 291 µs"
+    assert cell(None, None, "tie", split, tie=[3200, 3200]) == "tie 3,200 (not standing: split by the timer's switch)"
+    inside = {"a": "x", "b": "y", "n0_verdict": "found", "measured_n0": 300.0, "n0_uncertainty": 10.0}  # 290-310
+    outside = {**inside, "measured_n0": 320.0}  # 310-330
+    assert judge(tie, lambda v, n: [], lambda v: [], None, [[tie, inside]])["n0_standing"] == "stands"
+    said = judge(tie, lambda v, n: [], lambda v: [], None, [[tie, outside]])["n0_standing"]
+    assert said == "verdict changed on re-measurement: tie 250–292 (N0 247–292), then found 320 ± 10"
 
 
 # -- a unit measured twice through one store --------------------------------------------------------
@@ -173,9 +302,10 @@ def test_the_cells_and_counts_say_the_standing() -> None:
 # -- fitting and judging from records alone ----------------------------------------------------------------
 
 
-def _records_file(tmp_path, monkeypatch, drop_replicates: bool = False):
+def _records_file(tmp_path, monkeypatch, drop_replicates: bool = False, tie: bool = False):
     """A CPU's records of the TaylorShift pair at d = 8, 12, 16 with A = N², B = 300·N·d/8 (ns), as a results file:
-    what `results export` writes. Memory: traced at two lengths per head dim (the fit needs two)."""
+    what `results export` writes. Memory: traced at two lengths per head dim (the fit needs two). `tie`: timed in the
+    tie world of `tie_timer` instead (the same at every head dim)."""
     import attn_cost.profilers.measure.profile as prof
 
     costs = {PAIR[0]: lambda n: float(n * n), PAIR[1]: None}
@@ -183,8 +313,8 @@ def _records_file(tmp_path, monkeypatch, drop_replicates: bool = False):
     found = {}
     for d in (8, 12, 16):
         costs[PAIR[1]] = lambda n, d=d: 300.0 * n * d / 8
-        monkeypatch.setattr(prof, "time_cases", _fake_timer(dict(costs)))
-        m = Measurer("cpu", store)
+        monkeypatch.setattr(prof, "time_cases", tie_timer()[0] if tie else _fake_timer(dict(costs)))
+        m = Measurer("cpu", store, repeats=3 if tie else 7)
         found[d] = profile_pair(*PAIR, Sizes(N=1, d=d), m, Setting(), costs=("time",), replicates=2)
         for n in (64, 128):
             for v in PAIR:
@@ -223,6 +353,34 @@ def test_validate_from_records_fits_and_judges_without_timing(cli, tmp_path, mon
     assert shown.code == 0, shown.err
     (row,) = shown.json()["results"]
     assert row["measured_n0"] == rows[12]["measured_n0"] and row["n0_standing"] == "stands"
+
+
+def test_validate_and_crossover_device_show_a_tie_read_from_records(cli, tmp_path, monkeypatch) -> None:
+    """Records taken in the tie world: `validate --records` judges the stored search and replicates a tie that
+    stands, keeps it in the device profile, and `crossover --device` and the report show it in their measured N0
+    columns."""
+    path, found = _records_file(tmp_path, monkeypatch, tie=True)
+    _forbid_timing(monkeypatch)
+    r = cli("validate", "--records", str(path), "--pair", ":".join(PAIR), "--fit-d", "8", "--fit-d", "16", "--d", "12",
+            "--json")  # fmt: skip
+    assert r.code == 0, r.err
+    data = r.json()
+    row = next(x for x in data["results"] if x["d"] == 12)
+    live = found[12].speed
+    assert live.verdict == "tie" and row["n0_verdict"] == "tie" and row["n0_standing"] == "stands"
+    assert row["n0_tie"] == list(live.tie) and row["n0_range"] == list(live.n0_range) and row["measured_n0"] is None
+    table = cli("validate", "--records", str(path), "--pair", ":".join(PAIR), "--fit-d", "8", "--fit-d", "16", "--d",
+                "12", "--no-save")  # fmt: skip
+    assert table.code == 0 and f"tie {live.tie[0]}–{live.tie[1]}" in table.out
+    shown = cli("crossover", "--pair", ":".join(PAIR), "--d", "12", "--device", data["slug"], "--json")
+    (crossing,) = shown.json()["results"]
+    assert crossing["n0_verdict"] == "tie" and crossing["n0_tie"] == row["n0_tie"] and crossing["n0_regret"] > 0
+    terminal = cli("crossover", "--pair", ":".join(PAIR), "--d", "12", "--device", data["slug"], env={"COLUMNS": "80"})
+    assert f"tie {live.tie[0]}–{live.tie[1]}" in terminal.out and "either as fast" in " ".join(terminal.out.split())
+    page = tmp_path / "report.html"
+    made = cli("report", "--html", str(page), "--pair", ":".join(PAIR), "--d", "12", "--device", data["slug"])
+    assert made.code == 0, made.err
+    assert page.read_text(encoding="utf-8").count(f"<td>tie {live.tie[0]}–{live.tie[1]}</td>") == 2  # both tables
 
 
 def test_validate_from_records_without_replicates_says_the_crossover_is_unsteady(cli, tmp_path, monkeypatch) -> None:

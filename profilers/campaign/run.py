@@ -78,7 +78,16 @@ from attn_cost.profilers.store.files import (
 )
 from attn_cost.profilers.store.store import is_results_file, read_jsonl, select
 from attn_cost.profilers.workflow.calibrating import calibrate
-from attn_cost.profilers.workflow.measuring import Events, Measuring, longest, measurer_on, open_device, open_store
+from attn_cost.profilers.workflow.measuring import (
+    Events,
+    Measuring,
+    check_cases,
+    longest,
+    measurer_on,
+    open_device,
+    open_store,
+    searched,
+)
 from attn_cost.profilers.workflow.profiling import profile as profile_pairs
 from attn_cost.profilers.workflow.validating import validate_device
 
@@ -460,6 +469,11 @@ def open_campaign(plan: Plan, sink: Callable[[str], None]) -> Campaign:
     is measured or written."""
 
     device, fingerprint = open_device(plan.measuring(), plan.dtypes, plan.ds)
+    shaped = resolved(plan, device, fingerprint.get("sm_count"))  # the heads and batch the units measure at
+    names = sorted({v for pair in plan.pairs for v in pair})
+    for dtype in plan.dtypes:  # sizes no unit could run at: one line before anything is written
+        template = Sizes(N=1, d=1, h=shaped.heads, b=shaped.batch)
+        check_cases(device, "core", dtype, searched(names, template, plan.ds, plan.n_max)(device))
     out = make_folder(Path(plan.out), f"--out {plan.out}")
     for path, recognise, what in outputs(plan, slug(fingerprint)):
         if os.path.lexists(path):  # an absent one (its folder yet to be made) holds nothing to lose

@@ -55,7 +55,16 @@ from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS
 from attn_cost.costmodel.variants import derive
 from attn_cost.profilers import DATA
 from attn_cost.profilers.devicemodel.datasheet import for_device
-from attn_cost.profilers.devicemodel.device import MEASURED, Z95, DeviceModel, Draws, Times, at_lengths, crossing
+from attn_cost.profilers.devicemodel.device import (
+    MEASURED,
+    Z95,
+    DeviceModel,
+    Draws,
+    Times,
+    at_lengths,
+    crossing,
+    measured_at,
+)
 from attn_cost.profilers.devicemodel.names import known_profiles
 from attn_cost.profilers.devicemodel.opfit import MAD_TO_SIGMA
 from attn_cost.profilers.measure.device import CPU_TIMER, IDENTITY, slug
@@ -458,6 +467,10 @@ class MeasuredPoint:
     n0_uncertainty: float | None = field(default=None, metadata=rule(minimum=0, maximum=1 << 32))
     measured_n1: float | None = field(default=None, metadata=rule(minimum=1, maximum=1 << 32))
     n1_uncertainty: float | None = field(default=None, metadata=rule(minimum=0, maximum=1 << 32))
+    n0_tie: list[float] | None = field(default=None, metadata=rule(minimum=1, maximum=1 << 32))
+    """A tie's stretch [first, last length] (`search.tie_of`); read as a pair (`standing.span`)."""
+    n0_regret: float | None = field(default=None, metadata=rule(minimum=0))
+    n0_range: list[float] | None = field(default=None, metadata=rule(minimum=1, maximum=1 << 32))
 
 
 @dataclass
@@ -615,31 +628,52 @@ class ProfileDevice(DeviceModel):
 
 
 def measured_here(profile: DeviceProfile, setting: Setting) -> bool:
-    """Whether the profile's measurements were taken at this setting: same scope, element type and
-    mode, keys as long as queries, each variant's own projection biases. A fit or a point from another setting
-    would answer another question: the corrected and measured columns are then empty (—, said in the caption).
-    (The FLOP convention and causal counting change how FLOPs are counted, not what was timed.)"""
-    here = (setting.scope, setting.dtype, setting.mode)
-    own = setting.counting.n_kv is None and setting.counting.bias is None
-    return here == (profile.scope, profile.dtype, profile.mode) and own
+    """Whether the profile's measurements were taken at this setting: what runs under it is what ran when they were
+    (`Setting.timed`: the same scope, element type and mode, keys as long as queries, each variant's own projection
+    biases, no dropout, no padding mask, and any switch that changes what runs). A fit or a point from another
+    setting would answer another question: the corrected and measured columns are then empty (—, said in the
+    caption). (The FLOP convention and the causal and backward counts change how FLOPs are counted, not what was
+    timed.)"""
+    return setting.timed() == Setting(dtype=profile.dtype, scope=profile.scope, mode=profile.mode).timed()
+
+
+def measured_point(profile: DeviceProfile, row: TransitionRow) -> dict | None:
+    """The profile's measured unit of the row's pair taken under everything the row asks (None where none was): its
+    setting (`measured_here`) and every size the row names (d, h, b and each size the pair's costs depend on: L,
+    the chunk, a window, ...), each compared with the unit's own, or where the unit names none, with the default it
+    was measured at (`measured_at`: L = d, the chunk 64, ...). The one rule for whether a measured value belongs under
+    a row's heading (`crossover --device`, the report's tables and panels); whether it stands is the unit's
+    `n0_standing` (`standing.shown_n0`)."""
+    if not measured_here(profile, row.setting):
+        return None
+    asked = row.dims()
+    for m in profile.measured:
+        if (m["a"], m["b"]) == (row.a, row.b) and measured_at(_sizes_of(m), asked):
+            return m
+    return None
+
+
+def _sizes_of(unit: dict) -> dict:
+    """A measured unit's sizes by name ("a" and "b" name its variants, "batch" its batch)."""
+    return {k: v for k, v in unit.items() if k not in ("a", "b")}
 
 
 def measured_points(profile: DeviceProfile, row: TransitionRow) -> ProfileColumns:
-    """The measured N0/N1 of the row's pair at exactly the row's sizes and setting (None where not measured)."""
-    if not measured_here(profile, row.setting):
+    """The measured N0/N1 of the row's pair at exactly the row's sizes and setting (`measured_point`; empty where
+    not measured)."""
+    m = measured_point(profile, row)
+    if m is None:
         return ProfileColumns()
-    latents = row.sizes.get("L", row.d)  # profiles measure Latte with L = d
-    here = (row.a, row.b, row.d, row.heads, row.batch)
-    for m in profile.measured:
-        if tuple(m[k] for k in ("a", "b", "d", "heads", "batch")) == here and m.get("L", m["d"]) == latents:
-            return ProfileColumns(
-                measured_n0=m.get("measured_n0"),
-                n0_uncertainty=m.get("n0_uncertainty"),
-                measured_n1=m.get("measured_n1"),
-                n1_uncertainty=m.get("n1_uncertainty"),
-                n0_verdict=m.get("n0_verdict"),
-                n0_standing=m.get("n0_standing"),
-                n0_launch_bound=m.get("n0_launch_bound"),
-                n1_verdict=m.get("n1_verdict"),
-            )
-    return ProfileColumns()
+    return ProfileColumns(
+        measured_n0=m.get("measured_n0"),
+        n0_uncertainty=m.get("n0_uncertainty"),
+        measured_n1=m.get("measured_n1"),
+        n1_uncertainty=m.get("n1_uncertainty"),
+        n0_verdict=m.get("n0_verdict"),
+        n0_standing=m.get("n0_standing"),
+        n0_launch_bound=m.get("n0_launch_bound"),
+        n0_tie=m.get("n0_tie"),
+        n0_regret=m.get("n0_regret"),
+        n0_range=m.get("n0_range"),
+        n1_verdict=m.get("n1_verdict"),
+    )

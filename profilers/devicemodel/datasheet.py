@@ -3,7 +3,9 @@ with its source; a user adds one with a file of the same form in $ATTN_COST_HOME
 
 A row is checked when it is read: every figure present and within what a GPU can have (`Datasheet`'s bounds:
 no 10^30 SMs, no bandwidth of 10^-300 GB/s), and its tensor peak no more than the architecture's dense rate per
-SM and clock allows (a 2:4-sparsity-doubled peak, the commonest error in such tables, is refused). In a user's
+SM and clock allows (a 2:4-sparsity-doubled peak, the commonest error in such tables, is refused), and its shared
+memory per block enough for the fused attention kernel every command tiles by (`iotraffic.unfit`): the one check
+of a row, made once when it is read, so a row one command refuses every command refuses. In a user's
 table a row that does not fit costs that row only: it is left out with a warning naming the file and the row,
 and every other device works; so is a row named like a measured device or a GPU already known (`devices.py`:
 one name, one device). Keys a row has that attn-cost does not read (a "comment", the peak of a dtype it does not
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from attn_cost.costmodel.errors import InputWarning, UserError, unknown
-from attn_cost.costmodel.iotraffic import Gpu
+from attn_cost.costmodel.iotraffic import Gpu, unfit
 from attn_cost.profilers import DATA
 from attn_cost.profilers.devicemodel.names import measured_names
 from attn_cost.profilers.store.files import read_json, regular_files
@@ -130,6 +132,9 @@ def _checked(row: object, where: str) -> Datasheet:
     sheet = Datasheet(**{**own, "peak_tflops": Peaks(**{k: row["peak_tflops"][k] for k in Peaks.__dataclass_fields__})})
     if sheet.smem_per_block_kb > sheet.smem_per_sm_kb:
         raise UserError(f"{where}: {sheet.name}'s shared memory per block is more than per SM")
+    cannot = unfit(sheet.gpu)
+    if cannot is not None:
+        raise UserError(f"{where}: {sheet.name}: {cannot}, the fused attention kernel attn-cost prices")
     tensor = max(sheet.peak_tflops.bf16, sheet.peak_tflops.fp16) * 1e12
     most = ARCHS[sheet.arch].tensor_flops_per_clock * sheet.sms * sheet.clock_mhz * 1e6
     if tensor > most * 1.02:
@@ -158,6 +163,8 @@ class Table(NamedTuple):
     rows: list[Datasheet]
     warnings: list[str]
     left_out: dict[str, str]
+    files_left_out: tuple[str, ...] = ()
+    """Why each file that is not a table was left out whole (its rows' names unread): what an unknown name says."""
 
 
 def read_table(path: Path, taken: dict[str, str] | None = None) -> Table:
@@ -217,7 +224,7 @@ def _load(folder: str, measured: tuple[str, ...]) -> Table:
     row left out was: a user's row that does not fit, or is named like a measured device (`measured`) or a GPU
     already known, is left out."""
     taken = dict.fromkeys(measured, "a measured device")
-    shipped, problems, _ = read_table(SHIPPED)
+    shipped, problems, *_ = read_table(SHIPPED)
     if problems:
         raise UserError(f"{SHIPPED}: {problems[0]} (the shipped GPU table: reinstall attn-cost)")
     out = {sheet.name: sheet for sheet in shipped if sheet.name not in taken}
@@ -225,17 +232,19 @@ def _load(folder: str, measured: tuple[str, ...]) -> Table:
             for sheet in shipped if sheet.name in taken]  # fmt: skip
     taken.update(dict.fromkeys(out, "a shipped datasheet GPU"))
     why: dict[str, str] = {}
+    whole: list[str] = []
     for path in regular_files(Path(folder), "*.json"):
         try:
-            rows, problems, left_out = read_table(path, taken)
+            rows, problems, left_out, _ = read_table(path, taken)
         except UserError as e:
             rows, problems, left_out = [], [f"{e}: the file is left out"], {}
+            whole.append(str(e))
         said += problems
         why = {**left_out, **why}
         for sheet in rows:
             out[sheet.name] = sheet
             taken[sheet.name] = f"a datasheet GPU ({path.name})"
-    return Table(list(out.values()), said, why)
+    return Table(list(out.values()), said, why, tuple(whole))
 
 
 def _table() -> Table:
@@ -252,7 +261,9 @@ def datasheets() -> dict[str, Datasheet]:
 
 
 def for_device(device_name: str) -> Datasheet | None:
-    """The datasheet of a measured GPU, by the name PyTorch gave it (None where no row names it)."""
+    """The datasheet of a measured GPU, by the name PyTorch gave it (None where no row names it): the first row that
+    names it, the shipped rows before a user's, so a user's row that calls itself by a shipped GPU's name never
+    becomes that GPU (the report's "same GPU measured" compares the row this finds with its own by name)."""
     return next((s for s in datasheets().values() if device_name in s.device_names), None)
 
 
@@ -265,9 +276,20 @@ def left_out(name: str) -> str | None:
     return _table().left_out.get(name)
 
 
+def files_left_out() -> str:
+    """'' or, for a name no device has, the user's GPU tables left out whole, which may have meant it: `; FILE is
+    not an attn-cost datasheet table: ... (left out whole)`, the first and how many more."""
+    whole = _table().files_left_out
+    if not whole:
+        return ""
+    more = f", and {len(whole) - 1:,} more such file{'s' if len(whole) > 2 else ''}" if len(whole) > 1 else ""
+    return f"; {whole[0]} (left out whole{more})"
+
+
 def get_datasheet(name: str) -> Datasheet:
     """The datasheet GPU of this name (a command resolves a name the user gave with `devices.datasheet_of`)."""
     table = datasheets()
     if name not in table:
-        raise UserError(unknown("datasheet GPU", name, sorted(table), where="`attn-cost devices` lists them all"))
+        raise UserError(unknown("datasheet GPU", name, sorted(table), where="`attn-cost devices` lists them all")
+                        + files_left_out())  # fmt: skip
     return table[name]

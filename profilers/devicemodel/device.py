@@ -27,7 +27,15 @@ from typing import ClassVar
 
 import numpy as np
 from attn_cost.costmodel.counting import DEFAULT_COUNTING, Counting, N_kv
-from attn_cost.costmodel.crossover import Poly, Setting, at_sizes, compare, cost_branches, evaluate
+from attn_cost.costmodel.crossover import (
+    Poly,
+    Setting,
+    at_sizes,
+    compare,
+    cost_branches,
+    evaluate,
+    first_integer_from,
+)
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS, MEASURED_DEPTH, N
 from attn_cost.costmodel.variants import derive_counted
@@ -195,10 +203,14 @@ def crossing(
     hi = float(n_max or model.n_max)
     xs = np.geomspace(2.0, hi, GRID)
 
-    def one(fa: Curve, fb: Curve) -> tuple[float | None, np.ndarray]:
-        """The crossing and ln(tB/tA) on the grid, from one evaluation of both curves."""
+    def one(fa: Curve, fb: Curve) -> tuple[int | None, np.ndarray]:
+        """The crossing (a whole N: `settle`) and ln(tB/tA) on the grid, from one evaluation of both curves."""
         ta, tb = fa(xs), fb(xs)
-        return last_crossing(lambda n: fa(n) - fb(n), 2.0, hi, ys=ta - tb), np.log(tb / ta)
+
+        def gap(n: np.ndarray) -> np.ndarray:
+            return fa(n) - fb(n)
+
+        return settle(gap, last_crossing(gap, 2.0, hi, ys=ta - tb), 2.0), np.log(tb / ta)
 
     n0, ratio = one(d.a, d.b)
     drawn = [one(fa, fb) for fa, fb in d.draws]
@@ -221,10 +233,27 @@ def crossing(
         low = high = n0
 
     def finite(x: float | None) -> int | None:
-        return ceil_n(x) if x is not None and math.isfinite(x) else None
+        return int(x) if x is not None and math.isfinite(x) else None
 
     replicates_drawn = len(drawn) if d.sampled else 0
-    return Prediction(ceil_n(n0), finite(low), finite(high), replicates_drawn, tie, regret, tuple(d.extrapolated(xs)))
+    return Prediction(n0, finite(low), finite(high), replicates_drawn, tie, regret, tuple(d.extrapolated(xs)))
+
+
+def settle(gap: Curve, x: float | None, lo: float) -> int | None:
+    """The first whole N from which B is no slower than A (`gap` = tA − tB >= 0), from `x`, where the gap turns
+    non-negative for good on the reals (`last_crossing`, `lo` where it never is negative): the curves evaluated at
+    whole N, as `predict` evaluates them, so that A is faster at N0 − 1 and B no slower at N0. A root on the reals
+    does not say that: where A's time steps (a tile, a wave) the times are equal just past a whole N, and its
+    ceiling would be an N at which A is still faster."""
+    if x is None:
+        return None
+    if x <= lo:
+        return ceil_n(x)
+
+    def holds(n: int) -> bool:
+        return bool(np.asarray(gap(np.array([float(n)])), dtype=float)[0] >= 0)
+
+    return first_integer_from(holds, x, lo)
 
 
 def exact_crossing(pa: list[Poly], pb: list[Poly]) -> float | None:
@@ -237,8 +266,9 @@ def exact_crossing(pa: list[Poly], pb: list[Poly]) -> float | None:
 
 
 def _exact(pa: list[Poly], pb: list[Poly]) -> Prediction:
-    """`exact_crossing` as a prediction: no interval, the curves have none."""
-    return Prediction(ceil_n(exact_crossing(pa, pb)), None, None, 0)
+    """The first whole N from which B is no dearer on two exact curves (`compare`: the curves evaluated at whole N,
+    exactly), as a prediction: no interval, the curves have none."""
+    return Prediction(compare(pa, pb)["n"], None, None, 0)
 
 
 def at_lengths(polys: list[Poly], ns: np.ndarray) -> np.ndarray:
@@ -353,3 +383,12 @@ def row_dims(sizes: dict[str, int]) -> dict:
     values.setdefault("D", MEASURED_DEPTH)
     out = {BY_NAME[k]: v for k, v in values.items() if v is not None}
     return {**DEFAULTS, **out}
+
+
+def measured_at(taken: dict[str, int], asked: dict) -> bool:
+    """Whether a measurement taken at `taken` (sizes by name, as a record or a profile's unit keeps them; those it
+    does not name at the defaults it was measured with: `row_dims`) was taken at every size of `asked` (keyed by
+    symbol: d, h, b and each size the costs asked about depend on). A value measured at other sizes answers another
+    question, whatever heading it would be shown under."""
+    measured = row_dims({k: v for k, v in taken.items() if k != "N"})
+    return all(measured.get(symbol) == value for symbol, value in asked.items())

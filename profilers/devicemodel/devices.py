@@ -23,7 +23,7 @@ import numpy as np
 from attn_cost.costmodel.crossover import DeviceColumns, Setting, TransitionRow
 from attn_cost.costmodel.errors import UserError, unknown
 from attn_cost.profilers.devicemodel.corrections import ProfileDevice, corrected_points, load_profile, measured_points
-from attn_cost.profilers.devicemodel.datasheet import Datasheet, datasheets, left_out
+from attn_cost.profilers.devicemodel.datasheet import Datasheet, datasheets, files_left_out, left_out
 from attn_cost.profilers.devicemodel.device import (
     CALIBRATED,
     DATASHEET,
@@ -62,7 +62,8 @@ def kind_of(name: str, flag: str = "--device") -> str:
     why = left_out(name)
     if why is not None:
         raise UserError(f"{flag} {name}: its datasheet row is left out ({why})")
-    raise UserError(f"{flag}: " + unknown("device", name, sorted(table), where="`attn-cost devices` lists them all"))
+    listed = unknown("device", name, sorted(table), where="`attn-cost devices` lists them all")
+    raise UserError(f"{flag}: {listed}{files_left_out()}")
 
 
 def resolve(name: str, flag: str = "--device") -> DeviceModel:
@@ -91,7 +92,8 @@ def datasheet_of(name: str, flag: str = "--device") -> Datasheet:
         raise UserError(f"{flag} {name}: its datasheet row is left out ({why})")
     sheets = datasheets()
     if name not in sheets:
-        raise UserError(f"{flag}: " + unknown("datasheet GPU", name, sorted(sheets), where="`attn-cost devices`"))
+        listed = unknown("datasheet GPU", name, sorted(sheets), where="`attn-cost devices`")
+        raise UserError(f"{flag}: {listed}{files_left_out()}")
     return sheets[name]
 
 

@@ -570,7 +570,7 @@ def held_out_record(fit: Fit, sigma: float) -> list[dict]:
             error = None if measured is None or p.n0 is None or not stands else p.n0 / measured - 1
             out.append({"gpu": sheet.name, "dtype": profile.dtype, "a": row["a"], "b": row["b"], "d": row["d"],
                         "measured": measured, "uncertainty": row.get("n0_uncertainty"),
-                        "verdict": row.get("n0_verdict"), "standing": row.get("n0_standing"),
+                        "verdict": row.get("n0_verdict"), "standing": row.get("n0_standing"), "tie": row.get("n0_tie"),
                         "predicted": p.n0, "low": p.low, "high": p.high,
                         "error": error})  # fmt: skip
     return out
@@ -735,7 +735,7 @@ def record(rows: list[Row], fit: Fit, sigma: float) -> str:
                   "| GPU | dtype | A → B | d | measured N0 | datasheet N0 [95 %] | error |",
                   "|---|---|---|---|---|---|---|"]  # fmt: skip
         for h in held:
-            measured = cell(h["measured"], h["uncertainty"], h["verdict"], h["standing"])
+            measured = cell(h["measured"], h["uncertainty"], h["verdict"], h["standing"], tie=h.get("tie"))
             interval = f"{_n(h['predicted'])} [{_n(h['low'])}, {_n(h['high'])}]"
             lines.append(f"| {h['gpu']} | {h['dtype']} | {h['a']} → {h['b']} | {h['d']} | {measured} | {interval} | "
                          f"{_pct(h['error'])} |")  # fmt: skip

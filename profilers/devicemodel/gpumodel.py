@@ -24,7 +24,6 @@ part of its record. numpy and sympy only (no torch): `crossover --device h100-sx
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field, replace
 from functools import cache
@@ -45,6 +44,7 @@ from attn_cost.profilers.devicemodel.datasheet import ARCHS, Datasheet, get_data
 from attn_cost.profilers.devicemodel.device import DATASHEET, Z95, Curve, DeviceModel, Draws, KernelTime, Times
 from attn_cost.profilers.devicemodel.kernels import ATTENTION, CHUNKED, FAMILIES, KERNELS, PRODUCT, declared, family_of
 from attn_cost.profilers.devicemodel.opcalls import kernel_calls
+from attn_cost.profilers.store.files import parse_json
 from attn_cost.profilers.store.schema import SchemaError, check, rule
 
 FIT_FILE = DATA / "gpumodel.json"
@@ -143,11 +143,11 @@ class FitFile:
 def fitted() -> tuple[Efficiency, float, dict]:
     """The shipped fit: efficiencies, spread, and the file's record (what it was fitted and judged on, the hosts)."""
     try:
-        data = json.loads(FIT_FILE.read_text(encoding="utf-8"))
+        data = parse_json(FIT_FILE.read_text(encoding="utf-8"))
         check(data, FitFile, root=str(FIT_FILE))
         for name, host in data["harnesses"].items():
             check(host, Host, root=f"{FIT_FILE}: harnesses.{name}")
-    except (OSError, json.JSONDecodeError, SchemaError) as e:
+    except (OSError, ValueError, SchemaError) as e:  # not JSON, a key given twice
         raise UserError(f"{FIT_FILE} is not a datasheet model fit ({e}): reinstall attn-cost") from None
     return Efficiency(**data["efficiency"]), float(data["sigma"]), data
 

@@ -83,7 +83,17 @@ from attn_cost.profilers.devicemodel.opfit import (
     Streaming,
 )
 from attn_cost.profilers.measure.device import slug
-from attn_cost.profilers.store.files import MAX_INPUT_BYTES, claim, is_json_of, make_folder, read_input, write_atomic
+from attn_cost.profilers.store.files import (
+    MAX_INPUT_BYTES,
+    DuplicateKeyError,
+    claim,
+    is_json_of,
+    make_folder,
+    parse_json,
+    read_input,
+    text_of,
+    write_atomic,
+)
 from attn_cost.profilers.store.schema import Fingerprint, SchemaError, check, load_error, rule
 from attn_cost.profilers.store.store import user_data_dir
 
@@ -742,11 +752,12 @@ def read_calibration(path: Path) -> dict:
                 raw = f.read(MAX_INPUT_BYTES + 1)
             if len(raw) > MAX_INPUT_BYTES:
                 raise UserError(f"{path} unpacks to over {MAX_INPUT_BYTES / 2**20:,.0f} MiB: not an op calibration")
-        data = json.loads(raw.decode("utf-8"))
-    except (OSError, EOFError, zlib.error, UnicodeDecodeError, RecursionError) as e:
+        data = parse_json(text_of(raw, path, "an op calibration"))
+    except (OSError, EOFError, zlib.error, RecursionError) as e:
         raise UserError(f"{path} is not a readable op calibration ({e.__class__.__name__})") from None
-    except ValueError as e:  # not JSON, or an integer of more digits than Python reads
-        why = "not JSON" if isinstance(e, json.JSONDecodeError) else "a number too long to read"
+    except ValueError as e:  # not JSON, a key given twice, or an integer of more digits than Python reads
+        why = ("not JSON" if isinstance(e, json.JSONDecodeError) else str(e) if isinstance(e, DuplicateKeyError)
+               else "a number too long to read")  # fmt: skip
         raise UserError(f"{path} is not a readable op calibration ({why})") from None
     if not isinstance(data, dict):
         raise UserError(f"{path} is not an attn-cost op calibration")

@@ -19,7 +19,7 @@ import torch.nn.functional as F  # noqa: N812
 from attn_cost.costmodel import dtypes
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.variants import derive, get_variant
-from attn_cost.profilers.measure.references import REFERENCES, Reference, take
+from attn_cost.profilers.measure.references import REFERENCES, Reference, stand_in, take
 from attn_cost.profilers.measure.references.softmax import softmax
 from attn_cost.profilers.measure.sizes import Sizes
 from torch import Tensor
@@ -44,6 +44,52 @@ def require_references(names: list[str]) -> None:
             f"no reference implementation to measure for {sources}: attn-cost measures the catalogue's variants; "
             "to measure your own code, trace it (`attn-cost trace PATH:NAME`)"
         )
+
+
+STORAGE_LIMIT = 2**63 - 1
+"""The most bytes one tensor may have: PyTorch computes a storage's size in bytes as a signed 64-bit integer, and
+a larger one is a RuntimeError (`Storage size calculation overflowed`) on every device, before any allocator is
+asked."""
+SIZE_FLAGS = {
+    "N": "--n", "d": "--d", "h": "--h", "b": "--b", "L": "--L", "r": "--r", "D": "--depth", "h_kv": "--kv-heads",
+    "w": "--window", "k": "--proj-len", "m": "--features", "c": "--landmarks", "C": "--chunk", "d_v": "--dv",
+    "d_state": "--state", "G": "--groups",
+}  # fmt: skip
+"""The option that sets each of `Sizes`' fields, to name the user's own input in a refusal."""
+
+
+def check_allocatable(
+    variant: str, scope: str, sizes: Sizes, dtype: str, device: str, n_said: str = "--n {:d}"
+) -> None:
+    """Refuse (UserError, one line naming the options that size it) a case one of whose tensors no device can
+    hold: more bytes than PyTorch can describe (`STORAGE_LIMIT`). Read from the op list of what runs here (a
+    variant's stand-in where its own kernels cannot run: `references.stand_in`), at these sizes: its inputs and
+    parameters (drawn in fp32 before the cast), every op's output and workspace. A case that only does not fit
+    this device is measured, and recorded as out of memory; this one would stop the command with PyTorch's
+    error instead. `n_said`: how to name N (where a search chose it: the longest --max-n lets it try)."""
+    runs = stand_in(variant, sizes, device, scope)
+    graph = derive(runs, scope).graph
+    at = sizes.symbols()
+    width = dtypes.dtype_bytes(dtype)
+    drawn = [(t.name, t.shape, max(width, 4)) for t in (*graph.inputs, *(p for p, _ in graph.params))]
+    made = [(op.output.name, (op.output.storage.numel,), _bytes(op.output.storage.dtype, width)) for op in graph.ops]
+    made += [(f"{op.output.name}'s workspace", (op.workspace,), width) for op in graph.ops if op.workspace != 0]
+    for name, shape, each in (*drawn, *made):
+        exprs = [sp.sympify(size) for size in shape]
+        elements = math.prod(int(e.xreplace(at)) for e in exprs)
+        if elements * each > STORAGE_LIMIT:
+            used = {str(x) for e in exprs for x in e.free_symbols}
+            given = [n_said.format(sizes.N) if k == "N" else f"{flag} {getattr(sizes, k)}"
+                     for k, flag in SIZE_FLAGS.items() if k in used]  # fmt: skip
+            here = f" (here {runs}'s code runs it)" if runs != variant else ""
+            raise UserError(
+                f"{', '.join(given)}: {variant}{here} would allocate {name} of {elements:,} elements "
+                f"({elements * each:.3g} bytes), over the 2^63 bytes a PyTorch tensor can hold: choose smaller sizes"
+            )
+
+
+def _bytes(storage_dtype: str | None, width: int) -> int:
+    return width if storage_dtype is None else dtypes.STORAGE_BYTES.get(storage_dtype, width)
 
 
 class Params:
@@ -87,6 +133,7 @@ def build_case(variant: str, scope: str, sizes: Sizes, dtype: str = "fp32", devi
         raise UserError(f"{variant} has no {scope} scope (it has: {', '.join(v.scopes)})")
     dtypes.dtype_bytes(dtype)  # an unknown name is bad input
     require_references([variant])
+    check_allocatable(variant, scope, sizes, dtype, device)
     ref = REFERENCES[variant]
     s = sizes
     lay = Layout.of(v, s)

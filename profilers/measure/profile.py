@@ -26,6 +26,7 @@ from attn_cost.profilers.measure.search import (
     replicate_interval,
     replicates_disagree,
     scan_probes,
+    tie_of,
     trend_breaks,
 )
 from attn_cost.profilers.measure.sizes import Sizes
@@ -244,6 +245,9 @@ class PairProfile:
             "n0_bracket": list(self.speed.bracket) if self.speed and self.speed.bracket else None,
             "n0_lengths": list(self.speed.lengths) if self.speed else [],
             "n0_earlier": self.speed.earlier if self.speed else None,
+            "n0_tie": list(self.speed.tie) if self.speed and self.speed.tie else None,
+            "n0_regret": round(self.speed.regret, 4) if self.speed and self.speed.regret is not None else None,
+            "n0_range": list(self.speed.n0_range) if self.speed and self.speed.n0_range else None,
             "n1_verdict": self.memory.verdict if self.memory else None,
             "lengths_timed": len(self.speed.probes) if self.speed else 0,
             "lengths_traced": len(self.memory.probes) if self.memory else 0,
@@ -335,14 +339,15 @@ def against_earlier(measurer: Measurer, a: str, b: str, sizes: Sizes, t: Transit
     if first is t or standing.agree(_row(first), _row(t)):
         return t
     note = f"measured earlier through the same store: {standing.said(_row(first))}, this time {standing.said(_row(t))}"
-    return replace(
-        t,
-        earlier={"verdict": first.verdict, "measured": first.measured, "uncertainty": first.uncertainty, "note": note},
-    )
+    row = _row(first)
+    earlier = {"verdict": first.verdict, "measured": first.measured, "uncertainty": first.uncertainty,
+               "tie": row["n0_tie"], "n0_range": row["n0_range"], "note": note}  # fmt: skip
+    return replace(t, earlier=earlier)
 
 
 def _row(t: Transition) -> dict:
-    return {"n0_verdict": t.verdict, "measured_n0": t.measured, "n0_uncertainty": t.uncertainty}
+    return {"n0_verdict": t.verdict, "measured_n0": t.measured, "n0_uncertainty": t.uncertainty,
+            "n0_tie": list(t.tie) if t.tie else None, "n0_range": list(t.n0_range) if t.n0_range else None}  # fmt: skip
 
 
 class Stored:
@@ -438,10 +443,12 @@ def _stored_speed(probes: list[Probe], probe: Callable, candidates: list[int], r
 
 
 def _time_probe(n: int, ta: TimeStats | None, tb: TimeStats | None) -> Probe:
+    timed = [s for s in (ta, tb) if s is not None]
+    runs, discarded = min((s.runs for s in timed), default=0), max((s.discarded for s in timed), default=0)
     if ta is None or tb is None:
-        return Probe(n, ta.median if ta else None, tb.median if tb else None)
+        return Probe(n, ta.median if ta else None, tb.median if tb else None, runs=runs, discarded=discarded)
     noise = math.hypot(ta.median_se, tb.median_se) / ta.median
-    return Probe(n, ta.median, tb.median, noise, ta.median_se, tb.median_se)
+    return Probe(n, ta.median, tb.median, noise, ta.median_se, tb.median_se, runs, discarded)
 
 
 def _speed_transition(
@@ -468,7 +475,9 @@ def _speed_transition(
     searches; after that the crossover is `inconsistent`. 4. Each replicate gives a crossing (a line
     through its relative differences); `replicated` applies the replicate rule (`search.replicates_disagree`:
     `unsteady` where the crossings disagree) and reports their median with a prediction interval for one
-    more run, which covers the drift between runs, not only the noise within one.
+    more run, which covers the drift between runs, not only the noise within one. Where the replicates disagree,
+    or cross outside the re-timed lengths, but every length timed says A and B are within the noise over a stretch
+    between where A is faster and where B is, the verdict is a tie (`tied`): an answer, not a search to repeat.
     A device that stays disturbed ends the search with verdict `disturbed` and what was seen."""
     trend_tol = TREND_TOL.get(measurer.device, 0.02)
     try:
@@ -492,6 +501,9 @@ def _speed_transition(
             ]
             again = [c for c in map(crossing_of, runs) if c is not None]
             if 2 * len(again) < replicates or not lengths[0] <= statistics.median(again) <= lengths[-1]:
+                tie = tied(t, lengths, runs)
+                if tie is not None:  # the re-timed lengths cannot tell A and B apart: the answer
+                    return tie
                 suspects = [lo, hi]  # the re-timed lengths cross elsewhere (or not at all): the bracket was wrong
                 continue
             return replicated(t, lengths, runs)
@@ -506,15 +518,43 @@ def _speed_transition(
 def replicated(t: Transition, lengths: list[int], runs: list[list[Probe]]) -> Transition:
     """A found search with its replicates' runs at `lengths`: `found` at the median of the crossings (with a
     prediction interval for one more run, never narrower than half the bracket) where they agree by the replicate
-    rule, else `unsteady` with the crossings in its note."""
-    crossings = [c for c in [t.measured, *map(crossing_of, runs)] if c is not None]
+    rule, else a tie where the timings show one (`tied`), else `unsteady` with the crossings in its note."""
+    crossings = _crossings(t, runs)
     why = replicates_disagree(crossings, runs)
     if why is not None:
-        return replace(t, verdict="unsteady", measured=None, uncertainty=None, replicates=crossings, lengths=lengths,
-                       note=f"replicates disagree: {why}")  # fmt: skip
+        return tied(t, lengths, runs) or replace(
+            t, verdict="unsteady", measured=None, uncertainty=None, replicates=crossings, lengths=lengths,
+            note=f"replicates disagree: {why}",
+        )  # fmt: skip
     lo, hi = t.bracket or (0, 0)
     centre, half = replicate_interval(crossings, floor=max(t.uncertainty or 0.0, (hi - lo) / 2))
     return replace(t, measured=centre, uncertainty=half, replicates=crossings, lengths=lengths)
+
+
+def tied(t: Transition, lengths: list[int], runs: list[list[Probe]]) -> Transition | None:
+    """The one place a measured tie is called: a found search whose replicates (`runs` at `lengths`) gave no crossing
+    to report, as a tie where its timings and its replicates' together show one (`search.tie_of`: a quiet machine,
+    A faster, then neither beyond the noise over a stretch, then B); None where they do not. A tie reports no
+    crossing: its stretch, its regret and the N0 range they imply."""
+    tie = tie_of([*t.probes, *(p for run in runs for p in run)])
+    if tie is None:
+        return None
+    crossings = _crossings(t, runs)
+    shown = ", ".join(f"{c:,.0f}" for c in crossings) or "none"
+    lo, hi = tie.stretch
+    where = f"at N = {lo:,}" if lo == hi else f"from N = {lo:,} to {hi:,}"
+    note = (
+        f"either is as fast {where} (neither faster beyond the noise; they differ there by at most {tie.regret:.1%}, "
+        f"the regret), so N0 lies between {tie.n0_range[0]:,} and {tie.n0_range[1]:,}; the replicates' crossings: "
+        f"{shown}"
+    )
+    return replace(t, verdict="tie", measured=None, uncertainty=None, replicates=crossings, lengths=lengths,
+                   tie=tie.stretch, regret=tie.regret, n0_range=tie.n0_range, note=note)  # fmt: skip
+
+
+def _crossings(t: Transition, runs: list[list[Probe]]) -> list[float]:
+    """The search's crossing and each replicate's that crossed."""
+    return [c for c in [t.measured, *map(crossing_of, runs)] if c is not None]
 
 
 GRAIN = {"cuda": 8}

@@ -17,7 +17,20 @@ The replicate rule: a speed crossover is `found` only where its crossings agree:
 REPLICATE_MIN of them (the search's and one per re-timed replicate), every one within
 REPLICATE_SPREAD of their median, and every replicate showing one crossing over the re-timed
 lengths (A cheaper at the shortest, B at the longest, one change of sign between). Otherwise the
-verdict is `unsteady`, with the crossings in its note.
+verdict is `unsteady`, with the crossings in its note, unless the two are tied.
+
+A tie (`tie_of`): near a crossing two curves are close by nature, and where their timings cannot tell them apart
+over a stretch of lengths, that is the answer, as the op model's tie interval is (`devicemodel.device.tie_interval`).
+Every length timed (the search's and the replicates') is judged by the 95 % confidence interval of its mean log time
+ratio ln(tB/tA) (`faster_by_length`: Student t, the spread between runs pooled over the lengths re-timed): A faster
+where the interval lies above 0, B faster where it lies below, neither where it holds 0. The timings tie where, in
+order of N, the lengths where one is faster show A then B (never B then A), and some lengths lie between the last
+where A is faster and the first where B is (or the ends of the lengths timed): that stretch is where either is as
+fast, its regret the most the mean ratio there differs from 1 (|tB/tA − 1|), and N0 lies after the last length where
+A was faster, up to the first where B was. Only a quiet machine ties (`quiet`): a busy one's kept timings can hide slow
+spells no clock showed, and its verdict stays what the replicate rule says; only from timings that show the spread
+between runs (some length timed more than once); and only within TIE_REGRET (a stretch
+whose ratio is off 1 by more is not "as fast", whatever the noise).
 """
 
 from __future__ import annotations
@@ -45,6 +58,10 @@ class Probe:
     a_se: float = 0.0
     """Standard errors of a and b (for the trend check)."""
     b_se: float = 0.0
+    runs: int = 0
+    """Timed runs kept of each variant (the fewer of the two)."""
+    discarded: int = 0
+    """Rounds thrown away as disturbed while timing them (`timing.TimeStats.discarded`; the more of the two)."""
 
     @property
     def rel_diff(self) -> float:
@@ -71,8 +88,9 @@ class Transition:
     """Where B became no more expensive than A, as measured."""
 
     verdict: str
-    """found | b-cheaper-throughout | a-cheaper-throughout | out-of-memory | budget | disturbed | inconsistent |
-    unsteady (replicates that disagree, `replicates_disagree`) | memory-limit"""
+    """found | tie (A and B within the noise over a stretch, `tie_of`) | b-cheaper-throughout | a-cheaper-throughout |
+    out-of-memory | budget | disturbed | inconsistent | unsteady (replicates that disagree, `replicates_disagree`) |
+    memory-limit"""
     measured: float | None = None
     uncertainty: float | None = None
     bracket: tuple[int, int] | None = None
@@ -87,7 +105,13 @@ class Transition:
     """The lengths re-timed for the replicates (the bracket and one length beyond each end)."""
     earlier: dict | None = None
     """The verdict of an earlier measurement of the same unit through the same store, where this one differs from it
-    (`profile.against_earlier`): {verdict, measured, uncertainty, note}."""
+    (`profile.against_earlier`): {verdict, measured, uncertainty, n0_range, note}."""
+    tie: tuple[int, int] | None = None
+    """A tie's stretch: the first and last length where neither was faster beyond the noise (`Tie`)."""
+    regret: float | None = None
+    """A tie's regret: the most |tB/tA − 1| over its stretch."""
+    n0_range: tuple[int, int] | None = None
+    """The N0 a tie implies: from just after the last length where A was faster to the first where B was."""
 
     def as_json(self) -> dict:
         return {
@@ -101,6 +125,9 @@ class Transition:
             "note": self.note,
             "seen": self.seen,
             "earlier": self.earlier,
+            "tie": list(self.tie) if self.tie else None,
+            "regret": self.regret,
+            "n0_range": list(self.n0_range) if self.n0_range else None,
         }
 
 
@@ -297,3 +324,89 @@ def replicate_interval(values: list[float], floor: float = 0.0, level: float = 0
         return centre, max(floor, abs(centre))
     half = student_t.ppf((1 + level) / 2, k - 1) * statistics.stdev(values) * math.sqrt(1 + 1 / k)
     return centre, max(floor, float(half))
+
+
+QUIET_SHARE = 0.10
+"""The most rounds a quiet machine throws away as disturbed, as a share of the rounds kept, over the timings a tie is
+read from: the shipped validation on a quiet machine threw away 165 of 12,804 timed calls (about 3 % of rounds of two
+calls); a machine that throws away more than a tenth is busy, and what it kept can hold slow spells no clock showed."""
+TIE_LEVEL = 0.95
+"""The confidence level of the interval of each length's mean log time ratio (the op model's tie is at 95 % too)."""
+TIE_REGRET = 0.10
+"""The most a tie's regret may be: a tie says either is as fast, and timings whose mean ratio is off 1 by more than a
+tenth somewhere in the stretch are too scattered to say it (a quiet CPU's re-timed ratios differ by a few per cent)."""
+
+
+@dataclass(frozen=True)
+class Tie:
+    """Where two measured curves cannot be told apart (`tie_of`)."""
+
+    stretch: tuple[int, int]
+    """The first and last length timed where neither variant was faster beyond the noise."""
+    regret: float
+    """The most the mean time ratio differs from 1 over the stretch, |tB/tA − 1|: what choosing either one there
+    costs, as measured."""
+    n0_range: tuple[int, int]
+    """The N0 the timings allow: from the length after the last where A was faster to the first where B was (the
+    stretch's own end where no length beyond it showed one faster)."""
+
+
+def quiet(probes: list[Probe]) -> bool:
+    """Whether the timings were taken on a quiet machine: rounds thrown away as disturbed at most QUIET_SHARE of the
+    rounds kept."""
+    return sum(p.discarded for p in probes) <= QUIET_SHARE * sum(p.runs for p in probes)
+
+
+def faster_by_length(probes: list[Probe], level: float = TIE_LEVEL) -> tuple[list[tuple[int, str, float | None]], int]:
+    """Per length timed, in order of N, which variant its timings say is faster, with their mean time ratio tB/tA:
+    `A`, `B`, or `=` where the `level` confidence interval of the mean of ln(tB/tA) over its timings holds 0; and the
+    degrees of freedom of the spread between runs (0: no length timed twice).
+
+    The spread of one timing's log ratio is the device's noise between runs: the variance of the lengths timed more
+    than once about their own means, pooled (Student t with their degrees of freedom), and never less than the
+    timing's own noise (`Probe.noise`, from its runs); with no length timed twice, that own noise alone (normal). A
+    length where a variant ran out of memory has the other faster (no ratio); one where neither fits, or a time of 0
+    (a record's), says nothing."""
+    at: dict[int, list[Probe]] = {}
+    for p in probes:
+        if (p.a is not None or p.b is not None) and (p.a is None or p.a > 0) and (p.b is None or p.b > 0):
+            at.setdefault(p.n, []).append(p)
+    logs = {n: [math.log(p.b / p.a) for p in ps if p.a and p.b] for n, ps in at.items()}
+    df = sum(len(xs) - 1 for n, xs in logs.items() if len(xs) > 1 and len(xs) == len(at[n]))
+    squares = sum(sum((x - statistics.fmean(xs)) ** 2 for x in xs) for n, xs in logs.items() if len(xs) == len(at[n]))
+    pooled = squares / df if df else 0.0
+    quantile = float(student_t.ppf((1 + level) / 2, df if df else math.inf))
+    out: list[tuple[int, str, float | None]] = []
+    for n, ps in sorted(at.items()):
+        if len(logs[n]) < len(ps):  # a variant out of memory here: the other is faster
+            out.append((n, "B" if any(p.a is None for p in ps) else "A", None))
+            continue
+        mean = statistics.fmean(logs[n])
+        half = quantile * math.sqrt(max(pooled, statistics.fmean(p.noise**2 for p in ps)) / len(ps))
+        out.append((n, "=" if abs(mean) <= half else "A" if mean > 0 else "B", math.exp(mean)))
+    return out, df
+
+
+def tie_of(probes: list[Probe], level: float = TIE_LEVEL) -> Tie | None:
+    """The tie the timings show (see the module's docstring), or None: a busy machine (`quiet`), no length timed more
+    than once (a tie is read from the spread between runs: one run's own noise does not show it), no length between
+    the last where A was faster and the first where B was (none where B was faster before A was), or a regret above
+    TIE_REGRET. Where no length beyond the stretch showed one of them faster, the N0 range ends with the
+    stretch (B no slower there beyond the noise, nor A below it)."""
+    if not quiet(probes):
+        return None
+    judged, df = faster_by_length(probes, level)
+    if not df:
+        return None
+    sides = [side for _, side, _ in judged]
+    last_a = max((i for i, side in enumerate(sides) if side == "A"), default=-1)
+    first_b = min((i for i, side in enumerate(sides) if side == "B"), default=len(sides))
+    stretch = judged[last_a + 1 : first_b]
+    if not stretch:
+        return None
+    regret = max(abs(ratio - 1) for _, _, ratio in stretch if ratio is not None)  # every `=` has its ratio
+    if regret > TIE_REGRET:
+        return None
+    low = judged[last_a][0] + 1 if last_a >= 0 else stretch[0][0]
+    high = judged[first_b][0] if first_b < len(judged) else stretch[-1][0]
+    return Tie((stretch[0][0], stretch[-1][0]), regret, (low, high))

@@ -3,14 +3,15 @@
 A unit (a pair at one head dim, dtype and shape) stands where:
 
 1. its search found a crossing and the crossings agree by the replicate rule (`search.replicates_disagree`:
-   verdict `found`, not `unsteady`, `inconsistent` or `disturbed`);
+   verdict `found`, not `unsteady`, `inconsistent` or `disturbed`), or its timings on a quiet machine tie
+   (`search.tie_of`: verdict `tie`, A and B within the noise over a stretch, with the N0 range it implies);
 2. the timer did not change method inside the crossing: every timing of A and B at the bracket's lengths and at
    the replicates' lengths lies on one side of the duration at which the timer that took them switched method
    (`TIMER_SWITCH_S`; version 2 timed calls under 200 µs in back-to-back blocks without an L2 flush and longer ones
    one per event pair after a flush, a step of up to 2× made by the method, not the kernel);
 3. every measurement of it in one run reached the same verdict (a campaign's profile step and a validation's
    re-measurement; `n0_earlier` where `profile_pair` saw it measured before through the same store), and where
-   both found a crossing, each lies within the other's interval.
+   both placed N0 (a found crossing's interval, a tie's N0 range; a found and a tie agree so), the two overlap.
 
 A verdict that holds over the whole range (A or B cheaper throughout) stands under rule 3 alone.
 
@@ -37,6 +38,7 @@ FLOOR_BELOW = 4
 """A variant's floor is its shortest time at lengths at least this many times shorter than the crossing's."""
 STANDS = "stands"
 VERDICT_WORDS = {
+    "tie": "tie",
     "a-cheaper-throughout": "A cheaper throughout",
     "b-cheaper-throughout": "B cheaper throughout",
     "unsteady": "replicates disagree",
@@ -53,21 +55,54 @@ Times = Callable[[str, int], list[float]]
 replicates), in seconds."""
 
 
+PLACED = ("found", "tie")
+"""The verdicts that place N0: a crossing with its interval, a tie with the N0 range it implies."""
+
+
+def span(value: object) -> tuple[float, float] | None:
+    """A [low, high] pair of a row (`n0_tie`, `n0_range`), or None where it is not one."""
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(x, (int, float)) for x in value):
+        return float(value[0]), float(value[1])
+    return None
+
+
+def lengths(pair: tuple[float, float]) -> str:
+    """A stretch of lengths in words: `1,306–1,598`, or `3,200` where it is one length."""
+    return f"{pair[0]:,.0f}" if pair[0] == pair[1] else f"{pair[0]:,.0f}–{pair[1]:,.0f}"
+
+
+def placed(row: dict) -> tuple[float, float] | None:
+    """Where a measurement puts N0 (a row with n0_verdict, measured_n0, n0_uncertainty, n0_range): a found
+    crossing's interval, a tie's N0 range; None for the other verdicts."""
+    if row.get("n0_verdict") == "tie":
+        return span(row.get("n0_range"))
+    m = row.get("measured_n0")
+    if row.get("n0_verdict") != "found" or m is None:
+        return None
+    u = row.get("n0_uncertainty") or 0.0
+    return m - u, m + u
+
+
 def agree(one: dict, other: dict) -> bool:
-    """Whether two measurements of a unit (rows with n0_verdict, measured_n0, n0_uncertainty) agree: the same verdict,
-    and where both found a crossing, each within the other's interval."""
-    if one.get("n0_verdict") != other.get("n0_verdict"):
-        return False
-    m1, m2 = one.get("measured_n0"), other.get("measured_n0")
-    if one.get("n0_verdict") != "found" or m1 is None or m2 is None:
-        return True
-    return abs(m1 - m2) <= (one.get("n0_uncertainty") or 0.0) + (other.get("n0_uncertainty") or 0.0)
+    """Whether two measurements of a unit agree: the same verdict, or where both place N0 (`placed`: found or tie),
+    intervals that overlap (two found crossings each within the other's interval)."""
+    v1, v2 = one.get("n0_verdict"), other.get("n0_verdict")
+    if v1 in PLACED and v2 in PLACED:
+        p1, p2 = placed(one), placed(other)
+        if p1 is None or p2 is None:
+            return v1 == v2
+        return p1[0] <= p2[1] and p2[0] <= p1[1]
+    return v1 == v2
 
 
 def said(row: dict) -> str:
-    """A measurement in a few words: `found 6,511 ± 776`, `b-cheaper-throughout`."""
+    """A measurement in a few words: `found 6,511 ± 776`, `tie 1,306–1,598 (N0 1,281–2,048)`,
+    `b-cheaper-throughout`."""
     if row.get("n0_verdict") == "found" and row.get("measured_n0") is not None:
         return f"found {row['measured_n0']:,.0f} ± {row.get('n0_uncertainty') or 0:,.0f}"
+    tie, n0 = span(row.get("n0_tie")), span(row.get("n0_range"))
+    if row.get("n0_verdict") == "tie" and tie and n0:
+        return f"tie {lengths(tie)} (N0 {lengths(n0)})"
     return str(row.get("n0_verdict"))
 
 
@@ -78,7 +113,8 @@ def _remeasured(row: dict, runs: Iterable[list[dict]]) -> str | None:
         if r.get("n0_earlier"):
             earlier = r["n0_earlier"]
             first = {"n0_verdict": earlier.get("verdict"), "measured_n0": earlier.get("measured"),
-                     "n0_uncertainty": earlier.get("uncertainty")}  # fmt: skip
+                     "n0_uncertainty": earlier.get("uncertainty"), "n0_tie": earlier.get("tie"),
+                     "n0_range": earlier.get("n0_range")}  # fmt: skip
             series.append([first, r])
     for rows in series:
         if any(not agree(rows[0], r) for r in rows[1:]):
@@ -127,7 +163,7 @@ def judge(
     variants}."""
     reasons = []
     verdict = row.get("n0_verdict")
-    if verdict not in ("found", "a-cheaper-throughout", "b-cheaper-throughout"):
+    if verdict not in (*PLACED, "a-cheaper-throughout", "b-cheaper-throughout"):
         words = "replicates disagree" if verdict == "unsteady" else VERDICT_WORDS.get(str(verdict), str(verdict))
         note = str(row.get("n0_note") or "").removeprefix("replicates disagree: ")
         reasons.append(f"{words}: {note}" if note else words)
@@ -147,6 +183,15 @@ def stands(row: dict) -> bool:
     return row.get("n0_standing") == STANDS
 
 
+def shown_n0(row: dict) -> float | None:
+    """A unit's measured N0 where it may be drawn as the measured crossing (a line or a marker labelled "N0
+    measured"): where it stands, or was measured before these rules and never judged; None where it does not stand
+    (a table shows it with its reason beside it: `cell`)."""
+    if row.get("n0_standing") not in (None, STANDS):
+        return None
+    return row.get("measured_n0")
+
+
 def short(standing: str | None) -> str:
     """The first reason of a standing in a few words (each reason is `words: detail`), for a table cell; '' where
     it stands or was not judged."""
@@ -163,11 +208,15 @@ def reasons(standing: str | None) -> list[str]:
 
 
 def cell(value: float | None, spread: float | None, verdict: str | None, standing: str | None = None,
-         launch: list[str] | None = None, compact: bool = False) -> str:  # fmt: skip
+         launch: list[str] | None = None, compact: bool = False, tie: object = None) -> str:  # fmt: skip
     """A measured N0 as a table shows it, its standing beside it: `4,038 ± 346`, `5,584 ± 323 (launch-bound)`,
-    `2,677 ± 995 (not standing: replicates disagree)`, `B cheaper throughout`. `compact` (a terminal's 80 columns):
-    `2,677 ± 995 (✗, lb)`: ✗ not standing, lb launch-bound (`crossover --device` says so under its table)."""
-    if value is None:
+    `2,677 ± 995 (not standing: replicates disagree)`, `B cheaper throughout`, `tie 1,306–1,598` (a tie's stretch,
+    `tie`: where either is as fast). `compact` (a terminal's 80 columns): `2,677 ± 995 (✗, lb)`: ✗ not standing, lb
+    launch-bound (`crossover --device` says so under its table)."""
+    stretch = span(tie) if verdict == "tie" else None
+    if stretch is not None:
+        text = f"tie {lengths(stretch)}"
+    elif value is None:
         text = VERDICT_WORDS.get(verdict or "", verdict or "—")
     else:
         text = f"{value:,.0f} ± {spread:,.0f}" if spread else f"{value:,.0f}"
@@ -176,7 +225,7 @@ def cell(value: float | None, spread: float | None, verdict: str | None, standin
         reason = short(standing)
         if compact:
             marks.append("✗")
-        elif value is not None:
+        elif value is not None or stretch is not None:
             marks.append(f"not standing: {reason}")
         elif reason != text:
             marks.append(reason)

@@ -9,17 +9,27 @@ from typing import Any
 
 import numpy as np
 from attn_cost.costmodel.claims import claims
-from attn_cost.costmodel.crossover import COSTS, Setting, at_sizes, cost_branches, evaluate, transition_row
+from attn_cost.costmodel.crossover import (
+    COSTS,
+    Setting,
+    at_sizes,
+    cost_branches,
+    depends_on,
+    evaluate,
+    transition_row,
+)
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.formula import formula_data
 from attn_cost.costmodel.heads import heads as head_tradeoff
 from attn_cost.costmodel.symbols import DEFAULT_DEPTH, DEFAULTS, D, L, b, d, h, r, with_defaults
 from attn_cost.costmodel.variants import get_variant
-from attn_cost.profilers.devicemodel.corrections import DeviceProfile, load_profile
-from attn_cost.profilers.devicemodel.device import DeviceModel, row_dims
+from attn_cost.profilers.devicemodel.corrections import DeviceProfile, load_profile, measured_here, measured_point
+from attn_cost.profilers.devicemodel.datasheet import for_device
+from attn_cost.profilers.devicemodel.device import DeviceModel, measured_at, row_dims
 from attn_cost.profilers.devicemodel.devices import MeasuredDevice, add_device_columns
 from attn_cost.profilers.devicemodel.gpumodel import GpuModel
 from attn_cost.profilers.devicemodel.names import known_profiles
+from attn_cost.profilers.measure.standing import shown_n0
 from attn_cost.profilers.store.store import ResultStore
 
 
@@ -132,6 +142,10 @@ def _versus_d(a: str, bb: str, d_grid: list[int], setting: Setting, device: Devi
         add_device_columns(rows, device, replicates=0)  # a curve over d: point estimates, no intervals
         columns = [row.device for row in rows]
         out["corrected_n0"] = [c.profile.corrected_n0 if c and c.profile else None for c in columns]
+        if any(c and c.profile for c in columns):  # measured where the row's own sizes were measured and it stands
+            fits = [c.profile.as_json() if c and c.profile else {} for c in columns]
+            out["measured_n0"] = [shown_n0(f) for f in fits]
+            out["measured_n1"] = [f.get("measured_n1") for f in fits]
         if any(c and c.predicted_n0 is not None for c in columns):
             out["predicted_n0"] = [c.predicted_n0 if c else None for c in columns]
             out["predicted_by"] = next(c.predicted_by for c in columns if c)
@@ -147,13 +161,14 @@ def _records(profile: DeviceProfile, variants: list[str], setting: Setting) -> I
 
 
 def _measured(device: MeasuredDevice, variants: list[str], ds: list[int], setting: Setting) -> dict:
-    """Measured time and memory points of the device, per head dim and variant (single head, batch 1)."""
+    """Measured time and memory points of the device, per head dim and variant, where they were measured at the
+    panel's sizes (`report_dims`: one head, batch 1, ...)."""
     profile = device.profile.profile
     out: dict[str, Any] = {str(dv): {v: {"time": [], "memory": []} for v in variants} for dv in ds}
     for rec in _records(profile, variants, setting):
         s = rec.get("sizes", {})
-        if s.get("d") not in ds or (s.get("h"), s.get("b")) != (1, 1):
-            continue
+        if s.get("d") not in ds or not measured_at(s, depends_on((rec["variant"],), report_dims(s["d"]), setting)):
+            continue  # measured at sizes other than the panel's (another batch, heads, latents, chunk, ...)
         slot = out[str(s["d"])][rec["variant"]]
         if rec["kind"] == "time":
             t = rec["time"]
@@ -166,7 +181,6 @@ def _measured(device: MeasuredDevice, variants: list[str], ds: list[int], settin
             slot["memory"].sort()
     if device.calibration is not None:
         _predicted_times(out, device.calibration, variants, ds, setting)
-    out["transitions"] = profile.measured
     return out
 
 
@@ -194,15 +208,17 @@ def _predicted(
 
 
 def _twins(model: GpuModel, variants: list[str], pairs: list[tuple[str, str]], setting: Setting) -> list[dict]:
-    """The measured profiles of the datasheet GPU itself (a profile whose device PyTorch names as the row does), at
-    the report's scope and dtype: per size they were measured at, each variant's measured times beside its
-    datasheet curve over the measured lengths, and each pair's measured N0 beside the datasheet's."""
+    """The measured profiles of the datasheet GPU itself (a profile whose datasheet row, `for_device`, is this very
+    row: by the row's name, never by a name a row gives itself), at the report's setting: per size they were
+    measured at, each variant's measured times beside its datasheet curve over the measured lengths, and each
+    pair's measured N0 beside the datasheet's (`measured_point`: measured at those sizes; drawn where it stands)."""
     out = []
     for path in known_profiles().values():
         profile = load_profile(str(path))
-        if (profile.scope, profile.dtype) != (setting.scope, setting.dtype):
+        if not measured_here(profile, setting) or profile.device.get("kind") != "cuda":
             continue
-        if profile.device.get("kind") != "cuda" or profile.device.get("name") not in model.sheet.device_names:
+        sheet = for_device(str(profile.device.get("name", "")))
+        if sheet is None or sheet.name != model.sheet.name:
             continue
         groups: dict[tuple, dict[str, list]] = {}
         for rec in _records(profile, variants, setting):
@@ -218,11 +234,10 @@ def _twins(model: GpuModel, variants: list[str], pairs: list[tuple[str, str]], s
             curves = {v: c for v in by_variant if (c := _curves(model, v, dims, grid, setting)) is not None}
             rows = [transition_row(a, bb, dims, setting, (L,)) for a, bb in pairs if {a, bb} <= set(curves)]
             add_device_columns(rows, model)
-            shape = (sizes["d"], sizes["b"], sizes["h"])
-            measured_n0 = {(m["a"], m["b"]): m.get("measured_n0") for m in profile.measured
-                           if (m["d"], m["batch"], m["heads"]) == shape}  # fmt: skip
+            points = [measured_point(profile, r) or {} for r in rows]
             marks = [{"a": r.a, "b": r.b, "predicted_n0": r.device.predicted_n0 if r.device else None,
-                      "measured_n0": measured_n0.get((r.a, r.b))} for r in rows]  # fmt: skip
+                      "measured_n0": m.get("measured_n0"), "n0_standing": m.get("n0_standing")}
+                     for r, m in zip(rows, points, strict=True)]  # fmt: skip
             out.append({"profile": profile.name, "device": profile.device["name"], "sizes": sizes, "grid": grid,
                         "measured": {v: sorted(p) for v, p in by_variant.items()}, "predicted": curves,
                         "transitions": marks})  # fmt: skip

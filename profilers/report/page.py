@@ -12,6 +12,7 @@ from attn_cost.costmodel import display
 from attn_cost.costmodel.counting import describe
 from attn_cost.costmodel.symbols import BY_NAME
 from attn_cost.profilers.devicemodel.corrections import VALIDATION_COLUMNS
+from attn_cost.profilers.measure.standing import cell, shown_n0
 from attn_cost.profilers.report.gather import op_model_n0
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
@@ -136,7 +137,7 @@ def _transition_table(data: dict) -> str:
         numbers += [_n(r.get("corrected_n0"))] if device else []
         predicted = (r.get(k) for k in ("predicted_n0", "predicted_n0_low", "predicted_n0_high"))
         numbers += [html.escape(op_model_n0(*predicted))] if op_model else []
-        numbers += [_n(r.get("measured_n0")), _n(r.get("measured_n1"))] if device else []
+        numbers += [_measured_n0(r), _n(r.get("measured_n1"))] if device else []
         cells.append([html.escape(r["a"]), html.escape(r["b"]), *numbers])
     out = [_table(head, cells, left=2)]
     closed = {}
@@ -148,6 +149,16 @@ def _transition_table(data: dict) -> str:
         forms = "; ".join(f"{html.escape(k)} = {html.escape(v)}" for k, v in closed.items())
         out.append(f"<p class='note'>Closed forms of the crossing (before rounding up): {forms}.</p>")
     return "".join(out)
+
+
+def _measured_n0(row: dict) -> str:
+    """A measured N0 as `crossover --device` shows it: with its spread, and why it does not stand beside it; a tie as
+    its stretch, `tie 1,306–1,598` (where either is as fast: a tie places no crossing)."""
+    value, spread = row.get("measured_n0"), row.get("n0_uncertainty")
+    if row.get("n0_verdict") is None and value is None:
+        return "—"
+    standing, launch = row.get("n0_standing"), row.get("n0_launch_bound")
+    return html.escape(cell(value, spread, row.get("n0_verdict"), standing, launch, tie=row.get("n0_tie")))
 
 
 def _curves(data: dict, colors: dict) -> str:
@@ -218,10 +229,10 @@ def _curves(data: dict, colors: dict) -> str:
                 label = f"{pair}: N0 {row.get('predicted_by', predicted['by'])} {row['predicted_n0']:,}"
                 marks.setdefault(4, []).append((row["predicted_n0"], label, "dot"))
             if has_time:
-                for m in measured.get("transitions", []):
-                    if (m["a"], m["b"], m["d"]) == (row["a"], row["b"], dv) and m.get("measured_n0"):
-                        label = f"{pair}: N0 measured {m['measured_n0']:,.0f}"
-                        marks.setdefault(4, []).append((m["measured_n0"], label, "solid"))
+                measured_n0 = shown_n0(row)  # measured at this row's sizes and setting, and it stands
+                if measured_n0:
+                    label = f"{pair}: N0 measured {measured_n0:,.0f}"
+                    marks.setdefault(4, []).append((measured_n0, label, "solid"))
                 if row["n0"]:
                     marks.setdefault(4, []).append((row["n0"], "", "dash"))
         span = (math.log10(data["grid"][0]), math.log10(data["grid"][-1]))
@@ -286,7 +297,6 @@ def _marks(fig: go.Figure, col: int, marks: list[tuple[float, str, str]], span: 
 
 def _versus_d(data: dict) -> str:
     fig = make_subplots(rows=1, cols=2, subplot_titles=["N0 (FLOPs)", "N1 (peak memory)"])
-    transitions = (data.get("measured") or {}).get("transitions", [])
     for i, item in enumerate(data["versus_d"]):
         color = PALETTE[i % len(PALETTE)]
         label = f"{item['a']} → {item['b']}"
@@ -299,9 +309,8 @@ def _versus_d(data: dict) -> str:
             dashed = {"mode": "lines", "line": {"color": color, "dash": "dash"}}
             by = item.get("predicted_by", "op model")
             _trace(fig, 1, item["d"], item["predicted_n0"], f"{label}, {by}", label + "p", True, **dashed)
-        measured = [m for m in transitions if (m["a"], m["b"]) == (item["a"], item["b"])]
         for col, key in ((1, "measured_n0"), (2, "measured_n1")):
-            pts = [(m["d"], m[key]) for m in measured if m.get(key)]
+            pts = [(dv, value) for dv, value in zip(item["d"], item.get(key) or [], strict=False) if value]
             if pts:
                 x, y = zip(*pts, strict=True)
                 diamonds = {"mode": "markers", "marker": {"color": color, "symbol": "diamond", "size": 9}}
@@ -359,9 +368,13 @@ def _devices(data: dict, colors: dict) -> str:
                     _with_err(r[f"analytic_n{k}"], r.get(f"analytic_n{k}_error")),
                     _with_err(r[f"corrected_n{k}"], r.get(f"corrected_n{k}_error")),
                     *([_op_model_cell(r)] if k == "0" else []),
-                    _n(r[f"measured_n{k}"]) + (f" ± {unc:,.0f}" if unc else ""),
+                    _measured_n0(r) if k == "0" else _n(r[f"measured_n{k}"]) + (f" ± {unc:,.0f}" if unc else ""),
                 ]
             rows.append(row)
+        shapes = sorted({(r.get("heads", 1), r.get("batch", 1)) for r in dev["validation"]})
+        if shapes and shapes != [(1, 1)]:  # the report's panels are at one head, batch 1: this table is not
+            at = "; ".join(f"h = {hv}, b = {bv}" for hv, bv in shapes)
+            out.append(f"<p class='note'>Measured and predicted at {at}.</p>")
         out.append(_table(head, rows, left=2))
         fits = [
             [
@@ -412,8 +425,9 @@ def _twins(data: dict, colors: dict) -> str:
         marks = []
         for m in twin["transitions"]:
             tag = tags.get((m["a"], m["b"]), "?")
-            if m.get("measured_n0"):
-                marks.append((m["measured_n0"], f"{tag}: N0 measured {m['measured_n0']:,.0f}", "solid"))
+            measured_n0 = shown_n0(m)  # measured at the twin's sizes, and it stands
+            if measured_n0:
+                marks.append((measured_n0, f"{tag}: N0 measured {measured_n0:,.0f}", "solid"))
             if m.get("predicted_n0"):
                 marks.append((m["predicted_n0"], f"{tag}: N0 datasheet {m['predicted_n0']:,}", "dot"))
         _marks(fig, 1, marks, (math.log10(twin["grid"][0]), math.log10(twin["grid"][-1])))

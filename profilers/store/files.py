@@ -10,9 +10,9 @@ shell redirection follow it: the file it points to is checked and replaced, and 
 
 Reading. Every file a user names (an import, a profile, a calibration, a config, a variant file) and every
 file attn-cost finds in a folder it scans is read through `read_input`: a regular file of at most
-`MAX_INPUT_BYTES`, opened so that a FIFO or a device can never block or stream forever. Scans
-(`regular_files`) pass over anything that is not a regular file: FIFOs, sockets, devices, dangling links
-and link loops.
+`MAX_INPUT_BYTES`, checked before it is opened, so that a FIFO or a device is never opened, never blocks and never
+streams forever. Scans (`regular_files`) pass over anything that is not a regular file: FIFOs, sockets, devices,
+dangling links and link loops.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import stat
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.paths import kind_of, not_regular, os_reason, real
@@ -53,8 +54,13 @@ def regular_files(folder: Path, pattern: str) -> list[Path]:
 
 
 def _open_regular(path: Path, what: str) -> int:
-    """A descriptor of a regular file, opened without blocking (a FIFO would wait for a writer), else one line."""
+    """A descriptor of a regular file, else one line. Anything else is refused before it is opened (opening a FIFO
+    would release a writer waiting on it; opening a device can act on it); the open itself does not block and is
+    checked again, for a file swapped for a FIFO in between."""
     try:
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            raise not_regular(path, mode, what)
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
         raise UserError(f"cannot read {what} {path}: {os_reason(e)}") from None
@@ -206,17 +212,57 @@ def make_folder(path: Path, what: str) -> Path:
     return path
 
 
+class DuplicateKeyError(ValueError):
+    """A JSON object that gives one key twice: JSON leaves which value is meant to the reader (Python's json takes
+    the last, silently), so attn-cost takes neither and says so."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"the key {key!r} is given twice in one object")
+        self.key = key
+
+
+def _once(pairs: list[tuple[str, object]]) -> dict:
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKeyError(key)
+        out[key] = value
+    return out
+
+
+def parse_json(text: str | bytes) -> Any:
+    """`json.loads`, refusing an object that gives a key twice (`DuplicateKeyError`, naming the key): the one
+    parser of every JSON file and line attn-cost reads (user GPU rows, profiles, calibrations, configs, records)."""
+    return json.loads(text, object_pairs_hook=_once)
+
+
+BOMS = {b"\xff\xfe": "UTF-16", b"\xfe\xff": "UTF-16"}
+"""Byte-order marks of encodings attn-cost does not read, to say which one a file is in."""
+
+
+def text_of(data: bytes, path: Path, what: str) -> str:
+    """The text of a file attn-cost reads: UTF-8, with or without the byte-order mark some editors write first (a
+    Windows editor's "UTF-8 with BOM"); any other encoding is one line (UserError) naming the file, what it was read
+    as and where it stops being UTF-8."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        encoding = next((f": it is {name} (save it as UTF-8)" for bom, name in BOMS.items() if data.startswith(bom)),
+                        f" (byte {e.start + 1:,} is not UTF-8)")  # fmt: skip
+        raise UserError(f"{path} is not {what}: it is not UTF-8 text{encoding}") from None
+
+
 def read_json(path: Path, what: str) -> object:
     """The parsed JSON of a file a user names or attn-cost scans (`read_input`), or one line (UserError) saying why
-    it is not readable as `what`: not UTF-8, not JSON, nested too deep, or a number too long to read (Python
-    refuses integers of more than 4,300 digits)."""
-    data = read_input(path, what)
+    it is not readable as `what`: not UTF-8, not JSON, a key given twice in one object, nested too deep, or a
+    number too long to read (Python refuses integers of more than 4,300 digits)."""
+    text = text_of(read_input(path, what), path, what)
     try:
-        return json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise UserError(f"{path} is not {what}: it is not UTF-8 text") from None
+        return parse_json(text)
     except json.JSONDecodeError as e:
         raise UserError(f"{path} is not {what}: not JSON ({e.msg}, line {e.lineno})") from None
+    except DuplicateKeyError as e:
+        raise UserError(f"{path} is not {what}: {e}") from None
     except (ValueError, RecursionError) as e:  # an integer of more digits than Python converts; nesting too deep
         why = "it holds a number too long to read" if isinstance(e, ValueError) else "it is nested too deep"
         raise UserError(f"{path} is not {what}: {why}") from None
@@ -225,8 +271,8 @@ def read_json(path: Path, what: str) -> object:
 def json_data(path: Path) -> object:
     """The parsed JSON of a file attn-cost recognises or scans (None where it is not a readable JSON file)."""
     try:
-        return json.loads(read_input(path, "a JSON file").decode("utf-8"))
-    except (UserError, UnicodeDecodeError, ValueError, RecursionError):
+        return parse_json(text_of(read_input(path, "a JSON file"), path, "a JSON file"))
+    except (UserError, ValueError, RecursionError):
         return None
 
 

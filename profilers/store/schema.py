@@ -36,6 +36,10 @@ class Rule:
     """Whether a string may be empty (else it must hold more than spaces)."""
 
 
+NO_RULE = Rule()
+"""A field without a rule of its own."""
+
+
 def rule(
     *,
     minimum: float | None = None,
@@ -66,7 +70,7 @@ def check(data: object, schema: type, root: str = "the file", path: str = "") ->
     """Raise `SchemaError` naming the first field of `data` (parsed JSON) that does not fit dataclass `schema`.
     `root` names the whole object in a message about it; `path`, where given, is where `data` sits in a larger
     object (`time`: its fields are then `time.median`, ...)."""
-    _value(data, schema, Rule(), path, root, nullable=False)
+    _value(data, schema, NO_RULE, path, root, nullable=False)
 
 
 def load_error(where: str, what: str, error: SchemaError) -> UserError:
@@ -84,13 +88,25 @@ class Fingerprint:
 
 
 @cache
-def _hints(schema: type) -> dict[str, Any]:
-    return typing.get_type_hints(schema)
+def _fields(schema: type) -> tuple[tuple[str, Any, Rule, bool], ...]:
+    """Each field of a schema dataclass: its name, type, rule and whether it is required (read once a schema)."""
+    hints = typing.get_type_hints(schema)
+    return tuple(
+        (f.name, hints[f.name], f.metadata.get(_RULE, NO_RULE),
+         f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+        for f in dataclasses.fields(schema)
+    )  # fmt: skip
+
+
+@cache
+def _form(tp: Any) -> tuple[Any, tuple, bool]:
+    """A type's origin, arguments and whether it is a dataclass (read once a type)."""
+    return typing.get_origin(tp), typing.get_args(tp), dataclasses.is_dataclass(tp)
 
 
 def _value(value: object, tp: Any, how: Rule, path: str, root: str, nullable: bool) -> None:
     where = path or root
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    origin, args, is_schema = _form(tp)
     if tp is Any or tp is object:
         return
     if origin is Union or origin is types.UnionType:
@@ -105,7 +121,7 @@ def _value(value: object, tp: Any, how: Rule, path: str, root: str, nullable: bo
     if origin is Literal:
         if not any(type(value) is type(a) and value == a for a in args):
             raise SchemaError(where, " or ".join(str(a) for a in args) + null, value)
-    elif dataclasses.is_dataclass(tp):
+    elif is_schema:
         _object(value, tp, path, root, null)
     elif tp is list or origin is list:
         if not isinstance(value, list):
@@ -131,11 +147,9 @@ def _value(value: object, tp: Any, how: Rule, path: str, root: str, nullable: bo
 def _object(value: object, schema: Any, path: str, root: str, null: str) -> None:
     if not isinstance(value, dict):
         raise SchemaError(path or root, "an object" + null, value)
-    hints = _hints(schema)
-    for f in dataclasses.fields(schema):
-        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        if f.name in value or required:  # a missing field is checked as null: `schema must be 1, got None`
-            _value(value.get(f.name), hints[f.name], f.metadata.get(_RULE, Rule()), _join(path, f.name), root, False)
+    for name, tp, how, required in _fields(schema):
+        if name in value or required:  # a missing field is checked as null: `schema must be 1, got None`
+            _value(value.get(name), tp, how, _join(path, name), root, False)
 
 
 def _text(value: object, how: Rule, where: str, null: str) -> None:
@@ -147,18 +161,22 @@ def _text(value: object, how: Rule, where: str, null: str) -> None:
 
 
 def _number(value: object, tp: type, how: Rule, where: str, null: str) -> None:
+    """A number of the type and within the rule's bounds; the message is made only for one that is not (a
+    calibration holds a hundred thousand numbers)."""
+    if (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and not (tp is int and isinstance(value, float))
+        and (not isinstance(value, float) or math.isfinite(value))
+        and (how.minimum is None or value >= how.minimum)
+        and (how.above is None or value > how.above)
+        and (how.maximum is None or value <= how.maximum)
+    ):
+        return
     what = "an integer" if tp is int else "a finite number"
     limits = ((">=", how.minimum), (">", how.above), ("<=", how.maximum))
     bounds = " and ".join(f"{sign} {_bound(limit)}" for sign, limit in limits if limit is not None)
-    fail = SchemaError(where, f"{what} {bounds}".strip() + null, value)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (tp is int and isinstance(value, float)):
-        raise fail
-    if isinstance(value, float) and not math.isfinite(value):
-        raise fail
-    if (how.minimum is not None and value < how.minimum) or (how.above is not None and value <= how.above):
-        raise fail
-    if how.maximum is not None and value > how.maximum:
-        raise fail
+    raise SchemaError(where, f"{what} {bounds}".strip() + null, value)
 
 
 def _bound(value: float) -> str:

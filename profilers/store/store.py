@@ -8,7 +8,8 @@ unique index, so a lookup stays one index probe at 100,000 records.
 
 JSON lines remain the sharing format (`attn-cost results export|import`) and the format of the
 measurements shipped in `profilers/data/results/`. Results files of earlier versions
-(`<results dir>/<device>.jsonl`) are imported once, the first time the database is opened.
+(`<results dir>/<device slug>.jsonl`) are imported once, the first time `<results dir>/results.db` is opened to
+write (`migrate_legacy`); no other file in the folder is read.
 Every record read from any file passes one schema (`Record.check`); a line that fails it is
 reported with its line number, grouped by reason, and skipped.
 """
@@ -37,7 +38,16 @@ from attn_cost.costmodel.scopes import SCOPES
 from attn_cost.profilers import DATA
 from attn_cost.profilers.measure.device import slug
 from attn_cost.profilers.measure.gpu_record import EAGER_ONLY, GRAPH, is_method
-from attn_cost.profilers.store.files import head, is_regular, make_folder, new_file_mode, read_input, regular_files
+from attn_cost.profilers.store.files import (
+    head,
+    is_regular,
+    make_folder,
+    new_file_mode,
+    parse_json,
+    read_input,
+    regular_files,
+    text_of,
+)
 from attn_cost.profilers.store.schema import Fingerprint, SchemaError, check, rule
 
 SCHEMA = 1
@@ -252,6 +262,14 @@ class Problems:
     path: Path
     lines: dict[str, list[int]]
 
+    def said(self, shown: int = 3) -> str:
+        """The reasons in one line, each with its line numbers, the first `shown` of them and how many more:
+        `line 1 (not valid JSON: Expecting value), lines 2-3 (schema must be 1, got 2)`."""
+        parts = [f"line{'s' if len(numbers) > 1 else ''} {_ranges(numbers, 3)} ({reason})"
+                 for reason, numbers in list(self.lines.items())[:shown]]  # fmt: skip
+        rest = len(self.lines) - shown
+        return ", ".join(parts) + (f", and {rest:,} more reason{'s' if rest > 1 else ''}" if rest > 0 else "")
+
     def warnings(self) -> list[str]:
         return [
             f"{self.path}: {len(numbers)} line{'s' if len(numbers) > 1 else ''} skipped ({reason}): "
@@ -273,10 +291,7 @@ def _ranges(numbers: list[int], shown: int = 6) -> str:
 
 def read_jsonl(path: Path) -> tuple[list[Record], Problems]:
     """Checked records of a JSON-lines file, and the lines that are not records."""
-    try:
-        text = read_input(path, "a results file").decode("utf-8")
-    except UnicodeDecodeError:
-        raise UserError(f"{path} is not an attn-cost results file (not UTF-8 text)") from None
+    text = text_of(read_input(path, "a results file"), path, "an attn-cost results file")
     records: list[Record] = []
     problems = Problems(path, {})
     lines = text.splitlines()
@@ -284,7 +299,7 @@ def read_jsonl(path: Path) -> tuple[list[Record], Problems]:
         if not line.strip():
             continue
         try:
-            records.append(replace(Record.check(json.loads(line)).consistent(), line=number))
+            records.append(replace(Record.check(parse_json(line)).consistent(), line=number))
         except RecursionError:
             problems.lines.setdefault("nested too deeply", []).append(number)
         except json.JSONDecodeError as e:
@@ -292,7 +307,8 @@ def read_jsonl(path: Path) -> tuple[list[Record], Problems]:
         except ValueError as e:
             problems.lines.setdefault(str(e), []).append(number)
     if not records and any(line.strip() for line in lines):
-        raise UserError(f"{path} is not an attn-cost results file: none of its {len(lines)} lines is a record")
+        raise UserError(f"{path} is not an attn-cost results file: none of its {len(lines):,} lines is a record, "
+                        f"nothing is read from it: {problems.said()}")  # fmt: skip
     return records, problems
 
 
@@ -703,7 +719,7 @@ class Database:
     def _decode(self, rowid: int, text: str) -> dict | None:
         """A stored row's record, checked; a row that is not an attn-cost record is reported once and skipped."""
         try:
-            return Record.check(json.loads(text)).data
+            return Record.check(parse_json(text)).data
         except (TypeError, ValueError, RecursionError) as e:
             if rowid not in self.bad_rows:
                 self.bad_rows.add(rowid)
@@ -758,12 +774,26 @@ def device_matches(rec: dict, device: str | None) -> bool:
     return needle == slug(rec["device"]) or needle in rec["device"]["name"].lower()
 
 
+LEGACY_NAME = re.compile(r"[a-z]+-[a-z0-9-]*-[0-9a-f]{6}\.jsonl")
+"""How an earlier version named its results files: one per device, `<results dir>/<device slug>.jsonl`
+(`measure.device.slug`: kind, name, a 6-digit hash), in the folder whose database is now `<results dir>/results.db`."""
+LEGACY_LOOKED = "(the earlier version's files looked for)"
+"""The `migrated` row that says a database has looked for the earlier version's files: no later open reads its
+folder again."""
+
+
 def migrate_legacy(db: Database, root: Path) -> list[str]:
-    """Import each earlier-version results file (`root/*.jsonl`) once; returns warnings."""
+    """Import the results files an earlier version kept in `root` (`LEGACY_NAME`, beside `results.db`), once per
+    database: the first writable open looks, imports each file in its own transaction and marks the database; no
+    later open reads the folder, and a file that could not be imported is named that once. A database of another
+    name (`--store FILE.db`) had no earlier layout, and JSON lines of other names are never read (`results import`
+    takes those). Returns warnings."""
+    if db.path.name != DB_NAME or db.migrated(LEGACY_LOOKED):
+        return []
     warnings: list[str] = []
     for path in regular_files(root, "*.jsonl"):
         source = str(real(path))
-        if db.migrated(source):
+        if not LEGACY_NAME.fullmatch(path.name) or db.migrated(source):
             continue
         try:
             records, problems = read_jsonl(path)
@@ -774,6 +804,7 @@ def migrate_legacy(db: Database, root: Path) -> list[str]:
         warnings += problems.warnings()
         if count:
             warnings.append(f"imported {count} records from {path} into {db.path} (once; the file is left as it was)")
+    db.put_many([], source=LEGACY_LOOKED)
     return warnings
 
 

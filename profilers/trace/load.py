@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import importlib.util
 import inspect
-import json
 import logging
 import math
 import os
@@ -24,7 +23,7 @@ from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.paths import check_input, real
 from attn_cost.costmodel.plugins import located, state_kept
 from attn_cost.costmodel.symbols import N, b, d, h
-from attn_cost.profilers.store.files import read_input
+from attn_cost.profilers.store.files import DuplicateKeyError, parse_json, read_input, text_of
 from attn_cost.profilers.trace.adapters import Core, adapt
 
 EXAMPLE = {"b": 2, "h": 3, "N": 13, "d": 8}
@@ -248,9 +247,11 @@ def load_config(path: Path | None) -> Any:
     """--config FILE.json: a Hugging Face config (it has 'model_type') or plain keyword arguments."""
     if path is None:
         return None
-    raw = read_input(Path(path), "a --config file")
+    raw = text_of(read_input(Path(path), "a --config file"), path, "a --config file")
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = parse_json(raw)
+    except DuplicateKeyError as e:
+        raise UserError(f"--config {path}: {e}") from None
     except (ValueError, RecursionError) as e:
         raise UserError(f"--config {path}: not a JSON file ({e})") from None
     if not isinstance(data, dict):

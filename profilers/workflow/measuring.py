@@ -7,8 +7,8 @@ What is checked before torch is imported (`measuring`, `check_measurable`) answe
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,10 +17,16 @@ from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers.devicemodel.corrections import shipped_elsewhere
 from attn_cost.profilers.measure.device import prepare, select_device
 from attn_cost.profilers.measure.sdpa import get_backend, validate_choice
+from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.store.store import ResultStore
 
 if TYPE_CHECKING:  # torch at the top of the module: imported where a measurer is made
     from attn_cost.profilers.measure.profile import Measurer
+
+
+Case = tuple[str, Sizes, str]
+"""A variant, the largest sizes a command measures it at, and how to name its N (`--n {:d}`, the format of the
+option it came from: `cases.check_allocatable`)."""
 
 
 def _quiet(*_: object) -> None:
@@ -91,11 +97,15 @@ def measuring(
 
 def check_measurable(names: list[str], setting: Setting | None = None) -> None:
     """Refuse, before anything is measured, variants without a runnable implementation and counting switches the
-    measurements cannot follow (--n-kv: the implementations take keys and values of length N; --padding-mask,
-    --dropout: they run neither)."""
+    measurements cannot follow (--n-kv: the implementations take keys and values of length N; --bias: they run
+    each variant's own biases; --padding-mask, --dropout: they run neither). The measuring commands do not offer
+    these (`cli.options.COUNTING_REACH`); this is for every other caller."""
     if setting is not None and setting.counting.n_kv is not None:
         raise UserError("--n-kv is not measured (the reference implementations run keys and values of length N): "
                         "use crossover or formula for N_kv")  # fmt: skip
+    if setting is not None and setting.counting.bias is not None:
+        raise UserError("--bias is not measured (the reference implementations run each variant's own biases): "
+                        "use crossover or formula for other biases")  # fmt: skip
     if setting is not None and (setting.counting.padding_mask or setting.counting.dropout):
         raise UserError("--padding-mask and --dropout are not measured (the reference implementations run neither): "
                         "use crossover or formula for their counts")  # fmt: skip
@@ -143,11 +153,44 @@ def measurer_on(
     return made
 
 
-def open_measurer(m: Measuring, scope: str, dtype: str, head_dims: list[int], events: Events) -> Measurer:
+def check_cases(device: str, scope: str, dtype: str, cases: Iterable[Case]) -> None:
+    """Refuse, before anything is allocated, sizes at which one of a command's cases could never run here (a tensor
+    beyond what PyTorch can allocate: `cases.check_allocatable`), in one line naming the user's options."""
+    from attn_cost.profilers.measure.cases import check_allocatable
+
+    for variant, sizes, n_flag in cases:
+        check_allocatable(variant, scope, sizes, dtype, device, n_flag)
+
+
+def searched(
+    names: Iterable[str], template: Sizes, ds: Iterable[int], n_max: int | None
+) -> Callable[[str], list[Case]]:
+    """The cases of a search over N (`profile`, `validate`, a campaign's units): each variant at each head dim at
+    the longest length the search may try on the device (`longest`)."""
+
+    def on(device: str) -> list[Case]:
+        top = longest(device, n_max)
+        said = "--max-n {:d}" if n_max is not None else "N {:,} (the longest a search tries: --max-n)"
+        return [(name, replace(template, N=top, d=dv), said) for name in names for dv in ds]
+
+    return on
+
+
+def open_measurer(
+    m: Measuring,
+    scope: str,
+    dtype: str,
+    head_dims: list[int],
+    events: Events,
+    cases: Callable[[str], Iterable[Case]] | None = None,
+) -> Measurer:
     """Pick the device, fix the threads, open the device's result store; refuse an SDPA backend that cannot run here
-    at these head dims (one line, before anything is measured). A note where attn-cost ships measurements of a device
-    of this name but another fingerprint."""
+    at these head dims, and sizes some case cannot run at (`cases`: the command's variants at the largest sizes it
+    will measure them at on the device chosen, `check_cases`), in one line, before anything is measured. A note
+    where attn-cost ships measurements of a device of this name but another fingerprint."""
     device, fingerprint = open_device(m, [dtype], head_dims)
+    if cases is not None:
+        check_cases(device, scope, dtype, cases(device))
     elsewhere = shipped_elsewhere(fingerprint)
     if elsewhere is not None:
         events.note(elsewhere)

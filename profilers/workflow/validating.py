@@ -7,7 +7,6 @@ validation call them.
 from __future__ import annotations
 
 import itertools
-import json
 import statistics
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
@@ -16,6 +15,7 @@ from pathlib import Path
 
 from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.symbols import BY_NAME
 from attn_cost.costmodel.variants import all_variants
 from attn_cost.profilers.devicemodel import gpumodel
 from attn_cost.profilers.devicemodel.calibrate import Calibrator, cache_sizes, glue_points, missing_lines, time_lines
@@ -27,7 +27,7 @@ from attn_cost.profilers.devicemodel.corrections import (
     fit_time,
 )
 from attn_cost.profilers.devicemodel.datasheet import for_device
-from attn_cost.profilers.devicemodel.device import Prediction, crossing
+from attn_cost.profilers.devicemodel.device import Prediction, crossing, row_dims
 from attn_cost.profilers.devicemodel.opmodel import OpModel, check_device, load_opmodel, opmodel_for
 from attn_cost.profilers.devicemodel.oppredict import CalibratedDevice, predicted_seconds
 from attn_cost.profilers.devicemodel.trend import spikes
@@ -37,7 +37,7 @@ from attn_cost.profilers.measure.references import REFERENCES
 from attn_cost.profilers.measure.search import replicate_interval
 from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.measure.standing import judge
-from attn_cost.profilers.store.files import read_input
+from attn_cost.profilers.store.files import parse_json, read_input, text_of
 from attn_cost.profilers.store.store import ResultStore, open_database, read_jsonl, select, shipped_records
 from attn_cost.profilers.workflow.measuring import Events, longest
 
@@ -203,7 +203,7 @@ def validate_records(
     rows = compare(measured, profile, template, measurer, setting, n_max, opmodel)
     for row in rows:
         row.update(judged(row, stored, measurer, template, by_unit.get((row["a"], row["b"], row["d"]), [])))
-    profile.measured = [_measured_row(r) for r in rows]
+    profile.measured = [_measured_row(r, template) for r in rows]
     profile.made = made
     return profile, rows, notes
 
@@ -280,8 +280,8 @@ def _fingerprint(device: str, store: Path | None) -> dict:
 def read_summary(path: Path) -> dict:
     """A campaign's summary.json, read (one line if it is not one)."""
     try:
-        data = json.loads(read_input(path, "a campaign summary").decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        data = parse_json(text_of(read_input(path, "a campaign summary"), path, "a campaign summary"))
+    except (ValueError, RecursionError) as e:  # not JSON, a key given twice, a huge integer
         raise UserError(f"{path} is not a readable campaign summary ({e.__class__.__name__})") from None
     if not isinstance(data, dict) or data.get("kind") != "attn-cost campaign summary":
         raise UserError(f"{path} is not an attn-cost campaign summary")
@@ -291,13 +291,24 @@ def read_summary(path: Path) -> dict:
 MEASURED_KEYS = (
     "a", "b", "d", "heads", "batch", "measured_n0", "n0_uncertainty", "measured_n1", "n1_uncertainty", "n0_verdict",
     "n0_note", "n0_replicates", "n0_bracket", "n0_lengths", "n0_earlier", "n0_standing", "n0_launch_bound",
-    "n1_verdict",
+    "n0_tie", "n0_regret", "n0_range", "n1_verdict",
 )  # fmt: skip
 """What a profile keeps of each measured unit (`crossover --device` shows them)."""
 
 
-def _measured_row(row: dict) -> dict:
-    out = {k: row[k] for k in MEASURED_KEYS if k in row}
+TIE_KEYS = ("n0_tie", "n0_regret", "n0_range")
+"""What a tie adds to a measured row (`search.tie_of`); a row of another verdict is kept without them."""
+
+
+def _measured_row(row: dict, template: Sizes) -> dict:
+    """What a profile keeps of a measured unit: `MEASURED_KEYS`, and each size of the `template` it was measured at
+    besides N, d, h and b that is not the default a unit naming none is read at (`device.measured_at`: L = d, the
+    chunk 64, ...), so that a unit measured at --chunk 128 is shown under --chunk 128 only."""
+    default = row_dims({"d": row["d"]})
+    taken = replace(template, d=row["d"]).as_dict()
+    sizes = {k: v for k, v in taken.items() if k not in ("N", "d", "h", "b") and default.get(BY_NAME[k]) != v}
+    kept = (k for k in MEASURED_KEYS if k in row and (k not in TIE_KEYS or row.get("n0_verdict") == "tie"))
+    out = {**{k: row[k] for k in kept}, **sizes}
     if row.get("n0_verdict") == "unsteady" and row.get("n0_replicates"):  # the crossings' median, marked not standing
         out["measured_n0"], out["n0_uncertainty"] = _centre(row["n0_replicates"], row.get("n0_bracket"))
     return out
@@ -367,7 +378,7 @@ def compare(
                 guess = row[f"{kind}_n{k}"]
                 row[f"{kind}_n{k}_error"] = None if truth in (None, 0) or guess is None else (guess - truth) / truth
         rows.append({k: v for k, v in row.items() if k not in ("speed", "memory")})
-    profile.measured = [_measured_row(r) for r in rows]
+    profile.measured = [_measured_row(r, template) for r in rows]
     profile.validation = rows
     return rows
 
