@@ -44,6 +44,7 @@ from attn_cost.costmodel.crossover import (
     transition_row,
 )
 from attn_cost.costmodel.crossover import cheapest as cheapest_of
+from attn_cost.costmodel.crossover import crossover as crossing
 from attn_cost.costmodel.derive import multihead
 from attn_cost.costmodel.formula import formula_data, own_counting
 from attn_cost.costmodel.heads import heads as head_tradeoff
@@ -409,8 +410,10 @@ def decode(
                 }
             rows.append(row)
     timed = _decode_times(model, rows, contexts, st, heads, batch, latents) if model is not None else None
+    wins = _state_wins(rows, st, heads, batch, latents)
     if as_json:
-        emit({**st.as_json(), "contexts": contexts, "results": rows, **({"device": timed} if timed else {})})
+        emit({**st.as_json(), "contexts": contexts, "results": rows, "state_wins": wins,
+              **({"device": timed} if timed else {})})  # fmt: skip
         return
     if model is not None and timed is not None:
         _decode_time_table(model, rows, contexts, st, timed)
@@ -432,6 +435,33 @@ def decode(
         ]
         render.table(f"Per generated token: {unit}", columns, cells, keys=2, caption=st.counting.caption())
     render.prose("A ratio of 1.000 is constant cost per token; 2.000 grows linearly with the context.")
+    if wins:
+        columns = [Col("KV cache"), Col("state"), right("d"), *(right(f"N {c}") for c in COSTS)]
+        cells = [[w["cache"], w["state"], str(w["d"]), *(_context(w[c]) for c in COSTS)] for w in wins]
+        render.table("From which context a recurrent state is no more expensive than a KV cache", columns, cells,
+                     keys=3, caption=f"N: tokens in context; flops ({convention}), memory and traffic ({dtype}) "
+                     "per generated token; never: the state costs more at every context.")  # fmt: skip
+
+
+def _context(n: int | None) -> str:
+    return "never" if n is None else f"{n:,}"
+
+
+def _state_wins(rows: list[dict[str, Any]], st: Setting, heads: int, batch: int, latents: int | None) -> list[dict]:
+    """For every pair of a variant whose decoding cost grows with the context (a KV cache) and one whose cost does
+    not (a recurrent state), at each head dim: the context from which the state's cost per token is no more than
+    the cache's, per cost (`crossover` at the decode scope; None: never)."""
+    grows = {(r["variant"], r["d"]): r["memory"]["growth_when_context_doubles"] > 1 for r in rows}
+    out = []
+    for (cache, dv), growing in grows.items():
+        for (state, dv2), other in grows.items():
+            if dv2 != dv or not growing or other:
+                continue
+            dims = o.sizes(dv, heads, batch, latents, 4, 1)
+            found = {c: crossing(cache, state, c, dims, st, exact=False) for c in COSTS}
+            out.append({"cache": cache, "state": state, "d": dv,
+                        **{c: x.n if x.verdict != "never" else None for c, x in found.items()}})  # fmt: skip
+    return out
 
 
 def _decode_times(

@@ -1,4 +1,4 @@
-"""`attn-cost claims`: every quantitative efficiency claim of the five source papers, checked.
+"""`attn-cost claims`: every quantitative efficiency claim of the source papers, checked.
 
 No torch, no plotly: the derived values come from the symbolic engine at run time.
 """
@@ -98,7 +98,7 @@ def claims_command(
     as_json: bool = o.JSON,
     as_markdown: bool = typer.Option(False, "--markdown", help="Print docs/claims.md: the claims as a Markdown table."),
 ) -> None:
-    """Every quantitative efficiency claim of the five source papers: the paper's value, attn-cost's, a verdict."""
+    """Every quantitative efficiency claim of the source papers: the paper's value, attn-cost's, a verdict."""
 
     records = claims()
     if as_json:

@@ -269,6 +269,7 @@ def check_flops(
                         **c.sizes.as_dict(),
                         "derived": c.derived,
                         "formulas_of": c.formulas,
+                        "form": c.form or None,
                         "counted": c.counted,
                         "ok": c.ok,
                     }
@@ -280,6 +281,7 @@ def check_flops(
         groups: dict[tuple[str, str], list] = {}
         for c in checks:  # a variant whose code cannot run here is checked as what runs in its place
             shown = c.variant if c.formulas in ("", c.variant) else f"{c.variant} (runs {c.formulas})"
+            shown = f"{shown} ({c.form})" if c.form else shown
             groups.setdefault((shown, c.scope), []).append(c)
         cells = []
         for (name, sc), cs in groups.items():

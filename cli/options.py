@@ -18,7 +18,7 @@ from attn_cost.costmodel.counting import Counting, F_bwd, F_causal, F_chunk
 from attn_cost.costmodel.crossover import Setting, cost_branches
 from attn_cost.costmodel.dtypes import dtype_bytes, spelled
 from attn_cost.costmodel.scopes import DROPOUT_IN_INFERENCE, MODES, SCOPES
-from attn_cost.costmodel.symbols import BY_NAME, DEFAULT_DEPTH, DEFAULTS, D, L, b, d, h, h_kv, r
+from attn_cost.costmodel.symbols import BY_NAME, DEFAULT_DEPTH, DEFAULTS, D, L, b, d, h, r, with_defaults
 from attn_cost.costmodel.variants import derive, derive_counted, get_variant
 from attn_cost.profilers.devicemodel.device import DeviceModel
 from attn_cost.profilers.devicemodel.gpumodel import LAUNCHES, GpuModel
@@ -158,13 +158,26 @@ LANDMARKS = typer.Option(None, "--landmarks", help="Nyströmformer's landmarks c
 CHUNK = typer.Option(
     None,
     "--chunk",
-    help="Chunk length C of linear-chunked(-fused), tokens per chunk (default 64, fla's own). A C larger than N is "
-    "one chunk, costed and run whole: padded to C tokens (linear-chunked), masked (the fused kernels).",
+    help="Chunk length C of the chunked linear attentions (linear-chunked(-fused), retention, gla, deltanet, "
+    "gated-deltanet, mamba2), tokens per chunk (default 64, fla's own). A C larger than N is one chunk, costed and "
+    "run whole: padded to C tokens (linear-chunked), masked (the fused kernels).",
 )
-SIZE_OPTIONS = {"h_kv": KV_HEADS, "w": WINDOW, "k": PROJ_LEN, "m": FEATURES, "c": LANDMARKS, "C": CHUNK}
+VALUE_DIM = typer.Option(
+    None,
+    "--dv",
+    help="Value head dim d_v of retention, gla, deltanet and gated-deltanet (default d; their papers: 2d for "
+    "retention and Gated DeltaNet, d_k = d_v/2 for GLA).",
+)
+STATE = typer.Option(None, "--state", help="Mamba-2's state expansion d_state, the width of B and C (default 128).")
+GROUPS = typer.Option(None, "--groups", help="Mamba-2's groups of B and C, a divisor of --h (default 1).")
+SIZE_OPTIONS = {
+    "h_kv": KV_HEADS, "w": WINDOW, "k": PROJ_LEN, "m": FEATURES, "c": LANDMARKS, "C": CHUNK, "d_v": VALUE_DIM,
+    "d_state": STATE, "G": GROUPS,
+}  # fmt: skip
 """Sizes only some variants have, by symbol name; `with_sizes` adds them to a command, `sizes` reads them."""
 SIZE_FLAGS = {
     "h_kv": "--kv-heads", "w": "--window", "k": "--proj-len", "m": "--features", "c": "--landmarks", "C": "--chunk",
+    "d_v": "--dv", "d_state": "--state", "G": "--groups",
 }  # fmt: skip
 _SIZES: ContextVar[dict | None] = ContextVar("sizes", default=None)
 COUNTING_OPTIONS = {
@@ -205,7 +218,10 @@ COUNTING_REACH = {
 }
 """Where each counting switch can change an answer: `with_counting` offers a command the switches that reach what
 the command can price."""
-SIZE_REACH = {"h_kv": tuple(SCOPES), "w": tuple(SCOPES), "k": WHOLE, "m": WHOLE, "c": WHOLE, "C": WHOLE}
+SIZE_REACH = {
+    "h_kv": tuple(SCOPES), "w": tuple(SCOPES), "k": WHOLE, "m": WHOLE, "c": WHOLE, "C": WHOLE, "d_v": tuple(SCOPES),
+    "d_state": tuple(SCOPES), "G": tuple(SCOPES),
+}  # fmt: skip
 """The scopes at which some variant is written with each variant-specific size (no decoding step has a projected
 length, random features, landmarks or chunks): `with_sizes` offers a command the sizes of the scopes it prices."""
 
@@ -293,6 +309,9 @@ LIMITS = {
     "--features": 1 << 24,
     "--landmarks": 1 << 32,
     "--chunk": 1 << 32,
+    "--dv": 1 << 16,
+    "--state": 1 << 16,
+    "--groups": 1 << 16,
     "--sram": 1 << 30,
     "--block-q": 1 << 16,
     "--block-kv": 1 << 16,
@@ -494,18 +513,20 @@ def sizes(
     for value, flag in ((batch, "--b"), (latents, "--L"), (ratio, "--r"), (depth, "--depth")):
         positive(value, flag)
     own = {L: latents or dv, r: 4 if ratio is None else ratio, D: DEFAULT_DEPTH if depth is None else depth}
-    return {d: dv, h: heads, b: batch, **own, **extra_sizes(heads)}
+    return with_defaults({d: dv, h: heads, b: batch, **own, **extra_sizes(heads, given_only=True)})
 
 
 def extra_sizes(heads: int | None, given_only: bool = False) -> dict[sp.Symbol, int]:
-    """--kv-heads, --window, --proj-len, --features, --landmarks, --chunk as chosen (checked), else their defaults;
-    heads: the --h that --kv-heads must divide (None when h varies, as in `heads`)."""
+    """--kv-heads, --window, --proj-len, --features, --landmarks, --chunk, --dv, --state, --groups as chosen
+    (checked), else their defaults (d_v: none, it follows d: `symbols.with_defaults`); heads: the --h that
+    --kv-heads and --groups must divide (None when h varies, as in `heads`)."""
     chosen = {name: v for name, v in (_SIZES.get() or {}).items() if v is not None}
     for name, value in chosen.items():
         positive(value, SIZE_FLAGS[name])
-    kv = chosen.get("h_kv", DEFAULTS[h_kv])
-    if heads is not None and heads % kv:
-        fail(f"--kv-heads {kv} does not divide --h {heads}; choose a divisor of the number of heads")
+    for name, what in (("h_kv", "--kv-heads"), ("G", "--groups")):
+        value = chosen.get(name, DEFAULTS[BY_NAME[name]])
+        if heads is not None and heads % value:
+            fail(f"{what} {value} does not divide --h {heads}; choose a divisor of the number of heads")
     if given_only:
         return {BY_NAME[name]: v for name, v in chosen.items()}
     return {**DEFAULTS, **{BY_NAME[name]: v for name, v in chosen.items()}}
@@ -520,7 +541,8 @@ def with_sizes(scopes: tuple[str, ...] = tuple(SCOPES)) -> Decorator:
     """Give a command the variant-specific sizes (--kv-heads, --window, --proj-len, --features, --landmarks,
     --chunk) that some variant is written with at one of the `scopes` it prices (`SIZE_REACH`).
 
-    Put it under `@app.command()`; `sizes` (and `extra_sizes`) then return what the user chose."""
+    Put it under `@app.command()`; `sizes` (and `extra_sizes`) then return what the user chose. --dv, --state and
+    --groups too."""
     offered = {name: opt for name, opt in SIZE_OPTIONS.items() if set(SIZE_REACH[name]) & set(scopes)}
 
     def decorate(command: Callable) -> Callable:

@@ -1,4 +1,5 @@
-"""Every quantitative efficiency claim of the five source papers, checked against the engine.
+"""Every quantitative efficiency claim of the source papers (the five of the design; the abstracts of RetNet, GLA
+and DeltaNet), checked against the engine.
 
 The claims are data (claims.json, beside this module): each holds the paper's value as the paper prints it (typed:
 it is what is being checked), the paper's sentence quoted verbatim where there is one (`quote`; the seeds' math
@@ -23,7 +24,7 @@ from attn_cost.costmodel.conventions import FULL, HOSSEINI_EQ24, op_convention
 from attn_cost.costmodel.crossover import Setting, at_sizes, cost_branches, crossover, evaluate
 from attn_cost.costmodel.heads import heads
 from attn_cost.costmodel.published import EQ24_WHY, PUBLISHED, derived_counterpart
-from attn_cost.costmodel.symbols import BY_NAME, D, L, N, b, d, h, r
+from attn_cost.costmodel.symbols import BY_NAME, D, L, N, b, d, h, r, with_defaults
 from attn_cost.costmodel.variants import derive
 
 HOLDS = "holds"
@@ -518,7 +519,7 @@ def _complexity(variant: str, cost: str, published: str, scope: str = "core", no
 @check
 def _decode_growth(variants: tuple[str, ...]) -> Result:
     st = Setting(scope="decode")
-    dims = {d: 64, h: 1, b: 1, L: 64}
+    dims = with_defaults({d: 64, h: 1, b: 1, L: 64})
     out = []
     for v in variants:
         ratios = []
@@ -533,6 +534,47 @@ def _decode_growth(variants: tuple[str, ...]) -> Result:
         HOLDS if constant and grows else FAILS,
         "per-token cost when the context doubles from 65,536 tokens (d = 64): 1.000 is constant, 2.000 grows "
         "linearly with the context",
+    )
+
+
+LINEAR_AT = (1 << 16, 1 << 17)
+"""Where `linear_in_n` doubles the length: whole chunks of every default chunk length, far beyond a chunk."""
+
+
+@check
+def _linear_in_n(variants: list[str], modes: tuple[str, ...] | list[str] = ("inference",)) -> Result:
+    """FLOPs and peak memory of chunked variants when the sequence doubles from 65,536 tokens (d = 128, the other
+    sizes at their defaults: C = 64, d_v = d, d_state = 128, one group): 2 exactly is linear in N."""
+    dims = with_defaults({d: 128, h: 1, b: 1})
+    out = []
+    for v in variants:
+        for mode in modes:
+            st = Setting(mode=mode)
+            for cost in ("flops", "memory"):
+                polys = at_sizes(cost_branches(v, cost, st), dims, v)
+                a, b2 = (evaluate(polys, n) for n in LINEAR_AT)
+                out.append((v, mode, cost, Fraction(b2) / Fraction(a)))
+    linear = all(r == 2 for *_, r in out)
+    shown = "; ".join(f"{v} ({mode}) {cost} ×{float(r):.3f}" for v, mode, cost, r in out)
+    return Result(
+        shown,
+        HOLDS if linear else FAILS,
+        "cost at twice the length, 65,536 → 131,072 tokens (d = 128, chunks of 64): ×2.000 exactly is linear in N "
+        "(whole chunks: ⌈N/C⌉ = N/C); the chunk kernels' C×C blocks are C·N in all",
+    )
+
+
+@check
+def _training_crossover(a: str, bv: str, dv: int) -> Result:
+    """Where the chunked variant's training FLOPs and unfused traffic fall to fused attention's (d = dv)."""
+    dims = with_defaults({d: dv, h: 1, b: 1})
+    st = Setting(mode="training")
+    found = {c: crossover(a, bv, c, dims, st, exact=False) for c in ("flops", "traffic")}
+    return Result(
+        f"N0 = {_n([found['flops'].n])} (training FLOPs), N traffic = {_n([found['traffic'].n])} (d = {dv})",
+        HOLDS,
+        f"{bv}'s training FLOPs (fla's forward and backward kernels) fall to {a}'s from N0 at head dim {dv}; "
+        "a FLOP crossing says where the work crosses, not the time",
     )
 
 

@@ -6,9 +6,10 @@ A FLOP total is first derived with named factors left in it (xlstm_scaling_laws 
   every op over a causal score matrix (the two products, the scale, the softmax) and the fused
   kernel with `is_causal`.
 - `F_bwd`: backward FLOPs per forward FLOP of the materialised score products (QKᵀ and PV).
-- `F_chunk`: the share of each C×C diagonal block a fused chunk kernel of causal linear attention (`linear_chunk`)
-  computes: its products φ(Q_c)φ(K_c)ᵀ and A_cV_c inside a chunk. Its scores against earlier chunks go through
-  the running state, whole: the rule touches only the block inside each chunk.
+- `F_chunk`: the share of each C×C diagonal block a fused chunk kernel of causal linear attention (`linear_chunk`,
+  `chunk_matmul`) computes: its products φ(Q_c)φ(K_c)ᵀ and A_cV_c inside a chunk (the delta rule's βK_cK_cᵀ and
+  T_c·βK_c too). Its scores against earlier chunks go through the running state, whole: the rule touches only the
+  block inside each chunk.
 
 Only then does a `Counting` substitute its values, so `attn-cost formula --symbolic` shows which
 factor a number rests on, and every output records the rules it used.

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import sympy as sp
-from attn_cost.costmodel.conventions import Convention, backward_factor
+from attn_cost.costmodel.conventions import FULL, Convention, backward_factor
 from attn_cost.costmodel.counting import DEFAULT_COUNTING, Counting, causal_factor, causal_graph
 from attn_cost.costmodel.dtypes import FLOAT_DTYPES, STORAGE_BYTES, dtype_bytes
 from attn_cost.costmodel.graph import Graph, Op, Storage
@@ -86,11 +86,25 @@ def backward_scratch(op: Op, grads: list[bool], ids: Iterator[int]) -> tuple[Sto
 
     Fused chunk kernels of linear attention (flash-linear-attention's chunk_simple_gla backward): the states
     entering each chunk, recomputed by chunk_fwd_h, and their gradients dS from chunk_bwd_dh, both fp32 (its
-    states_in_fp32=True), one d_k×d_v matrix per chunk each, alive while dQ, dK and dV are made."""
+    states_in_fp32=True), one d_k×d_v matrix per chunk each, alive while dQ, dK and dV are made; the delta rule's
+    backward (chunk_delta_rule_bwd) also makes v_new again (chunk_gated_delta_rule_fwd_h). An op that reads its
+    states from other ops (mamba's chunk_scan) has no scratch of its own: the states' gradient is a value's.
+
+    A chunk product its library makes again in backward instead of keeping it (fla's W and U, mamba's chunk states
+    and CB: `recompute`): the product, alive while its gradients are made."""
     if op.kind == "linear_chunk":
-        states = op.workspace
-        return tuple(Storage(next(ids), states, "fp32", -1, f"{what} ({op.output.name})")
-                     for what in ("recomputed chunk states", "chunk state gradients"))  # fmt: skip
+        if not op.attrs["makes_states"]:
+            return ()
+        states = op.attrs["also"][0].numel
+        made = [Storage(next(ids), states, "fp32", -1, f"{what} ({op.output.name})")
+                for what in ("recomputed chunk states", "chunk state gradients")]  # fmt: skip
+        if op.attrs["delta"]:
+            v_new = op.attrs["also"][1].storage
+            made.append(Storage(next(ids), v_new.numel, v_new.dtype, -1, f"recomputed v_new ({op.output.name})"))
+        return tuple(made)
+    if op.kind == "chunk_matmul" and "backward" in op.attrs:
+        out = op.output.storage
+        return (Storage(next(ids), out.numel, out.dtype, -1, f"recomputed {out.name}"),)
     if op.kind in BROADCASTING:
         size = op.output.numel
         broadcast = [t for t, g in zip(op.inputs, grads, strict=False) if g and sp.expand(t.numel - size) != 0]
@@ -222,13 +236,10 @@ class Derived:
         """The graph masks its scores causally (its score ops carry the factor F_causal)."""
         return causal_graph(self.ops)
 
-    def _counted(self, op: Op) -> sp.Expr:
-        """Loops, backward and the causal share of one op, the counting factors left as symbols."""
-        return self._passes(op) * causal_factor(op, self.causal)
-
     def op_flops(self, op: Op, convention: Convention, counting: Counting | None = DEFAULT_COUNTING) -> sp.Expr:
         """FLOPs of one op of this graph, loops and backward included; counting=None keeps F_causal, F_bwd."""
-        expr = convention.op_flops(op) * self._counted(op)
+        once = convention.op_flops(op) + (convention.backward(op) if self.graph.training else 0)
+        expr = once * op.repeat * causal_factor(op, self.causal)
         return counting.apply(expr) if counting is not None else sp.expand(expr)
 
     def flops(self, convention: Convention, counting: Counting | None = DEFAULT_COUNTING) -> sp.Expr:
@@ -238,7 +249,7 @@ class Derived:
 
     def left_out(self, convention: Convention, counting: Counting | None = DEFAULT_COUNTING) -> sp.Expr:
         """FLOPs that `full` counts and this convention does not."""
-        total = sp.Add(*(convention.left_out(op) * self._counted(op) for op in self.ops))
+        total = sp.Add(*(self.op_flops(op, FULL, None) - self.op_flops(op, convention, None) for op in self.ops))
         return counting.apply(total) if counting is not None else sp.expand(total)
 
     def peak(self, unit: str = "elements") -> PeakMemory:
@@ -256,15 +267,13 @@ class Derived:
         """Bytes one run of an op reads and writes."""
         read = op.inputs[1:] if op.attrs.get("overwrite") else op.inputs
         once = op.attrs.get("read_once", ())  # overlapping windows of one storage: each element read once
-        again = op.attrs.get("reread", ())  # inputs a second kernel of the op reads again (a chunk op's K and V)
+        again = op.attrs.get("reread", ())  # what a second kernel of the op reads again (a chunk op's K, V, states)
         reads = sum(
             (_nbytes(t.storage.numel if t in once else t.numel, t.storage.dtype, dtype) for t in (*read, *again)),
             sp.Integer(0),
         )
-        writes = _nbytes(op.output.numel, op.output.storage.dtype, dtype)
-        lse = op.attrs.get("lse")
-        if lse is not None:
-            writes += _nbytes(lse.numel, lse.storage.dtype, dtype)
+        writes = sum((_nbytes(t.numel, t.storage.dtype, dtype) for t in (op.output, *op.attrs.get("also", ()))),
+                     sp.Integer(0))  # fmt: skip
         return reads + writes + 2 * op.workspace * dtype_bytes(dtype)
 
     @cached_property
@@ -286,8 +295,7 @@ class Derived:
         for op in g.ops:
             for t in (*op.inputs, *op.attrs.get("holds", ())):  # holds: alive through the op, not read by it
                 last_use[t.storage.id] = max(last_use.get(t.storage.id, -1), self._reach(op, t.storage, span))
-            lse = op.attrs.get("lse")
-            for t in (op.output, lse) if lse is not None else (op.output,):
+            for t in (op.output, *op.attrs.get("also", ())):  # also: results besides the output (a log-sum-exp)
                 storages.setdefault(t.storage.id, t.storage)
                 last_use[t.storage.id] = max(last_use.get(t.storage.id, op.index), op.index)
             for t in op.attrs.get("saved", ()):

@@ -277,15 +277,17 @@ class Graph:
         workspace: sp.Expr | int = 0,
         gain: str | None = None,
         label: str = "",
+        dtype: str | None = None,
         **attrs: Any,
     ) -> Tensor:
-        """An element-wise (or row-wise) op that keeps the shape: poly2, softmax, exp, scale, ..."""
+        """An element-wise (or row-wise) op that keeps the shape: poly2, softmax, exp, scale, ...; `dtype`: a result
+        of a fixed dtype (a kernel that writes fp32 whatever its input's, as a gate's cumulative sum)."""
         attrs["gain"] = gain
         lbl = label or f"{name} ← {kind}({x.name})"
         workspace = workspace or (_ROW_SCRATCH[kind](x) if kind in _ROW_SCRATCH else 0)
         if inplace:
             return self._inplace(kind, name, x, (), attrs, lbl, workspace=workspace)
-        return self._emit(kind, name, x.shape, (x,), attrs=attrs, workspace=workspace, label=lbl)
+        return self._emit(kind, name, x.shape, (x,), attrs=attrs, workspace=workspace, label=lbl, dtype=dtype)
 
     def binary(
         self,
@@ -483,39 +485,164 @@ class Graph:
         )
         lse = self._new(f"lse({name})", (*bq, nq), producer=len(self.ops) - 1, dtype="fp32")
         self.ops[-1].attrs["lse"] = lse
+        self.ops[-1].attrs["also"] = [lse]
         if self.training:
             self.ops[-1].attrs["saved"].append(lse)  # backward needs the row log-sum-exp
         return out
 
     def linear_chunk(
-        self, name: str, q: Tensor, k: Tensor, v: Tensor, *, chunk: sp.Expr | int, label: str = ""
+        self,
+        name: str,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        *,
+        chunk: sp.Expr | int,
+        gate: str = "none",
+        gates: tuple[Tensor, ...] = (),
+        w: Tensor | None = None,
+        states: Tensor | None = None,
+        scores: Tensor | None = None,
+        states_dtype: str | None = None,
+        skip: bool = False,
+        gain: str | None = None,
+        saves: tuple[Tensor, ...] | None = None,
+        label: str = "",
     ) -> Tensor:
-        """Causal linear attention's numerator Yᵢ = Σⱼ≤ᵢ (qᵢ·kⱼ)vⱼ by fused chunk kernels, as flash-linear-attention
-        runs it (chunk_simple_gla: no normaliser, no gate, scale 1). The length is cut into ⌈n/C⌉ chunks of C
-        tokens, the last one masked where C does not divide n (no padded copy: its FLOPs are those of whole
-        chunks). Two kernels: the first walks the chunks in order, carrying the d_k×d_v state S on chip and
-        writing the state entering each chunk, S_c = Σ_{c'<c} K_c'ᵀV_c', to memory (in the activation dtype: the
-        op's workspace); the second makes each chunk's output from Q_c·S_c and its C×C block of scores
-        (Q_cK_cᵀ, masked, times V_c), which never leaves the chip. Both read K and V (`reread`)."""
-        *bq, n, dk = q.shape
+        """Causal linear attention Yᵢ = Σⱼ≤ᵢ (qᵢ·kⱼ)·decay(i, j)·vⱼ by chunk kernels, as flash-linear-attention (and
+        mamba_ssm's SSD) run it. The length is cut into ⌈n/C⌉ chunks of C tokens, the last one masked where C does
+        not divide n (no padded copy: its FLOPs are those of whole chunks). Two kernels:
+
+        - the state kernel (fla's chunk_fwd_h; the delta rule's chunk_gated_delta_rule_fwd_h) walks the chunks in
+          order, carrying the d_k×d_v state S on chip and writing the state entering each chunk to memory (an extra
+          result of the op, `attrs["also"]`, of `states_dtype`: None is the activation dtype); with the delta rule
+          (`w`: the WY representation's W, v then being its U) it also writes v_new = U − W·S (N×d_v);
+        - the output kernel (chunk_fwd_o) makes each chunk's output from Q_c·S_c and its C×C block of scores
+          (Q_cK_cᵀ, masked, times V_c), which never leaves the chip.
+
+        `states`: the states entering each chunk made by other ops (mamba_ssm's chunk_state and state_passing): the
+        op is then the output kernel alone (mamba's chunk_scan). `scores`: the C×C blocks made by another op (GLA's
+        A, mamba's CB), read instead of computed. `gate`: the decay, none (linear attention), head (fixed per head:
+        retention's γ, no tensor), token (a scalar per token: Mamba-2, Gated DeltaNet) or vector (one per key
+        dimension: GLA), read from `gates` (its cumulative sum inside each chunk, and mamba's Δ); `skip`: the output
+        adds D·x (Mamba-2). `saves`: what the library's autograd function keeps for backward (default q, k, v)."""
+        *lead, n, dk = q.shape
         dv = v.shape[-1]
         if not (_same(k.shape[-2], n) and _same(v.shape[-2], n) and _same(k.shape[-1], dk)):
             raise ModelError(f"{self.name}: the chunk kernel takes q, k, v of one length and q, k of one width")
-        if not _same(dk, dv):
-            raise ModelError(f"{self.name}: the chunk kernel is modelled for keys and values of one width (d_k = d_v)")
+        if gate not in CHUNK_GATES:
+            raise ModelError(f"{self.name}: {unknown('chunk gate', gate, CHUNK_GATES)}")
+        if (gate in ("none", "head")) != (not gates):
+            raise ModelError(f"{self.name}: a {gate} gate {'needs its' if not gates else 'reads no'} gate tensors")
+        if w is not None and (states is not None or not all(map(_same, w.shape, k.shape))):
+            raise ModelError(f"{self.name}: the delta rule's W is the keys' shape, and its states are the kernel's own")
+        delta = w is not None
+        if (states is None, delta, scores is not None) not in CHUNK_KERNELS:
+            given = "given" if scores is not None else "its own"
+            raise ModelError(f"{self.name}: no chunk kernel makes {'its' if states is None else 'no'} states with"
+                             f"{'' if delta else 'out'} delta-rule updates and {given} scores (modelled: "
+                             f"{'; '.join(CHUNK_KERNELS.values())})")  # fmt: skip
         c = sp.sympify(chunk)
         chunks = sp.ceiling(n / c)
-        batch = _prod(tuple(bq))
-        attrs = {"batch": batch, "n": n, "chunk": c, "chunks": chunks, "dk": dk, "dv": dv, "reread": [k, v]}
-        return self._emit(
-            "linear_chunk",
-            name,
-            (*bq, n, dv),
-            (q, k, v),
-            attrs=attrs,
-            workspace=batch * chunks * dk * dv,
-            label=label or f"{name} ← chunk kernels({q.name}, {k.name}, {v.name})",
-        )
+        batch = _prod(self._broadcast(tuple(lead), tuple(v.shape[:-2])))
+        extra = tuple(t for t in (w, *gates, states, scores) if t is not None)
+        attrs: dict[str, Any] = {"batch": batch, "n": n, "chunk": c, "chunks": chunks, "dk": dk, "dv": dv,
+                                 "gate": gate, "delta": delta, "makes_states": states is None,
+                                 "scores_in": scores is not None, "skip": skip, "gain": gain}  # fmt: skip
+        out = self._emit("linear_chunk", name, (*v.shape[:-2], n, dv), (q, k, v, *extra), attrs=attrs,
+                         label=label or f"{name} ← chunk kernels({q.name}, {k.name}, {v.name})")  # fmt: skip
+        op = self.ops[-1]
+        if states is None:  # the state kernel writes them, the output kernel reads them back, and both the decay,
+            # the keys (unless the scores are made elsewhere) and the values (the delta rule's: v_new instead)
+            made = self._new(f"S({name})", (batch, chunks, dk, dv), producer=op.index, dtype=states_dtype)
+            also = [made]
+            if delta:
+                also.append(self._new(f"v_new({name})", (*v.shape[:-2], n, dv), producer=op.index))
+            op.attrs["also"] = also
+            op.attrs["reread"] = [*gates, *also, *([] if scores is not None else [k]), *([] if delta else [v])]
+        if self.training:
+            op.attrs["saved"] = list(saves if saves is not None else (q, k, v))
+        return out
+
+    def chunk_matmul(
+        self,
+        name: str,
+        a: Tensor,
+        b: Tensor,
+        *,
+        chunk: sp.Expr | int,
+        form: str,
+        rowscale: Tensor | None = None,
+        gate: str = "none",
+        gates: tuple[Tensor, ...] = (),
+        rows: sp.Expr | None = None,
+        dtype: str | None = None,
+        recompute: bool = False,
+        attention: bool = False,
+        saves: tuple[Tensor | str, ...] | None = None,
+        label: str = "",
+    ) -> Tensor:
+        """A product inside each chunk of C tokens, one kernel over the ⌈n/C⌉ chunks (the last masked, computed
+        whole), written to memory in fla's [B, T, H, ·] layout (per head, n rows; `rows` where the library pads to
+        whole chunks, as mamba_ssm does):
+
+        - `scores`: A_c = a_c·b_cᵀ, the C×C block of each chunk (the delta rule's βKKᵀ, GLA's gated QKᵀ, Mamba-2's
+          CB): out (…, n, C);
+        - `apply`: a's C×C block of each chunk times b_c (the delta rule's W = T·βK and U = T·βV): out (…, n, w);
+        - `states`: a_cᵀ·b_c, each chunk's own d_k×d_v state (mamba_ssm's chunk_state): out (…, ⌈n/C⌉, d_k, d_v).
+
+        `rowscale`: a factor per row of the first operand (β); `gate`: the decay applied inside (none, token,
+        vector; `gates` its tensors); `recompute`: the library's backward makes the result again instead of keeping
+        it (fla's W and U, mamba's chunk states and CB); `attention`: a product over attention scores (GLA's QKᵀ,
+        Mamba-2's CB), what the FlashAttention benchmark counts; `saves`: what its autograd function keeps (default
+        a, b; "out": the product itself)."""
+        if form not in CHUNK_FORMS:
+            raise ModelError(f"{self.name}: {unknown('chunk product form', form, CHUNK_FORMS)}")
+        c = sp.sympify(chunk)
+        *la, n, ka = a.shape
+        *lb, nb, kb = b.shape
+        if not _same(n, nb):
+            raise ModelError(f"{self.name}: chunk product {a.name}{a.shape} and {b.name}{b.shape}: lengths differ")
+        chunks = sp.ceiling(n / c)
+        lead = self._broadcast(tuple(la), tuple(lb))
+        if form == "scores":
+            if not _same(ka, kb):
+                raise ModelError(f"{self.name}: chunk scores {a.name}{a.shape}·{b.name}ᵀ: widths differ")
+            shape, inner, width = (*lead, rows if rows is not None else n, c), ka, c
+        elif form == "apply":
+            if not _same(ka, c):
+                raise ModelError(f"{self.name}: chunk product {a.name}{a.shape}: its rows are not C×C blocks")
+            shape, inner, width = (*lead, rows if rows is not None else n, kb), c, kb
+        else:
+            shape, inner, width = (*lead, chunks, ka, kb), c, kb
+        attrs: dict[str, Any] = {"batch": _prod(lead), "chunk": c, "chunks": chunks, "form": form, "m": ka if form
+                                 == "states" else c, "k": inner, "n": width, "gate": gate, "rowscale": rowscale
+                                 is not None, "attention": attention, "gain": None}  # fmt: skip
+        if recompute:
+            attrs["backward"] = sp.Integer(3)  # made again, then a gradient for each operand
+        inputs = tuple(t for t in (a, b, rowscale, *gates) if t is not None)
+        out = self._emit("chunk_matmul", name, shape, inputs, attrs=attrs, dtype=dtype,
+                         label=label or f"{name} ← per chunk {a.name}, {b.name} ({form})")  # fmt: skip
+        if self.training:
+            self.ops[-1].attrs["saved"] = [out if t == "out" else t for t in (saves if saves is not None else (a, b))]
+        return out
+
+    def tri_solve(self, name: str, a: Tensor, *, chunk: sp.Expr | int, dtype: str | None = None,
+                  label: str = "") -> Tensor:  # fmt: skip
+        """T = (I + A)⁻¹ for each chunk's strictly lower triangular C×C block A (fla's solve_tril: the delta rule's
+        WY representation), in fla's [B, T, H, C] layout. Forward substitution: C(C−1)(C−2)/6 multiply-adds a
+        chunk; no product FlopCounterMode counts. Its backward, −Tᵀ·dT·Tᵀ, is two C×C×C products a chunk
+        (`backward_products`), which no multiple of its forward count gives."""
+        c = sp.sympify(chunk)
+        *lead, n, width = a.shape
+        if not _same(width, c):
+            raise ModelError(f"{self.name}: solve_tril {a.name}{a.shape}: its rows are not C×C blocks")
+        chunks = sp.ceiling(n / c)
+        batch = _prod(tuple(lead))
+        attrs = {"batch": batch, "chunk": c, "chunks": chunks, "gain": None,
+                 "backward_products": 2 * 2 * batch * chunks * c**3}  # fmt: skip
+        return self._emit("tri_solve", name, a.shape, (a,), attrs=attrs, dtype=dtype,
+                          label=label or f"{name} ← (I + {a.name})⁻¹ per chunk")  # fmt: skip
 
     def traced(
         self,
@@ -603,6 +730,28 @@ class Graph:
 
 
 _SYMBOL = {"add": "+", "mul": "⊙", "div": "/"}
+
+CHUNK_GATES: dict[str, str] = {
+    "none": "no decay (linear attention, DeltaNet)",
+    "head": "a fixed decay per head, no tensor (retention's γ)",
+    "token": "a scalar decay per token and head (Mamba-2, Gated DeltaNet): its cumulative sum inside each chunk",
+    "vector": "a decay per token, head and key dimension (GLA): its cumulative sum inside each chunk",
+}
+"""The decays a chunk kernel applies (`Graph.linear_chunk`, `Graph.chunk_matmul`)."""
+CHUNK_KERNELS: dict[tuple[bool, bool, bool], str] = {
+    (True, False, False): "chunk_fwd_h and chunk_fwd_o (fla's chunk_simple_gla: linear attention, retention, "
+    "Mamba-2-style scalar gates)",
+    (True, False, True): "chunk_fwd_h and an output kernel reading the scores (fla's chunk_gla)",
+    (True, True, False): "chunk_gated_delta_rule_fwd_h and chunk_fwd_o (fla's delta-rule kernels)",
+    (False, False, True): "an output kernel reading states and scores (mamba_ssm's chunk_scan)",
+}
+"""The chunk kernels `Graph.linear_chunk` models, by (it makes its states, the delta rule, the scores are given)."""
+CHUNK_FORMS: dict[str, str] = {
+    "scores": "A_c = a_c·b_cᵀ, each chunk's C×C block",
+    "apply": "a's C×C block of each chunk times b_c",
+    "states": "a_cᵀ·b_c, each chunk's own state",
+}
+"""The products `Graph.chunk_matmul` makes inside each chunk."""
 
 _ROW_SCRATCH = {
     # kinds that hold values per row while they run: a norm, a row sum, LayerNorm's mean and 1/std

@@ -17,7 +17,7 @@ from attn_cost.costmodel.counting import DEFAULT_COUNTING, Counting
 from attn_cost.costmodel.crossover import Setting, at_sizes, cost_branches, evaluate
 from attn_cost.costmodel.derive import dominant_for_large
 from attn_cost.costmodel.errors import UserError
-from attn_cost.costmodel.symbols import L, N, b, d, d_embed, h, h_kv
+from attn_cost.costmodel.symbols import FOLLOW_D, G, N, b, d, d_embed, h, h_kv
 
 
 @dataclass
@@ -84,17 +84,18 @@ def heads(
         raise UserError(f"--d-embed must be a positive integer, got {embed}")
     branches = cost_branches(variant, cost, Setting(convention, dtype, counting=counting))
     fixed = {b: batch, **(extra or {})}
-    if L not in fixed:  # Latte's L follows the head dim unless it is given, as everywhere else
-        branches = tuple(e.xreplace({L: d}) for e in branches)
-    kv = fixed.get(h_kv)
+    follow = {s: d for s in FOLLOW_D if s not in fixed}  # Latte's L and d_v follow the head dim unless given
+    branches = tuple(e.xreplace(follow) for e in branches)
     feasible = divisors(embed)
-    if kv is not None and any(h_kv in e.free_symbols for e in branches):
-        feasible = [hv for hv in feasible if hv % kv == 0]  # key/value heads must divide the heads
-        if not feasible:
-            raise UserError(
-                f"no head count h dividing d_embed = {embed} is a multiple of --kv-heads {kv}, so {variant} "
-                "has no feasible layout: choose --kv-heads from the divisors of d_embed"
-            )
+    for sym, flag in ((h_kv, "--kv-heads"), (G, "--groups")):
+        share = fixed.get(sym)
+        if share is not None and any(sym in e.free_symbols for e in branches):
+            feasible = [hv for hv in feasible if hv % share == 0]  # key/value heads, groups must divide the heads
+            if not feasible:
+                raise UserError(
+                    f"no head count h dividing d_embed = {embed} is a multiple of {flag} {share}, so {variant} "
+                    f"has no feasible layout: choose {flag} from the divisors of d_embed"
+                )
     table = []
     for hv in feasible:
         dims = {**fixed, h: hv, d: embed // hv}

@@ -35,8 +35,13 @@ KINDS: dict[str, str] = {
     "copy": "copy of a view into a new or existing tensor (data movement only)",
     "fill": "allocate a buffer (zeros or to be written; no arithmetic)",
     "fused_attention": "softmax(QKᵀ/√d)V without the N×N matrix (SDPA / FlashAttention)",
-    "linear_chunk": "causal linear attention's numerator Σⱼ≤ᵢ(qᵢ·kⱼ)vⱼ by fused chunk kernels: C×C scores and the "
-    "running state on chip, one d×d_v state per chunk to memory (flash-linear-attention's chunk_fwd_h, chunk_fwd_o)",
+    "linear_chunk": "causal linear attention Σⱼ≤ᵢ(qᵢ·kⱼ)·decay·vⱼ by chunk kernels: C×C scores and the running state "
+    "on chip, one d_k×d_v state per chunk to memory (flash-linear-attention's chunk_fwd_h and chunk_fwd_o; the "
+    "delta-rule kernel chunk_gated_delta_rule_fwd_h; mamba_ssm's chunk_scan)",
+    "chunk_matmul": "a product inside each chunk of C tokens, written to memory: a C×C block of scores (βKKᵀ, GLA's "
+    "gated QKᵀ, Mamba-2's CB), a block times the chunk's rows (W, U), or each chunk's own state",
+    "tri_solve": "(I + A)⁻¹ of each chunk's strictly lower triangular C×C block by forward substitution (fla's "
+    "solve_tril: the WY representation of delta-rule updates)",
 }
 
 SAVES: dict[str, tuple] = {
@@ -57,6 +62,8 @@ SAVES: dict[str, tuple] = {
     "pointwise": (0,),
     "norm": (0, "out"),
     "fused_attention": (0, 1, 2, 3, "out"),  # 3: an attn_mask, where there is one
-    "linear_chunk": (0, 1, 2),
+    "linear_chunk": (0, 1, 2),  # each chunk op states what its library keeps (`Graph.linear_chunk`, ...)
+    "chunk_matmul": (0, 1),
+    "tri_solve": ("out",),
 }
 """Training mode keeps these tensors alive to the end of the forward pass."""

@@ -79,11 +79,12 @@ def _build(variant, scope: str, mode: str, kv: bool, dropout: sp.Expr | None, pa
         raise UserError(f"--n-kv applies to the attention core (--scope core), not to the {scope} scope")
     if scope == "core":
         keys = N_kv if kv else N
-        q = g.input("Q", b, h, N, variant.qk_width)
-        k = g.input("K", b, variant.kv_heads, keys, variant.qk_width)
-        v = g.input("V", b, variant.kv_heads, keys, d)
+        q = g.input("Q", b, variant.qk_heads or h, N, variant.qk_width)
+        k = g.input("K", b, variant.qk_heads or variant.kv_heads, keys, variant.qk_width)
+        v = g.input("V", b, variant.kv_heads, keys, variant.v_width)
+        extras = [g.input(name, b, variant.kv_heads, keys, *per_token(width)) for name, width in variant.extra_inputs]
         try:
-            g.output(variant.core(g, q, k, v))
+            g.output(variant.core(g, q, k, v, *extras))
         except ModelError:
             if not kv:
                 raise
@@ -105,46 +106,58 @@ def _fused_causal(g: Graph) -> bool:
     return any(op.kind == "fused_attention" and op.attrs.get("causal") for op in g.ops)
 
 
+def per_token(width: sp.Expr) -> tuple[sp.Expr, ...]:
+    """The trailing shape of a per-token input of this width per head: none for one scalar a token (a gate's or
+    β's, [B, T, H] in flash-linear-attention), else the width."""
+    return () if width == 1 else (width,)
+
+
 def attention_layer(g: Graph, variant, x: Tensor) -> Tensor:
     """The variant's own layer, or standard Q/K/V/O projections around its core."""
     if variant.layer is not None:
         return variant.layer(g, x)
-    return projected(g, variant.core, x, qk_width=variant.qk_width, kv_heads=variant.kv_heads)
+    return projected(g, variant.core, x, qk_width=variant.qk_width, kv_heads=variant.kv_heads,
+                     v_width=variant.v_width, qk_heads=variant.qk_heads, extras=variant.extra_inputs)  # fmt: skip
 
 
 def projected(
     g: Graph,
-    core: Callable[[Graph, Tensor, Tensor, Tensor], Tensor],
+    core: Callable[..., Tensor],
     x: Tensor,
     *,
     qk_width: sp.Expr = d,
     project: tuple[str, ...] = ("Q", "K", "V"),
     values: Tensor | None = None,
     kv_heads: sp.Expr = h,
+    v_width: sp.Expr = d,
+    qk_heads: sp.Expr | None = None,
+    extras: tuple[tuple[str, sp.Expr], ...] = (),
 ) -> Tensor:
     """Multi-head attention around a core: project (or slice x for) Q, K and V, split the heads,
     run the core, merge the heads, project out. Biases as `--bias` says (the variant's default: on every
     projection unless it describes an implementation without). Keys and values have `kv_heads` heads
-    (grouped-query attention projects to fewer)."""
+    (grouped-query attention projects to fewer), values `v_width` columns a head (the output projection takes
+    h·v_width), queries and keys `qk_heads` where they have fewer (Mamba-2's groups); each extra per-token input
+    (a gate's pre-activation) is projected from x as the values are, one width a head (`per_token`)."""
     bias = _BIAS.get()
-    width = {"Q": qk_width, "K": qk_width, "V": d}
-    count = {"Q": h, "K": kv_heads, "V": kv_heads}
+    width = {"Q": qk_width, "K": qk_width, "V": v_width, **dict(extras)}
+    count = {"Q": qk_heads or h, "K": qk_heads or kv_heads, "V": kv_heads, **{name: kv_heads for name, _ in extras}}
     heads = {}
-    for name in ("Q", "K", "V"):
+    for name in ("Q", "K", "V", *(name for name, _ in extras)):
         out = count[name] * width[name]
         if name == "V" and values is not None:
             src = values
-        elif name in project:
+        elif name in project or name not in ("Q", "K", "V"):
             b_in = g.param(f"b_{name}", out) if bias == "all" else None
             src = g.linear(name, x, g.param(f"W_{name}", h * d, out), b_in)
         else:
             src = x  # sliced per head from the input itself
-        split = src.view(b, N, count[name], width[name]).swap(1, 2)
+        split = src.view(b, N, count[name], *per_token(width[name])).swap(1, 2)
         heads[name] = g.copy(f"{name}ₕ", split, label=f"{name}ₕ ← split heads of {src.name}")
-    y = core(g, heads["Q"], heads["K"], heads["V"])
-    merged = g.copy("Yₘ", y.swap(1, 2), label="Yₘ ← merge heads").view(b, N, h * d)
+    y = core(g, *heads.values())
+    merged = g.copy("Yₘ", y.swap(1, 2), label="Yₘ ← merge heads").view(b, N, h * v_width)
     b_out = g.param("b_O", h * d) if bias in ("all", "out") else None
-    return g.linear("O", merged, g.param("W_O", h * d, h * d), b_out)
+    return g.linear("O", merged, g.param("W_O", h * v_width, h * d), b_out)
 
 
 def layernorm(g: Graph, name: str, x: Tensor) -> Tensor:

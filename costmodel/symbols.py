@@ -35,8 +35,17 @@ c = sp.Symbol("c", positive=True, integer=True)
 """Nyströmformer's landmarks (the paper's m)."""
 C = sp.Symbol("C", positive=True, integer=True)
 """Chunk length of chunked linear attention (tokens per chunk; the last chunk is padded: ⌈N/C⌉ chunks)."""
+d_v = sp.Symbol("d_v", positive=True, integer=True)
+"""Value head dimension where a variant has keys and values of their own widths (retention, GLA, the delta rule);
+d unless given (`FOLLOW_D`)."""
+d_state = sp.Symbol("d_state", positive=True, integer=True)
+"""Mamba-2's state expansion: the width of B and C (the paper's N), the key width of its SSD."""
+G = sp.Symbol("G", positive=True, integer=True)
+"""Mamba-2's groups: heads of B and C, each shared by h/G heads of X (a divisor of h; 1: one B and C for all)."""
 
-BY_NAME: dict[str, sp.Symbol] = {s.name: s for s in (N, d, h, b, d_embed, L, D, r, h_kv, w, k, m, c, C)}
+BY_NAME: dict[str, sp.Symbol] = {
+    s.name: s for s in (N, d, h, b, d_embed, L, D, r, h_kv, w, k, m, c, C, d_v, d_state, G)
+}
 
 DESCRIPTIONS: dict[str, str] = {
     "N": "sequence length",
@@ -53,12 +62,26 @@ DESCRIPTIONS: dict[str, str] = {
     "m": "Performer random features",
     "c": "Nyströmformer landmarks",
     "C": "chunk length of chunked linear attention",
+    "d_v": "value head dimension (d unless given)",
+    "d_state": "Mamba-2 state expansion (width of B and C)",
+    "G": "Mamba-2 groups of B and C (divides h)",
 }
 
-DEFAULTS: dict[sp.Symbol, int] = {h_kv: 1, w: 256, k: 256, m: 256, c: 64, C: 64}
+DEFAULTS: dict[sp.Symbol, int] = {h_kv: 1, w: 256, k: 256, m: 256, c: 64, C: 64, d_state: 128, G: 1}
 """Values the commands use when a size is not given: multi-query, Mistral-like window 256 (its
 paper: 4,096), Linformer's k = 256 and Performer's m = 256 (their papers' settings), Nyströmformer's
-64 landmarks (its paper's default), chunks of 64 tokens (flash-linear-attention's chunk size)."""
+64 landmarks (its paper's default), chunks of 64 tokens (flash-linear-attention's chunk size), Mamba-2's
+d_state = 128 and one group (mamba_ssm's Mamba2 defaults, d_state=128, ngroups=1)."""
+
+FOLLOW_D: tuple[sp.Symbol, ...] = (L, d_v)
+"""Sizes that equal the head dim d unless given: Latte's latents, the value head dim."""
+
+
+def with_defaults(values: dict[sp.Symbol, int]) -> dict[sp.Symbol, int]:
+    """Sizes with every one not given at its default: `DEFAULTS`, and d for the sizes that follow it (`FOLLOW_D`)
+    where d is given."""
+    follow = {s: values[d] for s in FOLLOW_D if d in values}
+    return {**DEFAULTS, **follow, **values}
 
 DEFAULT_DEPTH = 12
 """The encoder depth D the analytic commands and the report use when none is given (ViT-Base, BERT-base)."""

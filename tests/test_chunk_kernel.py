@@ -94,11 +94,12 @@ def test_training_follows_the_four_backward_kernels_with_the_states_recomputed()
     assert backward_factor(op) == sp.Rational(5, 2)
 
 
-def test_keys_and_values_of_other_widths_or_lengths_are_refused() -> None:
+def test_keys_and_values_of_other_lengths_or_queries_and_keys_of_other_widths_are_refused() -> None:
+    """Values of their own width are taken (retention, GLA: d_v apart from d_k, `tests/test_linear_rnn.py`)."""
     g = Graph("t")
-    q, k = g.input("Q", 2, N, d), g.input("K", 2, N, d)
-    with pytest.raises(ModelError, match="d_k = d_v"):
-        g.linear_chunk("Y", q, k, g.input("V", 2, N, 2 * d), chunk=C)
+    q = g.input("Q", 2, N, d)
+    with pytest.raises(ModelError, match="q, k of one width"):
+        g.linear_chunk("Y", q, g.input("K1", 2, N, 2 * d), g.input("V1", 2, N, d), chunk=C)
     with pytest.raises(ModelError, match="one length"):
         g.linear_chunk("Y", q, g.input("K2", 2, N + 1, d), g.input("V2", 2, N + 1, d), chunk=C)
 

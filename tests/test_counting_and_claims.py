@@ -312,6 +312,27 @@ MARKUP = (
 """The seeds' math and HTML markup, as the quotes render it (numbers untouched)."""
 
 
+NOT_SEEDED = {
+    "RetNet (Sun et al.)": "the abstract of arXiv 2307.08621",
+    "GLA (Yang et al.)": "the abstract of arXiv 2312.06635v3 (arxiv.org/html/2312.06635v3)",
+    "DeltaNet (Yang et al., 2024)": "the abstract of arXiv 2406.06484v5 (arxiv.org/html/2406.06484v5)",
+}
+"""Papers whose claims quote a text that is not among the seeds: where each quote was read (their bodies were not
+reachable; their abstracts were). The seed checks below skip them."""
+
+
+def test_a_quote_from_outside_the_seeds_names_where_it_was_read(records: list[dict]) -> None:
+    """Every quoted paper is either a seed or listed in NOT_SEEDED with its source, and its printed value is part of
+    its quote: a new paper cannot slip past the seed checks unnamed."""
+    seeds = {"TaylorShift (Nauen et al., arXiv v1)", "TaylorShift (ICPR)", "Cost-Effective Attention (Hosseini et al.)",
+             "Transformers are RNNs (Katharopoulos et al.)", "Latte (Dolga et al.)",
+             "Which Transformer to Favor (Nauen et al.)"}  # fmt: skip
+    assert {r["paper"] for r in records} <= seeds | set(NOT_SEEDED)
+    for r in records:
+        if r["paper"] in NOT_SEEDED:
+            assert r["quote"] and r["published"] in r["quote"], r["claim"]
+
+
 @pytest.mark.skipif(not SEEDS.is_dir(), reason="the paper texts are not next to this checkout")
 def test_every_quote_is_the_papers_text_verbatim(records: list[dict]) -> None:
     import html
@@ -320,7 +341,7 @@ def test_every_quote_is_the_papers_text_verbatim(records: list[dict]) -> None:
     for old, new in MARKUP:
         text = text.replace(old, new)
     text = " ".join(text.split())
-    quoted = [r for r in records if r["quote"]]
+    quoted = [r for r in records if r["quote"] and r["paper"] not in NOT_SEEDED]
     assert len(quoted) >= 20
     for r in quoted:
         assert " ".join(r["quote"].split()) in text, r["quote"]
@@ -421,7 +442,7 @@ def test_every_number_of_a_papers_value_is_printed_in_the_paper(records: list[di
     import re
 
     text = " ".join(html.unescape(f.read_text(encoding="utf-8")) for f in SEEDS.glob("*.txt"))
-    for r in records:
+    for r in (r for r in records if r["paper"] not in NOT_SEEDED):
         for number in re.findall(r"\d[\d,]*(?:\.\d+)?", r["published"]):
             assert number.rstrip(",") in text, (number, r["claim"])
 

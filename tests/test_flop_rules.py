@@ -66,6 +66,11 @@ OPS: dict[str, Build] = {
     # batch 2, 10 tokens in chunks of 4: ⌈10/4⌉ = 3 chunks (the last one ragged, computed whole), d_k = d_v = 3
     "linear_chunk": lambda g: g.linear_chunk("Y", g.input("Q", 2, 10, 3), g.input("K", 2, 10, 3),
                                              g.input("V", 2, 10, 3), chunk=4),
+    # the delta rule's βKKᵀ: batch 2, 10 tokens in 3 chunks of 4 (computed whole), K 3 wide, β a factor per row
+    "chunk_matmul": lambda g: g.chunk_matmul("A", g.input("K", 2, 10, 3), g.input("K2", 2, 10, 3), chunk=4,
+                                             form="scores", rowscale=g.input("β", 2, 10)),
+    # (I + A)⁻¹ of each chunk's 4×4 block: batch 2, 3 chunks
+    "tri_solve": lambda g: g.tri_solve("T", g.input("A", 2, 10, 4), chunk=4),
     **{k: _binary(k) for k in ("add", "mul", "div", "sub", "maximum", "compare")},
     **{k: _map(k) for k in ("poly2", "softmax", "normalize_rows", "l2normalize", "scale", "exp", "elu1", "cumsum",
                             "layernorm", "gelu", "pointwise", "mask")},
@@ -122,6 +127,12 @@ FULL_COUNTS: dict[str, object] = {
     # the products, the state's accumulation S ← S + K_cᵀV_c (d² = 9) and each output row's two parts added
     # (C·d = 12), per chunk: 6·(9 + 12) = 126
     "linear_chunk": CHUNK_STATE + 126 + CHUNK_SCORES,
+    # per chunk a 4×4 block of 3-wide products, 2·4·4·3 = 96 (times F_chunk), and β times each of the chunk's 4·3
+    # key elements, 12: 2 heads × 3 chunks
+    "chunk_matmul": 2 * 3 * (96 * F_chunk + 12),
+    # forward substitution: T_ij = −Σ_{j≤m<i} A_im·T_mj, i − j − 1 multiply-adds below the diagonal of a 4×4 block:
+    # (2, 1): 0, (3, 1): 1, (3, 2): 0, (4, 1): 2, (4, 2): 1, (4, 3): 0, 4 multiply-adds, 8 FLOPs; 6 blocks
+    "tri_solve": 6 * 8,
 }
 
 # TaylorShift v1 (arXiv 2403.02920v1, Sec. 4.1): Eqs. 4-5 count neither the column sum ΣV nor the Sec. 3.3
@@ -136,8 +147,10 @@ MATMUL_COUNTS = {
     "linear": 420,  # 2·6·5·7, the bias left out
     "fused_attention": 768,  # 48 scores × (2·5 + 2·3)
     "linear_chunk": CHUNK_STATE + CHUNK_SCORES,
+    "chunk_matmul": 2 * 3 * 96 * F_chunk,
 }
-# The FlashAttention benchmark: only the two products over the score matrix (X·W is not one: see below).
+# The FlashAttention benchmark: only the two products over the score matrix (X·W is not one: see below; nor is the
+# delta rule's βKKᵀ, which no query reads: `chunk_matmul(attention=True)` marks GLA's QKᵀ and Mamba-2's CB).
 FLASH_COUNTS = {**dict.fromkeys(KINDS, 0), "fused_attention": 768, "linear_chunk": CHUNK_SCORES}
 
 EXPECTED = {
@@ -168,8 +181,8 @@ def test_the_kinds_each_convention_counts() -> None:
     assert set(CONVENTIONS["full"].rules) == set(KINDS)
     assert set(CONVENTIONS["taylorshift-v1"].rules) == set(KINDS) - {"sum", "l2normalize", "augment"}
     assert set(CONVENTIONS["taylorshift-icpr"].rules) == set(KINDS) - {"l2normalize", "augment"}
-    assert set(CONVENTIONS["matmul"].rules) == {"matmul", "linear", "fused_attention", "linear_chunk"}
-    assert set(CONVENTIONS["flash-bench"].rules) == {"matmul", "fused_attention", "linear_chunk"}
+    assert set(CONVENTIONS["matmul"].rules) == {"matmul", "linear", "fused_attention", "linear_chunk", "chunk_matmul"}
+    assert set(CONVENTIONS["flash-bench"].rules) == {"matmul", "fused_attention", "linear_chunk", "chunk_matmul"}
 
 
 def test_a_linear_without_bias_is_its_product_alone() -> None:
@@ -296,9 +309,29 @@ def test_a_product_needs_a_gradient_for_each_operand(kind: str) -> None:
 
 
 @pytest.mark.parametrize("kind", sorted(set(KINDS) - {"matmul", "linear", "outer", "mul", "div", "fused_attention",
-                                                      "linear_chunk"}))  # fmt: skip
+                                                      "linear_chunk", "chunk_matmul", "tri_solve"}))  # fmt: skip
 def test_an_element_wise_op_or_a_reduction_needs_one_pass(kind: str) -> None:
     assert backward_factor(one(OPS[kind])) == 1
+
+
+def test_a_chunk_product_needs_a_gradient_for_each_operand_and_three_where_it_is_made_again() -> None:
+    """βKKᵀ: dA·K and dAᵀ·K, 2 (fla keeps T, not A, and needs A's gradient); W = T·βK, which fla's backward makes
+    again (recompute_w_u_fwd) before dT = dW·(βK)ᵀ and d(βK) = Tᵀ·dW: 3."""
+    assert backward_factor(one(OPS["chunk_matmul"])) == 2
+    g = Graph("wy")
+    g.chunk_matmul("W", g.input("T", 2, 10, 4), g.input("K", 2, 10, 3), chunk=4, form="apply", recompute=True)
+    assert backward_factor(g.ops[-1]) == 3
+
+
+def test_solve_tril_backward_is_two_cubic_products_a_chunk_under_every_convention_that_counts_products() -> None:
+    """dA = −Tᵀ·dT·Tᵀ (fla's prepare_wy_repr_bwd): two 4×4×4 products a block, 2·2·4³ = 256, 6 blocks: 1536,
+    under matmul, full and the TaylorShift conventions (they count products), none under flash-bench (not a score
+    product); no forward substitution again (factor 0)."""
+    op = one(OPS["tri_solve"])
+    assert backward_factor(op) == 0
+    for name in ("matmul", "full", "taylorshift-v1", "taylorshift-icpr"):
+        assert CONVENTIONS[name].backward(op) == 6 * 256, name
+    assert CONVENTIONS["flash-bench"].backward(op) == 0
 
 
 def test_the_score_products_take_the_named_backward_factor() -> None:
@@ -326,7 +359,9 @@ def test_the_chunk_kernels_backward_runs_ten_products_for_four() -> None:
     # backward: K_cᵀV_c, Q_cᵀdO_c, dO_cS_cᵀ, V_cdS_cᵀ, K_cdS_c against the state (2·C·d² = 72 each); over the scores
     # three of width d_k (dA_cK_c, dA_cᵀQ_c, K_cQ_cᵀ) and two of width d_v (dO_cV_cᵀ, A_cᵀdO_c): 2·C²·d = 96 each
     assert chunk_products(op, backward=True) == (per * 5 * 72, per * 5 * 96 * F_chunk)
-    assert backward_factor(op) == Fraction(5, 2)
+    assert backward_factor(op) == Fraction(5, 2)  # its bytes and element-wise work
+    assert CONVENTIONS["matmul"].backward(op) == per * 5 * 72 + per * 5 * 96 * F_chunk
+    assert sp.expand(FULL.backward(op) - (per * 5 * 72 + per * 5 * 96 * F_chunk + Fraction(5, 2) * 126)) == 0
 
 
 def test_an_op_that_states_its_kernels_backward_keeps_it() -> None:

@@ -6,7 +6,7 @@ import warnings
 
 import pytest
 import sympy as sp
-from attn_cost.costmodel.errors import PricingWarning
+from attn_cost.costmodel.errors import PricingWarning, UserError
 from attn_cost.profilers.devicemodel import kernels
 from attn_cost.profilers.devicemodel.kernels import KERNELS, kernel_of, twins
 
@@ -41,7 +41,11 @@ def test_every_catalogue_op_has_its_own_kernel_or_twin() -> None:
             if scope not in v.scopes:
                 continue
             for op in derive(v.name, scope).ops:
-                name = kernel_of(op)
+                try:
+                    name = kernel_of(op)
+                except UserError as e:  # the gated and delta-rule chunk kernels: refused until they are priced
+                    assert v.family == "linear-rnn" and "not priced on a device yet" in str(e), (v.name, op.label)
+                    continue
                 assert twins(name), f"{v.name} {scope}: {op.label} runs {name}, which no kernel prices"
                 kernel = KERNELS[twins(name)[0]]
                 assert op.kind in (kernel.kind, *kernel.kinds), (v.name, op.label, name)

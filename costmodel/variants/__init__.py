@@ -23,7 +23,8 @@ from attn_cost.costmodel.plugins import load_configured
 from attn_cost.costmodel.scopes import SCOPES, build_graph
 from attn_cost.costmodel.symbols import d, h
 
-CoreFn = Callable[[Graph, Tensor, Tensor, Tensor], Tensor]
+CoreFn = Callable[..., Tensor]
+"""(g, q, k, v, *extra inputs) -> y: an attention core (`Variant.extra_inputs`: a gate's, β's)."""
 LayerFn = Callable[[Graph, Tensor], Tensor]
 DecodeFn = Callable[[Graph], None]
 
@@ -37,7 +38,7 @@ class Variant:
     source: str
     family: str
     core: CoreFn | None = None
-    """(g, q, k, v) -> y over per-head tensors (b, h, N, ·)."""
+    """(g, q, k, v, *extra inputs) -> y over per-head tensors (b, h, N, ·)."""
     layer: LayerFn | None = None
     """(g, x) -> y over (b, N, d_embed), for variants defined together with their projections."""
     decode: DecodeFn | None = None
@@ -46,6 +47,14 @@ class Variant:
     """Per-head width of the query/key inputs (d; Latte's latent logits have L)."""
     kv_heads: sp.Expr = h
     """Heads of the key/value inputs (h; grouped-query attention has h_kv)."""
+    v_width: sp.Expr = d
+    """Per-head width of the value input (d; d_v where keys and values have widths of their own)."""
+    qk_heads: sp.Expr | None = None
+    """Heads of the query and key inputs where they are fewer than the values' (Mamba-2's G groups of B and C)."""
+    extra_inputs: tuple[tuple[str, sp.Expr], ...] = ()
+    """Per-token inputs besides Q, K and V, as (name, width per head; 1: one scalar a token and head), with the
+    values' heads: the pre-activations of a gate or of β. The core scope hands them to the core after Q, K, V; a
+    layer projects each from X as it projects Q, K and V."""
     causal: bool = False
     causal_form: str | None = None
     """The registered causal counterpart of a bidirectional variant."""

@@ -44,15 +44,22 @@ class Arch:
 
 
 ARCHS: dict[str, Arch] = {
+    "sm70": Arch(1024, 16),
+    "sm75": Arch(1024, 16),
     "sm80": Arch(2048, 16),
     "sm86": Arch(1024, 16),
     "sm89": Arch(1024, 16),
     "sm90": Arch(4096, 16),
+    "sm100": Arch(8192, 16),
+    "sm120": Arch(1024, 16),
+    "cdna2": Arch(1024, 16),
     "cdna3": Arch(2048, 16),
 }
-"""NVIDIA's Ampere, Ada and Hopper tuning guides and whitepapers (tensor FLOPs per SM per clock; 16 special-function
-units per SM); AMD's CDNA3 instruction-set guide (MFMA rate per CU). The CDNA3 exponential rate is taken equal to
-NVIDIA's, an assumption no published figure here checks."""
+"""NVIDIA's Volta, Turing, Ampere, Ada, Hopper and Blackwell whitepapers and tuning guides (tensor FLOPs per SM per
+clock: V100 125 = 80 SMs x 1,024 x 1,530 MHz, T4 65 = 40 x 1,024 x 1,590 MHz, B200 2,250 = 148 x 8,192 x 1,856 MHz,
+the RTX 5090's 209.5 = 170 x 512 x 2,407 MHz at FP32 accumulate under sm120's 1,024; 16 special-function units per
+SM); AMD's CDNA2/CDNA3 instruction-set guides (MFMA rate per CU: MI250X 383 = 220 CUs x 1,024 x 1,700 MHz). The
+AMD exponential rate is taken equal to NVIDIA's, an assumption no published figure here checks."""
 
 
 PEAK = rule(above=0, maximum=1e5)

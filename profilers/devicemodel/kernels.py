@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from attn_cost.costmodel.derive import Derived
+from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.graph import Graph, Tensor
 from attn_cost.costmodel.opkinds import KINDS
 
@@ -332,11 +333,18 @@ def twins(name: str) -> list[str]:
     return [k for k in dict.fromkeys((name, base, base + "!")) if k in KERNELS]
 
 
+NOT_PRICED = ("chunk_matmul", "tri_solve")
+"""Op kinds of the gated and delta-rule chunk kernels (retention, gla, deltanet, gated-deltanet, mamba2) that no
+device model prices yet: `kernel_of` refuses them, and a `linear_chunk` with a gate, the delta rule or states or
+scores from other ops, in one line, rather than price them as another kernel."""
+
+
 def _check_coverage() -> None:
-    """Every op kind the engine can emit has a kernel (as `conventions.py` checks its rules)."""
+    """Every op kind the engine can emit has a kernel (as `conventions.py` checks its rules), or is refused by
+    `kernel_of` (`NOT_PRICED`)."""
 
     covered = {k.kind for k in DECLARED} | {kind for k in DECLARED for kind in k.kinds}
-    missing = sorted(set(KINDS) - covered)
+    missing = sorted(set(KINDS) - covered - set(NOT_PRICED))
     if missing:
         raise AssertionError(f"op kinds without a kernel in profilers/devicemodel/kernels.py: {', '.join(missing)}")
 
@@ -345,7 +353,14 @@ _check_coverage()
 
 
 def kernel_of(op) -> str:
-    """The kernel that runs an engine op: its kind, product layout or reduction axis, '!' when in place."""
+    """The kernel that runs an engine op: its kind, product layout or reduction axis, '!' when in place. An op no
+    device model prices yet (`NOT_PRICED`) is refused in one line."""
+    plain_chunk = op.kind != "linear_chunk" or (op.attrs.get("gate", "none") == "none" and not op.attrs.get("delta")
+                                                 and op.attrs.get("makes_states", True)
+                                                 and not op.attrs.get("scores_in"))  # fmt: skip
+    if op.kind in NOT_PRICED or not plain_chunk:
+        raise UserError(f"{op.label}: the gated and delta-rule chunk kernels are not priced on a device yet (their "
+                        "costs are: leave --device out)")  # fmt: skip
     if op.kind in ("matmul", "linear"):
         if op.kind == "linear":
             return "matmul-NT"

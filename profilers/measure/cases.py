@@ -18,7 +18,6 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from attn_cost.costmodel import dtypes
 from attn_cost.costmodel.errors import UserError
-from attn_cost.costmodel.symbols import L, h
 from attn_cost.costmodel.variants import derive, get_variant
 from attn_cost.profilers.measure.references import REFERENCES, Reference, stand_in, take
 from attn_cost.profilers.measure.references.softmax import softmax
@@ -53,7 +52,8 @@ a larger one is a RuntimeError (`Storage size calculation overflowed`) on every 
 asked."""
 SIZE_FLAGS = {
     "N": "--n", "d": "--d", "h": "--h", "b": "--b", "L": "--L", "r": "--r", "D": "--depth", "h_kv": "--kv-heads",
-    "w": "--window", "k": "--proj-len", "m": "--features", "c": "--landmarks", "C": "--chunk",
+    "w": "--window", "k": "--proj-len", "m": "--features", "c": "--landmarks", "C": "--chunk", "d_v": "--dv",
+    "d_state": "--state", "G": "--groups",
 }  # fmt: skip
 """The option that sets each of `Sizes`' fields, to name the user's own input in a refusal."""
 
@@ -136,10 +136,12 @@ def build_case(variant: str, scope: str, sizes: Sizes, dtype: str = "fp32", devi
     check_allocatable(variant, scope, sizes, dtype, device)
     ref = REFERENCES[variant]
     s = sizes
-    qk = s.latents if v.qk_width == L else s.d
-    kvh = s.h if v.kv_heads == h else s.kv
+    lay = Layout.of(v, s)
+    kvh = lay.v_heads
     if s.h % kvh:
         raise UserError(f"--kv-heads {kvh} does not divide --h {s.h}")
+    if s.h % lay.q_heads:
+        raise UserError(f"--groups {lay.q_heads} does not divide --h {s.h}")
     params = Params(DTYPES[dtype], device, seed)
     core = _bind_core(ref, s, device, params)
 
@@ -160,7 +162,7 @@ def build_case(variant: str, scope: str, sizes: Sizes, dtype: str = "fp32", devi
 
     if scope == "core":
         tokens = ref.implementation is not None and ref.implementation(s, device).token_major
-        make = inputs((s.b, s.h, s.N, qk), (s.b, kvh, s.N, qk), (s.b, kvh, s.N, s.d), token_major=tokens)
+        make = inputs(*_graph_inputs(variant, scope, s), token_major=tokens)
         return Case(variant, scope, s, dtype, device, core, make, params)
     if scope == "decode":
         step = ref.decode
@@ -172,11 +174,44 @@ def build_case(variant: str, scope: str, sizes: Sizes, dtype: str = "fp32", devi
     def run(box: list[Tensor]) -> Tensor:
         token = _BIAS.set(v.bias)  # the projections' biases, as the variant describes them
         try:
-            return surround(ref, core, box, params, replace(s, h_kv=kvh), qk)
+            return surround(ref, core, box, params, replace(s, h_kv=kvh), lay)
         finally:
             _BIAS.reset(token)
 
     return Case(variant, scope, s, dtype, device, run, inputs((s.b, s.N, s.width)), params)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The per-head widths and heads of a variant's core inputs at concrete sizes, as `costmodel.scopes` lays them
+    out: queries and keys `qk` wide (d, Latte's L, Mamba-2's d_state) with `q_heads` and `k_heads` heads, values
+    `dv` wide with `v_heads`, and the extra per-token inputs (a gate's pre-activation) by name and width."""
+
+    qk: int
+    q_heads: int
+    k_heads: int
+    v_heads: int
+    dv: int
+    extras: tuple[tuple[str, int], ...] = ()
+
+    @classmethod
+    def of(cls, v, s: Sizes) -> Layout:
+        at = s.symbols()
+
+        def size(e) -> int:
+            return int(sp.sympify(e).xreplace(at))
+
+        qh = size(v.qk_heads) if v.qk_heads is not None else s.h
+        kh = size(v.qk_heads) if v.qk_heads is not None else size(v.kv_heads)
+        return cls(size(v.qk_width), qh, kh, size(v.kv_heads), size(v.v_width),
+                   tuple((name, size(w)) for name, w in v.extra_inputs))  # fmt: skip
+
+
+def _graph_inputs(variant: str, scope: str, s: Sizes) -> list[tuple[int, ...]]:
+    """The shapes of the inputs the engine's op list of `variant` at `scope` takes, in its order, at these sizes:
+    the reference takes the same (q, k, v, then a gate's or β's pre-activation; a decoding step's state)."""
+    at = s.symbols()
+    return [tuple(int(x.xreplace(at)) for x in t.shape) for t in derive(variant, scope).graph.inputs]
 
 
 def _bind_core(ref: Reference, s: Sizes, device: str, params: Params) -> Callable[[list[Tensor]], Tensor] | None:
@@ -216,13 +251,15 @@ def _decode_inputs(variant: str, s: Sizes, inputs) -> Callable[[], list[Tensor]]
             return [q, k, v, st.abs_(), z.abs_().add_(1)]
 
         return state_positive
-    make = inputs((b, h, lat), (b, h, lat), (b, h, d), (b, h, lat), (b, h, lat), (b, h, lat, d))
+    if variant.startswith("latte"):
+        make = inputs((b, h, lat), (b, h, lat), (b, h, d), (b, h, lat), (b, h, lat), (b, h, lat, d))
 
-    def alpha_positive() -> list[Tensor]:
-        q, k, v, m, alpha, vt = make()
-        return [q, k, v, m, alpha.abs_().add_(1), vt]
+        def alpha_positive() -> list[Tensor]:
+            q, k, v, m, alpha, vt = make()
+            return [q, k, v, m, alpha.abs_().add_(1), vt]
 
-    return alpha_positive
+        return alpha_positive
+    return inputs(*_graph_inputs(variant, "decode", s))  # the step's own inputs, its state last
 
 
 # -- the surroundings, as costmodel.scopes writes them ---------------------------------------------
@@ -236,46 +273,56 @@ def projected(
     box: list[Tensor],
     params: Params,
     s: Sizes,
-    qk: int,
+    lay: Layout,
     project: str = "QKV",
     values: list[Tensor] | None = None,
 ) -> Tensor:
-    """Project (or slice x for) Q, K, V; split heads; core; merge heads; output projection."""
+    """Project (or slice x for) Q, K, V and the extra per-token inputs; split heads; core; merge heads; output
+    projection."""
     (x,) = take(box)
-    width = {"Q": qk, "K": qk, "V": s.d}
-    count = {"Q": s.h, "K": s.h_kv or s.h, "V": s.h_kv or s.h}  # h_kv: set by build_case for grouped-query
+    width = {"Q": lay.qk, "K": lay.qk, "V": lay.dv, **dict(lay.extras)}
+    count = {"Q": lay.q_heads, "K": lay.k_heads, "V": lay.v_heads, **{name: lay.v_heads for name, _ in lay.extras}}
+    names = ["Q", "K", "V", *(name for name, _ in lay.extras)]
     heads = []
-    for name in "QKV":
+    for name in names:
         out = count[name] * width[name]
         if name == "V" and values:
             (src,) = take(values)
-        elif name in project:
+        elif name in project or name not in "QKV":
             w = params.get(f"W_{name}", out, s.width)  # F.linear keeps (out, in)
             bias = params.get(f"b_{name}", out, std=0.02) if _BIAS.get() == "all" else None
             src = F.linear(x, w, bias)
         else:
             src = x  # the head's slice of the input
-        if name == "V":
+        if name == names[-1]:
             del x  # its last use
-        heads.append(src.view(s.b, s.N, count[name], width[name]).transpose(1, 2).contiguous())
+        trailing = () if width[name] == 1 and name not in "QKV" else (width[name],)  # a scalar a token: [B, T, H]
+        heads.append(_copied(src.view(s.b, s.N, count[name], *trailing).transpose(1, 2)))
         del src
     y = core(heads)
-    merged = y.transpose(1, 2).contiguous().view(s.b, s.N, s.width)
+    merged = _copied(y.transpose(1, 2)).view(s.b, s.N, s.h * lay.dv)
     del y
     bias = params.get("b_O", s.width, std=0.02) if _BIAS.get() in ("all", "out") else None
-    return F.linear(merged, params.get("W_O", s.width, s.width), bias)
+    return F.linear(merged, params.get("W_O", s.width, s.h * lay.dv), bias)
 
 
-def attention_layer(ref: Reference, core, box: list[Tensor], params: Params, s: Sizes, qk: int) -> Tensor:
+def _copied(x: Tensor) -> Tensor:
+    """x in a new contiguous tensor, as the op list's split and merge of the heads are copies (`scopes.projected`):
+    also where one head (or one group of Mamba-2's B and C) makes the transposed view contiguous already, where
+    `.contiguous()` would hand back its input."""
+    return x.clone(memory_format=torch.contiguous_format)
+
+
+def attention_layer(ref: Reference, core, box: list[Tensor], params: Params, s: Sizes, lay: Layout) -> Tensor:
     if ref.layer is None:
-        return projected(core, box, params, s, qk)
+        return projected(core, box, params, s, lay)
     if ref.layer == "super":
         v = torch.matmul(params.get("W_A", s.N, s.N), box[0])
         v.add_(params.get("b_A", s.N, 1, std=0.02))
         values = [v]
         del v
-        return projected(_plain_softmax, box, params, s, qk, project="Q", values=values)
-    return projected(_plain_softmax, box, params, s, qk, project=ref.layer)
+        return projected(_plain_softmax, box, params, s, lay, project="Q", values=values)
+    return projected(_plain_softmax, box, params, s, lay, project=ref.layer)
 
 
 def _plain_softmax(box: list[Tensor]) -> Tensor:
@@ -287,9 +334,9 @@ def layer_norm(x: Tensor, params: Params, name: str) -> Tensor:
     return F.layer_norm(x, (n,), params.get(f"γ_{name}", n, std=0.02, mean=1.0), params.get(f"β_{name}", n, std=0.02))
 
 
-def block(ref: Reference, core, box: list[Tensor], params: Params, s: Sizes, qk: int) -> Tensor:
+def block(ref: Reference, core, box: list[Tensor], params: Params, s: Sizes, lay: Layout) -> Tensor:
     (x,) = take(box)
-    a = attention_layer(ref, core, [layer_norm(x, params, "LN1")], params, s, qk)
+    a = attention_layer(ref, core, [layer_norm(x, params, "LN1")], params, s, lay)
     x = x + a
     del a
     w1, b1 = params.get("W_1", s.r * s.width, s.width), params.get("b_1", s.r * s.width, std=0.02)
@@ -299,10 +346,10 @@ def block(ref: Reference, core, box: list[Tensor], params: Params, s: Sizes, qk:
     return x + m
 
 
-def model(ref: Reference, core, box: list[Tensor], params: Params, s: Sizes, qk: int) -> Tensor:
+def model(ref: Reference, core, box: list[Tensor], params: Params, s: Sizes, lay: Layout) -> Tensor:
     """D blocks (sharing one set of weights: weights are never counted) and a final LayerNorm."""
     for _ in range(s.D):
-        box = [block(ref, core, box, params, s, qk)]
+        box = [block(ref, core, box, params, s, lay)]
     return layer_norm(take(box)[0], params, "LN_f")
 
 

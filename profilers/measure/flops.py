@@ -7,7 +7,7 @@ the same PyTorch functions (sdpa_flop_count and its backward), so both devices c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import product
 
 import torch
@@ -70,6 +70,8 @@ class FlopCheck:
     formulas: str = ""
     """The variant whose formulas were counted: the variant, or the one whose code ran in its place
     (`references.stand_in`: linear-chunked's PyTorch form for linear-chunked-fused without its kernels)."""
+    form: str = ""
+    """What was counted where it is not the variant's reference: "pytorch chunked form" (`Reference.chunked`)."""
 
     @property
     def ok(self) -> bool:
@@ -90,4 +92,21 @@ def check_flops(
                 case = build_case(name, scope, sizes)
                 model = stand_in(name, sizes, case.device, scope)
                 out.append(FlopCheck(name, scope, sizes, derived(model, scope, sizes), counted(case), model))
+        if "core" in scopes and REFERENCES[name].chunked is not None:
+            out += [chunked_check(name, replace(sizes, C=CHUNKED_GRID_CHUNK)) for sizes in grid]
     return out
+
+
+CHUNKED_GRID_CHUNK = 4
+"""The chunk a chunked form is counted at over the grid: several chunks, and a ragged last one at N = 7."""
+
+
+def chunked_check(name: str, sizes: Sizes) -> FlopCheck:
+    """FlopCounterMode on the variant's chunked form in PyTorch (`Reference.chunked`) against its own op list."""
+    form = REFERENCES[name].chunked
+    assert form is not None
+    inputs = build_case(name, "core", sizes).make_inputs()
+    with FlopCounterMode(display=False) as mode, torch.no_grad():
+        form(inputs, sizes.chunk)
+    return FlopCheck(name, "core", sizes, derived(name, "core", sizes), mode.get_total_flops(), name,
+                     "pytorch chunked form")  # fmt: skip

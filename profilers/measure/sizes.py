@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS, MEASURED_DEPTH
+from attn_cost.costmodel.symbols import BY_NAME, MEASURED_DEPTH, with_defaults
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,10 @@ class Sizes:
     m: int | None = None
     c: int | None = None
     C: int | None = None
+    d_v: int | None = None
+    """The value head dim where a variant has one of its own (retention, GLA, the delta rule): d unless given."""
+    d_state: int | None = None
+    G: int | None = None
 
     @property
     def latents(self) -> int:
@@ -34,7 +38,7 @@ class Sizes:
 
     def _extra(self, name: str) -> int:
         value = getattr(self, name)
-        return value if value is not None else DEFAULTS[BY_NAME[name]]
+        return value if value is not None else with_defaults({BY_NAME["d"]: self.d})[BY_NAME[name]]
 
     @property
     def kv(self) -> int:
@@ -66,6 +70,21 @@ class Sizes:
         return self._extra("C")
 
     @property
+    def value_dim(self) -> int:
+        """The value head dim d_v (d unless given)."""
+        return self._extra("d_v")
+
+    @property
+    def state(self) -> int:
+        """Mamba-2's state expansion d_state."""
+        return self._extra("d_state")
+
+    @property
+    def groups(self) -> int:
+        """Mamba-2's groups G of B and C."""
+        return self._extra("G")
+
+    @property
     def width(self) -> int:
         return self.h * self.d
 
@@ -80,5 +99,6 @@ class Sizes:
         return {**base, **{n: getattr(self, n) for n in EXTRA_SIZES if getattr(self, n) is not None}}
 
 
-EXTRA_SIZES = ("h_kv", "w", "k", "m", "c", "C")
-"""Sizes only some variants have (grouped-query heads, window, projected length, features, landmarks, chunk)."""
+EXTRA_SIZES = ("h_kv", "w", "k", "m", "c", "C", "d_v", "d_state", "G")
+"""Sizes only some variants have (grouped-query heads, window, projected length, features, landmarks, chunk, value
+head dim, Mamba-2's state expansion and groups)."""

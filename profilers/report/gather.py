@@ -21,7 +21,7 @@ from attn_cost.costmodel.crossover import (
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.formula import formula_data
 from attn_cost.costmodel.heads import heads as head_tradeoff
-from attn_cost.costmodel.symbols import DEFAULT_DEPTH, DEFAULTS, D, L, b, d, h, r
+from attn_cost.costmodel.symbols import DEFAULT_DEPTH, DEFAULTS, D, L, b, d, h, r, with_defaults
 from attn_cost.costmodel.variants import get_variant
 from attn_cost.profilers.devicemodel.corrections import DeviceProfile, load_profile, measured_here, measured_point
 from attn_cost.profilers.devicemodel.datasheet import for_device
@@ -36,7 +36,7 @@ from attn_cost.profilers.store.store import ResultStore
 def report_dims(dv: int) -> dict:
     """The report's sizes at head dim `dv`: one head, batch 1, Latte's L = d, an encoder of the default depth, the
     variant-specific sizes (window, chunk, ...) at their defaults."""
-    return {**DEFAULTS, d: dv, h: 1, b: 1, L: dv, r: 4, D: DEFAULT_DEPTH}
+    return with_defaults({d: dv, h: 1, b: 1, L: dv, r: 4, D: DEFAULT_DEPTH})
 
 
 def length_grid(top: int, points: int = 64) -> list[int]:

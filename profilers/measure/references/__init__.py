@@ -13,10 +13,12 @@ and the outputs; never the parameters or constant buffers (a causal mask), which
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from importlib import metadata
 
 import torch
 import torch.nn.functional as F  # noqa: N812
@@ -48,6 +50,24 @@ def outer(a: Tensor, b: Tensor) -> Tensor:
 
 def elu1(x: Tensor) -> Tensor:
     return F.elu(x).add_(1)
+
+
+@functools.cache
+def library_function(dist: str, module: str, name: str) -> tuple[Callable | None, str]:
+    """A kernel library's function (flash-linear-attention's chunk kernels, mamba_ssm's SSD) and its version, or None
+    and why it cannot run here: the distribution is not installed, there is no CUDA device (their kernels are
+    Triton), or it does not import."""
+    try:
+        version = metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None, f"{dist} is not installed (pip install {dist}, on a CUDA machine with Triton)"
+    if not torch.cuda.is_available():
+        return None, f"{dist} {version} is installed, but its Triton kernels need a CUDA device"
+    try:
+        fn = getattr(importlib.import_module(module), name)
+    except Exception as e:  # any failure to import (Triton missing or too old) means: not usable here
+        return None, f"{dist} {version} does not import: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
+    return fn, f"{dist} {version}"
 
 
 def write_token(k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor) -> None:
@@ -97,6 +117,10 @@ class Reference:
     stands_in: str | None = None
     """The variant whose reference runs in place of this one's own implementation where that cannot run (its
     formulas are then those of what runs: `stand_in`)."""
+    chunked: Callable[[list[Tensor], int], Tensor] | None = None
+    """(inputs, chunk) -> output: the variant's chunked form in plain PyTorch, whose products are those of the
+    variant's own op list (the chunk kernels'), where what runs here is another form (its recurrence): `check-flops`
+    counts it too."""
 
 
 REFERENCES: dict[str, Reference] = {}

@@ -4,13 +4,19 @@ chunked form, and flash-linear-attention's fused chunk kernels where they run (`
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
-from importlib import metadata
 
 import torch
 import torch.nn.functional as F  # noqa: N812
-from attn_cost.profilers.measure.references import Implementation, decode_reference, elu1, outer, reference, take
+from attn_cost.profilers.measure.references import (
+    Implementation,
+    decode_reference,
+    elu1,
+    library_function,
+    outer,
+    reference,
+    take,
+)
 from torch import Tensor
 
 
@@ -162,21 +168,11 @@ PYTORCH_CHUNKS = Implementation(
 )
 
 
-@functools.cache
 def fla_linear_attn() -> tuple[Callable | None, str]:
     """flash-linear-attention's chunk_linear_attn and its version, or None and why it cannot run here (it is
     Triton: CUDA only)."""
-    try:
-        version = metadata.version("fla-core")
-    except metadata.PackageNotFoundError:
-        return None, "fla-core is not installed (pip install fla-core, on a CUDA machine with Triton)"
-    if not torch.cuda.is_available():
-        return None, f"fla-core {version} is installed, but its Triton kernels need a CUDA device"
-    try:
-        from fla.ops.linear_attn import chunk_linear_attn
-    except Exception as e:  # any failure to import (Triton missing or too old) means: not usable here
-        return None, f"fla-core {version} does not import: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
-    return chunk_linear_attn, version
+    fn, said = library_function("fla-core", "fla.ops.linear_attn", "chunk_linear_attn")
+    return fn, said.removeprefix("fla-core ") if fn is not None else said
 
 
 def chunk_implementation(chunk: int, device: str) -> Implementation:
