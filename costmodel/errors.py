@@ -26,11 +26,12 @@ LISTED = 12
 
 def unknown(what: str, name: str, known: Mapping[str, object] | list[str], where: str = "") -> str:
     """One line naming the unknown thing, the closest known names, and the known names (at most LISTED of them,
-    the rest counted; `where`: how to list them all)."""
+    the rest counted; `where`: how to list them all). Names that hold the text typed come first (`h100`: the H100
+    rows, before `h200` and `h800`, which only look alike), then those that look alike."""
 
     names = list(known)
     holding = sorted((k for k in names if name and name in k), key=lambda k: (not k.startswith(name), len(k)))
-    close = list(dict.fromkeys([*difflib.get_close_matches(name, names, n=3, cutoff=0.5), *holding]))[:3]
+    close = list(dict.fromkeys([*holding, *difflib.get_close_matches(name, names, n=3, cutoff=0.5)]))[:3]
     said = [repr(c) for c in close]
     options = " or ".join([", ".join(said[:-1]), said[-1]] if len(said) > 1 else said)
     hint = f"; did you mean {options}?" if close else ""

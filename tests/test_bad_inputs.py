@@ -613,3 +613,12 @@ def test_profile_scope_help_does_not_offer_model(capsys) -> None:
     scope_help = out.split("--scope", 1)[1].split("\n  --", 1)[0]
     assert "model" not in scope_help and "decode" in scope_help
     assert "(16)" in out  # profile's own --d default
+
+
+def test_a_gpu_named_in_part_is_offered_the_rows_that_hold_it_first(cli) -> None:
+    """`h100` is part of three shipped rows' names (SXM5, PCIe, NVL); `h200`, `h800` and `h20-96gb` only look like it.
+    The suggestions are the three H100 rows, the shortest first."""
+    r = cli("predict", "--device", "h100", "--variant", "softmax", "--n", "1024", "--d", "64")
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
+    said = r.err.split("did you mean ", 1)[1].split("?", 1)[0]
+    assert said == "'h100-nvl-94gb', 'h100-pcie-80gb' or 'h100-sxm5-80gb'", r.err
