@@ -406,9 +406,10 @@ def tie_of(probes: list[Probe], level: float = TIE_LEVEL) -> Tie | None:
     last_a = next((i for i, side in enumerate(sides) if side != "A"), len(sides)) - 1  # the lengths A leads from 0
     first_b = len(sides) - next((i for i, side in enumerate(reversed(sides)) if side != "B"), len(sides))
     stretch = judged[last_a + 1 : first_b]
-    if not stretch or any(ratio is None for _, _, ratio in stretch):  # none between, or one out of memory there
+    ratios = [ratio for _, _, ratio in stretch if ratio is not None]
+    if not stretch or len(ratios) < len(stretch):  # none between, or a variant out of memory there
         return None
-    regret = max(abs(ratio - 1) for _, _, ratio in stretch)
+    regret = max(abs(ratio - 1) for ratio in ratios)
     if regret > TIE_REGRET:
         return None
     low = judged[last_a][0] + 1 if last_a >= 0 else stretch[0][0]
