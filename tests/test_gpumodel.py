@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from attn_cost.profilers.devicemodel import gpufit as bench
-from attn_cost.profilers.devicemodel.datasheet import SHIPPED, datasheets, get_datasheet
-from attn_cost.profilers.devicemodel.gpumodel import GpuModel, fitted
+from attn_cost.profilers.devicemodel.datasheet import fit as bench
+from attn_cost.profilers.devicemodel.datasheet.data import SHIPPED, datasheets, get_datasheet
+from attn_cost.profilers.devicemodel.datasheet.model import GpuModel, fitted
 
 ROOT = Path(__file__).parents[1]
 ISSUE_NAMES = {"a100-sxm4-40gb", "a100-sxm4-80gb", "h100-sxm5-80gb", "h100-pcie-80gb", "h200-sxm-141gb", "l4", "a10",
@@ -47,7 +47,7 @@ def _user_table(home: Path, **changes) -> Path:
 
 @pytest.fixture
 def home(tmp_path, monkeypatch) -> Path:
-    from attn_cost.profilers.devicemodel import datasheet
+    from attn_cost.profilers.devicemodel.datasheet import data as datasheet
 
     monkeypatch.setenv("ATTN_COST_HOME", str(tmp_path / "home"))
     datasheet._load.cache_clear()
@@ -330,7 +330,7 @@ def test_published_crossovers_are_within_a_fifth_and_held_out_times_within_the_t
 
 def test_a_report_on_a_datasheet_gpu_carries_its_predictions_and_says_so() -> None:
     from attn_cost.costmodel.crossover import Setting
-    from attn_cost.profilers.devicemodel.devices import resolve
+    from attn_cost.profilers.devicemodel.kinds import resolve
     from attn_cost.profilers.report.gather import gather
 
     pair = ("softmax-fused", "linear")

@@ -71,7 +71,7 @@ def test_a_declaration_builds_its_own_op_and_torch_runs_it_at_that_shape(name: s
 
 
 def test_layout_twins_and_stand_ins() -> None:
-    from attn_cost.profilers.devicemodel.opmodel import pricing
+    from attn_cost.profilers.devicemodel.calibrated.data import pricing
 
     assert twins("exp") == ["exp!"] and twins("sub!") == ["sub!", "sub"]
     assert twins("teleport") == []

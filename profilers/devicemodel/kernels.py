@@ -556,7 +556,7 @@ def _takes_two(kernel: Kernel) -> bool:
 def engine_features(at: Shape, dtype: str) -> tuple[str, dict[str, float]]:
     """The kernel's engine op at a shape, built with the DSL the variants use, and its features as the op model
     reads them (`opmodel.op_features`); a kernel whose op maps to another kernel is a declaration error."""
-    from attn_cost.profilers.devicemodel.opmodel import op_features
+    from attn_cost.profilers.devicemodel.calibrated.data import op_features
 
     kernel = KERNELS[at.kernel]
     g = Graph(f"calibrate {at.kernel}")

@@ -23,11 +23,11 @@ from attn_cost.costmodel.formula import formula_data
 from attn_cost.costmodel.heads import heads as head_tradeoff
 from attn_cost.costmodel.symbols import DEFAULT_DEPTH, DEFAULTS, D, L, b, d, h, r, with_defaults
 from attn_cost.costmodel.variants import get_variant
-from attn_cost.profilers.devicemodel.corrections import DeviceProfile, load_profile, measured_here, measured_point
-from attn_cost.profilers.devicemodel.datasheet import for_device
+from attn_cost.profilers.devicemodel.datasheet.data import for_device
+from attn_cost.profilers.devicemodel.datasheet.model import GpuModel
 from attn_cost.profilers.devicemodel.device import DeviceModel, measured_at, row_dims
-from attn_cost.profilers.devicemodel.devices import MeasuredDevice, add_device_columns
-from attn_cost.profilers.devicemodel.gpumodel import GpuModel
+from attn_cost.profilers.devicemodel.kinds import MeasuredDevice, add_device_columns
+from attn_cost.profilers.devicemodel.measured.data import DeviceProfile, load_profile, measured_here, measured_point
 from attn_cost.profilers.devicemodel.names import known_profiles
 from attn_cost.profilers.measure.standing import shown_n0
 from attn_cost.profilers.store.store import ResultStore

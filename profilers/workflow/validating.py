@@ -17,21 +17,27 @@ from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.symbols import BY_NAME
 from attn_cost.costmodel.variants import all_variants
-from attn_cost.profilers.devicemodel import gpumodel
-from attn_cost.profilers.devicemodel.calibrate import Calibrator, cache_sizes, glue_points, missing_lines, time_lines
-from attn_cost.profilers.devicemodel.corrections import (
+from attn_cost.profilers.devicemodel.calibrated.data import OpModel, check_device, load_opmodel, opmodel_for
+from attn_cost.profilers.devicemodel.calibrated.fit import (
+    Calibrator,
+    cache_sizes,
+    glue_points,
+    missing_lines,
+    time_lines,
+)
+from attn_cost.profilers.devicemodel.calibrated.model import CalibratedDevice, predicted_seconds
+from attn_cost.profilers.devicemodel.datasheet import model as gpumodel
+from attn_cost.profilers.devicemodel.datasheet.data import for_device
+from attn_cost.profilers.devicemodel.device import Prediction, crossing, row_dims
+from attn_cost.profilers.devicemodel.measured.data import (
     DeviceProfile,
     corrected_points,
     device_peak,
     fit_memory,
     fit_time,
 )
-from attn_cost.profilers.devicemodel.datasheet import for_device
-from attn_cost.profilers.devicemodel.device import Prediction, crossing, row_dims
-from attn_cost.profilers.devicemodel.opmodel import OpModel, check_device, load_opmodel, opmodel_for
-from attn_cost.profilers.devicemodel.oppredict import CalibratedDevice, predicted_seconds
 from attn_cost.profilers.devicemodel.trend import spikes
-from attn_cost.profilers.measure.device import slug as slug_of
+from attn_cost.profilers.measure.machine import slug as slug_of
 from attn_cost.profilers.measure.profile import Measurer, Stored, length_grain, profile_pair, snap, stored_pair
 from attn_cost.profilers.measure.references import REFERENCES
 from attn_cost.profilers.measure.search import replicate_interval
@@ -390,7 +396,7 @@ def _predicted(opmodel: OpModel | None, a: str, b: str, dims: dict, setting: Set
 
 
 def _datasheet(device: dict, a: str, b: str, dims: dict, setting: Setting, n_max: int) -> dict:
-    """The datasheet model's N0 for this GPU, where it has a datasheet (`profilers.devicemodel.datasheet`): predicted
+    """The datasheet model's N0 for this GPU, where it has a datasheet (`devicemodel.datasheet.data`): predicted
     from the datasheet and published measurements, never fitted on this device's, beside what was measured."""
     sheet = for_device(device.get("name", "")) if device.get("kind") == "cuda" else None
     if sheet is None:

@@ -22,8 +22,10 @@ from typing import ClassVar
 import numpy as np
 from attn_cost.costmodel.crossover import DeviceColumns, Setting, TransitionRow
 from attn_cost.costmodel.errors import UserError, unknown
-from attn_cost.profilers.devicemodel.corrections import ProfileDevice, corrected_points, load_profile, measured_points
-from attn_cost.profilers.devicemodel.datasheet import Datasheet, datasheets, files_left_out, left_out
+from attn_cost.profilers.devicemodel.calibrated.data import load_opmodel, opmodel_for
+from attn_cost.profilers.devicemodel.calibrated.model import CalibratedDevice
+from attn_cost.profilers.devicemodel.datasheet.data import Datasheet, datasheets, files_left_out, left_out
+from attn_cost.profilers.devicemodel.datasheet.model import GpuModel
 from attn_cost.profilers.devicemodel.device import (
     CALIBRATED,
     DATASHEET,
@@ -37,10 +39,8 @@ from attn_cost.profilers.devicemodel.device import (
     crossing,
     row_dims,
 )
-from attn_cost.profilers.devicemodel.gpumodel import GpuModel
+from attn_cost.profilers.devicemodel.measured.data import ProfileDevice, corrected_points, load_profile, measured_points
 from attn_cost.profilers.devicemodel.names import known_opmodels, known_profiles
-from attn_cost.profilers.devicemodel.opmodel import load_opmodel, opmodel_for
-from attn_cost.profilers.devicemodel.oppredict import CalibratedDevice
 
 
 def kinds() -> dict[str, str]:

@@ -54,7 +54,8 @@ from attn_cost.costmodel.scopes import MODES, SCOPES
 from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS
 from attn_cost.costmodel.variants import derive
 from attn_cost.profilers import DATA
-from attn_cost.profilers.devicemodel.datasheet import for_device
+from attn_cost.profilers.devicemodel.calibrated.forms import MAD_TO_SIGMA
+from attn_cost.profilers.devicemodel.datasheet.data import for_device
 from attn_cost.profilers.devicemodel.device import (
     MEASURED,
     Z95,
@@ -66,8 +67,7 @@ from attn_cost.profilers.devicemodel.device import (
     measured_at,
 )
 from attn_cost.profilers.devicemodel.names import known_profiles
-from attn_cost.profilers.devicemodel.opfit import MAD_TO_SIGMA
-from attn_cost.profilers.measure.device import CPU_TIMER, IDENTITY, slug
+from attn_cost.profilers.measure.machine import CPU_TIMER, IDENTITY, slug
 from attn_cost.profilers.store.files import claim, json_data, make_folder, read_json, regular_files, write_atomic
 from attn_cost.profilers.store.schema import Fingerprint, SchemaError, check, load_error, rule
 from attn_cost.profilers.store.store import user_data_dir

@@ -40,7 +40,7 @@ from attn_cost.costmodel.iotraffic import KERNEL_HEAD_DIMS, fa2_tiles
 from attn_cost.costmodel.symbols import N
 from attn_cost.costmodel.variants import derive
 from attn_cost.profilers import DATA
-from attn_cost.profilers.devicemodel.datasheet import ARCHS, Datasheet, get_datasheet
+from attn_cost.profilers.devicemodel.datasheet.data import ARCHS, Datasheet, get_datasheet
 from attn_cost.profilers.devicemodel.device import DATASHEET, Z95, Curve, DeviceModel, Draws, KernelTime, Times
 from attn_cost.profilers.devicemodel.kernels import ATTENTION, CHUNKED, FAMILIES, KERNELS, PRODUCT, declared, family_of
 from attn_cost.profilers.devicemodel.opcalls import kernel_calls

@@ -1,6 +1,6 @@
 """Op-level device model: predict a variant's time as the sum of its ops, from op microbenchmarks.
 
-`attn-cost calibrate` times every op kind the engine emits on a grid of shapes (`profilers.devicemodel.calibrate`);
+`attn-cost calibrate` times every op kind the engine emits on a grid of shapes (`profilers.devicemodel.calibrated.fit`);
 this module turns those timings into a per-op time model and evaluates it on any variant's op list.
 It is zero-shot: it never sees a timing of a whole variant. numpy and scipy only (no torch), so
 `crossover --device` can use it on the analytic path.
@@ -54,6 +54,18 @@ from typing import Literal
 import numpy as np
 from attn_cost.costmodel.dtypes import STORAGE_BYTES
 from attn_cost.costmodel.errors import PricingWarning, UserError
+from attn_cost.profilers.devicemodel.calibrated.forms import (
+    MAD_TO_SIGMA,
+    MAX_SECONDS,
+    Chain,
+    Curve,
+    Gemm,
+    Line,
+    Overheads,
+    Point,
+    Scaled,
+    Streaming,
+)
 from attn_cost.profilers.devicemodel.kernels import (  # noqa: F401
     CALL,
     CHUNK,
@@ -70,19 +82,7 @@ from attn_cost.profilers.devicemodel.kernels import (  # noqa: F401
 )
 from attn_cost.profilers.devicemodel.names import known_opmodels
 from attn_cost.profilers.devicemodel.opcalls import KernelCalls, kernel_calls, line_of, op_features, operand_layout  # noqa: F401
-from attn_cost.profilers.devicemodel.opfit import (
-    MAD_TO_SIGMA,
-    MAX_SECONDS,
-    Chain,
-    Curve,
-    Gemm,
-    Line,
-    Overheads,
-    Point,
-    Scaled,
-    Streaming,
-)
-from attn_cost.profilers.measure.device import slug
+from attn_cost.profilers.measure.machine import slug
 from attn_cost.profilers.store.files import (
     MAX_INPUT_BYTES,
     DuplicateKeyError,

@@ -13,7 +13,7 @@ from attn_cost.profilers.devicemodel.tunables import DEFAULT
 from attn_cost.profilers.store.schema import rule
 
 if TYPE_CHECKING:
-    from attn_cost.profilers.devicemodel.opmodel import OpModel
+    from attn_cost.profilers.devicemodel.calibrated.data import OpModel
 
 MAD_TO_SIGMA = 1.4826
 """A normal distribution's σ over its median absolute deviation: robust spreads from median errors."""

@@ -11,10 +11,10 @@ from typing import ClassVar
 import numpy as np
 from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.symbols import BY_NAME
+from attn_cost.profilers.devicemodel.calibrated.data import BOOTSTRAP, OpModel, pricing
 from attn_cost.profilers.devicemodel.device import CALIBRATED, Curve, DeviceModel, Draws, KernelTime, Times, row_dims
 from attn_cost.profilers.devicemodel.kernels import family_of
 from attn_cost.profilers.devicemodel.opcalls import KernelCalls, kernel_calls
-from attn_cost.profilers.devicemodel.opmodel import BOOTSTRAP, OpModel, pricing
 
 
 @dataclass

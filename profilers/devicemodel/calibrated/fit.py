@@ -22,6 +22,7 @@ import torch
 from attn_cost.costmodel.dtypes import dtype_bytes
 from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers.devicemodel import kernels
+from attn_cost.profilers.devicemodel.calibrated.data import GLUE, LINES, Point, fit_points, glue_line, sanity
 from attn_cost.profilers.devicemodel.device import row_dims
 from attn_cost.profilers.devicemodel.kernels import (
     CALL,
@@ -35,7 +36,6 @@ from attn_cost.profilers.devicemodel.kernels import (
     runnable,
 )
 from attn_cost.profilers.devicemodel.opcalls import kernel_calls
-from attn_cost.profilers.devicemodel.opmodel import GLUE, LINES, Point, fit_points, glue_line, sanity
 from attn_cost.profilers.devicemodel.trend import spikes
 from attn_cost.profilers.devicemodel.tunables import DEFAULT, Tunables
 from attn_cost.profilers.measure.cases import Case, build_case
