@@ -124,8 +124,6 @@ HEAVY = {"torch", "plotly", "scipy"}
 import it where they fit or find a root)."""
 CYCLES = {
     ("costmodel.plugins", "costmodel.variants"): "the registry checks a user's variants; it loads them in turn",
-    ("profilers.devicemodel.kernels", "profilers.devicemodel.calibrated.data"):
-        "the op model prices the kernels' features",
     ("profilers.devicemodel.calibrated.data", "profilers.devicemodel.measured.data"): "both save to one device folder",
     ("profilers.measure.timing", "profilers.measure.gpu_timing"): "the CUDA timer returns the CPU timer's stats",
 }

@@ -46,7 +46,7 @@ from attn_cost.profilers.devicemodel.datasheet.model import (
     timeline,
 )
 from attn_cost.profilers.devicemodel.device import KernelTime, crossing, peak_bytes, row_dims
-from attn_cost.profilers.devicemodel.kernels import CHUNK, CHUNKED, FAMILIES
+from attn_cost.profilers.devicemodel.kernels import CHUNK, CHUNKED, priced_families
 from attn_cost.profilers.devicemodel.measured.data import SHIPPED as SHIPPED_PROFILES
 from attn_cost.profilers.devicemodel.measured.data import load_profile
 from attn_cost.profilers.measure.standing import cell
@@ -588,7 +588,7 @@ def held_out_times(fit: Fit, sigma: float) -> list[dict]:
         parts = model.parts(r["variant"], row_dims(sizes), np.array([sizes["N"]]), r["scope"], r["dtype"])
         seconds = {k: float(v[0]) for k, v in parts.items()}
         out.append({"gpu": r["gpu"], "dtype": r["dtype"], "variant": r["variant"],
-                    "bound": max((LAUNCH, *FAMILIES), key=lambda k: seconds[k]),
+                    "bound": max((LAUNCH, *priced_families()), key=lambda k: seconds[k]),
                     "error": sum(seconds.values()) / r["time"]["median"] - 1})  # fmt: skip
     return out
 
