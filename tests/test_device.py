@@ -23,8 +23,9 @@ from attn_cost.profilers.devicemodel.device import (
     crossing,
     row_dims,
 )
-from attn_cost.profilers.devicemodel.kinds import MeasuredDevice, kinds, resolve
-from attn_cost.profilers.devicemodel.measured.data import DeviceProfile, MemoryFit, ProfileDevice, TimeFit
+from attn_cost.profilers.devicemodel.kinds import kinds, resolve
+from attn_cost.profilers.devicemodel.measured.data import DeviceProfile, MemoryFit, TimeFit
+from attn_cost.profilers.devicemodel.measured.model import MeasuredDevice, ProfileDevice
 
 D = 16
 DIMS = row_dims({"d": D})

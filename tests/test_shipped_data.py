@@ -9,7 +9,8 @@ import pytest
 from attn_cost.costmodel.crossover import Setting, crossover
 from attn_cost.costmodel.symbols import DEFAULTS, L, b, d, h
 from attn_cost.profilers.devicemodel.measured.data import SHIPPED as PROFILES
-from attn_cost.profilers.devicemodel.measured.data import corrected_points, load_profile
+from attn_cost.profilers.devicemodel.measured.data import load_profile
+from attn_cost.profilers.devicemodel.measured.model import corrected_points
 from attn_cost.profilers.devicemodel.names import OPMODELS
 from attn_cost.profilers.store.store import SHIPPED as RESULTS
 from attn_cost.profilers.store.store import ResultStore
