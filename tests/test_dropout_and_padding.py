@@ -349,8 +349,8 @@ def test_a_variant_that_does_not_take_an_option_is_named(cli) -> None:
 
 
 def _table_21() -> tuple[dict, list]:
-    """The datasheet fit's namespace (profilers/devicemodel/datasheet/fit.py) and its Table 21 rows of the methods run with
-    the harness's options."""
+    """The datasheet fit's namespace (profilers/devicemodel/datasheet/fit.py) and its Table 21 rows of the methods run
+    with the harness's options."""
     bench = vars(gpufit)
     return bench, [r for r in gpufit.fa1_rows() if r.quantity == "memory" and r.harness_options]
 

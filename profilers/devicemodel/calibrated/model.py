@@ -73,7 +73,7 @@ class CalibratedDevice(DeviceModel):
         self.check(variant, setting)
         ns = np.atleast_1d(np.asarray(ns, dtype=float))
         times = self.model.op_times(self.calls(variant, dims, setting), ns)
-        return [KernelTime(kernel, family_of(kernel), f["repeat"], seconds) for kernel, f, seconds in times]
+        return [KernelTime(kernel, family_of(kernel).name, f["repeat"], seconds) for kernel, f, seconds in times]
 
     def draws(self, a: str, b: str, dims: dict, setting: Setting, replicates: int | None = None) -> Draws:
         """A's and B's predicted times, and both drawn from each bootstrap replicate together (kernels they share

@@ -36,7 +36,8 @@ def _runner(kernel: Kernel, at: Shape, rand: Callable, dt, device: str) -> Runne
 
     n, d = at.get("m"), at.get("k")
     sdpa = torch.nn.functional.scaled_dot_product_attention
-    return Runner(lambda box: sdpa(*box, is_causal=kernel.causal), lambda: [rand(1, n, d) for _ in range(3)])
+    return Runner(lambda box: sdpa(box[0], box[1], box[2], is_causal=kernel.causal),
+                  lambda: [rand(1, n, d) for _ in range(3)])
 
 
 def _grid(kernels: list[Kernel], llc: int, elem: int, tune: Tunables) -> list[Shape]:

@@ -107,8 +107,7 @@ def _grid(kernels: list[Kernel], llc: int, elem: int, tune: Tunables) -> list[Sh
             for s in small:
                 for x in large:
                     for y in large:
-                        mkn = (*(x, y)[:pos], s, *(x, y)[pos:])
-                        m, k, n = mkn
+                        m, k, n = mkn = ((s, x, y), (x, s, y), (x, y, s))[pos]
                         if mkn not in seen and 2 * m * k * n <= flop_cap and m * k + k * n + m * n <= 2**26:
                             seen.add(mkn)
                             shapes.append(shape(kernel.name, batch=1, m=m, k=k, n=n))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import sympy as sp
 from attn_cost.costmodel.graph import Graph, Tensor
@@ -140,8 +141,8 @@ def _x(g: Graph, at: Shape) -> Tensor:
 
 def _map(kind: str, axis: int = -1) -> Callable[[Graph, Shape], Tensor]:
     def build(g: Graph, at: Shape) -> Tensor:
-        inplace = at.kernel.endswith("!")
-        return g.map(kind, "Y", _x(g, at), inplace=inplace, **({"axis": axis} if axis != -1 else {}))
+        attrs: dict[str, Any] = {"axis": axis} if axis != -1 else {}
+        return g.map(kind, "Y", _x(g, at), inplace=at.kernel.endswith("!"), **attrs)
 
     return build
 
