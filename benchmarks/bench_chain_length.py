@@ -30,9 +30,9 @@ def main() -> None:
     if opts.size < 1 or opts.rounds < 1:
         parser.error("--size and --rounds must be positive")
 
-    from attn_cost.profilers.devicemodel.calibrate import Calibrator, Shape
-    from attn_cost.profilers.devicemodel.opmodel import SEQUENCE
-    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.devicemodel.calibrated.data import SEQUENCE
+    from attn_cost.profilers.devicemodel.calibrated.fit import Calibrator, Shape
+    from attn_cost.profilers.measure.machine import prepare
     from attn_cost.profilers.store.store import ResultStore
 
     device = prepare("cpu")

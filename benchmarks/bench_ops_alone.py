@@ -30,10 +30,10 @@ def main() -> None:
 
     import numpy as np
     from attn_cost.costmodel.errors import UserError
-    from attn_cost.profilers.devicemodel.calibrate import Calibrator, runnable, shape_of
+    from attn_cost.profilers.devicemodel.calibrated.data import kernel_calls
+    from attn_cost.profilers.devicemodel.calibrated.fit import Calibrator, runnable, shape_of
     from attn_cost.profilers.devicemodel.device import row_dims
-    from attn_cost.profilers.devicemodel.opmodel import kernel_calls
-    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.measure.machine import prepare
     from attn_cost.profilers.measure.profile import Measurer
     from attn_cost.profilers.measure.sizes import Sizes
     from attn_cost.profilers.store.store import ResultStore

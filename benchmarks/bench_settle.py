@@ -35,7 +35,7 @@ def main() -> None:
 
     from attn_cost.costmodel.errors import UserError
     from attn_cost.profilers.measure.cases import build_case
-    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.measure.machine import prepare
     from attn_cost.profilers.measure.sizes import Sizes
     from attn_cost.profilers.measure.timing import SETTLE_S, time_cases
 

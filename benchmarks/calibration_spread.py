@@ -25,7 +25,7 @@ GROUPS = ("products", "in cache", "beyond cache")
 def read(path: Path) -> dict:
     """A calibration (`attn-cost calibrate` output), plain or gzipped; UserError if it is not one."""
     from attn_cost.costmodel.errors import UserError
-    from attn_cost.profilers.devicemodel.opmodel import read_calibration
+    from attn_cost.profilers.devicemodel.calibrated.data import read_calibration
 
     data = read_calibration(path)
     if data.get("kind") != "attn-cost op model" or not isinstance(data.get("points"), list):

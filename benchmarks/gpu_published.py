@@ -1,5 +1,5 @@
 """The datasheet model against published GPU measurements: fit its efficiencies on one part, judge it on the rest
-(`attn_cost.profilers.devicemodel.gpufit`, which says what the published tables are).
+(`attn_cost.profilers.devicemodel.datasheet.fit`, which says what the published tables are).
 
     python benchmarks/gpu_published.py                  # predicted against published, errors per table and method
     python benchmarks/gpu_published.py --fit            # refit and write profilers/data/gpumodel.json
@@ -14,8 +14,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # docblock.py, beside this script
 
-from attn_cost.profilers.devicemodel.gpufit import BEGIN, END, FIT_SOURCES, Fit, all_rows, errors, fit, fit_file, record
-from attn_cost.profilers.devicemodel.gpumodel import FIT_FILE, FIT_KIND, fitted
+from attn_cost.profilers.devicemodel.datasheet.fit import (
+    BEGIN,
+    END,
+    FIT_SOURCES,
+    Fit,
+    all_rows,
+    errors,
+    fit,
+    fit_file,
+    record,
+)
+from attn_cost.profilers.devicemodel.datasheet.model import FIT_FILE, FIT_KIND, fitted
 from attn_cost.profilers.store.files import is_json_of
 from docblock import check, fill, write_output
 

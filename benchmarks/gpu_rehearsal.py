@@ -44,7 +44,7 @@ PARTS = ("profile ", "op check", "calibrate ", "validation", "skipped: the rest"
 def calibration_estimate(plan) -> dict:
     """Shapes the GPU campaign's calibration times at the plan's sizes, and the time that takes."""
     from attn_cost.profilers.campaign.run import calibration_runs
-    from attn_cost.profilers.devicemodel.calibrate import grid, held_out_grid, line_grid
+    from attn_cost.profilers.devicemodel.calibrated.fit import grid, held_out_grid, line_grid
     from attn_cost.profilers.devicemodel.tunables import GPU_CAMPAIGN
     from attn_cost.profilers.measure import gpu_timing
 

@@ -51,8 +51,8 @@ def command(records: Path, summaries: list[Path], plan: dict, dtype: str) -> lis
 
 def main() -> None:
     from attn_cost.costmodel.crossover import Setting
-    from attn_cost.profilers.devicemodel.corrections import SHIPPED
-    from attn_cost.profilers.measure.device import slug
+    from attn_cost.profilers.devicemodel.measured.data import SHIPPED
+    from attn_cost.profilers.measure.machine import slug
     from attn_cost.profilers.measure.sizes import Sizes
     from attn_cost.profilers.measure.standing import tally
     from attn_cost.profilers.store.store import SHIPPED as RESULTS

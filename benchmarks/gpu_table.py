@@ -50,7 +50,7 @@ def attn_cost(*args: str) -> dict:
 
 def shipped_gpu_profiles() -> list[dict]:
     """The shipped measured-GPU profiles (name, dtype, device, measured units), from `attn-cost devices --json`."""
-    from attn_cost.profilers.devicemodel.corrections import SHIPPED, load_profile
+    from attn_cost.profilers.devicemodel.measured.data import SHIPPED, load_profile
 
     out = []
     for entry in attn_cost("devices"):
@@ -65,7 +65,7 @@ def shipped_gpu_profiles() -> list[dict]:
 
 def rows() -> list[dict]:
     """One row per measured unit: the crossover command's points on the profile and on the GPU's datasheet."""
-    from attn_cost.profilers.devicemodel.datasheet import for_device
+    from attn_cost.profilers.devicemodel.datasheet.data import for_device
 
     out = []
     for prof in shipped_gpu_profiles():

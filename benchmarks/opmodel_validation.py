@@ -241,7 +241,7 @@ def per_op(model):
     before dispatches were counted): the ablation of that choice on the same calibration."""
     from dataclasses import replace
 
-    from attn_cost.profilers.devicemodel.opmodel import CALL, SEQUENCE, Chain, Point
+    from attn_cost.profilers.devicemodel.calibrated.data import CALL, SEQUENCE, Chain, Point
 
     chains = [Point(p.kernel, {k: v for k, v in p.dims.items() if k != "dispatches"}, p.seconds, p.se)
               for p in model.points if p.kernel == SEQUENCE]  # fmt: skip
@@ -255,8 +255,8 @@ def rescore(data: dict, model) -> dict:
     """The validation with its op-model columns recomputed by another calibration's model (same measurements):
     point estimates of N0 (no bootstrap, so no interval) and the predicted time of every timed point."""
     from attn_cost.costmodel.crossover import Setting
+    from attn_cost.profilers.devicemodel.calibrated.model import CalibratedDevice, predicted_seconds
     from attn_cost.profilers.devicemodel.device import crossing, row_dims
-    from attn_cost.profilers.devicemodel.oppredict import CalibratedDevice, predicted_seconds
     from attn_cost.profilers.workflow.validating import timing_errors
 
     results = []
@@ -317,7 +317,7 @@ def _model(calibration: str | None, chain_per_op: bool):
     if calibration is None:
         return None
     from attn_cost.costmodel.errors import UserError
-    from attn_cost.profilers.devicemodel.opmodel import load_opmodel
+    from attn_cost.profilers.devicemodel.calibrated.data import load_opmodel
 
     try:
         model = load_opmodel(calibration, refit=True)  # the kept calibrations (gzipped) predate stored fits

@@ -53,9 +53,10 @@ from attn_cost.costmodel.scopes import MODES, SCOPES
 from attn_cost.costmodel.symbols import BY_NAME, L, b
 from attn_cost.costmodel.symbols import DESCRIPTIONS as SYMBOLS
 from attn_cost.costmodel.variants import all_variants, derive_counted, get_variant
+from attn_cost.profilers.devicemodel.columns import add_device_columns
+from attn_cost.profilers.devicemodel.datasheet.model import GpuModel
 from attn_cost.profilers.devicemodel.device import DATASHEET, DeviceModel
-from attn_cost.profilers.devicemodel.devices import add_device_columns, resolve
-from attn_cost.profilers.devicemodel.gpumodel import GpuModel
+from attn_cost.profilers.devicemodel.kinds import resolve
 from attn_cost.profilers.measure.standing import cell as measured_cell
 from attn_cost.profilers.report.gather import op_model_n0
 from rich.console import Console

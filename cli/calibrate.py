@@ -15,7 +15,7 @@ from attn_cost.cli.measure import err, events
 from attn_cost.cli.render import Col, emit, right
 from attn_cost.costmodel.dtypes import dtype_bytes
 from attn_cost.costmodel.variants import all_variants
-from attn_cost.profilers.devicemodel.opmodel import FIT_VERSION, LINES, user_dir
+from attn_cost.profilers.devicemodel.calibrated.data import FIT_VERSION, LINES, user_dir
 from attn_cost.profilers.devicemodel.tunables import DEFAULT, QUICK
 from attn_cost.profilers.store.files import same_file
 from attn_cost.profilers.workflow.calibrating import Calibrated, calibration_folder, refit_calibration

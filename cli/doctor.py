@@ -23,8 +23,8 @@ from attn_cost.cli.render import emit
 from attn_cost.costmodel.dtypes import ACTIVATION
 from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers.measure import sdpa
-from attn_cost.profilers.measure.device import CPU_TIMER_VERSION, cpu_info
 from attn_cost.profilers.measure.gpu_record import L2_POLICY
+from attn_cost.profilers.measure.machine import CPU_TIMER_VERSION, cpu_info
 from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.workflow.measuring import choose_device, measuring
 

@@ -19,7 +19,7 @@ from attn_cost.costmodel.dtypes import HALF, spelled
 from attn_cost.costmodel.iotraffic import ORDERS, Tiles, fused_causal, has_fused, io_branches
 from attn_cost.costmodel.polyterms import n_degree
 from attn_cost.costmodel.variants import derive
-from attn_cost.profilers.devicemodel.devices import datasheet_of
+from attn_cost.profilers.devicemodel.kinds import datasheet_of
 
 FUSED_DEFAULT = ["softmax-fused", "softmax-fused-causal"]
 AGAINST_DEFAULT = ["linear", "linear-causal-fused", "performer"]

@@ -15,16 +15,16 @@ from attn_cost.cli.app import Status, app, fail, measuring_started, note
 from attn_cost.cli.render import Col, emit, progress, right
 from attn_cost.costmodel.scopes import SCOPES
 from attn_cost.costmodel.variants import get_variant
-from attn_cost.profilers.devicemodel.corrections import (
+from attn_cost.profilers.devicemodel.datasheet.data import datasheets
+from attn_cost.profilers.devicemodel.device import CALIBRATED, DATASHEET, MEASURED
+from attn_cost.profilers.devicemodel.measured.data import (
     VALIDATION_COLUMNS,
     known_profiles,
     load_profile,
     user_profiles_dir,
 )
-from attn_cost.profilers.devicemodel.datasheet import datasheets
-from attn_cost.profilers.devicemodel.device import CALIBRATED, DATASHEET, MEASURED
 from attn_cost.profilers.devicemodel.names import OPMODELS, known_opmodels
-from attn_cost.profilers.measure.device import IDENTITY
+from attn_cost.profilers.measure.machine import IDENTITY
 from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.measure.standing import cell, tally
 from attn_cost.profilers.workflow.measuring import Events, Measuring, check_measurable, open_measurer, searched

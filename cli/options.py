@@ -20,8 +20,8 @@ from attn_cost.costmodel.dtypes import dtype_bytes, spelled
 from attn_cost.costmodel.scopes import DROPOUT_IN_INFERENCE, MODES, SCOPES
 from attn_cost.costmodel.symbols import BY_NAME, DEFAULT_DEPTH, DEFAULTS, D, L, b, d, h, r, with_defaults
 from attn_cost.costmodel.variants import derive, derive_counted, get_variant
+from attn_cost.profilers.devicemodel.datasheet.model import LAUNCHES, GpuModel
 from attn_cost.profilers.devicemodel.device import DeviceModel
-from attn_cost.profilers.devicemodel.gpumodel import LAUNCHES, GpuModel
 from attn_cost.profilers.workflow.measuring import Measuring, measuring
 
 D_VALUES = typer.Option(None, "--d", help="Head dimension; repeat for several.")

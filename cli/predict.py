@@ -1,7 +1,7 @@
 """`attn-cost predict`: a variant's time and peak memory on any device attn-cost knows: a GPU one does not own (its
 datasheet), a measured device (its profile's fits, its op calibration for the other variants) or a calibrated one.
 
-No torch: every device model prices the engine's op list with numpy (`profilers.devicemodel.devices.resolve`).
+No torch: every device model prices the engine's op list with numpy (`profilers.devicemodel.kinds.resolve`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from attn_cost.cli import render
 from attn_cost.cli.app import app
 from attn_cost.cli.measure import progress
 from attn_cost.cli.render import Col, emit, right
-from attn_cost.profilers.devicemodel.devices import resolve
-from attn_cost.profilers.devicemodel.gpumodel import GpuModel
+from attn_cost.profilers.devicemodel.datasheet.model import GpuModel
+from attn_cost.profilers.devicemodel.kinds import resolve
 
 
 @app.command()

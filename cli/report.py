@@ -17,7 +17,7 @@ from attn_cost.cli.measure import progress
 from attn_cost.cli.render import emit, line
 from attn_cost.costmodel.crossover import DEFAULT_PAIRS
 from attn_cost.costmodel.paths import real
-from attn_cost.profilers.devicemodel.devices import resolve
+from attn_cost.profilers.devicemodel.kinds import resolve
 from attn_cost.profilers.report.gather import gather
 from attn_cost.profilers.store.files import claim, is_html_report, write_atomic
 

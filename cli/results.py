@@ -18,7 +18,7 @@ from attn_cost.cli.app import app, fail, help_without_command, typed
 from attn_cost.cli.options import grouped
 from attn_cost.cli.render import emit
 from attn_cost.costmodel.dtypes import ACTIVATION
-from attn_cost.profilers.measure.device import slug
+from attn_cost.profilers.measure.machine import slug
 from attn_cost.profilers.store.files import STDOUT, claim, regular_files, write_atomic
 from attn_cost.profilers.store.store import (
     KINDS,

@@ -800,7 +800,7 @@ class DeviceColumns:
     predicted_by: str = "op model"
     """What predicted N0: a measured device's op calibration (`op model`), or a GPU's datasheet (`datasheet`)."""
     predicted: dict | None = None
-    """The op model's tie interval, its regret and what it extrapolated (`oppredict.Prediction.as_json`), where
+    """The op model's tie interval, its regret and what it extrapolated (`calibrated.model.Prediction.as_json`), where
     the op model predicted."""
     memory_bytes: int | None = None
     """The device's memory, where it is known (a datasheet GPU)."""

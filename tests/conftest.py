@@ -94,7 +94,7 @@ def few_replicates(monkeypatch) -> None:
     """An op calibration's crossing and times drawn from 3 bootstrap replicates instead of 100: the same path (each
     replicate refitted, the interval and the tie from their spread) for tests that check which model answered or
     its point estimate, not the interval's width (a hundred refits made one crossover on a calibrated CPU 10-20 s)."""
-    from attn_cost.profilers.devicemodel import oppredict
+    from attn_cost.profilers.devicemodel.calibrated import model as oppredict
 
     monkeypatch.setattr(oppredict, "BOOTSTRAP", 3)
 

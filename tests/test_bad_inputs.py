@@ -243,8 +243,8 @@ def test_another_setting_is_marked_not_measured_in_the_table(fixture_device, cap
 
 def test_shipped_measurements_of_a_same_named_cpu_are_offered_as_reference(tmp_path, monkeypatch) -> None:
     """Shipped here: the tests' own profile and a second CPU of the same name, core count and model apart."""
-    from attn_cost.profilers.devicemodel import corrections
-    from attn_cost.profilers.measure.device import slug
+    from attn_cost.profilers.devicemodel.measured import data as corrections
+    from attn_cost.profilers.measure.machine import slug
 
     mine = json.loads(PROFILE.read_text())["device"]
     sibling = {**mine, "model": "17", "cpus": 8}

@@ -107,7 +107,7 @@ def test_the_forced_backend_is_the_kernel_that_runs() -> None:
 
 
 def test_every_softmax_fused_measurement_records_its_backend(tmp_path) -> None:
-    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.measure.machine import prepare
     from attn_cost.profilers.measure.profile import Measurer
     from attn_cost.profilers.store.store import ResultStore
 
@@ -361,7 +361,7 @@ def test_every_backend_the_rules_allow_runs_on_this_gpu_and_is_the_kernel_that_r
 @pytest.mark.gpu
 @cuda
 def test_cuda_timing_goes_through_the_harness_and_the_device_record_holds_its_clocks() -> None:
-    from attn_cost.profilers.measure.device import fingerprint
+    from attn_cost.profilers.measure.machine import fingerprint
     from attn_cost.profilers.measure.memory import cuda_peak
     from attn_cost.profilers.measure.timing import time_cases
 

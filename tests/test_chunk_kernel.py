@@ -190,7 +190,7 @@ def test_flop_counter_mode_on_the_pytorch_form_against_the_fused_formulas(n: int
 def test_a_measurement_records_the_implementation_that_ran(tmp_path) -> None:
     """The record names what ran (here linear-chunked's PyTorch form, with torch's version) and its key carries it:
     a later measurement by flash-linear-attention's kernels on the same device never replaces it."""
-    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.measure.machine import prepare
     from attn_cost.profilers.measure.profile import Measurer
     from attn_cost.profilers.store.store import ResultStore
 
@@ -216,7 +216,7 @@ def test_where_fla_runs_its_function_gets_token_major_inputs_without_a_copy_and_
     are drawn token-major: no transpose copy), scale 1 and normalize=True; the result is causal linear attention;
     the op model's chunk kernel calls it with normalize=False; the record names it and its key carries `|impl=fla`."""
     from attn_cost.profilers.devicemodel.kernels import CHUNK, build_runner, shape
-    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.measure.machine import prepare
     from attn_cost.profilers.measure.profile import Measurer
     from attn_cost.profilers.store.store import ResultStore
 
@@ -318,7 +318,7 @@ def test_the_op_model_times_the_chunk_kernels_at_the_variants_shapes_and_names_w
     import warnings
 
     from attn_cost.costmodel.errors import PricingWarning
-    from attn_cost.profilers.devicemodel import calibrate as cal
+    from attn_cost.profilers.devicemodel.calibrated import fit as cal
     from attn_cost.profilers.devicemodel.device import row_dims
     from attn_cost.profilers.devicemodel.kernels import CHUNK, build_runner
     from test_opmodel import op_crossing, synthetic_model

@@ -8,17 +8,10 @@ import random
 import pytest
 from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.errors import UserError
-from attn_cost.profilers.devicemodel.corrections import (
-    DeviceProfile,
-    MemoryFit,
-    corrected_time_curve,
-    fit_memory,
-    fit_time,
-    load_profile,
-    time_features,
-)
-from attn_cost.profilers.devicemodel.corrections import _value as value_at
 from attn_cost.profilers.devicemodel.device import exact_crossing
+from attn_cost.profilers.devicemodel.measured.data import DeviceProfile, MemoryFit, load_profile
+from attn_cost.profilers.devicemodel.measured.fit import fit_memory, fit_time
+from attn_cost.profilers.devicemodel.measured.model import corrected_time_curve, time_features, value_at
 from scipy.optimize import brentq
 
 TRUE = {"launch_s": 5e-6, "seconds_per_flop": 1 / 50e9, "seconds_per_byte": 1 / 10e9}
@@ -109,7 +102,7 @@ def test_corrected_memory_crossover_is_where_the_measured_memories_cross() -> No
     16,384·N and 12,288·N + 262,144: its op list, which the CPU tracer and CUDA agree with byte for byte): B is no
     larger from (262,144 − 272) / 4,096 = 63.93, so N1 = 64. One scale for the whole peak (the fit before per-term
     scales) put it at 1,496."""
-    from attn_cost.profilers.devicemodel.corrections import corrected_memory_curve
+    from attn_cost.profilers.devicemodel.measured.model import corrected_memory_curve
     from attn_cost.profilers.measure.sizes import Sizes
 
     setting = Setting(dtype="bf16")
@@ -141,7 +134,7 @@ def test_a_rate_above_the_peak_comes_back_at_the_peak_and_the_other_constants_re
     """Timings of a device whose products run at 50 GFLOP/s, fitted with a peak of 25: P is the peak (the bound
     active) and t_launch and 1/W are the least squares of what is left, t − F/25e9, on K and B with weights 1/t."""
     import numpy as np
-    from attn_cost.profilers.devicemodel.corrections import Peak
+    from attn_cost.profilers.devicemodel.measured.data import Peak
 
     samples = synthetic("softmax", 0.0)
     fit = fit_time(samples, "softmax", peak=Peak(25e9, "a test peak"))
@@ -158,7 +151,7 @@ def test_a_rate_above_the_peak_comes_back_at_the_peak_and_the_other_constants_re
 
 
 def test_a_rate_under_the_peak_is_left_alone() -> None:
-    from attn_cost.profilers.devicemodel.corrections import Peak
+    from attn_cost.profilers.devicemodel.measured.data import Peak
 
     fit = fit_time(synthetic("softmax", 0.0), "softmax", peak=Peak(100e9, "a test peak"))
     assert fit.flops_per_s == pytest.approx(50e9, rel=1e-6) and not fit.bound_active and fit.bound is None

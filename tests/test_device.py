@@ -10,8 +10,11 @@ import math
 import numpy as np
 import pytest
 from attn_cost.costmodel.crossover import Setting
-from attn_cost.profilers.devicemodel.corrections import DeviceProfile, MemoryFit, ProfileDevice, TimeFit
-from attn_cost.profilers.devicemodel.datasheet import Datasheet, Peaks
+from attn_cost.profilers.devicemodel.calibrated.data import OpModel
+from attn_cost.profilers.devicemodel.calibrated.forms import Curve, Gemm, Overheads, Streaming
+from attn_cost.profilers.devicemodel.calibrated.model import CalibratedDevice
+from attn_cost.profilers.devicemodel.datasheet.data import Datasheet, Peaks
+from attn_cost.profilers.devicemodel.datasheet.model import Efficiency, GpuModel, Host
 from attn_cost.profilers.devicemodel.device import (
     CALIBRATED,
     DATASHEET,
@@ -20,11 +23,9 @@ from attn_cost.profilers.devicemodel.device import (
     crossing,
     row_dims,
 )
-from attn_cost.profilers.devicemodel.devices import MeasuredDevice, kinds, resolve
-from attn_cost.profilers.devicemodel.gpumodel import Efficiency, GpuModel, Host
-from attn_cost.profilers.devicemodel.opfit import Curve, Gemm, Overheads, Streaming
-from attn_cost.profilers.devicemodel.opmodel import OpModel
-from attn_cost.profilers.devicemodel.oppredict import CalibratedDevice
+from attn_cost.profilers.devicemodel.kinds import kinds, resolve
+from attn_cost.profilers.devicemodel.measured.data import DeviceProfile, MemoryFit, TimeFit
+from attn_cost.profilers.devicemodel.measured.model import MeasuredDevice, ProfileDevice
 
 D = 16
 DIMS = row_dims({"d": D})

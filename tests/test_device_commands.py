@@ -9,8 +9,8 @@ import re
 from pathlib import Path
 
 import pytest
-from attn_cost.profilers.devicemodel.datasheet import SHIPPED
-from attn_cost.profilers.devicemodel.gpumodel import GpuModel
+from attn_cost.profilers.devicemodel.datasheet.data import SHIPPED
+from attn_cost.profilers.devicemodel.datasheet.model import GpuModel
 
 SLOW = "slow-gpu"
 """A synthetic GPU: the H100's peaks, SMs and clock, 10 GB/s of memory bandwidth, so that a KV cache of megabytes
@@ -21,7 +21,7 @@ BANDWIDTH = 10e9
 @pytest.fixture
 def home(tmp_path, monkeypatch) -> Path:
     """ATTN_COST_HOME with a user's datasheet table holding the synthetic GPU (and a tiny-memory copy of it)."""
-    from attn_cost.profilers.devicemodel import datasheet
+    from attn_cost.profilers.devicemodel.datasheet import data as datasheet
 
     home = tmp_path / "home"
     h100 = json.loads(SHIPPED.read_text())["gpus"][2]

@@ -24,7 +24,7 @@ from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.scopes import build_graph
 from attn_cost.costmodel.symbols import N, b, d, h, k
 from attn_cost.costmodel.variants import derive, get_variant
-from attn_cost.profilers.devicemodel import gpufit
+from attn_cost.profilers.devicemodel.datasheet import fit as gpufit
 from attn_cost.profilers.measure.cases import Case
 from attn_cost.profilers.measure.flops import counted
 from attn_cost.profilers.measure.memory import traced_peak, traced_training_peak
@@ -349,8 +349,8 @@ def test_a_variant_that_does_not_take_an_option_is_named(cli) -> None:
 
 
 def _table_21() -> tuple[dict, list]:
-    """The datasheet fit's namespace (profilers/devicemodel/gpufit.py) and its Table 21 rows of the methods run with
-    the harness's options."""
+    """The datasheet fit's namespace (profilers/devicemodel/datasheet/fit.py) and its Table 21 rows of the methods run
+    with the harness's options."""
     bench = vars(gpufit)
     return bench, [r for r in gpufit.fa1_rows() if r.quantity == "memory" and r.harness_options]
 
@@ -370,8 +370,8 @@ def test_table_21_rows_with_the_options_stay_below_the_published_memory() -> Non
     """What the harness holds (one training step and the inputs' gradients of the step before) is a lower bound of
     what it measured: with the options no PyTorch-attention or Linformer row of Table 21 may exceed the published
     MiB (an op the options added twice, or a mask counted at the wrong size, would)."""
-    from attn_cost.profilers.devicemodel.gpumodel import input_bytes
-    from attn_cost.profilers.devicemodel.oppredict import row_dims
+    from attn_cost.profilers.devicemodel.calibrated.model import row_dims
+    from attn_cost.profilers.devicemodel.datasheet.model import input_bytes
 
     bench, rows = _table_21()
     for r in rows:

@@ -30,7 +30,7 @@ def sim(monkeypatch) -> SimGPU:
 
 
 def _store(tmp_path):
-    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.measure.machine import prepare
     from attn_cost.profilers.store.store import ResultStore
 
     return ResultStore(prepare("cuda"), tmp_path / "store", shipped=False)
@@ -105,7 +105,7 @@ def test_peak_memory_is_the_requested_bytes_and_the_allocators_blocks_are_kept(s
 
 
 def test_the_cuda_fingerprint_records_the_timer_and_precision_and_tf32_is_part_of_the_name(sim, monkeypatch) -> None:
-    from attn_cost.profilers.measure.device import fingerprint, slug
+    from attn_cost.profilers.measure.machine import fingerprint, slug
 
     info = fingerprint("cuda")
     assert info["timer_version"] == gpu_timing.TIMER_VERSION and "back-to-back" in info["timer"]
@@ -121,7 +121,7 @@ def test_the_cuda_fingerprint_records_the_timer_and_precision_and_tf32_is_part_o
 
 
 def test_shipped_cpu_profiles_keep_their_names() -> None:
-    from attn_cost.profilers.measure.device import CPU_TIMER_VERSION, slug
+    from attn_cost.profilers.measure.machine import CPU_TIMER_VERSION, slug
 
     root = Path(__file__).resolve().parents[1] / "profilers" / "data" / "devices"
     for path in root.glob("*.json"):
@@ -191,7 +191,7 @@ def test_the_campaign_on_a_simulated_h100_finds_the_devices_own_crossovers(sim, 
     assert len(list(out.iterdir())) <= 8
     # nothing fitted on the GPU: the summary names the fit, made afterwards from the records alone
     assert summary["profiles"] == {} and "attn-cost validate --records" in summary["steps"]["validate"]
-    from attn_cost.profilers.measure.device import slug
+    from attn_cost.profilers.measure.machine import slug
 
     (command,) = summary["fit_afterwards"]
     result = cli(*command.split()[1:], "--json", "--no-save")
@@ -330,9 +330,9 @@ def test_the_budget_starts_with_the_process() -> None:
 def test_the_calibration_times_host_terms_on_the_host_clock_on_a_gpu(tmp_path, monkeypatch) -> None:
     """The op model's call, loop-step and chain costs are host work: on a GPU, events around them see ~0 (and are
     refused), so the calibration times them with the host clock; kernels keep the device's events."""
-    from attn_cost.profilers.devicemodel import calibrate as cal
+    from attn_cost.profilers.devicemodel.calibrated import fit as cal
     from attn_cost.profilers.devicemodel.kernels import CALL, LOOP_STEP
-    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.measure.machine import prepare
     from attn_cost.profilers.measure.timing import TimeStats
     from attn_cost.profilers.store.store import ResultStore
 

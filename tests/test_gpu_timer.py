@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 from attn_cost.profilers.measure import gpu_timing
-from attn_cost.profilers.measure.device import fingerprint
 from attn_cost.profilers.measure.gpu_record import EAGER_ONLY, GRAPH, L2_POLICY, launch_bound, record_launch_bound
+from attn_cost.profilers.measure.machine import fingerprint
 from attn_cost.profilers.measure.profile import Measurer
 from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.measure.timing import time_cases
@@ -224,7 +224,7 @@ def test_kernels_are_counted_once_per_shape_and_a_profiler_that_cannot_count_is_
 
 
 def _store(tmp_path, name: str = "store"):
-    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.measure.machine import prepare
     from attn_cost.profilers.store.store import ResultStore
 
     return ResultStore(prepare("cuda"), tmp_path / name, shipped=False)
@@ -273,7 +273,7 @@ def test_the_store_refuses_a_time_record_whose_cuda_fields_are_not_numbers_it_ca
 
 
 def test_v2_records_still_load_under_their_own_name_and_are_never_mixed_with_v3(tmp_path) -> None:
-    from attn_cost.profilers.measure.device import slug
+    from attn_cost.profilers.measure.machine import slug
     from attn_cost.profilers.store.store import ResultStore, read_jsonl
 
     records, problems = read_jsonl(SHIPPED)

@@ -9,9 +9,9 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from attn_cost.profilers.devicemodel.datasheet import Datasheet, Peaks
+from attn_cost.profilers.devicemodel.datasheet.data import Datasheet, Peaks
+from attn_cost.profilers.devicemodel.datasheet.model import Efficiency, GpuModel, Host, host, timeline
 from attn_cost.profilers.devicemodel.device import KernelTime, row_dims
-from attn_cost.profilers.devicemodel.gpumodel import Efficiency, GpuModel, Host, host, timeline
 
 ROUND = Datasheet(
     "round-gpu", "Round GPU", "nvidia", "sm80", Peaks(fp32=10, tf32=90, bf16=100, fp16=100), bandwidth_gbs=1000,
@@ -74,7 +74,7 @@ def test_split_kv_fills_the_sms_with_the_fewest_pieces_near_the_fullest_waves() 
     make 0.80). 6 blocks, 1,000 key blocks: whole waves at 50 splits, and 15 the fewest within 85 % (0.90; 14 make
     0.84). 80 blocks on 100 SMs fill 80 %: no split.
     3 key blocks cap it at 3 pieces (3 blocks: 9 % of the SMs, the fullest 3 splits)."""
-    from attn_cost.profilers.devicemodel.gpumodel import split_kv
+    from attn_cost.profilers.devicemodel.datasheet.model import split_kv
 
     assert split_kv(np.array([8.0]), np.array([512.0]), 100)[0] == 11
     assert split_kv(np.array([6.0]), np.array([1000.0]), 100)[0] == 15
@@ -88,7 +88,7 @@ def test_split_kv_skips_a_split_that_leaves_its_pieces_as_long_as_one_split_fewe
     no choice. The others' waves: 25·s/100 = 0.25, 0.5, 0.75 (one wave each, that full) and 1.25 (two waves, 0.625
     full). The fullest is 0.75; 85 % of it is 0.6375, first reached at 3 splits. Were 4 a choice, its one whole
     wave (1.0) would be the fullest and the answer 4 (85 %: 0.85, reached first at 4)."""
-    from attn_cost.profilers.devicemodel.gpumodel import split_kv
+    from attn_cost.profilers.devicemodel.datasheet.model import split_kv
 
     assert split_kv(np.array([25.0]), np.array([5.0]), 100)[0] == 3
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 from attn_cost.profilers import DATA
-from attn_cost.profilers.devicemodel import datasheet
-from attn_cost.profilers.devicemodel.datasheet import SHIPPED as GPUS
+from attn_cost.profilers.devicemodel.datasheet import data as datasheet
+from attn_cost.profilers.devicemodel.datasheet.data import SHIPPED as GPUS
 
 H200_BF16 = "cuda-nvidia-h200-12fde9-bf16"
 CPU = "cpu-amd-epyc-5155e7"

@@ -195,7 +195,7 @@ def _calibration(device: dict) -> dict:
 
 def test_a_calibration_without_a_device_is_one_line(tmp_path, capsys) -> None:
     from attn_cost.costmodel.errors import UserError
-    from attn_cost.profilers.devicemodel.opmodel import load_opmodel
+    from attn_cost.profilers.devicemodel.calibrated.data import load_opmodel
 
     path = tmp_path / "cal.json"
     path.write_text(json.dumps(_calibration({})))
@@ -205,7 +205,7 @@ def test_a_calibration_without_a_device_is_one_line(tmp_path, capsys) -> None:
 
 def test_another_devices_calibration_under_this_devices_name_is_refused(tmp_path, monkeypatch) -> None:
     from attn_cost.costmodel.errors import UserError
-    from attn_cost.profilers.devicemodel import opmodel
+    from attn_cost.profilers.devicemodel.calibrated import data as opmodel
     from test_opmodel import synthetic_model
 
     theirs = synthetic_model()  # a calibration of the tests' made-up CPU

@@ -4,20 +4,25 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import pytest
 import sympy as sp
 from attn_cost.costmodel.errors import PricingWarning, UserError
 from attn_cost.profilers.devicemodel import kernels
 from attn_cost.profilers.devicemodel.kernels import KERNELS, kernel_of, twins
+from attn_cost.profilers.devicemodel.opcalls import engine_features
 
 SMALL = {"rows": 6, "cols": 5}
 PRODUCT = {"batch": 2, "m": 3, "k": 4, "n": 5}
 
 
+TIMED = [k.name for k in KERNELS.values() if kernels.runnable(k.name)]
+"""The kernels the calibration runs (a family without a runner is never timed)."""
+
+
 def _small(name: str) -> kernels.Shape:
-    k = KERNELS[name]
-    by_product_dims = (kernels.PRODUCT, kernels.ATTENTION, kernels.CHUNKED)
-    return kernels.shape(name, **(PRODUCT if k.family in by_product_dims else SMALL))
+    dims = kernels.FAMILIES[KERNELS[name].family].dims
+    return kernels.shape(name, **(PRODUCT if "m" in dims else SMALL))
 
 
 def test_every_op_kind_the_engine_emits_has_a_kernel(monkeypatch) -> None:
@@ -51,12 +56,12 @@ def test_every_catalogue_op_has_its_own_kernel_or_twin() -> None:
                 assert op.kind in (kernel.kind, *kernel.kinds), (v.name, op.label, name)
 
 
-@pytest.mark.parametrize("name", [k.name for k in kernels.DECLARED])
+@pytest.mark.parametrize("name", TIMED)
 def test_a_declaration_builds_its_own_op_and_torch_runs_it_at_that_shape(name: str) -> None:
     import torch
 
     at = _small(name)
-    built, feats = kernels.engine_features(at, "fp32")
+    built, feats = engine_features(at, "fp32")
     assert built == name and feats["bytes"] > 0
     runner = kernels.build_runner(at, "fp32", "cpu")
     out = runner.run(runner.make())
@@ -71,7 +76,7 @@ def test_a_declaration_builds_its_own_op_and_torch_runs_it_at_that_shape(name: s
 
 
 def test_layout_twins_and_stand_ins() -> None:
-    from attn_cost.profilers.devicemodel.opmodel import pricing
+    from attn_cost.profilers.devicemodel.calibrated.data import pricing
 
     assert twins("exp") == ["exp!"] and twins("sub!") == ["sub!", "sub"]
     assert twins("teleport") == []
@@ -207,7 +212,7 @@ def test_an_in_place_kernel_gets_its_pristine_inputs_at_every_call(name: str) ->
 
 
 def test_every_in_place_kernel_restores_its_input_and_no_other_does() -> None:
-    for k in kernels.DECLARED:
+    for k in (KERNELS[name] for name in TIMED):
         runner = kernels.build_runner(_small(k.name), "fp32", "cpu")
         assert (runner.restore is not None) == k.inplace, k.name
 
@@ -231,7 +236,7 @@ def test_a_window_product_reads_overlapping_windows_of_one_buffer(name: str) -> 
         window = rows[i : i + w]  # w × d
         want = a.reshape(n, 1, -1)[i] @ (window.T if name == "matmul-NT" else window)
         torch.testing.assert_close(out[i], want)
-    _, feats = kernels.engine_features(at, "fp32")
+    _, feats = engine_features(at, "fp32")
     assert feats["bytes"] == 4 * (n * dims["k"] + (n + w - 1) * d + n * dims["n"])  # A, the buffer once, the output
 
 
@@ -244,3 +249,111 @@ def test_sliding_window_s_band_products_carry_the_window_layout() -> None:
     assert len(products) == 2 and all("window" in f for f in products)
     plain = kernel_calls("softmax", "core", "fp32", row_dims({"d": 16}))
     assert not any("window" in f for f in plain.features)
+
+
+# -- the registry: a kernel family is one declaration ---------------------------------------------------------------
+
+
+@pytest.fixture
+def toy_family(monkeypatch):
+    """A toy op kind and a toy kernel family registered for one test (its kernel, `toy`, runs the op `toyop`):
+    what a new family is, one module's declarations. The registry is restored after the test."""
+    from attn_cost.costmodel import opkinds
+    from attn_cost.profilers.devicemodel.kernels import registry
+
+    monkeypatch.setitem(opkinds.KINDS, "toyop", "a toy op for the registry's tests")
+    saved = dict(registry.FAMILIES), dict(registry.KERNELS)
+
+    def declare(priced: bool) -> None:
+        def price(model, kernel, f, dtype, backward):
+            return [np.asarray(f["rows"], dtype=float) * 1e-6]  # one µs a row: a price the test can check by hand
+
+        registry.register_family(name="toy", dims=("rows", "cols"), price=price if priced else None,
+                                 unpriced="the toy kernels")(
+            lambda op: {"rows": op.inputs[0].rows * 10, "cols": op.inputs[0].shape[-1]})  # fmt: skip
+        registry.declare(registry.Kernel("toyop", "toyop", "toy"))
+
+    yield declare
+    registry.FAMILIES.clear(), registry.FAMILIES.update(saved[0])
+    registry.KERNELS.clear(), registry.KERNELS.update(saved[1])
+
+
+def _toy_op():
+    from attn_cost.costmodel.derive import Derived
+    from attn_cost.costmodel.graph import Graph
+
+    g = Graph("toy")
+    x = g.input("X", 3, 5)
+    g.output(g.traced("toyop", "Y", x.shape, (x,), label="Y = toy(X)"))
+    derived = Derived(g)
+    return derived, derived.ops[-1]
+
+
+def test_a_kernel_family_declared_once_is_featured_and_priced(toy_family) -> None:
+    from attn_cost.profilers.devicemodel.datasheet.model import GpuModel
+    from attn_cost.profilers.devicemodel.opcalls import op_features
+
+    toy_family(priced=True)
+    derived, op = _toy_op()
+    kernel, feats = op_features(derived, op, "fp32")
+    assert kernel == "toyop" and kernels.family_of(kernel).name == "toy"
+    assert (feats["rows"], feats["cols"]) == (30, 5)  # its own features: 3 rows times its 10, 5 columns
+    seconds = GpuModel.named("a100-sxm4-80gb").kernel_seconds(kernel, {"rows": 30.0, "cols": 5.0}, "bf16")
+    assert float(seconds) == pytest.approx(30e-6)  # its own price: a µs a row
+    assert "toy" in kernels.priced_families()
+
+
+def test_a_kernel_family_without_a_price_is_refused_in_one_line(toy_family) -> None:
+    toy_family(priced=False)
+    _, op = _toy_op()
+    with pytest.raises(UserError, match=r"^Y = toy\(X\): the toy kernels are not priced on a device yet") as e:
+        kernel_of(op)
+    assert "\n" not in str(e.value)
+    assert "toy" not in kernels.priced_families()
+
+
+FAMILY_CONSTANTS = {"ELEMENTWISE", "ROWWISE", "PRODUCT", "ATTENTION", "CHUNKED", "LINEAR_RNN", "PRODUCT_FORM"}
+"""The names the registry gives its families (a module comparing a kernel's family to one asks it by name)."""
+
+
+def family_if_chains(root) -> list[str]:
+    """`if`s (and conditional expressions) outside the kernel registry that compare something with a kernel
+    family's name, as a string or as the registry's constant: where a family's behaviour is chosen by name."""
+    import ast
+    from pathlib import Path
+
+    names = set(kernels.FAMILIES)
+
+    def family_side(side: ast.AST) -> bool:  # a kernel's family: `x.family`, `family_of(k)`, `family_of(k).name`
+        if isinstance(side, ast.Attribute) and side.attr == "name":
+            side = side.value
+        return ((isinstance(side, ast.Attribute) and side.attr == "family")
+                or (isinstance(side, ast.Call) and getattr(side.func, "id", "") == "family_of"))  # fmt: skip
+
+    found = []
+    for layer in ("profilers", "cli", "costmodel"):
+        for path in sorted((Path(root) / layer).rglob("*.py")):
+            if "devicemodel/kernels" in path.as_posix() or path.name == "kernels.py":
+                continue
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                if not isinstance(node, (ast.If, ast.IfExp)):
+                    continue
+                for cmp in (n for n in ast.walk(node.test) if isinstance(n, ast.Compare)):
+                    sides = [cmp.left, *cmp.comparators]
+                    by_constant = any((isinstance(n, ast.Name) and n.id in FAMILY_CONSTANTS)
+                                      or (isinstance(n, ast.Attribute) and n.attr in FAMILY_CONSTANTS)
+                                      for s in sides for n in ast.walk(s))  # fmt: skip
+                    by_string = any(family_side(s) for s in sides) and any(
+                        isinstance(n, ast.Constant) and n.value in names for s in sides for n in ast.walk(s))
+                    if by_constant or by_string:
+                        found.append(f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
+def test_no_module_outside_the_registry_chooses_by_kernel_family_name() -> None:
+    """The datasheet's price, the op model's form, the op list's features and the calibration grid are each the
+    family's own declaration (`kernels/`): no if-chain on family names anywhere else."""
+    from pathlib import Path
+
+    assert family_if_chains(Path(__file__).resolve().parents[1]) == []

@@ -124,8 +124,7 @@ HEAVY = {"torch", "plotly", "scipy"}
 import it where they fit or find a root)."""
 CYCLES = {
     ("costmodel.plugins", "costmodel.variants"): "the registry checks a user's variants; it loads them in turn",
-    ("profilers.devicemodel.kernels", "profilers.devicemodel.opmodel"): "the op model prices the kernels' features",
-    ("profilers.devicemodel.opmodel", "profilers.devicemodel.corrections"): "both save to one device folder",
+    ("profilers.devicemodel.calibrated.data", "profilers.devicemodel.measured.data"): "both save to one device folder",
     ("profilers.measure.timing", "profilers.measure.gpu_timing"): "the CUDA timer returns the CPU timer's stats",
 }
 """Function-level imports that break a module-level cycle, each with why the two modules need each other."""

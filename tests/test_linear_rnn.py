@@ -183,7 +183,7 @@ def test_check_flops_counts_the_chunked_forms(cli) -> None:
 
 
 def test_the_recurrence_runs_where_the_libraries_cannot_and_the_record_says_so(tmp_path) -> None:
-    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.measure.machine import prepare
     from attn_cost.profilers.measure.profile import Measurer
     from attn_cost.profilers.store.store import ResultStore
 

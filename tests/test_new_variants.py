@@ -13,7 +13,7 @@ from attn_cost.costmodel.conventions import get_convention
 from attn_cost.costmodel.iotraffic import Tiles, fused_op_traffic, io_traffic
 from attn_cost.costmodel.symbols import C, N, b, c, d, h, h_kv, k, m, w
 from attn_cost.costmodel.variants import derive
-from attn_cost.profilers.devicemodel.datasheet import get_datasheet
+from attn_cost.profilers.devicemodel.datasheet.data import get_datasheet
 from attn_cost.profilers.measure.cases import build_case
 from attn_cost.profilers.measure.flops import counted, derived
 from attn_cost.profilers.measure.memory import LiveTensorTracer, traced_peak

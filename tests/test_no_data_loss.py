@@ -381,7 +381,7 @@ def _campaign_files(slug: str) -> list[str]:
 
 def test_a_campaign_checks_every_file_it_writes_before_measuring(tmp_path, monkeypatch) -> None:
     from attn_cost.profilers.campaign.run import Plan, open_campaign
-    from attn_cost.profilers.measure.device import prepare, slug
+    from attn_cost.profilers.measure.machine import prepare, slug
 
     monkeypatch.setattr("attn_cost.profilers.store.store.ResultStore.add", lambda *a: pytest.fail("measured"))
     name = slug(prepare("cpu"))

@@ -11,8 +11,7 @@ import pytest
 from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.symbols import BY_NAME
-from attn_cost.profilers.devicemodel.device import Prediction, crossing, last_crossing, row_dims
-from attn_cost.profilers.devicemodel.opmodel import (
+from attn_cost.profilers.devicemodel.calibrated.data import (
     COPY,
     Gemm,
     Line,
@@ -23,7 +22,8 @@ from attn_cost.profilers.devicemodel.opmodel import (
     kernel_calls,
     load_opmodel,
 )
-from attn_cost.profilers.devicemodel.oppredict import CalibratedDevice, predicted_seconds
+from attn_cost.profilers.devicemodel.calibrated.model import CalibratedDevice, predicted_seconds
+from attn_cost.profilers.devicemodel.device import Prediction, crossing, last_crossing, row_dims
 from attn_cost.profilers.devicemodel.tunables import DEFAULT
 
 DEVICE = {"kind": "cpu", "name": "Test CPU", "torch": "2.13.0", "threads": 2, "family": "1"}
@@ -250,7 +250,7 @@ def test_a_gzipped_calibration_loads_like_the_plain_one(tmp_path) -> None:
 
 
 def test_line_grid_times_a_variant_s_ops_at_their_shapes() -> None:
-    from attn_cost.profilers.devicemodel import calibrate as cal
+    from attn_cost.profilers.devicemodel.calibrated import fit as cal
 
     points = cal.line_grid(["softmax"], [{"d": 24}], {"L3": 1 << 20})
     qk = [p for p in points if p.shape.kernel == "matmul-NT"]
@@ -280,7 +280,7 @@ def test_off_trend_finds_slow_spikes_but_not_dips_a_power_law_or_a_step() -> Non
 
 
 def test_a_spike_along_a_line_is_timed_again_and_the_faster_timing_kept() -> None:
-    from attn_cost.profilers.devicemodel import calibrate as cal
+    from attn_cost.profilers.devicemodel.calibrated import fit as cal
 
     class Again:
         """Times a shape again as 10 µs per 64 rows (the undisturbed power law), and remembers which."""
@@ -314,7 +314,7 @@ def test_a_spike_along_a_line_is_timed_again_and_the_faster_timing_kept() -> Non
 
 
 def test_the_chain_cost_recovers_its_fixed_part_and_its_share() -> None:
-    from attn_cost.profilers.devicemodel.opmodel import CALL, SEQUENCE, Chain
+    from attn_cost.profilers.devicemodel.calibrated.data import CALL, SEQUENCE, Chain
 
     call, launch, share = 1e-6, 2e-6, 0.05
     alone = [2e-5, 4e-5, 5e-4, 3e-3]  # eight ops alone, from launch-bound to large
@@ -336,7 +336,7 @@ def test_the_chain_cost_recovers_its_fixed_part_and_its_share() -> None:
 
 
 def test_the_chain_cost_is_paid_per_dispatched_kernel() -> None:
-    from attn_cost.profilers.devicemodel.opmodel import CALL, SEQUENCE, Chain
+    from attn_cost.profilers.devicemodel.calibrated.data import CALL, SEQUENCE, Chain
 
     call, launch = 1e-6, 5e-7
     alone = [2e-5, 4e-5]
@@ -362,7 +362,7 @@ def test_the_chain_cost_is_paid_per_dispatched_kernel() -> None:
 
 
 def test_dispatches_are_counted_from_what_pytorch_runs() -> None:
-    from attn_cost.profilers.devicemodel import calibrate as cal
+    from attn_cost.profilers.devicemodel.calibrated import fit as cal
 
     # l2normalize: vector_norm, reciprocal_, mul_, mul; poly2: x·x, ·0.5, +x, +1; a product is one bmm (its
     # transposes, expands and reshapes are views); augment: new_empty, fill_ of the first column, mul into the rest
@@ -376,7 +376,7 @@ def test_dispatches_are_counted_from_what_pytorch_runs() -> None:
 
 def test_operand_layout_is_read_from_the_op_list() -> None:
     from attn_cost.costmodel.variants import derive
-    from attn_cost.profilers.devicemodel.opmodel import kernel_of, operand_layout
+    from attn_cost.profilers.devicemodel.calibrated.data import kernel_of, operand_layout
 
     def layouts(variant: str) -> list[tuple[str, dict]]:
         return [(kernel_of(op), operand_layout(op)) for op in derive(variant, "core").ops if operand_layout(op)]
@@ -396,7 +396,7 @@ def test_operand_layout_is_read_from_the_op_list() -> None:
 
 def test_an_op_is_timed_with_the_operands_its_variant_gives_it() -> None:
     import torch
-    from attn_cost.profilers.devicemodel import calibrate as cal
+    from attn_cost.profilers.devicemodel.calibrated import fit as cal
 
     calls = kernel_calls("taylorshift-efficient", "core", "fp32", dims_of(8))
     timed = 0
@@ -535,7 +535,7 @@ def test_a_prediction_says_which_ops_it_priced_off_their_own_shape() -> None:
 def test_an_op_slower_than_a_copy_of_its_bytes_allows_is_named_at_calibration(tmp_path) -> None:
     """exp! at 30× the copy's time for the same bytes (it was timed on its own overflow) is a suspect; one at 5×
     is not, nor a softmax over rows of 8 (per-row work); a product 3× faster than the grid's best FLOP rate is."""
-    from attn_cost.profilers.devicemodel.opmodel import sanity
+    from attn_cost.profilers.devicemodel.calibrated.data import sanity
 
     base = synthetic_model()
     b = 2.0**22
@@ -565,7 +565,7 @@ def test_glue_is_measured_per_variant_and_kept_beside_kernel_time(tmp_path) -> N
     """softmax timed whole at N = 8, 16, 32 at 5 µs above its ops' device time: the model keeps 5 µs of glue for
     softmax at every N (held past 32), adds it on a CPU and overlaps it on a GPU; a variant without glue keeps the
     chain's fitted overheads; the glue points survive a save and load."""
-    from attn_cost.profilers.devicemodel.opmodel import GLUE, glue_line, timeline
+    from attn_cost.profilers.devicemodel.calibrated.data import GLUE, glue_line, timeline
 
     base = synthetic_model()
     calls = kernel_calls("softmax", "core", "fp32", dims_of(16))
@@ -591,9 +591,9 @@ def test_glue_is_timed_under_the_key_predictions_ask_for(tmp_path, monkeypatch) 
     """calibrate keys a variant's glue by its op lines, so validate's sizes (h, b, L spelt out) find it."""
     from dataclasses import replace
 
-    from attn_cost.profilers.devicemodel import calibrate as cal
-    from attn_cost.profilers.devicemodel.opmodel import glue_line
-    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.devicemodel.calibrated import fit as cal
+    from attn_cost.profilers.devicemodel.calibrated.data import glue_line
+    from attn_cost.profilers.measure.machine import prepare
     from attn_cost.profilers.measure.sizes import Sizes
     from attn_cost.profilers.measure.timing import TimeStats
     from attn_cost.profilers.store.store import ResultStore
@@ -687,8 +687,8 @@ def test_calibrate_rejects_an_output_that_is_a_file(cli, tmp_path) -> None:
 
 
 def test_calibration_stores_points_and_resumes(monkeypatch, tmp_path) -> None:
-    from attn_cost.profilers.devicemodel import calibrate as cal
-    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.devicemodel.calibrated import fit as cal
+    from attn_cost.profilers.measure.machine import prepare
     from attn_cost.profilers.measure.timing import TimeStats
     from attn_cost.profilers.store.store import ResultStore
 
@@ -715,8 +715,8 @@ def test_calibration_stores_points_and_resumes(monkeypatch, tmp_path) -> None:
 
 
 def test_every_exact_shape_is_timed_twice_and_the_faster_timing_kept(monkeypatch, tmp_path) -> None:
-    from attn_cost.profilers.devicemodel import calibrate as cal
-    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.devicemodel.calibrated import fit as cal
+    from attn_cost.profilers.measure.machine import prepare
     from attn_cost.profilers.measure.timing import TimeStats
     from attn_cost.profilers.store.store import ResultStore
 
@@ -758,7 +758,7 @@ def test_quick_calibration_of_this_cpu(cli, tmp_path) -> None:
 def test_report_draws_predicted_time_beside_measured(cli, fixture_device, tmp_path) -> None:
     import re
 
-    from attn_cost.profilers.devicemodel.corrections import load_profile
+    from attn_cost.profilers.devicemodel.measured.data import load_profile
 
     profile = load_profile(fixture_device)
     model = lean_synthetic_model()
@@ -786,7 +786,7 @@ def test_off_grid_error_widens_the_interval() -> None:
 
 
 def test_the_chain_error_widens_the_interval() -> None:
-    from attn_cost.profilers.devicemodel.opfit import Chain, Overheads
+    from attn_cost.profilers.devicemodel.calibrated.forms import Chain, Overheads
 
     model = synthetic_model()
     args = (model, "taylorshift-direct", "taylorshift-efficient", dims_of(16))
@@ -968,8 +968,8 @@ def test_the_gap_is_what_following_a_missed_n0_costs() -> None:
 def test_a_chain_takes_the_first_kinds_of_the_chain_list() -> None:
     """The grid's chains keep their eight ops (and their stored keys); a chain of `kinds` takes that many
     distinct runnable ops, every one at r × r."""
-    from attn_cost.profilers.devicemodel import calibrate as cal
-    from attn_cost.profilers.devicemodel.opmodel import SEQUENCE
+    from attn_cost.profilers.devicemodel.calibrated import fit as cal
+    from attn_cost.profilers.devicemodel.calibrated.data import SEQUENCE
 
     eight = cal.sequence_parts(cal._s(SEQUENCE, rows=16))
     assert [p.kernel for p in eight] == ["matmul-NT", "scale!", "softmax", "matmul-NN", "l2normalize", "poly2",
@@ -983,7 +983,7 @@ def test_a_chain_takes_the_first_kinds_of_the_chain_list() -> None:
 def test_the_calibration_is_sized_to_the_device_it_probes() -> None:
     """A device a thousand times faster (a GPU's rates) gets exact-shape lines to lengths the first calibrations'
     CPU rates stop far short of, and fewer calls per timed sample at the same shape."""
-    from attn_cost.profilers.devicemodel import calibrate as cal
+    from attn_cost.profilers.devicemodel.calibrated import fit as cal
 
     fast = cal.Rates(launch_s=5e-6, bytes_per_s=2e12, flops_per_s=5e13)
     slow_lines = cal.line_grid(["softmax"], [{"d": 64}], {"L2": 50 << 20}, rates=cal.FIRST_RATES)
@@ -997,8 +997,8 @@ def test_the_calibration_is_sized_to_the_device_it_probes() -> None:
 
 
 def test_stored_timings_are_divided_by_the_calls_they_were_timed_with(tmp_path, monkeypatch) -> None:
-    from attn_cost.profilers.devicemodel import calibrate as cal
-    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.devicemodel.calibrated import fit as cal
+    from attn_cost.profilers.measure.machine import prepare
     from attn_cost.profilers.measure.timing import TimeStats
     from attn_cost.profilers.store.store import ResultStore
 
@@ -1016,8 +1016,8 @@ def test_stored_timings_are_divided_by_the_calls_they_were_timed_with(tmp_path, 
 def test_an_in_place_kernel_is_priced_net_of_the_copy_that_restores_its_input(tmp_path, monkeypatch) -> None:
     """exp! is timed together with the copy that gives it fresh inputs, and that copy alone in alternation: the
     point is their difference (3 ms − 1 ms per sample), keyed apart from timings made on reused inputs."""
-    from attn_cost.profilers.devicemodel import calibrate as cal
-    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.devicemodel.calibrated import fit as cal
+    from attn_cost.profilers.measure.machine import prepare
     from attn_cost.profilers.measure.timing import TimeStats
     from attn_cost.profilers.store.store import ResultStore
 
@@ -1041,7 +1041,7 @@ def test_an_in_place_kernel_is_priced_net_of_the_copy_that_restores_its_input(tm
 
 def test_a_calibration_loads_its_fitted_parameters_without_refitting(tmp_path, monkeypatch) -> None:
     """A change to the fitting code cannot change what a saved calibration predicts: loading never fits."""
-    from attn_cost.profilers.devicemodel import opmodel as om
+    from attn_cost.profilers.devicemodel.calibrated import data as om
 
     model = om.load_opmodel(str(synthetic_model().save(tmp_path / "fitted")))
     calls = om.kernel_calls("taylorshift-efficient", "core", "fp32", row_dims({"d": 16}))
@@ -1061,7 +1061,7 @@ def test_a_calibration_of_another_fit_version_is_refitted_only_when_asked(tmp_pa
     import json
     from pathlib import Path
 
-    from attn_cost.profilers.devicemodel import opmodel as om
+    from attn_cost.profilers.devicemodel.calibrated import data as om
 
     data = json.loads(synthetic_model().save(tmp_path / "fitted").read_text())
     data.pop("fitted")

@@ -24,8 +24,8 @@ def report(tmp_path_factory) -> Path:
     """One report for the module, made in-process with the tests' own device: its profile (tests/data), an op
     calibration (test_opmodel.py's synthetic model) and a few made-up timings and peaks in the results store."""
     from attn_cost.cli.main import main
-    from attn_cost.profilers.devicemodel.corrections import load_profile
-    from attn_cost.profilers.devicemodel.opmodel import OpModel
+    from attn_cost.profilers.devicemodel.calibrated.data import OpModel
+    from attn_cost.profilers.devicemodel.measured.data import load_profile
     from attn_cost.profilers.store.store import ResultStore
     from conftest import FIXTURE_PROFILE
     from test_opmodel import lean_synthetic_model

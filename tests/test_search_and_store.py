@@ -8,7 +8,7 @@ import random
 import pytest
 from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.errors import UserError
-from attn_cost.profilers.measure.device import fingerprint, slug
+from attn_cost.profilers.measure.machine import fingerprint, slug
 from attn_cost.profilers.measure.profile import Measurer, profile_pair
 from attn_cost.profilers.measure.search import Probe, find_transition
 from attn_cost.profilers.measure.sizes import Sizes
@@ -290,7 +290,7 @@ def test_an_interrupted_profile_resumes_without_repeating_measurements(store_dir
 
 def test_a_shipped_file_with_hundreds_of_foreign_records_warns_once(tmp_path, monkeypatch) -> None:
     import attn_cost.profilers.store.store as store_module
-    from attn_cost.profilers.measure.device import slug
+    from attn_cost.profilers.measure.machine import slug
 
     device = fingerprint("cpu")
     other = {**device, "name": "Some Other CPU"}

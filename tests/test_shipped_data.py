@@ -8,8 +8,9 @@ import json
 import pytest
 from attn_cost.costmodel.crossover import Setting, crossover
 from attn_cost.costmodel.symbols import DEFAULTS, L, b, d, h
-from attn_cost.profilers.devicemodel.corrections import SHIPPED as PROFILES
-from attn_cost.profilers.devicemodel.corrections import corrected_points, load_profile
+from attn_cost.profilers.devicemodel.measured.data import SHIPPED as PROFILES
+from attn_cost.profilers.devicemodel.measured.data import load_profile
+from attn_cost.profilers.devicemodel.measured.model import corrected_points
 from attn_cost.profilers.devicemodel.names import OPMODELS
 from attn_cost.profilers.store.store import SHIPPED as RESULTS
 from attn_cost.profilers.store.store import ResultStore
@@ -103,7 +104,7 @@ def test_shipped_validation_rows_match_a_fresh_computation(shipped) -> None:
 def test_crossover_with_the_shipped_device(cli, shipped, monkeypatch) -> None:
     """`crossover --device` prints the profile's own validated points for one of its pairs (whichever it has). The op
     model's bootstrap intervals (tested on the tests' own calibration) are left out: 15 s a device."""
-    from attn_cost.profilers.devicemodel import oppredict
+    from attn_cost.profilers.devicemodel.calibrated import model as oppredict
 
     monkeypatch.setattr(oppredict, "BOOTSTRAP", 0)  # where the draws read it (opmodel only defines it)
     expected = {**shipped.validation[0], **shipped.measured[0]}  # the measured row: what the profile keeps of a unit
@@ -128,7 +129,7 @@ def test_results_file_lines_are_all_valid_records() -> None:
 @pytest.mark.parametrize("path", sorted(OPMODELS.glob("*.json")), ids=lambda p: p.stem)
 def test_every_shipped_op_calibration_loads_its_fitted_parameters_and_predicts(path, monkeypatch) -> None:
     import numpy as np
-    from attn_cost.profilers.devicemodel import opmodel as om
+    from attn_cost.profilers.devicemodel.calibrated import data as om
     from attn_cost.profilers.devicemodel.device import row_dims
 
     def no_fitting(*args, **kwargs):
@@ -162,7 +163,7 @@ def test_every_shipped_data_file_is_installed() -> None:
 
 def test_no_shipped_profile_rates_a_kernel_faster_than_its_device_s_peak(shipped) -> None:
     """A measured GPU has its datasheet row, and every fitted FLOP rate is at most its peak for the dtype."""
-    from attn_cost.profilers.devicemodel.corrections import device_peak
+    from attn_cost.profilers.devicemodel.measured.data import device_peak
 
     peak = device_peak(shipped.device, shipped.dtype)
     assert peak is not None or shipped.device["kind"] != "cuda"
@@ -227,7 +228,7 @@ def test_every_measured_n0_in_the_readme_is_what_crossover_device_prints(cli, mo
     measured N0, its spread and whether it stands."""
     from pathlib import Path
 
-    from attn_cost.profilers.devicemodel import oppredict
+    from attn_cost.profilers.devicemodel.calibrated import model as oppredict
 
     monkeypatch.setattr(oppredict, "BOOTSTRAP", 0)  # where the draws read it (opmodel only defines it)
     text = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")

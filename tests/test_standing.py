@@ -10,7 +10,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from attn_cost.costmodel.crossover import Setting
-from attn_cost.profilers.measure.device import fingerprint
+from attn_cost.profilers.measure.machine import fingerprint
 from attn_cost.profilers.measure.profile import Measurer, profile_pair, replicated
 from attn_cost.profilers.measure.search import Probe, Transition, one_crossing, replicates_disagree, signs_of, tie_of
 from attn_cost.profilers.measure.sizes import Sizes

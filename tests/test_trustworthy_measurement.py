@@ -451,7 +451,7 @@ def test_ls_and_rm_with_filters(cli, tmp_path) -> None:
 
 
 def test_a_stored_timing_off_its_neighbours_trend_is_timed_again_and_the_faster_kept(tmp_path) -> None:
-    from attn_cost.profilers.measure.device import prepare
+    from attn_cost.profilers.measure.machine import prepare
     from attn_cost.profilers.measure.profile import Measurer
     from attn_cost.profilers.workflow.validating import recheck_spikes
 
@@ -499,7 +499,7 @@ def test_the_cpu_timer_is_part_of_the_device_name_where_recorded() -> None:
     name. Devices fingerprinted before it was recorded (the shipped files) keep the names they ship under."""
     from pathlib import Path
 
-    from attn_cost.profilers.measure.device import CPU_TIMER, TIMER_VERSION, prepare, slug
+    from attn_cost.profilers.measure.machine import CPU_TIMER, TIMER_VERSION, prepare, slug
     from attn_cost.profilers.measure.timing import SETTLE_S
 
     here = prepare("cpu")

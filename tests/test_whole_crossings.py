@@ -14,7 +14,7 @@ import pytest
 from attn_cost.costmodel.crossover import Setting
 from attn_cost.profilers import DATA
 from attn_cost.profilers.devicemodel.device import crossing, row_dims
-from attn_cost.profilers.devicemodel.devices import resolve
+from attn_cost.profilers.devicemodel.kinds import resolve
 
 DATASHEET_CASES = [
     # the README's example: A's time steps with its query blocks' waves just past N = 3,840

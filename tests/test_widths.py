@@ -146,7 +146,7 @@ def test_measured_tables_from_a_device_profile(width: int, capsys, monkeypatch) 
     from types import SimpleNamespace
 
     from attn_cost.cli.measure import _profile_table, _validation_tables
-    from attn_cost.profilers.devicemodel.corrections import load_profile
+    from attn_cost.profilers.devicemodel.measured.data import load_profile
 
     monkeypatch.setenv("COLUMNS", str(width))
     profile = load_profile(str(PROFILE))

@@ -143,7 +143,7 @@ class _Model:
 
 
 def test_calibrate_claims_its_file_before_timing_and_saves_after(tmp_path, monkeypatch) -> None:
-    from attn_cost.profilers.devicemodel import calibrate as cal
+    from attn_cost.profilers.devicemodel.calibrated import fit as cal
     from attn_cost.profilers.devicemodel.tunables import QUICK
 
     store = _measurer(tmp_path).store
@@ -240,7 +240,7 @@ def test_validate_device_fits_checks_and_saves_once(tmp_path, timed_by_hand) -> 
 
 def test_a_calibration_of_another_device_is_refused_or_left_out() -> None:
     from attn_cost.profilers import DATA
-    from attn_cost.profilers.measure.device import fingerprint
+    from attn_cost.profilers.measure.machine import fingerprint
 
     unknown = {**fingerprint("cpu"), "name": "No such CPU"}
     assert validating.calibration_of(None, unknown, Events()) is None  # no calibration of it: no op-model columns
@@ -253,9 +253,9 @@ def test_a_calibration_of_another_device_is_refused_or_left_out() -> None:
 
 PARTS = {
     "attn_cost.profilers.measure.profile": {"profile_pair"},
-    "attn_cost.profilers.measure.device": {"select_device", "prepare"},
+    "attn_cost.profilers.measure.machine": {"select_device", "prepare"},
     "attn_cost.profilers.measure.sdpa": {"validate_choice"},
-    "attn_cost.profilers.devicemodel.calibrate": {
+    "attn_cost.profilers.devicemodel.calibrated.fit": {
         "Calibrator",
         "calibrate",
         "line_grid",

@@ -51,17 +51,17 @@ from attn_cost.costmodel.conventions import DEFAULT as CONVENTION
 from attn_cost.costmodel.crossover import Setting, crossover
 from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers.campaign.planning import WAVES, Price, launch_bound_shape, loaded_shape, unit_cost
-from attn_cost.profilers.devicemodel.calibrate import cache_sizes
-from attn_cost.profilers.devicemodel.corrections import PROFILE_KIND, profile_name
-from attn_cost.profilers.devicemodel.datasheet import for_device
+from attn_cost.profilers.devicemodel.calibrated.data import OPMODEL_KIND, user_dir
+from attn_cost.profilers.devicemodel.calibrated.fit import cache_sizes
+from attn_cost.profilers.devicemodel.datasheet.data import for_device
+from attn_cost.profilers.devicemodel.datasheet.model import DEVICE_ONLY, GpuModel, fitted
 from attn_cost.profilers.devicemodel.device import row_dims
-from attn_cost.profilers.devicemodel.devices import resolve
-from attn_cost.profilers.devicemodel.gpumodel import DEVICE_ONLY, GpuModel, fitted
-from attn_cost.profilers.devicemodel.opmodel import OPMODEL_KIND, user_dir
+from attn_cost.profilers.devicemodel.kinds import resolve
+from attn_cost.profilers.devicemodel.measured.data import PROFILE_KIND, profile_name
 from attn_cost.profilers.devicemodel.tunables import DEFAULT, GPU_CAMPAIGN, QUICK
 from attn_cost.profilers.measure import gpu_timing
-from attn_cost.profilers.measure.device import slug
 from attn_cost.profilers.measure.gpu_record import record_launch_bound
+from attn_cost.profilers.measure.machine import slug
 from attn_cost.profilers.measure.opchecks import softmax_axes
 from attn_cost.profilers.measure.profile import Measurer
 from attn_cost.profilers.measure.references import stand_in

@@ -1,11 +1,11 @@
 """One interface for every kind of device model, and what they share: where two variants' predicted times cross.
 
 A device is answered by one of three kinds of model, each in its own module, each a `DeviceModel`:
-- a measured device's profile (`corrections.ProfileDevice`): per-variant constants fitted to its own timings;
-- an op calibration (`oppredict.CalibratedDevice`): the op model, its kernels timed alone, zero-shot;
-- a GPU's datasheet (`gpumodel.GpuModel`): its figures and efficiencies fitted on published measurements.
-`devices.resolve` finds the model a device name means (a measured device with an op calibration too is answered
-by its profile for the variants it fitted, by the op model for the others: `devices.MeasuredDevice`).
+- a measured device's profile (`measured.ProfileDevice`): per-variant constants fitted to its own timings;
+- an op calibration (`calibrated.model.CalibratedDevice`): the op model, its kernels timed alone, zero-shot;
+- a GPU's datasheet (`datasheet.model.GpuModel`): its figures and efficiencies fitted on published measurements.
+`kinds.resolve` finds the model a device name means (a measured device with an op calibration too is answered
+by its profile for the variants it fitted, by the op model for the others: `kinds.MeasuredDevice`).
 
 Every model answers, per variant and sizes (`dims` keyed by symbol: `row_dims`) at lengths N (arrays):
 `seconds` (predicted time with its 95 % interval), `peak_bytes`, and where it prices kernels (the op and datasheet
@@ -69,7 +69,7 @@ class KernelTime:
     kernel: str
     """Its name in `kernels.KERNELS`."""
     family: str
-    """Its family (`kernels.FAMILIES`)."""
+    """Its family's name (`kernels.FAMILIES`)."""
     repeat: np.ndarray
     seconds: np.ndarray
     backward: bool = False

@@ -1,7 +1,8 @@
 """The names measured devices go by: their device profiles' and op calibrations' slugs, shipped or the user's.
 
-Below `datasheet.py` (whose rows may not take these names), `opmodel.py`, `corrections.py` and `devices.py` (which
-resolves any name), so that none imports another's callers, and numpy- and scipy-free: `crossover` reads them."""
+Below `datasheet/data.py` (whose rows may not take these names), `calibrated/data.py`, `measured/data.py` and
+`kinds.py` (which resolves any name), so that none imports another's callers, and numpy- and scipy-free: `crossover`
+reads them."""
 
 from __future__ import annotations
 

@@ -12,12 +12,13 @@ from functools import cache
 import numpy as np
 import sympy as sp
 from attn_cost.costmodel.counting import DEFAULT_COUNTING, Counting, N_kv
+from attn_cost.costmodel.derive import Derived
 from attn_cost.costmodel.dtypes import dtype_bytes
 from attn_cost.costmodel.errors import UserError
-from attn_cost.costmodel.graph import Storage
+from attn_cost.costmodel.graph import Graph, Storage
 from attn_cost.costmodel.symbols import N, Pads
 from attn_cost.costmodel.variants import derive
-from attn_cost.profilers.devicemodel.kernels import ATTENTION, BINARY, CHUNKED, PRODUCT, family_of, kernel_of
+from attn_cost.profilers.devicemodel.kernels import BINARY, KERNELS, Shape, family_of, kernel_of
 
 
 @dataclass
@@ -40,7 +41,7 @@ class KernelCalls:
     """Per op: its line (`line_of`), the key under which `calibrate --d` times it at its exact shapes."""
     key: str = ""
     """The variant, scope and dtype with a digest of its ops' lines: what its glue timings are kept under
-    (`opmodel.glue_line`), the same however its sizes were spelt."""
+    (`calibrated.data.glue_line`), the same however its sizes were spelt."""
     _reuse: dict = field(default_factory=dict, repr=False)
 
     def reuse(self, n: float) -> list[list[tuple[float, float, float]]]:
@@ -183,23 +184,28 @@ def operand_layout(op) -> dict[str, int]:
 
 
 def op_features(derived, op, dtype: str) -> tuple[str, dict]:
-    """The kernel of one op and its features as expressions: repeat, bytes, batch/m/k/n or rows/cols, and
-    its operand layout where that is not the plain one (`operand_layout`)."""
+    """The kernel of one op and its features as expressions: repeat, bytes, its family's dims (batch/m/k/n or
+    rows/cols), and its operand layout where that is not the plain one (`operand_layout`)."""
     kernel = kernel_of(op)
-    family = family_of(kernel)
     feats = {"repeat": op.repeat, "bytes": derived.op_traffic(op, dtype), **operand_layout(op)}
-    if family == PRODUCT:
-        feats.update(batch=op.attrs["batch"], m=op.attrs["m"], k=op.attrs["k"], n=op.attrs["n"])
-    elif family == ATTENTION:
-        a = op.attrs
-        feats.update(batch=a["batch"], m=a["nq"], k=a["dqk"], n=a["nk"])
-    elif family == CHUNKED:  # the chunk kernels: heads, length, head dim and chunk (`kernels._chunk` builds them back)
-        a = op.attrs
-        feats.update(batch=a["batch"], m=a["n"], k=a["dk"], n=a["chunk"])
-    else:
-        x = op.inputs[0] if op.inputs else op.output
-        feats.update(rows=x.rows, cols=x.shape[-1] if x.shape else sp.Integer(1))
+    feats.update(family_of(kernel).features(op))
     return kernel, feats
+
+
+def engine_features(at: Shape, dtype: str) -> tuple[str, dict[str, float]]:
+    """The kernel's engine op at a shape, built with the DSL the variants use, and its features as the op model
+    reads them (`op_features`); a kernel whose op maps to another kernel is a declaration error."""
+    kernel = KERNELS[at.kernel]
+    if kernel.build is None:
+        raise RuntimeError(f"kernel {at.kernel} is never calibrated: it builds no op")
+    g = Graph(f"calibrate {at.kernel}")
+    g.output(kernel.build(g, at))
+    derived = Derived(g)
+    op = derived.ops[0] if kernel.name == "store" else derived.ops[-1]
+    name, feats = op_features(derived, op, dtype)
+    if name != at.kernel:
+        raise RuntimeError(f"kernel {at.kernel} builds an op of kernel {name}: fix its declaration")
+    return name, {k: float(v) for k, v in feats.items() if k != "repeat"}
 
 
 @cache

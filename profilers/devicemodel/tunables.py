@@ -35,7 +35,7 @@ class Tunables:
     cache_multiple: int = 8
     """The grid and the exact-shape lines reach this many times the last-level cache."""
     row_widths: tuple[int, ...] = (8, 64, 1024, 2000, 4096)
-    """Row widths of the row-wise kernels: both stride classes (`opfit.aliased`) up to d² at d = 64, so that a
+    """Row widths of the row-wise kernels: both stride classes (`forms.aliased`) up to d² at d = 64, so that a
     variant's rows of d² (Latte's, linear attention's running state) are priced within the grid of their class,
     never from the one page-aligned width (1,024) whose column scans ran 10× slower than their neighbours'."""
     product_small: tuple[int, ...] = (1, 8, 16, 32, 64)
@@ -69,7 +69,7 @@ class Tunables:
     line_stride: int = 1
     """Every how many of `line_lengths` are timed."""
     glue_lengths: tuple[int, ...] = (8, 16, 32)
-    """Lengths at which each variant is timed whole for its glue (`calibrate.glue_points`): short enough that
+    """Lengths at which each variant is timed whole for its glue (`calibrated.fit.glue_points`): short enough that
     its ops take microseconds, so that what is left is the host's work between them."""
     line_max_s: float = 0.03
     """Longest estimated time of one op along a line (the kernel model extrapolates beyond it)."""

@@ -23,11 +23,12 @@ from attn_cost.costmodel.formula import formula_data
 from attn_cost.costmodel.heads import heads as head_tradeoff
 from attn_cost.costmodel.symbols import DEFAULT_DEPTH, DEFAULTS, D, L, b, d, h, r, with_defaults
 from attn_cost.costmodel.variants import get_variant
-from attn_cost.profilers.devicemodel.corrections import DeviceProfile, load_profile, measured_here, measured_point
-from attn_cost.profilers.devicemodel.datasheet import for_device
+from attn_cost.profilers.devicemodel.columns import add_device_columns
+from attn_cost.profilers.devicemodel.datasheet.data import for_device
+from attn_cost.profilers.devicemodel.datasheet.model import GpuModel
 from attn_cost.profilers.devicemodel.device import DeviceModel, measured_at, row_dims
-from attn_cost.profilers.devicemodel.devices import MeasuredDevice, add_device_columns
-from attn_cost.profilers.devicemodel.gpumodel import GpuModel
+from attn_cost.profilers.devicemodel.measured.data import DeviceProfile, load_profile, measured_here, measured_point
+from attn_cost.profilers.devicemodel.measured.model import MeasuredDevice
 from attn_cost.profilers.devicemodel.names import known_profiles
 from attn_cost.profilers.measure.standing import shown_n0
 from attn_cost.profilers.store.store import ResultStore
@@ -53,7 +54,7 @@ def gather(
     model: DeviceModel | None,
     setting: Setting,
 ) -> dict:
-    """All the report's numbers, JSON-ready; `model`: the device the caller resolved (`devices.resolve`), or None."""
+    """All the report's numbers, JSON-ready; `model`: the device the caller resolved (`kinds.resolve`), or None."""
     measured = model if isinstance(model, MeasuredDevice) else None
     dims = {dv: report_dims(dv) for dv in ds}
     rows = [transition_row(a, bb, dims[dv], setting, (L,)) for a, bb in pairs for dv in ds]

@@ -80,8 +80,8 @@ def load_error(where: str, what: str, error: SchemaError) -> UserError:
 
 @dataclass
 class Fingerprint:
-    """What every file that carries a device fingerprint (`profilers.measure.device`) must have of it: the device's name
-    and kind (the other fields are read where they are used)."""
+    """What every file that carries a device fingerprint (`profilers.measure.machine`) must have of it: the
+    device's name and kind (the other fields are read where they are used)."""
 
     name: str
     kind: str

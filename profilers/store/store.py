@@ -36,8 +36,8 @@ from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.paths import check_input, os_reason, real
 from attn_cost.costmodel.scopes import SCOPES
 from attn_cost.profilers import DATA
-from attn_cost.profilers.measure.device import slug
 from attn_cost.profilers.measure.gpu_record import EAGER_ONLY, GRAPH, is_method
+from attn_cost.profilers.measure.machine import slug
 from attn_cost.profilers.store.files import (
     head,
     is_regular,

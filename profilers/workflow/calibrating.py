@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attn_cost.costmodel.paths import check_input
-from attn_cost.profilers.devicemodel.opmodel import OPMODEL_KIND, OpModel, load_opmodel, user_dir
+from attn_cost.profilers.devicemodel.calibrated.data import OPMODEL_KIND, OpModel, load_opmodel, user_dir
 from attn_cost.profilers.devicemodel.tunables import Tunables
 from attn_cost.profilers.store.files import claim, is_json_of, make_folder, not_stdout
 from attn_cost.profilers.store.store import ResultStore
@@ -51,8 +51,8 @@ def calibrate(
     variant whole at short lengths too), through the store (a rerun reuses every timing); fit the op model. `out`:
     the folder it is saved in, its file claimed before anything is timed. `caches`: the device's (default: read
     here, `cache_sizes`); `context`: the model also charges each op its cache misses inside its variant."""
-    from attn_cost.profilers.devicemodel.calibrate import Calibrator, cache_sizes, line_grid
-    from attn_cost.profilers.devicemodel.calibrate import calibrate as fit
+    from attn_cost.profilers.devicemodel.calibrated.fit import Calibrator, cache_sizes, line_grid
+    from attn_cost.profilers.devicemodel.calibrated.fit import calibrate as fit
 
     if out is not None:
         claim(out / f"{store.slug}.json", is_json_of(OPMODEL_KIND), "an op calibration")

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.errors import UserError
-from attn_cost.profilers.devicemodel.corrections import shipped_elsewhere
-from attn_cost.profilers.measure.device import prepare, select_device
+from attn_cost.profilers.devicemodel.measured.data import shipped_elsewhere
+from attn_cost.profilers.measure.machine import prepare, select_device
 from attn_cost.profilers.measure.sdpa import get_backend, validate_choice
 from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.store.store import ResultStore

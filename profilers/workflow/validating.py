@@ -17,21 +17,23 @@ from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.symbols import BY_NAME
 from attn_cost.costmodel.variants import all_variants
-from attn_cost.profilers.devicemodel import gpumodel
-from attn_cost.profilers.devicemodel.calibrate import Calibrator, cache_sizes, glue_points, missing_lines, time_lines
-from attn_cost.profilers.devicemodel.corrections import (
-    DeviceProfile,
-    corrected_points,
-    device_peak,
-    fit_memory,
-    fit_time,
+from attn_cost.profilers.devicemodel.calibrated.data import OpModel, check_device, load_opmodel, opmodel_for
+from attn_cost.profilers.devicemodel.calibrated.fit import (
+    Calibrator,
+    cache_sizes,
+    glue_points,
+    missing_lines,
+    time_lines,
 )
-from attn_cost.profilers.devicemodel.datasheet import for_device
-from attn_cost.profilers.devicemodel.device import Prediction, crossing, row_dims
-from attn_cost.profilers.devicemodel.opmodel import OpModel, check_device, load_opmodel, opmodel_for
-from attn_cost.profilers.devicemodel.oppredict import CalibratedDevice, predicted_seconds
+from attn_cost.profilers.devicemodel.calibrated.model import predicted_seconds
+from attn_cost.profilers.devicemodel.datasheet.data import for_device
+from attn_cost.profilers.devicemodel.device import CALIBRATED, DATASHEET, Prediction, crossing, row_dims
+from attn_cost.profilers.devicemodel.kinds import model_of
+from attn_cost.profilers.devicemodel.measured.data import DeviceProfile, device_peak
+from attn_cost.profilers.devicemodel.measured.fit import fit_memory, fit_time
+from attn_cost.profilers.devicemodel.measured.model import corrected_points
 from attn_cost.profilers.devicemodel.trend import spikes
-from attn_cost.profilers.measure.device import slug as slug_of
+from attn_cost.profilers.measure.machine import slug as slug_of
 from attn_cost.profilers.measure.profile import Measurer, Stored, length_grain, profile_pair, snap, stored_pair
 from attn_cost.profilers.measure.references import REFERENCES
 from attn_cost.profilers.measure.search import replicate_interval
@@ -123,7 +125,7 @@ def validate(
     replicates: int = 4,
 ) -> tuple[DeviceProfile, list[dict]]:
     """Measure (reusing the store), fit on `fit_d` (or use an `existing` profile of this same
-    device, to check it without refitting), and compare on every head dim. With an `opmodel` (fitted
+    device, to check it without refitting), and compare on every head dim. With an `calibrated.data` (fitted
     on op timings only, never on these variants: zero-shot), add its N0 with a bootstrap interval.
     `replicates`: re-timings of each found crossover's bracket (`profile_pair`)."""
     if existing is not None and existing.slug != measurer.store.slug:
@@ -386,17 +388,16 @@ def compare(
 def _predicted(opmodel: OpModel | None, a: str, b: str, dims: dict, setting: Setting, n_max: int) -> dict:
     if opmodel is None or setting.dtype != opmodel.dtype:
         return Prediction(None, None, None, 0).as_json()
-    return crossing(CalibratedDevice(opmodel), a, b, dims, setting, n_max=n_max).as_json()
+    return crossing(model_of(CALIBRATED, opmodel), a, b, dims, setting, n_max=n_max).as_json()
 
 
 def _datasheet(device: dict, a: str, b: str, dims: dict, setting: Setting, n_max: int) -> dict:
-    """The datasheet model's N0 for this GPU, where it has a datasheet (`profilers.devicemodel.datasheet`): predicted
+    """The datasheet model's N0 for this GPU, where it has a datasheet (`devicemodel.datasheet.data`): predicted
     from the datasheet and published measurements, never fitted on this device's, beside what was measured."""
     sheet = for_device(device.get("name", "")) if device.get("kind") == "cuda" else None
     if sheet is None:
         return {}
-    eff, sigma, _ = gpumodel.fitted()
-    p = crossing(gpumodel.GpuModel(sheet, eff, sigma), a, b, dims, setting, n_max=n_max)
+    p = crossing(model_of(DATASHEET, sheet), a, b, dims, setting, n_max=n_max)
     return {"datasheet": sheet.name, "datasheet_n0": p.n0, "datasheet_n0_low": p.low, "datasheet_n0_high": p.high}
 
 
@@ -421,7 +422,7 @@ RECHECK_PASSES = 2
 
 def recheck_spikes(measurer: Measurer, variants: list[str], ds: list[int], template: Sizes) -> int:
     """Time again every stored timing of `variants` that its neighbours along N (same variant and head dim)
-    do not explain (`opmodel.off_trend`), keeping the faster, in up to `RECHECK_PASSES` passes; returns how
+    do not explain (`calibrated.data.off_trend`), keeping the faster, in up to `RECHECK_PASSES` passes; returns how
     many timings it took. The pairs' timings alternate the two variants, so a slow spell leaves their ratio
     (and N0) alone, but not each variant's time."""
     again = 0
@@ -532,7 +533,7 @@ def validate_device(
     events: Events | None = None,
 ) -> Validated:
     """Measure what the store lacks, fit on `fit_d` (or check an `existing` profile of this device) and compare on
-    every head dim (`validate`). With an `opmodel`: `exact` times the exact shapes of ops it lacks at these head
+    every head dim (`validate`). With an `calibrated.data`: `exact` times the exact shapes of ops it lacks at these head
     dims first (`complete_lines`), `op_errors` adds its error on every timed point. `save_to`: the folder the fitted
     profile is saved in (None: not saved; an existing profile is never saved again)."""
     events = events or Events()

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from attn_cost.costmodel.crossover import Setting, crossover
 from attn_cost.costmodel.symbols import L, b, d, h
-from attn_cost.profilers.devicemodel.corrections import DeviceProfile, MemoryFit, TimeFit, corrected_points
+from attn_cost.profilers.devicemodel.measured.data import DeviceProfile, MemoryFit, TimeFit
+from attn_cost.profilers.devicemodel.measured.model import corrected_points
 
 HERE = Path(__file__).parent / "devices"
 DEVICE = {

@@ -1,6 +1,6 @@
 """Op-level device model: predict a variant's time as the sum of its ops, from op microbenchmarks.
 
-`attn-cost calibrate` times every op kind the engine emits on a grid of shapes (`profilers.devicemodel.calibrate`);
+`attn-cost calibrate` times every op kind the engine emits on a grid of shapes (`profilers.devicemodel.calibrated.fit`);
 this module turns those timings into a per-op time model and evaluates it on any variant's op list.
 It is zero-shot: it never sees a timing of a whole variant. numpy and scipy only (no torch), so
 `crossover --device` can use it on the analytic path.
@@ -54,23 +54,7 @@ from typing import Literal
 import numpy as np
 from attn_cost.costmodel.dtypes import STORAGE_BYTES
 from attn_cost.costmodel.errors import PricingWarning, UserError
-from attn_cost.profilers.devicemodel.kernels import (  # noqa: F401
-    CALL,
-    CHUNK,
-    CHUNKED,
-    LOOP_STEP,
-    MATMUL_LAYOUTS,
-    OVERHEADS,
-    PRODUCT_FORM,
-    SEQUENCE,
-    family_of,
-    kernel_of,
-    runnable,
-    twins,
-)
-from attn_cost.profilers.devicemodel.names import known_opmodels
-from attn_cost.profilers.devicemodel.opcalls import KernelCalls, kernel_calls, line_of, op_features, operand_layout  # noqa: F401
-from attn_cost.profilers.devicemodel.opfit import (
+from attn_cost.profilers.devicemodel.calibrated.forms import (
     MAD_TO_SIGMA,
     MAX_SECONDS,
     Chain,
@@ -82,7 +66,20 @@ from attn_cost.profilers.devicemodel.opfit import (
     Scaled,
     Streaming,
 )
-from attn_cost.profilers.measure.device import slug
+from attn_cost.profilers.devicemodel.kernels import (  # noqa: F401
+    CALL,
+    GEMM,
+    LOOP_STEP,
+    OVERHEADS,
+    SEQUENCE,
+    family_of,
+    kernel_of,
+    runnable,
+    twins,
+)
+from attn_cost.profilers.devicemodel.names import known_opmodels
+from attn_cost.profilers.devicemodel.opcalls import KernelCalls, kernel_calls, line_of, op_features, operand_layout  # noqa: F401
+from attn_cost.profilers.measure.machine import slug
 from attn_cost.profilers.store.files import (
     MAX_INPUT_BYTES,
     DuplicateKeyError,
@@ -153,7 +150,7 @@ class OpModel:
     _whole: dict = field(default_factory=dict, repr=False)
     _glue_at: dict = field(default_factory=dict, repr=False)
     rates: dict[str, float] = field(default_factory=dict)
-    """The device's rough rates the calibration was sized with (`calibrate.probe`): launch_s, bytes_per_s,
+    """The device's rough rates the calibration was sized with (`calibrated.fit.probe`): launch_s, bytes_per_s,
     flops_per_s."""
     tunables: dict = field(default_factory=dict)
     """The settings it was made with (`tunables.Tunables.as_json`); empty in calibrations older than them."""
@@ -186,7 +183,7 @@ class OpModel:
         for name, pts in by_kernel.items():
             if name in OVERHEADS or len(pts) < MIN_POINTS:
                 continue
-            if family_of(name) in PRODUCT_FORM:
+            if family_of(name).form == GEMM:
                 kernels[name] = Gemm.fit(pts, copy)
             else:
                 kernels[name] = copy if name == COPY and copy is not None else Streaming.fit(pts, elem)
@@ -281,7 +278,7 @@ class OpModel:
         calibration could time that has no exact-shape line at these sizes (another head dim than `calibrate
         --d` timed), or, off every line, a row width outside the calibrated widths of its stride class (held at
         the nearest).
-        A prediction says so (`oppredict.Prediction.extrapolated`), never silently."""
+        A prediction says so (`calibrated.model.Prediction.extrapolated`), never silently."""
         out: list[str] = []
         for i, (kernel, f) in enumerate(calls.at(np.atleast_1d(np.asarray(n, dtype=float)))):
             if calls.lines[i] in self.lines:  # timed at its own shapes: the line's ratio carries the width too
@@ -386,7 +383,7 @@ class OpModel:
     def off_grid_sigma(self, kernel: str) -> float:
         """Log-scale spread of the model's error on shapes off the grid (from the held-out shapes that
         `calibrate` times): MAD_TO_SIGMA × their median |relative error|, a robust σ."""
-        family = "matmul" if family_of(kernel) in PRODUCT_FORM else "other kernels"
+        family = "matmul" if family_of(kernel).form == GEMM else "other kernels"
         if family not in self.held_out:
             return 0.0
         return MAD_TO_SIGMA * float(self.held_out[family].get("median_abs_error", 0.0))
@@ -481,7 +478,7 @@ class OpModel:
 
 
 GLUE = "glue"
-"""The pseudo-kernel of a variant's glue timings (`calibrate.glue_points`): the variant timed whole at short
+"""The pseudo-kernel of a variant's glue timings (`calibrated.fit.glue_points`): the variant timed whole at short
 lengths, on the line `glue_line(KernelCalls.key)`."""
 
 
@@ -521,7 +518,7 @@ def sanity(model: OpModel) -> list[str]:
     for p in model.points:
         if p.kernel in OVERHEADS or p.kernel == GLUE:  # not ops: a call, a loop step, a chain, a whole variant
             continue
-        if family_of(p.kernel) in (*PRODUCT_FORM, CHUNKED):  # bound by their FLOPs, not their bytes
+        if family_of(p.kernel).flop_bound:  # bound by their FLOPs, not their bytes
             if best and p.kernel.startswith("matmul") and _flop_rate(p) > SANITY_FAST * best:
                 fast[p.kernel].append(_flop_rate(p) / best)
             continue
@@ -551,13 +548,9 @@ def _dispatch_table(table, where: str) -> dict[str, int]:
 
 def pricing(name: str) -> list[str]:
     """The kernels that may price an op of kernel `name`, in order: its twins, then the stand-ins a calibration
-    without it falls back on (with a warning, `OpModel.kernel`)."""
-    base = name.rstrip("!")
+    without it falls back on (with a warning, `OpModel.kernel`): its family's (`Family.stand_ins`), then copy."""
     out = twins(name) or [name]
-    if base.startswith("matmul"):
-        out += [f"matmul-{lay}" for lay in MATMUL_LAYOUTS]
-    if base.startswith("sdpa"):
-        out += ["sdpa"]
+    out += family_of(name).stand_ins
     return list(dict.fromkeys([*out, COPY]))
 
 

@@ -7,7 +7,7 @@ SM and clock allows (a 2:4-sparsity-doubled peak, the commonest error in such ta
 memory per block enough for the fused attention kernel every command tiles by (`iotraffic.unfit`): the one check
 of a row, made once when it is read, so a row one command refuses every command refuses. In a user's
 table a row that does not fit costs that row only: it is left out with a warning naming the file and the row,
-and every other device works; so is a row named like a measured device or a GPU already known (`devices.py`:
+and every other device works; so is a row named like a measured device or a GPU already known (`kinds.py`:
 one name, one device). Keys a row has that attn-cost does not read (a "comment", the peak of a dtype it does not
 price, such as fp8) are ignored, and a note says which. No torch: `crossover --device h100-sxm5-80gb` reads it on
 the analytic path.
@@ -274,10 +274,6 @@ def for_device(device_name: str) -> Datasheet | None:
     return next((s for s in datasheets().values() if device_name in s.device_names), None)
 
 
-def is_datasheet(name: str) -> bool:
-    return name in datasheets()
-
-
 def left_out(name: str) -> str | None:
     """Why a user's row of this name was left out of the tables read (None where none was)."""
     return _table().left_out.get(name)
@@ -294,7 +290,7 @@ def files_left_out() -> str:
 
 
 def get_datasheet(name: str) -> Datasheet:
-    """The datasheet GPU of this name (a command resolves a name the user gave with `devices.datasheet_of`)."""
+    """The datasheet GPU of this name (a command resolves a name the user gave with `kinds.datasheet_of`)."""
     table = datasheets()
     if name not in table:
         raise UserError(unknown("datasheet GPU", name, sorted(table), where="`attn-cost devices` lists them all")

@@ -22,20 +22,21 @@ import torch
 from attn_cost.costmodel.dtypes import dtype_bytes
 from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers.devicemodel import kernels
+from attn_cost.profilers.devicemodel.calibrated.data import GLUE, LINES, Point, fit_points, glue_line, sanity
 from attn_cost.profilers.devicemodel.device import row_dims
 from attn_cost.profilers.devicemodel.kernels import (
     CALL,
+    FAMILIES,
     KERNELS,
     LAYOUT,
     LOOP_STEP,
-    MATMUL_LAYOUTS,
     RANK,
     SEQUENCE,
     Shape,
+    members,
     runnable,
 )
-from attn_cost.profilers.devicemodel.opcalls import kernel_calls
-from attn_cost.profilers.devicemodel.opmodel import GLUE, LINES, Point, fit_points, glue_line, sanity
+from attn_cost.profilers.devicemodel.opcalls import engine_features, kernel_calls
 from attn_cost.profilers.devicemodel.trend import spikes
 from attn_cost.profilers.devicemodel.tunables import DEFAULT, Tunables
 from attn_cost.profilers.measure.cases import Case, build_case
@@ -43,11 +44,6 @@ from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.measure.timing import OutOfMemoryError, time_cases
 from attn_cost.profilers.store.store import ResultStore, record_key
 from torch.utils._python_dispatch import TorchDispatchMode
-
-ELEMENTWISE = tuple(kernels.family(kernels.ELEMENTWISE))
-"""Kernels whose time does not depend on the row width: calibrated at one width (`kernels.KERNELS`)."""
-ROWWISE = tuple(kernels.family(kernels.ROWWISE))
-"""Kernels that work along rows or columns: calibrated at several widths."""
 
 
 def cache_sizes(device: str) -> dict[str, int]:
@@ -75,61 +71,11 @@ _s = kernels.shape
 # -- the grid ----------------------------------------------------------------------------------------
 
 
-def _numels(llc: int, tune: Tunables, elem: int) -> list[int]:
-    """Element counts from launch-bound to ~8× the last-level cache: every 4×, then every 2^¼ where an
-    out-of-place op's working set (2 × numel × elem bytes) runs from an eighth of the cache to twice it."""
-    top = max(llc * tune.cache_multiple // (2 * elem), 1 << 18)
-    if tune.quick:
-        return [16**k for k in range(1, 8) if 16**k <= top]
-    base = [4**k for k in range(3, 20) if 4**k <= top]
-    lo, hi = llc / 8 / (2 * elem), 2 * llc / (2 * elem)
-    dense = [int(lo * 2 ** (j / 4)) for j in range(int(4 * math.log2(hi / lo)) + 1)]
-    return sorted(set(base + dense))
-
-
-def _square_sides(llc: int, elem: int) -> list[int]:
-    """N of N×N products whose N×N operand runs from an eighth of the cache to twice it, every 2^⅛."""
-    lo, hi = math.sqrt(llc / 8 / elem), math.sqrt(2 * llc / elem)
-    return sorted({int(lo * 2 ** (j / 8)) for j in range(int(8 * math.log2(hi / lo)) + 1)})
-
-
 def grid(caches: dict[str, int], dtype: str = "fp32", tune: Tunables = DEFAULT) -> list[Shape]:
-    """Every shape the calibration times."""
-    llc = max(caches.values())
-    elem = dtype_bytes(dtype)
-    shapes: list[Shape] = []
-    for kernel in ELEMENTWISE:
-        shapes += [_s(kernel, rows=max(1, n // 64), cols=64) for n in _numels(llc, tune, elem)]
-    for kernel in ROWWISE:
-        squared = KERNELS[kernel].squared  # an outer product's output is w² wide
-        for w in tune.row_widths:
-            if squared and w > kernels.MAX_SQUARED_WIDTH:
-                continue
-            numels = _numels(llc, tune, elem * (w if squared else 1))
-            shapes += [_s(kernel, rows=max(1, n // w), cols=w) for n in numels if n >= w]
-    small, large, flop_cap = tune.product_small, tune.product_large, tune.product_max_flops
-    for layout in MATMUL_LAYOUTS:
-        seen: set[tuple[int, int, int]] = set()
-        for pos in range(3):  # one dimension small (a head dim, 1), the other two anywhere
-            for s in small:
-                for x in large:
-                    for y in large:
-                        mkn = (*(x, y)[:pos], s, *(x, y)[pos:])
-                        m, k, n = mkn
-                        if mkn not in seen and 2 * m * k * n <= flop_cap and m * k + k * n + m * n <= 2**26:
-                            seen.add(mkn)
-                            shapes.append(_s(f"matmul-{layout}", batch=1, m=m, k=k, n=n))
-    for side in _square_sides(llc, elem) if tune.square_d else []:  # QKᵀ and PV where the N×N matrix leaves the cache
-        for d in tune.square_d:
-            shapes.append(_s("matmul-NT", batch=1, m=side, k=d, n=side))
-            shapes.append(_s("matmul-NN", batch=1, m=side, k=side, n=d))
-    for batch in tune.batched_products:
-        for k in tune.batched_k:
-            shapes.append(_s("matmul-NN", batch=batch, m=1, k=k, n=k))
-    for n in tune.sdpa_lengths:
-        for d in tune.sdpa_d:
-            for causal in ("sdpa", "sdpa-causal"):
-                shapes.append(_s(causal, batch=1, m=n, k=d, n=n))
+    """Every shape the calibration times: each kernel family's grid (`kernels.registry.Family.grid`), in the
+    families' order, then what is timed beside the kernels (`kernels.OVERHEADS`)."""
+    llc, elem = max(caches.values()), dtype_bytes(dtype)
+    shapes = [s for name, family in FAMILIES.items() for s in family.grid(members(name), llc, elem, tune)]
     shapes += [_s(LOOP_STEP, iterations=n) for n in tune.loop_iterations]
     shapes += [_s(CALL, rows=n, cols=8) for n in tune.call_rows]
     shapes += [_s(SEQUENCE, rows=r) for r in tune.chain_sizes]
@@ -165,7 +111,7 @@ def line_grid(variants: list[str], sizes: list[dict[str, int]], caches: dict[str
                 if not runnable(kernel):
                     if not kernels.twins(kernel):  # nothing times it, nothing prices it: a registry gap
                         raise UserError(
-                            f"{variant}: its {kernel} op has no kernel to calibrate (profilers/devicemodel/kernels.py)"
+                            f"{variant}: its {kernel} op has no kernel to calibrate (profilers/devicemodel/kernels/)"
                         )
                     continue  # priced by its twin's grid model
                 for n in tune.lengths:
@@ -179,7 +125,7 @@ def line_grid(variants: list[str], sizes: list[dict[str, int]], caches: dict[str
 
 
 def shape_of(kernel: str, features: dict[str, float]) -> Shape:
-    """The shape to time an op at, from its features at one N (`opmodel.KernelCalls.at`): batch/m/k/n of a
+    """The shape to time an op at, from its features at one N (`calibrated.data.KernelCalls.at`): batch/m/k/n of a
     product or SDPA, rows/cols of anything else, rounded to whole sizes, and its operand layout if any."""
     keys = ("batch", "m", "k", "n") if "m" in features else ("rows", "cols")
     layout = {k: round(features[k]) for k in LAYOUT if features.get(k)}
@@ -187,28 +133,11 @@ def shape_of(kernel: str, features: dict[str, float]) -> Shape:
 
 
 def held_out_grid(caches: dict[str, int], dtype: str = "fp32", tune: Tunables = DEFAULT, seed: int = 7) -> list[Shape]:
-    """Shapes off the grid (log-uniform in its range, d = 24 and 48 products) for the held-out error."""
+    """Shapes off the grid (each family's `held_out`: log-uniform in the grid's range, d = 24 and 48 products) for
+    the held-out error."""
     rng = random.Random(seed)
-    llc = max(caches.values())
-    elem = dtype_bytes(dtype)
-    top = llc * tune.cache_multiple // (2 * elem)
-    out: list[Shape] = []
-    for kernel in ELEMENTWISE + ROWWISE:
-        for _ in range(tune.held_out_per_kernel):
-            w = 48 if kernel in ELEMENTWISE else rng.choice((12, 24, 48, 200, 600))
-            squared = KERNELS[kernel].squared
-            w = min(w, 48) if squared else w
-            numel = int(2 ** rng.uniform(8, math.log2(top)))
-            out.append(_s(kernel, rows=max(1, numel // (w * (w if squared else 1))), cols=w))
-    for d in (24, 48):
-        for n in tune.held_out_lengths:
-            out += [
-                _s("matmul-NT", batch=1, m=n, k=d, n=n),
-                _s("matmul-NN", batch=1, m=n, k=n, n=d),
-                _s("matmul-TN", batch=1, m=d * d, k=n, n=d + 1),
-                _s("matmul-NN", batch=1, m=n, k=d * d, n=d + 1),
-            ]
-    return out
+    top = max(caches.values()) * tune.cache_multiple // (2 * dtype_bytes(dtype))
+    return [s for name, family in FAMILIES.items() for s in family.held_out(members(name), top, tune, rng)]
 
 
 # -- one grid point as an engine op and as PyTorch code -----------------------------------------------
@@ -223,7 +152,7 @@ def engine_op(shape: Shape, dtype: str) -> Point:
         return Point(k, {"bytes": 1.0, "rows": 1.0}, 0.0)
     if k == SEQUENCE:
         return Point(k, {"bytes": 1.0, "rows": 1.0, "ops": float(len(sequence_parts(shape)))}, 0.0)
-    _, dims = kernels.engine_features(shape, dtype)
+    _, dims = engine_features(shape, dtype)
     return Point(k, dims, 0.0)
 
 
@@ -267,7 +196,7 @@ class _CountDispatches(TorchDispatchMode):
 @cache
 def dispatches(shape: Shape, dtype: str = "fp32") -> int:
     """ATen kernels one call of the shape's kernel dispatches (on CPU, at that shape): an op made of several
-    kernels pays the cost of running inside a chain once per kernel (`opmodel.Chain`)."""
+    kernels pays the cost of running inside a chain once per kernel (`calibrated.data.Chain`)."""
     if shape.kernel == SEQUENCE:
         return sum(dispatches(part, dtype) for part in sequence_parts(shape))
     runner = kernels.build_runner(shape, dtype, "cpu", sequence_parts)
@@ -467,7 +396,7 @@ def _se(t: dict) -> float:
 def _recheck_lines(
     calibrator: Calibrator, points: list[Point], shapes: list[Shape], step: Callable[[str, int, int], None]
 ) -> None:
-    """Time again every point of a line that its neighbours do not explain (`opmodel.off_trend`) and keep the
+    """Time again every point of a line that its neighbours do not explain (`calibrated.data.off_trend`) and keep the
     faster timing: a disturbed timing is slow, never fast. `points[i]` was timed at `shapes[i]`."""
     by_line: dict[str, list[tuple[float, float, int]]] = {}
     for i, p in enumerate(points):

@@ -31,11 +31,8 @@ from attn_cost.costmodel.counting import DEFAULT_COUNTING, Counting
 from attn_cost.costmodel.crossover import Setting
 from attn_cost.costmodel.symbols import C
 from attn_cost.profilers import DATA
-from attn_cost.profilers.devicemodel.corrections import SHIPPED as SHIPPED_PROFILES
-from attn_cost.profilers.devicemodel.corrections import load_profile
-from attn_cost.profilers.devicemodel.datasheet import for_device, get_datasheet
-from attn_cost.profilers.devicemodel.device import KernelTime, crossing, peak_bytes, row_dims
-from attn_cost.profilers.devicemodel.gpumodel import (
+from attn_cost.profilers.devicemodel.datasheet.data import for_device, get_datasheet
+from attn_cost.profilers.devicemodel.datasheet.model import (
     FIT_KIND,
     LAUNCH,
     TRITON_S,
@@ -48,7 +45,10 @@ from attn_cost.profilers.devicemodel.gpumodel import (
     input_bytes,
     timeline,
 )
-from attn_cost.profilers.devicemodel.kernels import CHUNK, CHUNKED, FAMILIES
+from attn_cost.profilers.devicemodel.device import KernelTime, crossing, peak_bytes, row_dims
+from attn_cost.profilers.devicemodel.kernels import CHUNK, CHUNKED, priced_families
+from attn_cost.profilers.devicemodel.measured.data import SHIPPED as SHIPPED_PROFILES
+from attn_cost.profilers.devicemodel.measured.data import load_profile
 from attn_cost.profilers.measure.standing import cell
 from attn_cost.profilers.store.store import SHIPPED as SHIPPED_RECORDS
 from attn_cost.profilers.store.store import read_records
@@ -588,7 +588,7 @@ def held_out_times(fit: Fit, sigma: float) -> list[dict]:
         parts = model.parts(r["variant"], row_dims(sizes), np.array([sizes["N"]]), r["scope"], r["dtype"])
         seconds = {k: float(v[0]) for k, v in parts.items()}
         out.append({"gpu": r["gpu"], "dtype": r["dtype"], "variant": r["variant"],
-                    "bound": max((LAUNCH, *FAMILIES), key=lambda k: seconds[k]),
+                    "bound": max((LAUNCH, *priced_families()), key=lambda k: seconds[k]),
                     "error": sum(seconds.values()) / r["time"]["median"] - 1})  # fmt: skip
     return out
 

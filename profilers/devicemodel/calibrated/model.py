@@ -10,11 +10,10 @@ from typing import ClassVar
 
 import numpy as np
 from attn_cost.costmodel.crossover import Setting
-from attn_cost.costmodel.symbols import BY_NAME
+from attn_cost.profilers.devicemodel.calibrated.data import BOOTSTRAP, OpModel, pricing
 from attn_cost.profilers.devicemodel.device import CALIBRATED, Curve, DeviceModel, Draws, KernelTime, Times, row_dims
 from attn_cost.profilers.devicemodel.kernels import family_of
 from attn_cost.profilers.devicemodel.opcalls import KernelCalls, kernel_calls
-from attn_cost.profilers.devicemodel.opmodel import BOOTSTRAP, OpModel, pricing
 
 
 @dataclass
@@ -74,7 +73,7 @@ class CalibratedDevice(DeviceModel):
         self.check(variant, setting)
         ns = np.atleast_1d(np.asarray(ns, dtype=float))
         times = self.model.op_times(self.calls(variant, dims, setting), ns)
-        return [KernelTime(kernel, family_of(kernel), f["repeat"], seconds) for kernel, f, seconds in times]
+        return [KernelTime(kernel, family_of(kernel).name, f["repeat"], seconds) for kernel, f, seconds in times]
 
     def draws(self, a: str, b: str, dims: dict, setting: Setting, replicates: int | None = None) -> Draws:
         """A's and B's predicted times, and both drawn from each bootstrap replicate together (kernels they share
@@ -108,12 +107,3 @@ def predicted_seconds(
     not given (GQA's h_kv, a window w) takes its default (`row_dims`), as the measurement did."""
     calls = kernel_calls(variant, scope, dtype, row_dims(sizes))
     return float(model.time(calls, np.array([float(sizes["N"])]))[0])
-
-
-def predicted_curve(
-    model: OpModel, variant: str, sizes: dict[str, int], ns: list[int], scope: str = "core", dtype: str = "fp32"
-) -> list[float]:
-    """Predicted seconds of one call of a variant at every N of `ns` (other sizes keyed by name)."""
-
-    dims = {BY_NAME[k]: v for k, v in sizes.items() if k in BY_NAME and k != "N"}
-    return [float(t) for t in model.time(kernel_calls(variant, scope, dtype, dims), np.array(ns, dtype=float))]

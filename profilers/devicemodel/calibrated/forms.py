@@ -1,19 +1,24 @@
 """The per-kernel time models of the op model: streaming kernels, matrix products, the chain cost, exact-shape
-lines, and the calibration points they are fitted to (see `opmodel` for how they add up to a variant). No torch."""
+lines, and the calibration points they are fitted to (see `calibrated.data` for how they add up to a variant).
+No torch."""
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 from attn_cost.profilers.devicemodel.tunables import DEFAULT
 from attn_cost.profilers.store.schema import rule
 
-if TYPE_CHECKING:
-    from attn_cost.profilers.devicemodel.opmodel import OpModel
+
+class OpModel(Protocol):
+    """What a line asks of the op model (`calibrated.data.OpModel`): its kernel model's time of one call. A
+    Protocol, so that the forms never import the model they make up."""
+
+    def op_seconds(self, kernel: str, f: dict[str, np.ndarray]) -> np.ndarray: ...
 
 MAD_TO_SIGMA = 1.4826
 """A normal distribution's σ over its median absolute deviation: robust spreads from median errors."""

@@ -40,9 +40,9 @@ from attn_cost.costmodel.iotraffic import KERNEL_HEAD_DIMS, fa2_tiles
 from attn_cost.costmodel.symbols import N
 from attn_cost.costmodel.variants import derive
 from attn_cost.profilers import DATA
-from attn_cost.profilers.devicemodel.datasheet import ARCHS, Datasheet, get_datasheet
+from attn_cost.profilers.devicemodel.datasheet.data import ARCHS, Datasheet, get_datasheet
 from attn_cost.profilers.devicemodel.device import DATASHEET, Z95, Curve, DeviceModel, Draws, KernelTime, Times
-from attn_cost.profilers.devicemodel.kernels import ATTENTION, CHUNKED, FAMILIES, KERNELS, PRODUCT, declared, family_of
+from attn_cost.profilers.devicemodel.kernels import FAMILIES, declared, family_of, priced_families, refuse_unpriced
 from attn_cost.profilers.devicemodel.opcalls import kernel_calls
 from attn_cost.profilers.store.files import parse_json
 from attn_cost.profilers.store.schema import SchemaError, check, rule
@@ -61,7 +61,7 @@ for Ampere is held to Ampere's rate per SM and clock (FlashAttention-2 reaches a
 FlashAttention-3 reaches 75 %: shared/notes/gpus.md)."""
 LAUNCH = "launch"
 """What bounds a kernel shorter than its launch (`GpuModel.parts`); every other kernel is bound by its family's
-roofline (`kernels.FAMILIES`)."""
+roofline (`kernels.registry.Family.price`)."""
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ class FitFile:
     kind: str = field(metadata=rule(choices=(FIT_KIND,)))
     efficiency: Efficiency
     eager: Host
-    """The default eager host: the launch and call costs the H200 run measured (`gpufit.eager_host`)."""
+    """The default eager host: the launch and call costs the H200 run measured (`datasheet.fit.eager_host`)."""
     harnesses: dict
     """Each published table's harness, by name: its own host (`Host`), fitted with the kernels' efficiencies."""
     sigma: float = field(metadata=rule(minimum=0))
@@ -163,7 +163,7 @@ def host(launch: str = "eager") -> Host:
 
 
 def harness(name: str) -> Host:
-    """A published table's harness, as fitted with the efficiencies (`gpufit.HARNESS`)."""
+    """A published table's harness, as fitted with the efficiencies (`datasheet.fit.HARNESS`)."""
     return Host(**fitted()[2]["harnesses"][name])
 
 
@@ -200,8 +200,14 @@ class GpuModel(DeviceModel):
 
     @classmethod
     def named(cls, name: str, **options) -> GpuModel:
+        """The model of the datasheet GPU `name` names (one line for an unknown name)."""
+        return cls.of(get_datasheet(name), **options)
+
+    @classmethod
+    def of(cls, sheet: Datasheet, **options) -> GpuModel:
+        """The model of a datasheet row, with the shipped efficiencies (`fitted`)."""
         eff, sigma, _ = fitted()
-        return cls(get_datasheet(name), eff, sigma, **options)
+        return cls(sheet, eff, sigma, **options)
 
     @property
     def name(self) -> str:
@@ -331,19 +337,21 @@ class GpuModel(DeviceModel):
         return np.asarray(f["bytes"], dtype=float) / rate
 
     def kernel_seconds(self, kernel: str, f: dict, dtype: str, backward: bool = False) -> np.ndarray:
-        """Device seconds of one call of a kernel (of its backward, with `backward`), not counting its launch, priced
-        by its family (`kernels.FAMILIES`): a product by its tiles' waves, fused attention by its backend's query
-        blocks, the chunk kernels by theirs (all of a pass's kernels together), every other family by its bytes at
-        the bandwidth share of its layout, times the passes its PyTorch code makes (`kernels.Kernel.passes`)."""
-        family = family_of(kernel)
-        if family == PRODUCT:
-            return self.product(f, dtype)
-        if family == ATTENTION:
-            return self.attention(f, dtype, KERNELS[kernel].causal, backward)
-        if family == CHUNKED:
-            return np.sum(self.chunk(f, dtype, backward), axis=0)
-        code = declared(kernel)
-        return self.streaming(f, kernel) * (code.passes if code else 1.0)
+        """Device seconds of one call of a kernel (of its backward, with `backward`), not counting its launch: the
+        sum of `kernel_passes`."""
+        times = self.kernel_passes(kernel, f, dtype, backward)
+        return times[0] if len(times) == 1 else np.sum(times, axis=0)
+
+    def kernel_passes(self, kernel: str, f: dict, dtype: str, backward: bool = False) -> list[np.ndarray]:
+        """Device seconds of each kernel one call of a kernel runs (one, or several for a family priced as its
+        kernels), priced by its family (`kernels.registry.Family.price`): a product by its tiles' waves, fused
+        attention by its backend's query blocks, the chunk kernels by theirs, every other family by its bytes at
+        the bandwidth share of its layout, times the passes its PyTorch code makes (`kernels.Kernel.passes`). A
+        family without a price is refused in one line."""
+        refuse_unpriced(kernel, kernel)
+        price = family_of(kernel).price
+        assert price is not None  # refused above
+        return price(self, kernel, f, dtype, backward)
 
     # -- a variant -----------------------------------------------------------------------------------------
 
@@ -356,7 +364,7 @@ class GpuModel(DeviceModel):
 
     def parts(self, variant: str, dims: dict, ns: np.ndarray, scope: str = "core", dtype: str = "fp32",
               mode: str = "inference", counting: Counting = DEFAULT_COUNTING) -> dict[str, np.ndarray]:  # fmt: skip
-        """`time` split into the device's time per kernel family (`kernels.FAMILIES`: elementwise, rowwise,
+        """`time` split into the device's time per kernel family (`kernels.priced_families`: elementwise, rowwise,
         product, attention, chunk) and `launch`: the time the device waits for the host (`timeline`)."""
         ns = np.atleast_1d(np.asarray(ns, dtype=float))
         calls = self._kernel_times(variant, dims, ns, scope, dtype, mode, counting)
@@ -364,10 +372,11 @@ class GpuModel(DeviceModel):
         if mode == "training":
             passes.append([c for c in reversed(calls) if c.backward])
         total = timeline(passes, self.launch, ns.shape)
-        parts = {k: np.zeros_like(ns) for k in (LAUNCH, *FAMILIES)}
+        families = priced_families()
+        parts = {k: np.zeros_like(ns) for k in (LAUNCH, *families)}
         for c in calls:
             parts[c.family] += c.repeat * c.seconds
-        parts[LAUNCH] = total - sum(parts[k] for k in FAMILIES)
+        parts[LAUNCH] = total - sum(parts[k] for k in families)
         return parts
 
     def _kernel_times(self, variant: str, dims: dict, ns: np.ndarray, scope: str, dtype: str, mode: str,
@@ -379,21 +388,22 @@ class GpuModel(DeviceModel):
             family = family_of(kernel)
             feats = {k: np.broadcast_to(np.asarray(fn(ns), dtype=float), ns.shape) for k, fn in f.items()}
             reps = np.broadcast_to(np.asarray(repeat(ns), dtype=float), ns.shape)
-            if family == CHUNKED:
-                out += [KernelTime(kernel, family, reps, t) for t in self.chunk(feats, dtype)]
+            if family.separate:  # its several kernels, each its own launch, and their backward kernels
+                out += [KernelTime(kernel, family.name, reps, t) for t in self.kernel_passes(kernel, feats, dtype)]
                 if mode == "training":
-                    out += [KernelTime(kernel, family, reps, t, backward=True) for t in self.chunk(feats, dtype, True)]
+                    out += [KernelTime(kernel, family.name, reps, t, backward=True)
+                            for t in self.kernel_passes(kernel, feats, dtype, True)]  # fmt: skip
                 continue
             device = self.kernel_seconds(kernel, feats, dtype)
             code = declared(kernel)
-            out.append(KernelTime(kernel, family, reps, device, launches=code.launches if code else 1))
+            out.append(KernelTime(kernel, family.name, reps, device, launches=code.launches if code else 1))
             if mode == "training" and backward:
                 factor, launches = backward
-                if family == ATTENTION:
+                if family.own_backward:
                     grad = self.kernel_seconds(kernel, feats, dtype, backward=True)
                 else:
                     grad = factor * device
-                out.append(KernelTime(kernel, family, reps, grad, backward=True, launches=launches))
+                out.append(KernelTime(kernel, family.name, reps, grad, backward=True, launches=launches))
         return out
 
     # -- the device interface ------------------------------------------------------------------------------
@@ -451,7 +461,7 @@ def timeline(passes: list[list[KernelTime]], host: Host, shape: tuple) -> np.nda
     for calls in passes:
         issued = issued + host.call_s
         for c in calls:
-            a = c.launches * (host.triton_s if c.family == CHUNKED else host.launch_s)
+            a = c.launches * (host.triton_s if FAMILIES[c.family].triton else host.launch_s)
             r, d = c.repeat, c.seconds
             after = np.maximum.reduce([done + r * d, issued + a + r * d, issued + r * a + d])
             done = np.where(r > 0, after, done)
@@ -572,7 +582,7 @@ def _ops(variant: str, scope: str, dtype: str, dims_key: tuple, counting: Counti
         f = {k: fn for k, fn in feats.items() if k != "repeat"}
         grad = BACKWARD_FACTOR[counting.backward]
         factor = sp.sympify(sp.sympify(backward_factor(op)).xreplace({F_bwd: grad, **values}))
-        grads = 2 if family_of(kernel) == PRODUCT else 1
+        grads = family_of(kernel).grads
         backward = (float(factor), grads) if not factor.free_symbols - {N} and op.kind not in ("fill",) else None
         out.append((kernel, f, feats["repeat"], backward))
     return out
