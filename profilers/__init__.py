@@ -13,7 +13,7 @@ Seven packages, each one job (each package's `__init__` says what it may import)
 - `campaign`: everything a user runs on their GPU, in one command (and on a Slurm cluster): the workflows in order.
 
 Imports sit at the top of each module; the one exception is the torch, plotly and scipy boundary: a torch-free
-module (store, measure.device, sizes and sdpa, devicemodel's pricing, report.gather) imports torch, plotly or a
+module (store, measure.machine, sizes and sdpa, devicemodel's pricing, report.gather) imports torch, plotly or a
 module that imports them only inside the function that needs it, and devicemodel imports scipy only where it fits
 or finds a root, so `crossover` loads none of them and `predict` no torch or plotly (docs/design.md,
 "Architecture"; tests/test_layers.py checks it).

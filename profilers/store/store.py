@@ -776,7 +776,7 @@ def device_matches(rec: dict, device: str | None) -> bool:
 
 LEGACY_NAME = re.compile(r"[a-z]+-[a-z0-9-]*-[0-9a-f]{6}\.jsonl")
 """How an earlier version named its results files: one per device, `<results dir>/<device slug>.jsonl`
-(`measure.device.slug`: kind, name, a 6-digit hash), in the folder whose database is now `<results dir>/results.db`."""
+(`measure.machine.slug`: kind, name, a 6-digit hash), in the folder whose database is now `<results dir>/results.db`."""
 LEGACY_LOOKED = "(the earlier version's files looked for)"
 """The `migrated` row that says a database has looked for the earlier version's files: no later open reads its
 folder again."""
