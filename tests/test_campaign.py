@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 import torch
 from attn_cost.costmodel.errors import UserError
-from attn_cost.profilers.campaign.run import MAX_FILE_BYTES, PAIRS, Plan, check_outputs, resolved, write_atomic
+from attn_cost.profilers.campaign.plan import resolved
+from attn_cost.profilers.campaign.run import MAX_FILE_BYTES, PAIRS, Plan, check_outputs
 from attn_cost.profilers.measure import gpu_timing, sdpa
 from attn_cost.profilers.measure.cases import build_case
 from attn_cost.profilers.measure.sizes import Sizes
+from attn_cost.profilers.store.files import write_atomic
 
 TS = "taylorshift-direct:taylorshift-efficient"
 TINY = ["--pair", "softmax:linear", "--dtype", "fp32", "--d", "4", "--no-calibrate", "--repeats", "2",
