@@ -199,30 +199,28 @@ their fit, the op checks, the op calibration, the other head dims and the check 
 last, also after the run's stop (from the profiles written)."""
 
 
-def run_steps(camp: Campaign, steps: tuple[Step, ...]) -> None:
+def run_steps(camp: Campaign, declared: tuple[Step, ...]) -> None:
     """Run the steps in order until the time budget is spent or the device is unusable (said: a rerun continues);
-    the report (a step not `budgeted`) is made either way."""
+    the report (a step not `budgeted`) is made either way. The summary is rewritten after every step."""
     stopped = False
-    for step in steps:
+    for step in declared:
         if stopped and step.budgeted:
             continue
         try:
             run_step(camp, step)
         except OutOfTimeError as e:
+            stopped = True
             camp.skip(f"the rest ({e}): run the same command again to continue where this one stopped")
         except BrokenDeviceError as e:
+            stopped = True
             camp.skip(f"the rest ({e}): run the same command again in a new process to continue")
-        else:
-            camp.checkpoint()
-            continue
-        stopped = True
         camp.checkpoint()
 
 
 def outputs(plan: Plan, device_slug: str) -> list[tuple[Path, Callable[[Path], bool], str]]:
     """Every file a campaign may write, with the recogniser of its kind and what it is: DIR's log, export and
     summary, and the files its steps write (`Step.writes`)."""
-    kinds = [LOG, EXPORT, SUMMARY, *(kind for step in STEPS for kind in step.writes)]
+    kinds = dict.fromkeys([LOG, EXPORT, SUMMARY, *(kind for step in STEPS for kind in step.writes)])
     return [(path, kind.recognise, kind.what) for kind in kinds for path in kind.paths(plan, device_slug)]
 
 
