@@ -15,14 +15,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attn_cost.profilers.campaign.plan import STOP_SHARE, Plan, fit_commands
 from attn_cost.profilers.devicemodel.opmodel import OpModel
 from attn_cost.profilers.measure.profile import Measurer
 from attn_cost.profilers.store.files import claim, head, is_json_of, write_atomic
-from attn_cost.profilers.store.store import ResultStore, is_results_file, select
+from attn_cost.profilers.store.store import is_results_file, select
 from attn_cost.profilers.workflow.measuring import longest, measurer_on
+
+if TYPE_CHECKING:  # a type only: the store is opened by the workflow (`open_store`), never here
+    from attn_cost.profilers.store.store import ResultStore
 
 SUMMARY_KIND = "attn-cost campaign summary"
 LOG_LINE = re.compile(rb"\[ *\d+\.\d s\] ")
