@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 import types
+from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
 
@@ -43,7 +44,7 @@ PARTS = ("profile ", "op check", "calibrate ", "validation", "skipped: the rest"
 
 def calibration_estimate(plan) -> dict:
     """Shapes the GPU campaign's calibration times at the plan's sizes, and the time that takes."""
-    from attn_cost.profilers.campaign.run import calibration_runs
+    from attn_cost.profilers.campaign.steps import calibration_runs
     from attn_cost.profilers.devicemodel.calibrated.fit import grid, held_out_grid, line_grid
     from attn_cost.profilers.devicemodel.tunables import GPU_CAMPAIGN
     from attn_cost.profilers.measure import gpu_timing
@@ -61,7 +62,9 @@ def calibration_estimate(plan) -> dict:
 
 def rehearse(minutes: float, cut_at: float | None = None) -> dict:
     from attn_cost.profilers.campaign import run as campaign
-    from attn_cost.profilers.campaign.run import CALIBRATE_SHARE, Plan, run_campaign
+    from attn_cost.profilers.campaign import state
+    from attn_cost.profilers.campaign.plan import CALIBRATE_SHARE
+    from attn_cost.profilers.campaign.run import Plan, run_campaign
 
     patch = pytest.MonkeyPatch()
     sim = SimGPU()
@@ -69,10 +72,10 @@ def rehearse(minutes: float, cut_at: float | None = None) -> dict:
     patch.setattr(campaign, "stand_in", lambda variant, sizes, device, scope="core": variant)  # fla-core "installed"
     wall0 = time.monotonic()
     both = types.SimpleNamespace(monotonic=lambda: sim.host + (time.monotonic() - wall0))
-    patch.setattr(campaign, "time", both)  # the budget counts the device's time and the host's own work
+    patch.setattr(state, "time", both)  # the budget counts the device's time and the host's own work
     estimate: dict = {}
 
-    def calibrate_step(camp) -> None:  # charged its estimated time less what an earlier call timed, cut at its share
+    def calibrate_op_model(camp, dtype: str) -> None:  # charged its estimated time less what an earlier call timed
         estimate.update(calibration_estimate(camp.plan))
         window = max(0.0, CALIBRATE_SHARE * 60 * camp.plan.minutes - camp.log.elapsed)
         spent = min(estimate["seconds"] - estimate.get("timed_s", 0.0), window)
@@ -83,7 +86,8 @@ def rehearse(minutes: float, cut_at: float | None = None) -> dict:
         left = estimate["seconds"] - estimate["timed_s"]
         camp.steps["calibrate"] = f"{spent:.0f} s timed in this call, " + (f"{left:.0f} s left" if left > 0 else "done")
 
-    patch.setattr(campaign, "calibrate_step", calibrate_step)
+    simulated = [replace(s, run=calibrate_op_model) if s.name == "calibrate" else s for s in campaign.STEPS]
+    patch.setattr(campaign, "STEPS", tuple(simulated))  # the calibration charged, not timed
     calls = []
     with tempfile.TemporaryDirectory() as tmp:
         for call, budget in enumerate([minutes * cut_at, minutes] if cut_at else [minutes]):

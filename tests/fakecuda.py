@@ -463,7 +463,7 @@ def fake_case(sim: SimGPU):
 def install(monkeypatch, sim: SimGPU) -> None:
     """Point torch.cuda, torch.profiler, the campaign's clock and the case builder at `sim` (undone by
     monkeypatch). The timer's caches (kernel counts, calls that cannot be captured) start empty."""
-    from attn_cost.profilers.campaign import run as campaign
+    from attn_cost.profilers.campaign import state as campaign
     from attn_cost.profilers.measure import gpu_timing, opchecks, profile, sdpa
 
     props = types.SimpleNamespace(

@@ -8,15 +8,18 @@ rehearsed on the CPU here and on a simulated H100 in test_gpu_fake.py.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 from attn_cost.costmodel.errors import UserError
-from attn_cost.profilers.campaign.run import MAX_FILE_BYTES, PAIRS, Plan, check_outputs, resolved, write_atomic
+from attn_cost.profilers.campaign.plan import resolved
+from attn_cost.profilers.campaign.run import MAX_FILE_BYTES, PAIRS, Plan, check_outputs
 from attn_cost.profilers.measure import gpu_timing, sdpa
 from attn_cost.profilers.measure.cases import build_case
 from attn_cost.profilers.measure.sizes import Sizes
+from attn_cost.profilers.store.files import write_atomic
 
 TS = "taylorshift-direct:taylorshift-efficient"
 TINY = ["--pair", "softmax:linear", "--dtype", "fp32", "--d", "4", "--no-calibrate", "--repeats", "2",
@@ -269,6 +272,99 @@ def test_a_spent_budget_stops_cleanly_and_says_how_to_continue(cli, tmp_path) ->
     assert r.code == 0, r.err
     summary, _ = _read(out)
     assert summary["transitions"] == [] and any("run the same command again" in s for s in summary["skipped"])
+
+
+# -- the steps as data: one runner (`run_step`) for every step ---------------------------------------------------
+
+
+def _toy_campaign(tmp_path, spent_s: float = 0.0):
+    """A campaign on no device: a 1-minute budget of which `spent_s` is spent, its checkpoints counted."""
+    from attn_cost.profilers.campaign.state import Campaign, Log
+
+    lines: list[str] = []
+    camp = Campaign(Plan(out=str(tmp_path), minutes=1.0), Log(tmp_path / "campaign.log", lines.append, spent_s), "cpu",
+                    store=None)  # fmt: skip
+    saved: list[tuple[int, int, int]] = []
+    camp.checkpoint = lambda: saved.append((len(ran), len(camp.skipped), len(camp.errors)))
+    ran: list[str] = []
+    return camp, ran, saved, lines
+
+
+def _toy_step(name: str, outcomes: dict, ran: list, **declared):
+    """A step whose units are `outcomes`' keys: each unit returns its name or raises its outcome."""
+    from attn_cost.profilers.campaign.run import Step
+    from attn_cost.profilers.campaign.state import Unit
+
+    def run(camp, unit: str) -> str:
+        ran.append(unit)
+        if isinstance(outcomes[unit], BaseException):
+            raise outcomes[unit]
+        return unit
+
+    units = lambda camp: [Unit(f"{name} {u}", f"at {u}", u) for u in outcomes]  # noqa: E731
+    return Step(name, units, run, says=lambda camp, done: f"{len(done)} done", **declared)
+
+
+def test_a_unit_that_cannot_run_or_fails_is_recorded_and_the_next_one_runs(tmp_path) -> None:
+    from attn_cost.profilers.campaign.run import run_steps
+    from attn_cost.profilers.campaign.state import NotStartedError
+
+    camp, ran, saved, _ = _toy_campaign(tmp_path)
+    outcomes = {"u1": None, "u2": UserError("no such backend here"), "u3": RuntimeError("cuBLAS failed"),
+                "u4": NotStartedError("nothing to fit on"), "u5": None}  # fmt: skip
+    run_steps(camp, (_toy_step("a", outcomes, ran), _toy_step("b", {"v1": None}, ran)))
+    assert ran == ["u1", "u2", "u3", "u4", "u5", "v1"]
+    assert camp.skipped == ["a u2: no such backend here", "a u4 (nothing to fit on)"]
+    assert camp.errors == [{"step": "a", "unit": "at u3", "status": "error", "message": "RuntimeError: cuBLAS failed"}]
+    assert camp.steps == {"a": "2 done", "b": "1 done"}  # u1 and u5; v1
+    # the summary is rewritten after every unit that ran to an outcome (u4 never started) and after every step
+    assert saved == [(1, 0, 0), (2, 1, 0), (3, 1, 1), (5, 2, 1), (5, 2, 1), (6, 2, 1), (6, 2, 1)]
+
+
+def test_an_unusable_device_or_a_spent_budget_stops_the_run_but_not_the_report(tmp_path) -> None:
+    from attn_cost.profilers.campaign.run import run_steps
+
+    def steps(ran: list) -> tuple:
+        sticky = RuntimeError("CUDA error: an illegal memory access was encountered")
+        return (_toy_step("a", {"u1": sticky, "u2": None}, ran), _toy_step("b", {"v1": None}, ran),
+                _toy_step("report", {"r1": None}, ran, budgeted=False))  # fmt: skip
+
+    camp, ran, _, _ = _toy_campaign(tmp_path)
+    run_steps(camp, steps(ran))
+    assert ran == ["u1", "r1"] and camp.errors[0]["unit"] == "at u1"
+    assert camp.skipped[-1].startswith("the rest (the CUDA device is unusable after: RuntimeError: CUDA error")
+    assert "report" in camp.steps and "b" not in camp.steps
+
+    camp, ran, _, _ = _toy_campaign(tmp_path, spent_s=59.0)  # past 97 % of one minute
+    run_steps(camp, steps(ran))
+    assert ran == ["r1"] and camp.skipped == ["the rest (97% of the 1-minute budget spent): run the same command "
+                                              "again to continue where this one stopped"]  # fmt: skip
+
+
+def test_no_unit_starts_past_its_steps_share_and_a_step_that_cannot_run_says_why(tmp_path) -> None:
+    from attn_cost.profilers.campaign.run import run_step
+
+    camp, ran, _, lines = _toy_campaign(tmp_path, spent_s=31.0)  # past half of one minute
+    assert run_step(camp, _toy_step("a", {"u1": None}, ran, share=0.5)) == []
+    assert run_step(camp, _toy_step("b", {"v1": None}, ran, share=0.6)) == ["v1"]
+    assert camp.skipped == ["a u1 (over 50% of the time budget)"] and ran == ["v1"]
+    run_step(camp, _toy_step("c", {"w1": None}, ran, needs=lambda camp: "needs plotly", label="the c"))
+    run_step(camp, _toy_step("d", {"x1": None}, ran, when=lambda camp: False))
+    assert ran == ["v1"] and camp.steps["c"] == "needs plotly" and "d" not in camp.steps
+    assert lines[-1].endswith("] the c: needs plotly")
+
+
+def test_ctrl_c_goes_through_the_runner_and_ends_the_units_time_cap(tmp_path) -> None:
+    from attn_cost.profilers.campaign.run import run_steps
+
+    camp, ran, saved, _ = _toy_campaign(tmp_path)
+    caps = []
+    step = _toy_step("a", {"u1": None, "u2": KeyboardInterrupt(), "u3": None}, ran, capped=True)
+    step = replace(step, run=lambda camp, unit, run=step.run: caps.append(camp.unit_ends) or run(camp, unit))
+    with pytest.raises(KeyboardInterrupt):
+        run_steps(camp, (step,))
+    assert ran == ["u1", "u2"] and camp.unit_ends is None and saved == [(1, 0, 0)]
+    assert all(cap is not None and cap <= 40 + 1 for cap in caps)  # Plan.unit_s: 40 s from the unit's start
 
 
 @pytest.mark.slow

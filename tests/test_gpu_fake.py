@@ -136,7 +136,7 @@ def test_shipped_cpu_profiles_keep_their_names() -> None:
 def test_a_unit_says_where_its_eager_times_measured_the_hosts_launches(sim, tmp_path) -> None:
     """At one head of N = 64 the 21 kernels of efficient TaylorShift take less device time than their launches take
     the host (host-bound); at 528 heads of N = 4,096 softmax's 4 kernels do not."""
-    from attn_cost.profilers.campaign.run import host_bound
+    from attn_cost.profilers.campaign.steps import host_bound
     from attn_cost.profilers.measure.profile import Measurer
 
     m = Measurer("cuda", _store(tmp_path), repeats=3)
