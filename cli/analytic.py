@@ -387,10 +387,8 @@ def decode(
     names = [get_variant(x).name for x in (variant or DECODE_DEFAULT)]
     contexts = [o.positive(x, "--n") for x in (n or [1024, 4096, 16384, 65536])]
     ds = o.head_dims(d_values, embed, heads, default=o.D_DEFAULT["decode"])
-    settings = Settings.resolve(
-        device, dtype, lambda dt: o.setting(convention, dt, "decode", "inference", names, {"--L": latents}),
-        launch, launch_us,
-    )
+    settings = Settings.resolve(device, dtype, lambda dt: o.setting(convention, dt, "decode", "inference", names,
+                                                                     {"--L": latents}), launch, launch_us)  # fmt: skip
     st, model, dtype = settings.setting, settings.model, settings.dtype
     if model is not None:
         for name in names:  # one line on a variant the device has no model of, before any work

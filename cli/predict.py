@@ -52,9 +52,8 @@ def predict(
     for value in lengths:
         o.positive(value, "--n")
     o.positive(d, "--d")
-    given = {"--L": latents}
-    settings = Settings.resolve(device, dtype, lambda dt: o.setting(o.DEFAULT, dt, scope, mode, names, given),
-                                launch, launch_us)  # fmt: skip
+    settings = Settings.resolve(device, dtype, lambda dt: o.setting(o.DEFAULT, dt, scope, mode, names,
+                                                                     {"--L": latents}), launch, launch_us)  # fmt: skip
     st, model, dtype, default_us = settings.setting, settings.model, settings.dtype, settings.default_launch_us
     assert model is not None  # --device is required
     sizes = o.sizes(d, heads, batch, latents)

@@ -32,11 +32,10 @@ the only kind whose host --launch sets."""
 def _device_layer() -> SimpleNamespace:
     """What the CLI uses of the device layer (the resolver, `name → kind → model`, and what a datasheet GPU's host
     may be), imported when a device is named: the one place the CLI reaches it."""
-    from attn_cost.profilers.devicemodel.devices import add_device_columns, datasheet_of, resolve
-    from attn_cost.profilers.devicemodel.gpumodel import LAUNCHES
+    from attn_cost.profilers.devicemodel import devices, gpumodel
 
-    return SimpleNamespace(resolve=resolve, add_device_columns=add_device_columns, datasheet_of=datasheet_of,
-                           launches=LAUNCHES)  # fmt: skip
+    return SimpleNamespace(resolve=devices.resolve, add_device_columns=devices.add_device_columns,
+                           datasheet_of=devices.datasheet_of, launches=gpumodel.LAUNCHES)  # fmt: skip
 
 
 def datasheet(name: str, flag: str) -> Any:
