@@ -5,7 +5,7 @@ No torch, no plotly on this path.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 import sympy as sp
@@ -13,9 +13,8 @@ import typer
 from attn_cost.cli import options as o
 from attn_cost.cli import render
 from attn_cost.cli.app import app, fail
-from attn_cost.cli.measure import progress
-from attn_cost.cli.render import Col, emit, glue, right
-from attn_cost.cli.trace import own_widths
+from attn_cost.cli.render import Col, emit, glue, progress, right
+from attn_cost.cli.settings import Settings
 from attn_cost.costmodel import display
 from attn_cost.costmodel.conventions import CONVENTIONS, PUBLISHED_CONVENTIONS, Convention, get_convention
 from attn_cost.costmodel.counting import (
@@ -53,18 +52,16 @@ from attn_cost.costmodel.scopes import MODES, SCOPES
 from attn_cost.costmodel.symbols import BY_NAME, L, b
 from attn_cost.costmodel.symbols import DESCRIPTIONS as SYMBOLS
 from attn_cost.costmodel.variants import all_variants, derive_counted, get_variant
-from attn_cost.profilers.devicemodel.columns import add_device_columns
-from attn_cost.profilers.devicemodel.datasheet.model import GpuModel
-from attn_cost.profilers.devicemodel.device import DATASHEET, DeviceModel
-from attn_cost.profilers.devicemodel.kinds import resolve
 from attn_cost.profilers.measure.standing import cell as measured_cell
-from attn_cost.profilers.report.gather import op_model_n0
+from attn_cost.profilers.measure.standing import op_model_n0
 from rich.console import Console
 from rich.markup import escape
 
+if TYPE_CHECKING:
+    from attn_cost.profilers.devicemodel.device import DeviceModel
+
 console = Console(highlight=False)
 COUNTING_SYMBOLS = {str(x): x for x in (F_causal, F_bwd, F_chunk, N_kv)}
-COST_LABEL = {"flops": "N0 (FLOPs)", "memory": "N1 (memory)", "traffic": "N traffic"}
 DECODE_DEFAULT = ["softmax-causal", "softmax-fused-causal", "linear-recurrent", "latte-recurrent"]
 COST_SHORT = {"flops": "N0", "memory": "N1", "traffic": "N_traffic"}
 
@@ -108,11 +105,11 @@ def crossover(
     pairs = _pairs(pair, every, baseline, causal, scope)
     names = sorted({n for p in pairs for n in p})
 
-    ds, heads = own_widths(names, ds, heads)  # a traced module is compared at its own width and heads
-    model = o.with_launch(resolve(device) if device is not None else None, launch, launch_us)
-    st = o.setting(convention, o.device_dtype(dtype, model), scope, mode, names,
-                   {"--L": latents, "--r": ratio, "--depth": depth})  # fmt: skip
-    o.without_device(st, device)
+    ds, heads = o.own_widths(names, ds, heads)  # a traced module is compared at its own width and heads
+    given = {"--L": latents, "--r": ratio, "--depth": depth}
+    settings = Settings.resolve(device, dtype, lambda dt: o.setting(convention, dt, scope, mode, names, given),
+                                launch, launch_us)  # fmt: skip
+    st, model = settings.setting, settings.model
     tied = () if latents else (L,)  # L defaults to d, so closed forms follow d with it
     rows = [
         transition_row(a, bb, o.sizes(dv, heads, batch, latents, ratio, depth), st, tied)
@@ -122,13 +119,13 @@ def crossover(
     if model is not None:
         with progress() as notify:  # the op model's bootstrap intervals take seconds a row
             notify(f"predicting on {device}: corrected fits, op model with its 95 % interval")
-            add_device_columns(rows, model)
+            settings.add_columns(rows)
     if as_json:
         about = ({"device": {"name": model.name, "kind": model.kind, "answered_by": model.answered_by,
-                             **o.launch_json(model)}} if model else {})  # fmt: skip
+                             **settings.launch_json()}} if model else {})  # fmt: skip
         emit({**about, "results": [row.as_json() for row in rows]})
         return
-    if model is not None and model.kind == DATASHEET:
+    if model is not None and settings.datasheet:
         _datasheet_table(rows, heads, batch, model)
     elif model is not None:
         _device_table(rows, heads, batch, model.name)
@@ -390,9 +387,9 @@ def decode(
     names = [get_variant(x).name for x in (variant or DECODE_DEFAULT)]
     contexts = [o.positive(x, "--n") for x in (n or [1024, 4096, 16384, 65536])]
     ds = o.head_dims(d_values, embed, heads, default=o.D_DEFAULT["decode"])
-    model = o.with_launch(resolve(device) if device is not None else None, launch, launch_us)
-    dtype = o.device_dtype(dtype, model)
-    st = o.setting(convention, dtype, "decode", "inference", names, {"--L": latents})
+    settings = Settings.resolve(device, dtype, lambda dt: o.setting(convention, dt, "decode", "inference", names,
+                                                                     {"--L": latents}), launch, launch_us)  # fmt: skip
+    st, model, dtype = settings.setting, settings.model, settings.dtype
     if model is not None:
         for name in names:  # one line on a variant the device has no model of, before any work
             model.check(name, st)
@@ -410,14 +407,14 @@ def decode(
                     "growth_when_context_doubles": growth,
                 }
             rows.append(row)
-    timed = _decode_times(model, rows, contexts, st, heads, batch, latents) if model is not None else None
+    timed = _decode_times(settings, rows, contexts, heads, batch, latents) if model is not None else None
     wins = _state_wins(rows, st, heads, batch, latents)
     if as_json:
         emit({**st.as_json(), "contexts": contexts, "results": rows, "state_wins": wins,
               **({"device": timed} if timed else {})})  # fmt: skip
         return
     if model is not None and timed is not None:
-        _decode_time_table(model, rows, contexts, st, timed)
+        _decode_time_table(settings, rows, contexts, timed)
     for c in COSTS:
         unit = {
             "flops": f"FLOPs ({convention})",
@@ -466,17 +463,13 @@ def _state_wins(rows: list[dict[str, Any]], st: Setting, heads: int, batch: int,
 
 
 def _decode_times(
-    model: DeviceModel,
-    rows: list[dict[str, Any]],
-    contexts: list[int],
-    st: Setting,
-    heads: int,
-    batch: int,
-    latents: int | None,
+    settings: Settings, rows: list[dict[str, Any]], contexts: list[int], heads: int, batch: int, latents: int | None
 ) -> dict[str, Any]:
-    """Each row's predicted time per generated token on `model` (at every context and at twice the last, for the
+    """Each row's predicted time per generated token on the device (at every context and at twice the last, for the
     growth), with its 95 % interval, the kernels it launches where the model prices kernels, and whether its cache
     or state fits in the device's memory; added to the rows under "time". Returns the device's own entry."""
+    model, st = settings.model, settings.setting
+    assert model is not None
     ns = np.array([*contexts, 2 * contexts[-1]], dtype=float)
     by: dict[str, str] = {}
     memory = model.memory_bytes
@@ -501,11 +494,11 @@ def _decode_times(
                 "predicted_by": answering.label,
             }  # fmt: skip
     return {"name": model.name, "kind": model.kind, "memory_bytes": memory, "predicted_by": " and ".join(by),
-            "answered_by": by, **o.launch_json(model)}  # fmt: skip
+            "answered_by": by, **settings.launch_json()}  # fmt: skip
 
 
 def _decode_time_table(
-    model: DeviceModel, rows: list[dict[str, Any]], contexts: list[int], st: Setting, timed: dict[str, Any]
+    settings: Settings, rows: list[dict[str, Any]], contexts: list[int], timed: dict[str, Any]
 ) -> None:
     """The time per generated token on the device: a variant a row, a context a column, each time over its 95 %
     interval (`_decode_times`)."""
@@ -524,11 +517,11 @@ def _decode_time_table(
     answered = (" ".join(f"{label}: times {sentence}." for label, sentence in by.items()) if mixed
                 else f"Times {next(iter(by.values()))}.")  # fmt: skip
     over = any(t is False for row in rows for t in (row["time"]["fits_in_memory"] or {}).values())
-    memory = model.memory_bytes
+    memory = settings.model.memory_bytes if settings.model is not None else None
     beyond = f" †: the cache does not fit in the device's {render.size(memory)}." if over and memory else ""
-    title = model.sheet.title if isinstance(model, GpuModel) else model.name
+    title = settings.title
     render.table(
-        f"Per generated token on {title}: time, and its 95 % interval ({st.dtype})",
+        f"Per generated token on {title}: time, and its 95 % interval ({settings.dtype})",
         [Col("variant"), right("d"), *(right(f"N={x:,}") for x in contexts), right("×(2N)/(N)"),
          *([Col("by")] if mixed else [])],
         cells,

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import NoReturn, Optional
 
 import typer
+from attn_cost.cli.commands import LazyGroup
 from attn_cost.costmodel.dtypes import ACTIVATION
 from attn_cost.costmodel.errors import UserError
 
@@ -39,6 +40,7 @@ app = typer.Typer(
     invoke_without_command=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    cls=LazyGroup,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 
@@ -163,13 +165,17 @@ METAVARS = {
 """Metavars that say what a value looks like; other options show their type (INT, TEXT, PATH)."""
 
 
-def polish_help(command) -> None:
+def polish_help(command, below: bool = True) -> None:
     """Metavars for every option of every command: `--d INT [--d ...]` shows how to repeat an
     option, `--pair A:B` what a value looks like (typer would print `<list[int]>`); help text wrapped without
     splitting a hyphenated name (`attn-cost`, `taylorshift-efficient`). Only click's public attributes
     (`opts`, `multiple`, `metavar`, `context_class`) and the command's own type hints are used, so that
-    every typer from the oldest declared in pyproject.toml on gives the same help."""
-    for sub in _commands(command):
+    every typer from the oldest declared in pyproject.toml on gives the same help. `below`: also every command
+    below `command` (the lazy top-level group polishes its commands as it builds them: `cli.main.command`).
+
+    typer cannot: its metavar of a list option differs between versions (`<list[int]>`, `INTEGER...`), it does not
+    say how to repeat an option, and it wraps help with click's formatter, which breaks lines at hyphens."""
+    for sub in _commands(command) if below else [command]:
         sub.context_class = _unhyphenated(sub.context_class)
         func = getattr(sub.callback, "__wrapped__", sub.callback) if getattr(sub, "callback", None) else None
         hints = _type_hints(func)
@@ -212,7 +218,8 @@ def _type_word(hint, param) -> str:
 
 
 def _commands(command) -> list:
-    """A command and every command below it (the `results` group's subcommands too)."""
+    """A command and every command below it (the `results` group's subcommands too; every command of the lazy
+    top-level group, each built as it is reached)."""
     return [command, *(c for sub in getattr(command, "commands", {}).values() for c in _commands(sub))]
 
 
@@ -224,7 +231,8 @@ def _plain_metavars(text: str) -> str:
 
 def _unhyphenated(context_class):
     """The command's context class, with a help formatter whose option table never breaks a line at a hyphen
-    and whose arguments read as their metavars (Context.formatter_class is click's hook for this)."""
+    and whose arguments read as their metavars (Context.formatter_class is click's hook for this; typer offers
+    none: with rich_markup_mode None it writes help with click's HelpFormatter, which wraps at hyphens)."""
     if getattr(context_class, "unhyphenated", False):
         return context_class
 

@@ -11,8 +11,7 @@ import typer
 from attn_cost.cli import options as o
 from attn_cost.cli import render
 from attn_cost.cli.app import app
-from attn_cost.cli.measure import err, events
-from attn_cost.cli.render import Col, emit, right
+from attn_cost.cli.render import Col, emit, err, right
 from attn_cost.costmodel.dtypes import dtype_bytes
 from attn_cost.costmodel.variants import all_variants
 from attn_cost.profilers.devicemodel.calibrated.data import FIT_VERSION, LINES, user_dir
@@ -20,14 +19,15 @@ from attn_cost.profilers.devicemodel.tunables import DEFAULT, QUICK
 from attn_cost.profilers.store.files import same_file
 from attn_cost.profilers.workflow.calibrating import Calibrated, calibration_folder, refit_calibration
 from attn_cost.profilers.workflow.calibrating import calibrate as run_calibration
-from attn_cost.profilers.workflow.measuring import Measuring, open_measurer
+from attn_cost.profilers.workflow.measuring import Events, Measuring, open_measurer
+from attn_cost.profilers.workflow.measuring import measuring as read_measuring
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 REPEATS = typer.Option(7, "--repeats", help="Timed samples per shape (3 for shapes slower than 20 ms).")
 
 
 @app.command()
-@o.with_measuring(REPEATS, sdpa=False)
+@o.with_measuring(read_measuring, REPEATS, sdpa=False)
 def calibrate(
     ctx: typer.Context,
     measuring: Measuring = o.MEASURING,
@@ -76,7 +76,7 @@ def calibrate(
     names = o.variant_names(variant or [], causal=False)
     dtype_bytes(dtype)
     target = calibration_folder(out)
-    measurer = open_measurer(measuring, "core", dtype, [], events())
+    measurer = open_measurer(measuring, "core", dtype, [], Events(**o.to_terminal()))
     tune = QUICK if quick else DEFAULT
     every = (names or [v.name for v in all_variants()]) if exact else []
     sizes = [{"d": d} for d in ds or tune.line_d]

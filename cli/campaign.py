@@ -19,6 +19,7 @@ from attn_cost.cli.render import emit
 from attn_cost.profilers.measure.standing import cell
 from attn_cost.profilers.store.files import not_stdout
 from attn_cost.profilers.workflow.measuring import Measuring, check_measurable
+from attn_cost.profilers.workflow.measuring import measuring as read_measuring
 
 
 def _err(line: str) -> None:
@@ -29,7 +30,7 @@ REPEATS = typer.Option(None, "--repeats", help="Timed runs per length (default 3
 
 
 @app.command()
-@o.with_measuring(REPEATS, fresh=False)
+@o.with_measuring(read_measuring, REPEATS, fresh=False)
 def campaign(
     out: Path = typer.Option(..., "--out", help="Folder for the log, measurements, device profiles and reports."),
     measuring: Measuring = o.MEASURING,

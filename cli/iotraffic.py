@@ -12,6 +12,7 @@ from attn_cost.cli import options as o
 from attn_cost.cli import render
 from attn_cost.cli.app import app, fail
 from attn_cost.cli.render import Col, emit, right
+from attn_cost.cli.settings import datasheet
 from attn_cost.costmodel import display
 from attn_cost.costmodel.conventions import MATMUL
 from attn_cost.costmodel.crossover import at_sizes, compare, cost_branches, evaluate
@@ -19,7 +20,6 @@ from attn_cost.costmodel.dtypes import HALF, spelled
 from attn_cost.costmodel.iotraffic import ORDERS, Tiles, fused_causal, has_fused, io_branches
 from attn_cost.costmodel.polyterms import n_degree
 from attn_cost.costmodel.variants import derive
-from attn_cost.profilers.devicemodel.kinds import datasheet_of
 
 FUSED_DEFAULT = ["softmax-fused", "softmax-fused-causal"]
 AGAINST_DEFAULT = ["linear", "linear-causal-fused", "performer"]
@@ -72,7 +72,7 @@ def io(
                  "variants (linear, performer, linformer, ...): give one of those")  # fmt: skip
     ds = o.head_dims(d_values, None, heads, default=o.D_DEFAULT["io"])
     st = o.setting("matmul", dtype, "core", "inference", [*fused, *others])
-    tiles = Tiles(sram, block_q, block_kv, order, datasheet_of(gpu, "--gpu").gpu)
+    tiles = Tiles(sram, block_q, block_kv, order, datasheet(gpu, "--gpu").gpu)
     results = []
     for dv in ds:
         dims = o.sizes(dv, heads, batch, None, 4, 1)

@@ -8,32 +8,43 @@ commands register on `cli.app.app` as their modules are imported (`cli.commands`
 from __future__ import annotations
 
 import functools
+import importlib
 import sys
 import warnings
 from typing import Any
 
 import click
 import typer
-from attn_cost.cli import commands  # noqa: F401  (registers the commands)
 from attn_cost.cli.app import Status, app, kept, note, notes, polish_help, started, words
+from attn_cost.cli.commands import COMMANDS
 from attn_cost.cli.exits import describe_os_error, error, interrupted, silence_stdout
-from attn_cost.cli.options import bound_sizes, once_each, read_words
+from attn_cost.cli.options import add_user_options, bound_sizes, once_each, read_words
 from attn_cost.cli.render import one_line
-from attn_cost.cli.trace import add_user_options
 from attn_cost.costmodel.errors import InputWarning, PricingWarning, UserError
 
 
 @functools.cache
 def command_line() -> Any:
-    """The whole CLI as one click command, built once a process (it took a sixth of a second, on every `main` call
-    made in one process: the tests, a notebook): typer's command of the registered commands, with what every
-    command gets (--variants and --trace, help metavars, size limits, each repeated value once)."""
-    command = typer.main.get_command(app)
-    add_user_options(command)  # --variants PATH and --trace PATH:NAME on every command
-    polish_help(command)
-    bound_sizes(command)
-    once_each(command)
-    return command
+    """The CLI as one click group, built once a process (every `main` call made in one process: the tests, a
+    notebook): it lists every command (`cli.commands.COMMANDS`) and builds one when it runs (`command`)."""
+    group: Any = typer.main.get_command(app)
+    polish_help(group, below=False)
+    group.load = command
+    return group
+
+
+def command(name: str) -> Any:
+    """Command `name` as click runs it: its module imported (which registers it on the typer app), typer's click
+    command of it, and what every command gets (--variants and --trace, help metavars, size limits, each repeated
+    value once)."""
+    importlib.import_module(f"attn_cost.cli.{COMMANDS[name].module}")
+    group: Any = typer.main.get_command(app)  # a LazyGroup: `registered` holds the commands typer built
+    built = group.registered[name]
+    add_user_options(built)  # --variants PATH and --trace PATH:NAME
+    polish_help(built)
+    bound_sizes(built)
+    once_each(built)
+    return built
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,7 +11,7 @@ from typing import Any, Optional
 import typer
 from attn_cost.cli import options as o
 from attn_cost.cli import render
-from attn_cost.cli.app import Status, app, fail, measuring_started, note
+from attn_cost.cli.app import Status, app, fail
 from attn_cost.cli.render import Col, emit, progress, right
 from attn_cost.costmodel.scopes import SCOPES
 from attn_cost.costmodel.variants import get_variant
@@ -27,14 +27,22 @@ from attn_cost.profilers.devicemodel.names import OPMODELS, known_opmodels
 from attn_cost.profilers.measure.machine import IDENTITY
 from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.measure.standing import cell, tally
-from attn_cost.profilers.workflow.measuring import Events, Measuring, check_measurable, open_measurer, searched
+from attn_cost.profilers.workflow.measuring import (
+    Events,
+    Measuring,
+    check_measurable,
+    open_measurer,
+    searched,
+)
+from attn_cost.profilers.workflow.measuring import (
+    measuring as read_measuring,
+)
 from attn_cost.profilers.workflow.profiling import profile as profile_pairs
 from attn_cost.profilers.workflow.profiling import sweep
 from rich.console import Console
 from rich.markup import escape
 
 console = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
 
 MIN_MAX_N = 16
 """The smallest --max-n: below it the search has no lengths to compare."""
@@ -48,9 +56,8 @@ PROFILE_SCOPE = typer.Option(
 
 
 def events() -> Events:
-    """How a workflow talks to the terminal: warnings on stderr, notes after the output, lines on stderr, and every
-    store opened to measure into remembered (what Ctrl-C keeps)."""
-    return Events(say=err.print, warn=render.warn, note=note, opened=measuring_started)
+    """How a workflow talks to the terminal (`options.to_terminal`)."""
+    return Events(**o.to_terminal())
 
 
 def longest_asked(max_n: int | None) -> None:
@@ -63,7 +70,7 @@ def longest_asked(max_n: int | None) -> None:
 @app.command()
 @o.with_counting(scopes=MEASURED_SCOPES, measured=True)
 @o.with_sizes(scopes=MEASURED_SCOPES)
-@o.with_measuring()
+@o.with_measuring(read_measuring)
 def profile(
     pair: Optional[list[str]] = typer.Option(
         None, "--pair", help="A:B, repeatable. Default: taylorshift-direct:taylorshift-efficient."
@@ -179,7 +186,7 @@ def _measured(row: dict, which: str, n_max: int | None = None) -> str:
 
 @app.command()
 @o.with_sizes()
-@o.with_measuring()
+@o.with_measuring(read_measuring)
 def measure(
     variant: list[str] = typer.Option(..., "--variant", help="Repeatable."),
     n: list[int] = typer.Option(..., "--n", help="Sequence lengths; repeatable."),
@@ -305,7 +312,7 @@ def check_flops(
 
 @app.command()
 @o.with_counting(scopes=MEASURED_SCOPES, measured=True)
-@o.with_measuring()
+@o.with_measuring(read_measuring)
 def validate(
     ctx: typer.Context,
     pair: Optional[list[str]] = typer.Option(

@@ -12,17 +12,16 @@ from typing import Any, NamedTuple, Optional, overload
 
 import sympy as sp
 import typer
-from attn_cost.cli.app import METAVARS, _commands, _type_hints, _type_word, fail, heard, note, typed
+from attn_cost.cli import render
+from attn_cost.cli.app import METAVARS, _commands, _type_hints, _type_word, fail, heard, measuring_started, note, typed
 from attn_cost.costmodel.conventions import DEFAULT, FULL, get_convention
 from attn_cost.costmodel.counting import Counting, F_bwd, F_causal, F_chunk
 from attn_cost.costmodel.crossover import Setting, cost_branches
 from attn_cost.costmodel.dtypes import dtype_bytes, spelled
+from attn_cost.costmodel.plugins import load_file
 from attn_cost.costmodel.scopes import DROPOUT_IN_INFERENCE, MODES, SCOPES
 from attn_cost.costmodel.symbols import BY_NAME, DEFAULT_DEPTH, DEFAULTS, D, L, b, d, h, r, with_defaults
 from attn_cost.costmodel.variants import derive, derive_counted, get_variant
-from attn_cost.profilers.devicemodel.datasheet.model import LAUNCHES, GpuModel
-from attn_cost.profilers.devicemodel.device import DeviceModel
-from attn_cost.profilers.workflow.measuring import Measuring, measuring
 
 D_VALUES = typer.Option(None, "--d", help="Head dimension; repeat for several.")
 D_DEFAULT = {
@@ -56,7 +55,7 @@ DEVICE_DTYPE = typer.Option(
     help=f"{spelled()}: bytes per element (default fp32; with --device, what the device prices: bf16 on a datasheet "
     "GPU, else what it was measured in).",
 )
-"""--dtype of a command that takes --device: `device_dtype` reads it."""
+"""--dtype of a command that takes --device: `settings.Settings.resolve` reads it."""
 SCOPE = typer.Option(
     None,
     "--scope",
@@ -78,33 +77,6 @@ LAUNCH_US = typer.Option(
     "--launch-us",
     help="A datasheet GPU: your host's cost of one kernel launch, µs (default: the --launch setting's).",
 )
-
-
-def with_launch(model: Any, launch: str | None, launch_us: float | None) -> Any:
-    """A datasheet GPU's model with the host `--launch` and `--launch-us` ask for (one line and exit 2 for a device
-    whose host was measured, an unknown setting or a launch cost that is no positive number of µs)."""
-    if launch is None and launch_us is None:
-        return model
-    flag = "--launch-us" if launch_us is not None else "--launch"
-    if model is None:
-        fail(f"{flag} prices a datasheet GPU's launches: give --device NAME")
-    if not isinstance(model, GpuModel):
-        fail(f"{flag} sets a datasheet GPU's launch cost; {model.name} is {model.kind}: its host was measured")
-    if launch is not None and launch not in LAUNCHES:
-        fail(f"--launch must be one of {', '.join(LAUNCHES)}, got {launch!r}")
-    if launch_us is not None and not 0 < launch_us <= 1e6:  # NaN fails too
-        said = typed("--launch-us", launch_us)
-        fail(f"--launch-us must be a positive number of microseconds (at most 10^6), got {said}")
-    return model.with_host(launch or "eager", None if launch_us is None else launch_us * 1e-6)
-
-
-def launch_json(model: Any) -> dict:
-    """What priced a datasheet GPU's launches, for --json (empty for other devices)."""
-    if not isinstance(model, GpuModel):
-        return {}
-    h = model.launch
-    return {"launch": {"setting": h.name, "launch_us": h.launch_s * 1e6, "call_us": h.call_s * 1e6,
-                       "triton_launch_us": h.triton_s * 1e6, "source": h.source}}  # fmt: skip
 
 
 CAUSAL_COUNT = typer.Option(
@@ -242,15 +214,19 @@ SDPA_BACKEND = typer.Option(
     None, "--sdpa-backend", help="Kernel of softmax-fused: flash, efficient, cudnn or math (default: PyTorch's choice)."
 )
 Decorator = Callable[[Callable], Callable]
-MEASURING = Measuring()
-"""The default of a command's `measuring` parameter, which `with_measuring` replaces by the measuring options."""
+MEASURING: Any = None
+"""The default of a command's `measuring` parameter, which `with_measuring` replaces by the measuring options (a
+placeholder: typer reads the options `with_measuring` puts in its place)."""
 
 
-def with_measuring(repeats: Any = REPEATS, fresh: bool = True, sdpa: bool = True) -> Decorator:
+def with_measuring(
+    build: Callable[..., Any], repeats: Any = REPEATS, fresh: bool = True, sdpa: bool = True
+) -> Decorator:
     """Give a command the measuring options (--gpu, --cpu, --threads, --repeats, --store, and with `fresh` --fresh,
     with `sdpa` --sdpa-backend), each defined once above, in place of its parameter `measuring`, which receives them
-    checked (`workflow.measuring.measuring`: --gpu with --cpu, an unknown backend) as one `Measuring`. `repeats`: the
-    command's own --repeats where its default or meaning differs."""
+    checked by `build` (`workflow.measuring.measuring`: --gpu with --cpu, an unknown backend) as one `Measuring`.
+    `repeats`: the command's own --repeats where its default or meaning differs. The measuring commands pass
+    `build`, so that the options module, which every command imports, does not load the measuring workflow."""
     options = {"gpu": (GPU, bool), "cpu": (CPU, bool), "threads": (THREADS, Optional[int])}
     options["repeats"] = (repeats, int if repeats.default is not None else Optional[int])
     options["store"] = (STORE, Optional[Path])
@@ -258,13 +234,21 @@ def with_measuring(repeats: Any = REPEATS, fresh: bool = True, sdpa: bool = True
         options["fresh"] = (FRESH, bool)
     if sdpa:
         options["sdpa_backend"] = (SDPA_BACKEND, Optional[str])
-    return grouped("measuring", options, measuring)
+    return grouped("measuring", options, build)
+
+
+def to_terminal() -> dict[str, Callable[..., Any]]:
+    """How a workflow talks to the terminal, as the fields of `workflow.measuring.Events`: lines on stderr, warnings
+    on stderr, notes after the output, and every store opened to measure into remembered (what Ctrl-C keeps)."""
+    return {"say": render.err.print, "warn": render.warn, "note": note, "opened": measuring_started}
 
 
 def grouped(name: str, options: dict[str, tuple[Any, Any]], build: Callable[..., Any]) -> Decorator:
     """A decorator that replaces the command's parameter `name` by a group of options (parameter name: (typer
     option, annotation)), in its place, and calls the command with `build(**their values)` in it: options that
-    several commands share are declared once, and read into one value."""
+    several commands share are declared once, and read into one value. typer cannot: it reads a command's options
+    from its function's parameters only (no option groups, no dataclass of options), so the group is spliced into
+    the signature typer reads."""
 
     def decorate(command: Callable) -> Callable:
         sig = inspect.signature(command, eval_str=True)
@@ -338,7 +322,9 @@ def positive(value: int | None, flag: str) -> int | None:
 
 def bound_sizes(command) -> None:
     """Check every option named in LIMITS, in every command below `command`, as click reads it: a positive integer
-    no larger than its limit (each value of a repeated one), so that no command can take a size unchecked."""
+    no larger than its limit (each value of a repeated one), so that no command can take a size unchecked. typer's
+    `min=`/`max=` (click's IntRange) would give click's wording, not the one line naming the user's text that every
+    other refusal gives, and would have to be repeated on every declaration."""
 
     for sub in _commands(command):
         for param in getattr(sub, "params", []):
@@ -349,7 +335,8 @@ def bound_sizes(command) -> None:
 
 def once_each(command) -> None:
     """Every repeatable option of every command below `command` keeps each value once, in the order given, and
-    says so (a note after the output): `--n 1024 --n 1024` is one length, not two columns of one key."""
+    says so (a note after the output): `--n 1024 --n 1024` is one length, not two columns of one key. typer and
+    click keep every repeated value as given; a parameter callback on each option is click's hook for this."""
 
     for sub in _commands(command):
         for param in getattr(sub, "params", []):
@@ -392,7 +379,9 @@ def read_words(command, argv: list[str]) -> None:
     name it (`app.typed`); an empty path is refused (it would read as the current folder, "."); an option that
     takes one value, given twice with different values (`predict --d 32 --d 64`, compared as values: `--launch-us 5
     --launch-us 5.0` is one value), is refused, where click would keep the last without a word; the same value
-    twice is used once, with a note. Repeatable options keep each value (`once_each`); flags are not values."""
+    twice is used once, with a note. Repeatable options keep each value (`once_each`); flags are not values. typer
+    and click cannot: click keeps the last of a repeated single-valued option without a word, and gives a callback
+    the value as read (`1.0`), not as typed."""
     args = list(argv)
     while hasattr(command, "commands"):  # a group: the next word that is no option names its command
         name = next((a for a in args if not a.startswith("-")), None)
@@ -542,7 +531,7 @@ def with_sizes(scopes: tuple[str, ...] = tuple(SCOPES)) -> Decorator:
     --chunk) that some variant is written with at one of the `scopes` it prices (`SIZE_REACH`).
 
     Put it under `@app.command()`; `sizes` (and `extra_sizes`) then return what the user chose. --dv, --state and
-    --groups too."""
+    --groups too. The options are spliced into the signature typer reads (`grouped` says why)."""
     offered = {name: opt for name, opt in SIZE_OPTIONS.items() if set(SIZE_REACH[name]) & set(scopes)}
 
     def decorate(command: Callable) -> Callable:
@@ -621,7 +610,8 @@ def with_counting(
     in one of its `modes` (default: inference and training for a command with --mode, else inference), and, for a
     command whose answer is `measured`, only those the reference implementations run.
 
-    Put it under `@app.command()`; the command calls `setting` as before and gets them in `Setting.counting`.
+    Put it under `@app.command()`; the command calls `setting` as before and gets them in `Setting.counting`. The
+    options are spliced into the signature typer reads (`grouped` says why).
     """
 
     def decorate(command: Callable) -> Callable:
@@ -770,18 +760,6 @@ def graph_options(names: list[str], st: Setting) -> None:
                  f"{', '.join(without)} (none of them {has} at the {st.scope} scope): counted without it")  # fmt: skip
 
 
-def without_device(st: Setting, device: str | None) -> None:
-    """Refuse --dropout and --padding-mask with --device: the device models (profilers/devicemodel) build the op
-    lists they price without them, so their times and crossovers would be of attention without dropout or mask
-    under a heading that says otherwise."""
-    given = [flag for flag, on in (("--dropout", st.counting.dropout), ("--padding-mask", st.counting.padding_mask))
-             if on]  # fmt: skip
-    if device is not None and given:
-        fail(f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} not priced on a device yet (the device "
-             "models build their op lists without them): leave --device out for the counts, or the option out for "
-             "the device's times")  # fmt: skip
-
-
 def _projections(name: str, st: Setting) -> sp.Expr:
     """The parameters a variant's projection biases add at this scope (0 where it has no projections)."""
     kv = st.counting.n_kv is not None
@@ -789,7 +767,82 @@ def _projections(name: str, st: Setting) -> sp.Expr:
     return sp.expand(every - none)
 
 
-def device_dtype(dtype: str | None, model: DeviceModel | None) -> str:
-    """--dtype as given, else the device's own (a `DeviceModel`'s: bf16 on a datasheet GPU, what a measured device
-    was measured in), else fp32: so that `--device NAME` alone compares at the setting the device has numbers for."""
-    return dtype or (model.dtype if model is not None else "fp32")
+# -- the options every command takes, and a traced module's own widths ----------------------------------------
+
+
+def load_variant_files(paths: Optional[list[Path]]) -> None:
+    """--variants callback: register the variants of each file (no torch)."""
+
+    for p in paths or []:
+        load_file(p)
+
+
+def load_traces(specs: Optional[list[str]]) -> None:
+    """--trace callback: export each PATH:NAME with torch.export and register it as NAME."""
+    if not specs:
+        return
+    from attn_cost.profilers.trace.register import register
+
+    for spec in specs:
+        register(spec)
+
+
+def _user_options(
+    variants: Optional[list[Path]] = typer.Option(
+        None,
+        "--variants",
+        help="A Python file of variants written with the op DSL (docs/variants.md); repeatable. "
+        "Also: ATTN_COST_VARIANTS=path1:path2 and the `attn_cost.variants` entry points.",
+        callback=load_variant_files,
+        is_eager=True,
+        expose_value=False,
+        metavar="PATH",
+    ),
+    traces: Optional[list[str]] = typer.Option(
+        None,
+        "--trace",
+        help="PATH:NAME: derive a variant named NAME from PyTorch code (see `attn-cost trace`); repeatable.",
+        callback=load_traces,
+        is_eager=True,
+        expose_value=False,
+        metavar="PATH:NAME",
+    ),
+) -> None:
+    """Never called: carries the two options that `add_user_options` copies onto every command."""
+
+
+def add_user_options(command) -> None:
+    """Give a command the --variants and --trace options (where it has no option of that name), as eager options
+    whose callbacks load the user's files into the registry before the command body runs. typer declares an option
+    on the function of one command; these two belong to every command without being a parameter of any."""
+    carrier = typer.Typer(add_completion=False)
+    carrier.command()(_user_options)
+    params = typer.main.get_command(carrier).params
+    names = {opt for p in command.params for opt in p.opts}
+    command.params.extend(p for p in params if not set(p.opts) & names)
+
+
+def own_widths(names: list[str], ds: list[int], heads: int) -> tuple[list[int], int]:
+    """A traced module keeps its own width and heads (its weights fix them): compare the other variants of a
+    crossover at that width, h = the module's heads and d = d_embed / h, and say so on stderr."""
+
+    if "attn_cost.profilers.trace.register" not in sys.modules:  # nothing was traced: no torch import
+        return ds, heads
+    from attn_cost.profilers.trace.register import traced
+
+    found = [(n, t) for n in names if (t := traced(n)) is not None and t.width is not None]
+    if not found:
+        return ds, heads
+    widths = {(t.width, t.heads) for _, t in found}
+    if len(widths) > 1:
+        names_found = ", ".join(n for n, _ in found)
+        fail(f"traced modules of different widths cannot be compared in one crossover: {names_found}")
+    (width, own), name = widths.pop(), found[0][0]
+    assert width is not None  # `found` keeps the traced modules with a width
+    if own is None or width % own:
+        note(f"attn-cost: note: {name} is {width} wide and does not say its heads: the others are compared at "
+             f"--h {heads} heads of --d, not at its width")  # fmt: skip
+        return ds, heads
+    note(f"attn-cost: note: compared at {name}'s own width, read from the module: d_embed = {width} = {own} heads "
+         f"× d = {width // own} (--d and --h do not apply to it)")  # fmt: skip
+    return [width // own], own

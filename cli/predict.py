@@ -1,7 +1,7 @@
 """`attn-cost predict`: a variant's time and peak memory on any device attn-cost knows: a GPU one does not own (its
 datasheet), a measured device (its profile's fits, its op calibration for the other variants) or a calibrated one.
 
-No torch: every device model prices the engine's op list with numpy (`profilers.devicemodel.kinds.resolve`).
+No torch: every device model prices the engine's op list with numpy (resolved by `settings.Settings.resolve`).
 """
 
 from __future__ import annotations
@@ -13,10 +13,8 @@ import typer
 from attn_cost.cli import options as o
 from attn_cost.cli import render
 from attn_cost.cli.app import app
-from attn_cost.cli.measure import progress
-from attn_cost.cli.render import Col, emit, right
-from attn_cost.profilers.devicemodel.datasheet.model import GpuModel
-from attn_cost.profilers.devicemodel.kinds import resolve
+from attn_cost.cli.render import Col, emit, progress, right
+from attn_cost.cli.settings import Settings
 
 
 @app.command()
@@ -54,12 +52,11 @@ def predict(
     for value in lengths:
         o.positive(value, "--n")
     o.positive(d, "--d")
-    model = resolve(device)
-    dtype = o.device_dtype(dtype, model)
-    st = o.setting(o.DEFAULT, dtype, scope, mode, names, {"--L": latents})
+    settings = Settings.resolve(device, dtype, lambda dt: o.setting(o.DEFAULT, dt, scope, mode, names,
+                                                                     {"--L": latents}), launch, launch_us)  # fmt: skip
+    st, model, dtype, default_us = settings.setting, settings.model, settings.dtype, settings.default_launch_us
+    assert model is not None  # --device is required
     sizes = o.sizes(d, heads, batch, latents)
-    default_us = model.launch.launch_s * 1e6 if isinstance(model, GpuModel) else None
-    model = o.with_launch(model, launch, launch_us)
     for name in names:  # one line on a variant or setting the device has no model of, before any work
         model.check(name, st)
     results: list[dict[str, Any]] = []
@@ -82,8 +79,9 @@ def predict(
                 })  # fmt: skip
     if as_json:
         host = (
-            {"launch_us": model.launch.launch_s * 1e6, "launch_us_given": launch_us is not None, **o.launch_json(model)}
-            if isinstance(model, GpuModel)
+            {"launch_us": settings.launch_json()["launch"]["launch_us"], "launch_us_given": launch_us is not None,
+             **settings.launch_json()}
+            if settings.datasheet
             else {}
         )
         emit({"device": model.name, "kind": model.kind, "predicted_by": " and ".join(by), "answered_by": by,
@@ -93,9 +91,9 @@ def predict(
     over = any(r["fits_in_memory"] is False for r in results)
     launched = (f" Launch cost: {launch_us:g} µs a kernel (--launch-us; the setting's own is {default_us:.3g} µs)."
                 if launch_us is not None else "")  # fmt: skip
-    title = model.sheet.title if isinstance(model, GpuModel) else model.name
-    beyond = (f" †: does not fit in the {model.sheet.memory_gb:g} GB of the {title}: its time is of a run that "
-              "cannot happen." if over and isinstance(model, GpuModel) else "")  # fmt: skip
+    title = settings.title
+    beyond = (f" †: does not fit in the {model.sheet.memory_gb:g} GB of the {title}: its time is of a run that "  # type: ignore[attr-defined]
+              "cannot happen." if over and settings.datasheet else "")  # fmt: skip
     mixed = len(by) > 1
     cells = [[r["variant"], f"{r['n']:,}", render.duration(r["seconds"]),
               render.duration_span(r["seconds_low"], r["seconds_high"]),

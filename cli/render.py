@@ -50,6 +50,10 @@ def right(header: str) -> Col:
     return Col(header, "right")
 
 
+err = Console(stderr=True, highlight=False)
+"""The console for stderr: what a command says while it works (a measuring step, a suspect timing)."""
+
+
 def console() -> Console:
     """A console for stdout at the current width (read at each call, so COLUMNS changes are seen)."""
     return Console(highlight=False, width=_width(), soft_wrap=False)

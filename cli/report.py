@@ -13,11 +13,10 @@ from typing import Optional
 import typer
 from attn_cost.cli import options as o
 from attn_cost.cli.app import app, fail
-from attn_cost.cli.measure import progress
-from attn_cost.cli.render import emit, line
+from attn_cost.cli.render import emit, line, progress
+from attn_cost.cli.settings import Settings
 from attn_cost.costmodel.crossover import DEFAULT_PAIRS
 from attn_cost.costmodel.paths import real
-from attn_cost.profilers.devicemodel.kinds import resolve
 from attn_cost.profilers.report.gather import gather
 from attn_cost.profilers.store.files import claim, is_html_report, write_atomic
 
@@ -56,10 +55,9 @@ def report(
     names = o.variant_names(variant, False) if variant else sorted({v for p in pairs for v in p}, key=_order(pairs))
     ds = o.head_dims(d_values, None, 1, default=[16, 32, 64])
     o.positive(embed, "--d-embed"), o.positive(n, "--n")
-    model = resolve(device) if device is not None else None
-    st = o.setting(convention, o.device_dtype(dtype, model), scope, "inference",
-                   sorted(set(names) | {v for p in pairs for v in p}))  # fmt: skip
-    o.without_device(st, device)
+    every = sorted(set(names) | {v for p in pairs for v in p})
+    settings = Settings.resolve(device, dtype, lambda dt: o.setting(convention, dt, scope, "inference", every))
+    st, model = settings.setting, settings.model
     writable_report(html)
 
     with progress() as notify:  # the op model's bootstrap intervals take seconds a row

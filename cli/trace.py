@@ -1,13 +1,9 @@
-"""`attn-cost trace PATH:NAME`, and the `--variants` / `--trace` options every command takes.
-
-The two options are added to every registered command after registration (`add_user_options`), as
-eager options whose callbacks load the user's files into the registry before the command body runs;
-the command bodies do not change. torch is imported only when something is traced.
+"""`attn-cost trace PATH:NAME`: a variant derived from PyTorch code (the `--trace` option every command takes is
+`options.add_user_options`'s). torch is imported only when something is traced.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Optional
 
@@ -15,63 +11,12 @@ import sympy as sp
 import typer
 from attn_cost.cli import options as o
 from attn_cost.cli import render
-from attn_cost.cli.app import app, fail, note
+from attn_cost.cli.app import app
+from attn_cost.cli.main import command_line
 from attn_cost.cli.render import emit
 from attn_cost.costmodel import display
 from attn_cost.costmodel.formula import formula_data
-from attn_cost.costmodel.plugins import load_file
 from attn_cost.costmodel.variants import derive
-
-
-def load_variant_files(paths: Optional[list[Path]]) -> None:
-    """--variants callback: register the variants of each file (no torch)."""
-
-    for p in paths or []:
-        load_file(p)
-
-
-def load_traces(specs: Optional[list[str]]) -> None:
-    """--trace callback: export each PATH:NAME with torch.export and register it as NAME."""
-    if not specs:
-        return
-    from attn_cost.profilers.trace.register import register
-
-    for spec in specs:
-        register(spec)
-
-
-def _user_options(
-    variants: Optional[list[Path]] = typer.Option(
-        None,
-        "--variants",
-        help="A Python file of variants written with the op DSL (docs/variants.md); repeatable. "
-        "Also: ATTN_COST_VARIANTS=path1:path2 and the `attn_cost.variants` entry points.",
-        callback=load_variant_files,
-        is_eager=True,
-        expose_value=False,
-        metavar="PATH",
-    ),
-    traces: Optional[list[str]] = typer.Option(
-        None,
-        "--trace",
-        help="PATH:NAME: derive a variant named NAME from PyTorch code (see `attn-cost trace`); repeatable.",
-        callback=load_traces,
-        is_eager=True,
-        expose_value=False,
-        metavar="PATH:NAME",
-    ),
-) -> None:
-    """Never called: carries the two options that `add_user_options` copies onto every command."""
-
-
-def add_user_options(group) -> None:
-    """Give every subcommand of the click group the --variants and --trace options."""
-    carrier = typer.Typer(add_completion=False)
-    carrier.command()(_user_options)
-    params = typer.main.get_command(carrier).params
-    for command in group.commands.values():
-        names = {opt for p in command.params for opt in p.opts}
-        command.params.extend(p for p in params if not set(p.opts) & names)
 
 
 @app.command()
@@ -134,7 +79,7 @@ def trace(
         }
         emit(data)
         return
-    formula = typer.main.get_command(app).commands["formula"]
+    formula = command_line().commands["formula"]
     formula.main(args=args, prog_name="attn-cost trace", standalone_mode=False)
     _report(t, ideal, why, dtype, checks)
 
@@ -163,28 +108,3 @@ def _report(t, ideal, why: str, dtype: str, checks: list[dict]) -> None:
             f"  check at {c['sizes']}: FLOPs {c['flops_formula']} (FlopCounterMode {c['flops_flopcountermode']}), "
             f"peak {c['peak_bytes_formula']} B (live-tensor tracer {c['peak_bytes_live_tracer']} B)"
         )
-
-
-def own_widths(names: list[str], ds: list[int], heads: int) -> tuple[list[int], int]:
-    """A traced module keeps its own width and heads (its weights fix them): compare the other variants of a
-    crossover at that width, h = the module's heads and d = d_embed / h, and say so on stderr."""
-
-    if "attn_cost.profilers.trace.register" not in sys.modules:  # nothing was traced: no torch import
-        return ds, heads
-    from attn_cost.profilers.trace.register import traced
-
-    found = [(n, t) for n in names if (t := traced(n)) is not None and t.width is not None]
-    if not found:
-        return ds, heads
-    widths = {(t.width, t.heads) for _, t in found}
-    if len(widths) > 1:
-        names_found = ", ".join(n for n, _ in found)
-        fail(f"traced modules of different widths cannot be compared in one crossover: {names_found}")
-    (width, own), name = widths.pop(), found[0][0]
-    if own is None or width % own:
-        note(f"attn-cost: note: {name} is {width} wide and does not say its heads: the others are compared at "
-             f"--h {heads} heads of --d, not at its width")  # fmt: skip
-        return ds, heads
-    note(f"attn-cost: note: compared at {name}'s own width, read from the module: d_embed = {width} = {own} heads "
-         f"× d = {width // own} (--d and --h do not apply to it)")  # fmt: skip
-    return [width // own], own

@@ -113,11 +113,6 @@ def terms(expr: sp.Expr) -> Terms:
     return {m: c for m, c in out.items() if c}
 
 
-def has_steps(p: Terms) -> bool:
-    """Whether the cost pads N (has ⌈N/D⌉ or [D ∤ N] in it)."""
-    return any(m[-1] for m in p)
-
-
 def subtract(p: Terms, q: Terms) -> Terms:
     out = dict(p)
     for m, c in q.items():

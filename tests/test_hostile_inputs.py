@@ -496,12 +496,9 @@ def core(g, Q, K, V):
 def _options() -> list[tuple[list[str], str, str]]:
     """(command path, flag, metavar) of every option of every command, as `main` builds them (metavars by
     `polish_help`: INT for an integer option)."""
-    import typer
-    from attn_cost.cli import commands  # noqa: F401  (registers the commands)
-    from attn_cost.cli.app import app, polish_help
+    from attn_cost.cli.main import command_line
 
-    root = typer.main.get_command(app)
-    polish_help(root)
+    root = command_line()
     out = []
 
     def walk(command, path: list[str]) -> None:
@@ -670,13 +667,10 @@ def test_a_repeated_value_is_used_once_with_a_note(capsys, args, once) -> None:
 
 def test_every_repeatable_option_keeps_each_value_once() -> None:
     """The rule holds for every repeatable option of every command, as `main` builds them (`once_each`)."""
-    import typer
-    from attn_cost.cli import commands  # noqa: F401
-    from attn_cost.cli.app import _commands, app
-    from attn_cost.cli.options import once_each
+    from attn_cost.cli.app import _commands
+    from attn_cost.cli.main import command_line
 
-    root = typer.main.get_command(app)
-    once_each(root)
+    root = command_line()
     repeatable = [(sub.name, p) for sub in _commands(root) for p in sub.params if getattr(p, "multiple", False)]
     assert len(repeatable) > 20
     for name, param in repeatable:

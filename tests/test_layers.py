@@ -129,6 +129,11 @@ CYCLES = {
 }
 """Function-level imports that break a module-level cycle, each with why the two modules need each other."""
 ELSEWHERE = {"attn_cost": "`__version__` reads the installed metadata only when asked"}
+DEVICE_LAYER = ("profilers.devicemodel", "profilers.store", "profilers.report")
+"""What an analytic command never loads: the device models, the result store, the report's gather (`cli.commands`
+registers commands lazily; `cli.settings` reaches the device layer only for a --device)."""
+DEVICE_BOUNDARY = {"cli.settings": "the CLI's one call site of the device layer, reached when a --device is named"}
+"""Modules that import the device layer inside a function, so that the analytic path does not load it."""
 STARTUP = {"cli.entry"}
 """The console script's entry: it installs its Ctrl-C handler before importing anything of attn-cost's."""
 
@@ -179,8 +184,8 @@ def _heavy_modules() -> set[str]:
 def test_imports_are_at_the_top_except_at_the_torch_and_plotly_boundary() -> None:
     """An import sits inside a function only where a torch-free module reaches torch, plotly, an optional package
     or a module that imports them (the boundary that keeps `crossover` and `predict` light), where it breaks a
-    cycle listed in CYCLES, or in the console script's entry. Everywhere else it is at the top of the module, so
-    that a module's imports say what it depends on."""
+    cycle listed in CYCLES, where the CLI reaches the device layer (DEVICE_BOUNDARY), or in the console script's
+    entry. Everywhere else it is at the top of the module, so that a module's imports say what it depends on."""
     heavy = _heavy_modules()
     plotly = {name for name, path in MODULES.items() if "plotly" in _module_level_packages(path)}
     wrong = []
@@ -193,7 +198,8 @@ def test_imports_are_at_the_top_except_at_the_torch_and_plotly_boundary() -> Non
             boundary = name not in heavy and bool(other & HEAVY or own & heavy)
             registration = own and all(m.startswith(f"{name}.") for m in own)  # a registry loading its modules
             excused = own and all((name, m) in CYCLES or m in ELSEWHERE for m in own)
-            if optional or boundary or registration or excused:
+            device = name in DEVICE_BOUNDARY and own and all(m.startswith(DEVICE_LAYER) for m in own)
+            if optional or boundary or registration or excused or device:
                 continue
             wrong.append(f"{path.relative_to(ROOT)}:{line}")
     assert not wrong, "imports that belong at the top of their module: " + ", ".join(wrong)
@@ -279,3 +285,73 @@ def test_the_device_commands_import_no_torch_and_no_plotly(tmp_path) -> None:
     codes, loaded = _loaded(DEVICE, tmp_path)
     assert codes == [0] * len(DEVICE)
     assert set(loaded) <= {"scipy"}
+
+
+# -- the analytic path keeps the device layer off ---------------------------------------------------------------------
+
+WITHOUT_DEVICE = [args for args in ANALYTIC if args[0] != "io"]
+"""The analytic commands without a device: `io` reads a datasheet GPU's shared memory (`--gpu`)."""
+
+
+def _loaded_modules(commands: list[list[str]], home: Path) -> tuple[list[int], list[str]]:
+    """Exit codes of the commands run in turn in one new process, and the attn-cost modules it loaded."""
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from attn_cost.cli.main import main\n"
+        "codes = []\n"
+        "for args in json.loads(sys.argv[1]):\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        codes.append(main(args))\n"
+        "print(json.dumps([codes, sorted(m for m in sys.modules if m.startswith('attn_cost.'))]))\n"
+    )
+    env = {**os.environ, "ATTN_COST_HOME": str(home)}
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(commands)], capture_output=True, text=True,
+                         env=env, timeout=300, check=True)  # fmt: skip
+    codes, loaded = json.loads(out.stdout.splitlines()[-1])
+    return codes, [m.removeprefix("attn_cost.") for m in loaded]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("args", WITHOUT_DEVICE, ids=" ".join)
+def test_an_analytic_command_loads_no_device_model_no_store_and_no_report(args: list[str], tmp_path) -> None:
+    """`crossover --d 64` and the other analytic commands, run without --device, import none of the device models,
+    the store or the report: the commands register lazily, and the device layer is reached through
+    `cli.settings` only when a device is named."""
+    codes, loaded = _loaded_modules([args], tmp_path)
+    assert codes == [0]
+    device = [m for m in loaded if m.startswith(DEVICE_LAYER)]
+    assert not device, f"attn-cost {' '.join(args)} loads {', '.join(device)}"
+
+
+@pytest.mark.integration
+def test_a_device_is_loaded_when_one_is_named(tmp_path) -> None:
+    """The check itself: `crossover --device` loads the device models (the same probe sees them)."""
+    codes, loaded = _loaded_modules([["crossover", "--device", "h100-sxm5-80gb"]], tmp_path)
+    assert codes == [0]
+    assert any(m.startswith("profilers.devicemodel") for m in loaded)
+
+
+def test_the_listing_of_commands_is_the_commands_themselves() -> None:
+    """`attn-cost --help` lists the commands from a table (`cli.commands.COMMANDS`), so as not to import them:
+    every registered command is in it, under the module that registers it, with the first paragraph of its help."""
+    import importlib
+
+    import typer
+    from attn_cost.cli.app import app
+    from attn_cost.cli.commands import COMMANDS
+
+    for listed in COMMANDS.values():
+        importlib.import_module(f"attn_cost.cli.{listed.module}")
+    built = typer.main.get_command(app).registered
+    assert set(built) == set(COMMANDS)
+    for name, command in built.items():
+        function = getattr(command.callback, "__wrapped__", command.callback)
+        assert function.__module__ == f"attn_cost.cli.{COMMANDS[name].module}", name
+        assert (command.help or "").split("\n\n")[0] == COMMANDS[name].summary, name
+
+
+def test_the_device_kind_the_settings_name_is_the_device_layers() -> None:
+    from attn_cost.cli.settings import DATASHEET
+    from attn_cost.profilers.devicemodel.device import DATASHEET as KIND
+
+    assert DATASHEET == KIND

@@ -66,10 +66,9 @@ def test_a_chunk_longer_than_the_sequence_is_one_whole_chunk(cli) -> None:
 
 
 def _flags(command: str) -> set[str]:
-    import typer
-    from attn_cost.cli.main import app
+    from attn_cost.cli.main import command_line
 
-    click_command = typer.main.get_command(app).commands[command]
+    click_command = command_line().commands[command]
     return {opt for p in click_command.params for opt in p.opts}
 
 

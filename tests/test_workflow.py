@@ -315,11 +315,9 @@ def test_the_check_sees_a_step_done_again(tmp_path) -> None:
 
 
 def _options(command: str) -> dict:
-    import attn_cost.cli.main  # noqa: F401  (registers the commands)
-    import typer
-    from attn_cost.cli.app import app
+    from attn_cost.cli.main import command_line
 
-    group = typer.main.get_command(app)
+    group = command_line()
     for word in command.split():
         group = group.commands[word]
     return {max(p.opts, key=len): p for p in group.params if p.param_type_name == "option"}

@@ -261,3 +261,14 @@ def tally(rows: list[dict]) -> str:
         why = ", ".join(f"{reason} in {n}" for reason, n in sorted(counts.items(), key=lambda kv: -kv[1]))
         text += f"; {rest} {'does' if rest == 1 else 'do'} not ({why})"
     return text
+
+
+def op_model_n0(n0: int | None, low: int | None, high: int | None) -> str:
+    """The op model's N0 with its bootstrap interval: 1,162 [681–1,448]."""
+    if n0 is None:
+        return "—"
+    return f"{n0:,} [{_whole(low)}–{_whole(high)}]" if low is not None or high is not None else f"{n0:,}"
+
+
+def _whole(value) -> str:
+    return "—" if value is None else f"{value:,.0f}" if isinstance(value, (int, float)) else str(value)

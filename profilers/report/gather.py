@@ -277,14 +277,3 @@ def _devices(device: MeasuredDevice | None) -> list[dict]:
         }
         for prof in profiles
     ]
-
-
-def op_model_n0(n0: int | None, low: int | None, high: int | None) -> str:
-    """The op model's N0 with its bootstrap interval: 1,162 [681–1,448]."""
-    if n0 is None:
-        return "—"
-    return f"{n0:,} [{_num(low)}–{_num(high)}]" if low is not None or high is not None else f"{n0:,}"
-
-
-def _num(value) -> str:
-    return "—" if value is None else f"{value:,.0f}" if isinstance(value, (int, float)) else str(value)

@@ -12,8 +12,7 @@ from attn_cost.costmodel import display
 from attn_cost.costmodel.counting import describe
 from attn_cost.costmodel.symbols import BY_NAME
 from attn_cost.profilers.devicemodel.measured.data import VALIDATION_COLUMNS
-from attn_cost.profilers.measure.standing import cell, shown_n0
-from attn_cost.profilers.report.gather import op_model_n0
+from attn_cost.profilers.measure.standing import cell, op_model_n0, shown_n0
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
