@@ -20,6 +20,7 @@ from attn_cost.profilers.devicemodel.gpumodel import GpuModel
 
 
 @app.command()
+@o.with_counting(only=("feature_map", "normalize"))
 @o.with_sizes()
 def predict(
     device: str = typer.Option(
