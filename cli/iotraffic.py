@@ -29,6 +29,7 @@ DEFAULT_GPU = "a100-sxm4-80gb"
 
 
 @app.command("io")
+@o.with_counting(scopes=("core",), only=("feature_map", "normalize"))
 @o.with_sizes(scopes=("core",))
 def io(
     variant: Optional[list[str]] = typer.Option(

@@ -122,6 +122,21 @@ PADDING_MASK = typer.Option(
     help="A key padding mask, b×N bool (flash-attention's benchmark, MultiheadAttention's key_padding_mask): "
     "masked_fill of a materialised score matrix, SDPA's attn_mask for a fused kernel.",
 )
+FEATURE_MAP = typer.Option(
+    None,
+    "--feature-map",
+    help="Feature map φ of the linear attentions (linear, linear-causal(-fused), linear-recurrent, "
+    "linear-chunked(-fused)), as flash-linear-attention's LinearAttention names them: elu1 (default: elu + 1, "
+    "Katharopoulos et al.), relu or identity (no φ: what fla's chunk_linear_attn runs on its inputs).",
+)
+NORMALIZE = typer.Option(
+    None,
+    "--normalize/--no-normalize",
+    help="Whether the linear attentions divide by φ(q)·Σφ(k) (default: normalize, the paper's and fla's "
+    "chunk_linear_attn default); --no-normalize: the numerator alone (fla's LinearAttention layer, "
+    "normalize=False).",
+    show_default=False,
+)
 KV_HEADS = typer.Option(None, "--kv-heads", help="Key/value heads of gqa, a divisor of --h (default 1: multi-query).")
 WINDOW = typer.Option(None, "--window", help="Sliding-window width w, keys per query (default 256).")
 PROJ_LEN = typer.Option(None, "--proj-len", help="Linformer's projected length k (default 256).")
@@ -161,6 +176,8 @@ COUNTING_OPTIONS = {
     "bias": BIAS,
     "dropout": DROPOUT,
     "padding_mask": PADDING_MASK,
+    "feature_map": FEATURE_MAP,
+    "normalize": NORMALIZE,
 }
 """The counting switches `with_counting` adds to a command; `setting` reads what the user chose."""
 _COUNTING: ContextVar[dict | None] = ContextVar("counting", default=None)
@@ -187,6 +204,8 @@ COUNTING_REACH = {
     "bias": Reach(("layer", "block", "model"), measured=False),  # the references run each variant's own biases
     "dropout": Reach(WHOLE, ("training",), measured=False),  # the references run no dropout
     "padding_mask": Reach(WHOLE, measured=False),  # nor a padding mask
+    "feature_map": Reach(tuple(SCOPES), measured=False),  # the linear family's φ; measured runs take each one's own
+    "normalize": Reach(tuple(SCOPES), measured=False),  # and its normaliser
 }
 """Where each counting switch can change an answer: `with_counting` offers a command the switches that reach what
 the command can price."""
@@ -598,17 +617,23 @@ COUNTING_TYPES = {
     "bias": Optional[str],
     "dropout": Optional[float],
     "padding_mask": bool,
+    "feature_map": Optional[str],
+    "normalize": Optional[bool],
 }
 """The type of each counting switch's value, as the command's signature declares it (`with_counting`)."""
 
 
 def with_counting(
-    scopes: tuple[str, ...] = tuple(SCOPES), modes: tuple[str, ...] | None = None, measured: bool = False
+    scopes: tuple[str, ...] = tuple(SCOPES),
+    modes: tuple[str, ...] | None = None,
+    measured: bool = False,
+    only: tuple[str, ...] | None = None,
 ) -> Decorator:
     """Give a command the counting switches (--causal-count, --tile, --backward, --n-kv, --align, --bias, --dropout,
     --padding-mask) that can change its answer: those that reach (`COUNTING_REACH`) one of the `scopes` it prices
     in one of its `modes` (default: inference and training for a command with --mode, else inference), and, for a
-    command whose answer is `measured`, only those the reference implementations run.
+    command whose answer is `measured`, only those the reference implementations run; `only`: of these, only the
+    switches named (`predict`: the linear attentions' feature map and normaliser, which its device models price).
 
     Put it under `@app.command()`; the command calls `setting` as before and gets them in `Setting.counting`. The
     options are spliced into the signature typer reads (`grouped` says why).
@@ -620,7 +645,10 @@ def with_counting(
         offered = [
             name
             for name, reach in COUNTING_REACH.items()
-            if set(reach.scopes) & set(scopes) and set(reach.modes) & set(priced) and (reach.measured or not measured)
+            if set(reach.scopes) & set(scopes)
+            and set(reach.modes) & set(priced)
+            and (reach.measured or not measured)
+            and (only is None or name in only)
         ]
         extra = [
             inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=COUNTING_OPTIONS[name],
@@ -661,6 +689,8 @@ def counting(convention: str, scope: str) -> Counting:
         bias=chosen.get("bias"),
         dropout=None if chosen.get("dropout") is None else typed("--dropout", chosen["dropout"]),  # read exactly
         padding_mask=bool(chosen.get("padding_mask")),
+        feature_map=chosen.get("feature_map") or "elu1",
+        normalize=chosen.get("normalize") is not False,
     )
 
 
@@ -695,9 +725,11 @@ def applies(names: list[str], st: Setting, given: dict) -> None:
     had: --causal-count where no variant masks a score matrix, --backward without a backward pass of score products
     (inference), --tile without --causal-count tiles, --align without --n-kv, --bias where no variant has
     projections (the core scope), --dropout in inference (eval: no op) and --dropout or --padding-mask where no
-    variant takes it (`graph_options`), a size (--window, --kv-heads, --L, --r, --depth ...) that none of the
-    variants is written with. The same rule in every command that takes these options."""
-    chosen = {k: v for k, v in (_COUNTING.get() or {}).items() if v is not None and v is not False and k != "n_kv"}
+    variant takes it (`graph_options`), --feature-map or --normalize where no variant is a linear attention, a size
+    (--window, --kv-heads, --L, --r, --depth ...) that none of the variants is written with. The same rule in every
+    command that takes these options."""
+    chosen = {k: v for k, v in (_COUNTING.get() or {}).items()
+              if v is not None and (v is not False or k == "normalize") and k != "n_kv"}  # fmt: skip
     flags = {SIZE_FLAGS[str(k)]: k for k in extra_sizes(None, given_only=True)}
     flags.update({flag: OWN_SIZES[flag] for flag, value in given.items() if value is not None})
     if not chosen and not flags:
@@ -737,6 +769,12 @@ def applies(names: list[str], st: Setting, given: dict) -> None:
 GRAPH_OPTIONS = {
     "dropout": ("--dropout", "drops attention probabilities", "has attention probabilities"),
     "padding": ("--padding-mask", "masks padded keys out of the attention", "is modelled with a key padding mask"),
+    "feature_map": ("--feature-map", "chooses a linear attention's feature map φ", "applies a feature map"),
+    "normalize": (
+        "--normalize",
+        "chooses whether a linear attention divides by its normaliser",
+        "has a normaliser φ(q)·Σφ(k)",
+    ),
 }
 """The options a variant's ops take where it has what they act on (`Graph.applied`): what each does, and what a
 variant that takes it has."""
@@ -746,12 +784,16 @@ def graph_options(names: list[str], st: Setting) -> None:
     """Refuse --dropout or --padding-mask where none of the variants takes it at this scope (the linear-attention
     family has no attention probabilities; a decoding step takes no padding mask); where some do, say which did not
     (a note: their costs are counted without it)."""
-    wanted = [key for key, on in (("dropout", bool(st.counting.dropout)), ("padding", st.counting.padding_mask)) if on]
+    chosen = _COUNTING.get() or {}
+    wanted = [key for key, on in (("dropout", bool(st.counting.dropout)), ("padding", st.counting.padding_mask),
+                                  ("feature_map", chosen.get("feature_map") is not None),
+                                  ("normalize", chosen.get("normalize") is not None)) if on]  # fmt: skip
     if not wanted:
         return
     took = {name: derive_counted(name, st.scope, st.mode, st.counting).graph.applied for name in names}
     for key in wanted:
         flag, does, has = GRAPH_OPTIONS[key]
+        flag = "--no-normalize" if key == "normalize" and not st.counting.normalize else flag
         without = [name for name in names if key not in took[name]]
         if len(without) == len(names):
             fail(f"{flag} {does}, and none of {', '.join(names)} {has} at the {st.scope} scope")

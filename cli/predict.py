@@ -18,6 +18,7 @@ from attn_cost.cli.settings import Settings
 
 
 @app.command()
+@o.with_counting(only=("feature_map", "normalize"))
 @o.with_sizes()
 def predict(
     device: str = typer.Option(

@@ -78,6 +78,17 @@ PADDING_MASK = (
 )
 """What --padding-mask adds (`Graph.key_padding`)."""
 BACKWARD_FACTOR = {"autograd": sp.Integer(2), "recompute": sp.Rational(5, 2)}
+FEATURE_MAPS: dict[str, str] = {
+    "elu1": "φ(x) = elu(x) + 1 (Katharopoulos et al.; fla's feature_map='elu'): two element-wise kernels, elu then +1",
+    "relu": "φ(x) = relu(x) (fla's feature_map='relu'): one element-wise kernel",
+    "identity": "no feature map, φ(x) = x (fla's feature_map='identity'; what fla's chunk_linear_attn op itself runs)",
+}
+"""The feature maps φ a linear attention applies to its queries and keys (`--feature-map`, `Graph.feature`)."""
+NORMALIZE = (
+    "divide each output row by φ(qᵢ)·Σ_{j≤i} φ(kⱼ) (Katharopoulos et al.; fla's chunk_linear_attn(normalize=True), "
+    "its default); --no-normalize: the numerator alone (fla's LinearAttention layer: do_feature_map_norm=False)"
+)
+"""What --normalize keeps (`Graph.normalising`)."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +108,10 @@ class Counting:
     or 0: none. The counts do not depend on p: every probability is drawn for, kept or dropped, and scaled."""
     padding_mask: bool = False
     """A key padding mask (`--padding-mask`, `PADDING_MASK`)."""
+    feature_map: str = "elu1"
+    """The feature map φ of the linear-attention variants (`--feature-map`, `FEATURE_MAPS`)."""
+    normalize: bool = True
+    """Whether the linear-attention variants divide by their normaliser φ(q)·Σφ(k) (`--normalize`, `NORMALIZE`)."""
 
     COUNTED_ONLY: ClassVar[tuple[str, ...]] = ("causal", "tile", "backward")
     """The switches that change how FLOPs are counted and nothing a kernel runs. Every other one (the keys' own
@@ -107,12 +122,15 @@ class Counting:
             (self.causal, CAUSAL_COUNTS, "--causal-count"),
             (self.backward, BACKWARDS, "--backward"),
             (self.align, ALIGNS, "--align"),
+            (self.feature_map, FEATURE_MAPS, "--feature-map"),
         ):
             if value not in known:
                 raise UserError(f"unknown {flag} {value!r} (known: {', '.join(known)})")
         for size, flag in ((self.tile, "--tile"), (self.n_kv, "--n-kv")):
             if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
                 raise UserError(f"{flag} must be a positive integer, got {size}")
+        if not isinstance(self.normalize, bool):
+            raise UserError(f"--normalize is on or off (True or False), got {self.normalize!r}")
         if self.bias is not None and self.bias not in ("all", "out", "none"):
             raise UserError(f"unknown --bias {self.bias!r} (known: all, out, none)")
         if self.dropout is not None:
@@ -189,6 +207,8 @@ class Counting:
             "bias": self.bias or "each variant's own",
             "dropout": float(self.dropout) if self.dropout else None,
             "padding_mask": self.padding_mask,
+            "feature_map": self.feature_map,
+            "normalize": self.normalize,
             "causal_scores": str(self.scores()),
             "chunk_share": str(self.chunk_share()),
             "assumes": self.assumptions(),
@@ -211,7 +231,17 @@ def describe(data: dict) -> str:
     biases = f", biases {bias}" if bias != "each variant's own" else ""
     dropout = f", attention dropout p={data['dropout']:g}" if data.get("dropout") else ""
     padding = ", key padding mask (b×N bool)" if data.get("padding_mask") else ""
-    return f"Counting: causal {causal}{kv}{assumes}, backward {bwd}{biases}{dropout}{padding}."
+    linear = _linear_options(data)
+    return f"Counting: causal {causal}{kv}{assumes}, backward {bwd}{biases}{dropout}{padding}{linear}."
+
+
+def _linear_options(data: dict) -> str:
+    """The caption's words for a feature map or normaliser other than the linear-attention variants' own."""
+    phi = data.get("feature_map", "elu1")
+    words = [] if phi == "elu1" else [f"linear attention's φ {phi}"]
+    if not data.get("normalize", True):
+        words.append("not normalised")
+    return "".join(f", {w}" for w in words)
 
 
 def dropout_probability(value: object) -> sp.Rational | None:

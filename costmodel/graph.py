@@ -175,9 +175,14 @@ class Graph:
     """Attention dropout probability p (`--dropout`): `attention_dropout` and `sdpa` apply it in training."""
     key_padding_mask: bool = False
     """Build with a key padding mask (`--padding-mask`): `key_padding` makes it, the variants' ops read it."""
+    feature_map: str = "elu1"
+    """The feature map φ of a linear attention (`--feature-map`, `counting.FEATURE_MAPS`): `feature` applies it."""
+    normalize: bool = True
+    """Whether a linear attention divides by its normaliser (`--normalize`): the variants ask `normalising`."""
     applied: set[str] = field(default_factory=set)
-    """The options above the variant's ops took ("dropout", "padding"): a variant without attention probabilities
-    (linear attention) takes neither, and the command says so."""
+    """The options above the variant's ops took ("dropout", "padding", "feature_map", "normalize"): a variant without
+    attention probabilities (linear attention) takes no dropout, one without a feature map (softmax) no φ, and the
+    command says so."""
     _ids: Any = field(default_factory=itertools.count)
     _open: list[Loop] = field(default_factory=list)
     _mask: Tensor | None = None
@@ -423,6 +428,23 @@ class Graph:
             return None
         return self.traced("mask", "bias", mask.shape, (mask,), attrs={"gain": None, "padding": True},
                            label="bias ← where(mask, 0, −∞) (SDPA's bool attn_mask, converted)")  # fmt: skip
+
+    # -- a linear attention's feature map and normaliser (--feature-map, --normalize) -------------------------------
+
+    def feature(self, name: str, x: Tensor) -> Tensor:
+        """φ(x), the feature map the graph is built with (`feature_map`): elu + 1 (`elu1`: F.elu then + 1, two
+        element-wise kernels), relu (one element-wise op), or the identity (no op: x itself)."""
+        self.applied.add("feature_map")
+        if self.feature_map == "identity":
+            return x
+        if self.feature_map == "relu":
+            return self.map("pointwise", name, x, label=f"{name} ← relu({x.name})")
+        return self.map("elu1", name, x, label=f"{name} ← elu({x.name}) + 1")
+
+    def normalising(self) -> bool:
+        """Whether the linear attention being written divides by its normaliser φ(q)·Σφ(k) (`normalize`)."""
+        self.applied.add("normalize")
+        return self.normalize
 
     def attention_dropout(self, P: Tensor) -> Tensor:
         """Attention probabilities with dropout where the graph is built with it, in training (in inference a

@@ -43,11 +43,14 @@ def build_graph(
     bias: str | None = None,
     dropout: sp.Expr | None = None,
     padding: bool = False,
+    feature_map: str = "elu1",
+    normalize: bool = True,
 ) -> Graph:
     """The op list of `variant` at `scope` in `mode`; kv: keys and values of length N_kv (core scope);
     bias: which projections carry a bias (None: the variant's own); dropout: attention dropout probability p in
-    training (refused in inference, where a model's dropout returns its input); padding: a key padding mask. A
-    variant applies the last two where it has what they act on (`Graph.applied` says which it took)."""
+    training (refused in inference, where a model's dropout returns its input); padding: a key padding mask;
+    feature_map, normalize: a linear attention's φ and whether it divides by its normaliser. A variant applies the
+    last four where it has what they act on (`Graph.applied` says which it took)."""
     bias = bias or variant.bias
     if bias not in BIASES:
         raise UserError(f"unknown --bias {bias!r} (known: {', '.join(BIASES)})")
@@ -55,7 +58,7 @@ def build_graph(
         raise UserError(DROPOUT_IN_INFERENCE)
     token = _BIAS.set(bias)
     try:
-        return _build(variant, scope, mode, kv, dropout or None, padding)
+        return _build(variant, scope, mode, kv, dropout or None, padding, feature_map, normalize)
     finally:
         _BIAS.reset(token)
 
@@ -66,7 +69,9 @@ DROPOUT_IN_INFERENCE = (
 )
 
 
-def _build(variant, scope: str, mode: str, kv: bool, dropout: sp.Expr | None, padding: bool) -> Graph:
+def _build(
+    variant, scope: str, mode: str, kv: bool, dropout: sp.Expr | None, padding: bool, feature_map: str, normalize: bool
+) -> Graph:
     if scope not in SCOPES:
         raise UserError(f"unknown scope {scope!r} (known: {', '.join(SCOPES)})")
     if mode not in MODES:
@@ -74,7 +79,8 @@ def _build(variant, scope: str, mode: str, kv: bool, dropout: sp.Expr | None, pa
     if scope not in variant.scopes:
         what = "it is defined with its projections: use --scope layer" if scope == "core" else "it has no decoding step"
         raise UserError(f"{variant.name} has no {scope} scope: {what}")
-    g = Graph(variant.name, training=mode == "training", dropout=dropout, key_padding_mask=padding)
+    g = Graph(variant.name, training=mode == "training", dropout=dropout, key_padding_mask=padding,
+              feature_map=feature_map, normalize=normalize)  # fmt: skip
     if kv and scope != "core":
         raise UserError(f"--n-kv applies to the attention core (--scope core), not to the {scope} scope")
     if scope == "core":

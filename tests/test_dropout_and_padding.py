@@ -293,12 +293,12 @@ def test_which_variants_take_the_options() -> None:
     """Variants with attention probabilities take dropout, those whose scores or mixed keys a padding mask acts on
     take the mask; linear attention takes neither, a causal fused kernel no mask (SDPA takes none with is_causal),
     a decoding step neither (inference, one query)."""
+    both = {"dropout", "padding"}  # of the options a graph takes (`Graph.applied`: a linear attention's φ too)
     took = {
-        name: derive(name, "core", "training", dropout=sp.Rational(1, 10), padding=True).graph.applied
+        name: derive(name, "core", "training", dropout=sp.Rational(1, 10), padding=True).graph.applied & both
         for name in ("softmax", "softmax-causal", "softmax-fused", "softmax-fused-causal", "gqa", "gqa-causal",
                      "linformer", "linear", "linear-causal", "performer")
     }  # fmt: skip
-    both = {"dropout", "padding"}
     assert took == {"softmax": both, "softmax-causal": both, "softmax-fused": both, "softmax-fused-causal": {"dropout"},
                     "gqa": both, "gqa-causal": {"dropout"}, "linformer": both, "linear": set(), "linear-causal": set(),
                     "performer": set()}  # fmt: skip

@@ -146,6 +146,9 @@ def test_where_each_option_reaches_is_what_the_engine_derives() -> None:
                     add("dropout", scope, mode)
                 if "padding" in derive(v.name, scope, mode, padding=True).graph.applied:
                     add("padding_mask", scope, mode)
+                for option in ("feature_map", "normalize"):  # a linear attention's φ and normaliser
+                    if option in derive(v.name, scope, mode, feature_map="relu", normalize=False).graph.applied:
+                        add(option, scope, mode)
                 biased = (derive(v.name, scope, mode, bias=x).params for x in ("all", "none"))
                 if sp.expand(next(biased) - next(biased)) != 0:
                     add("bias", scope, mode)

@@ -138,18 +138,23 @@ def derive(
     bias: str | None = None,
     dropout: sp.Expr | None = None,
     padding: bool = False,
+    feature_map: str = "elu1",
+    normalize: bool = True,
 ) -> Derived:
     """Build a variant's graph at a scope and mode and derive its costs (cached per process);
     kv: keys and values of their own length N_kv (`--n-kv`); bias: which projections carry a bias
     (None: the variant's own, `Variant.bias`); dropout, padding: attention dropout probability in training and a
-    key padding mask (`--dropout`, `--padding-mask`)."""
+    key padding mask (`--dropout`, `--padding-mask`); feature_map, normalize: a linear attention's φ and its
+    normaliser (`--feature-map`, `--normalize`)."""
 
-    return Derived(build_graph(get_variant(name), scope, mode, kv, bias, dropout, padding))
+    return Derived(build_graph(get_variant(name), scope, mode, kv, bias, dropout, padding, feature_map, normalize))
 
 
 def derive_counted(name: str, scope: str, mode: str, counting: Counting) -> Derived:
-    """`derive` with the graph options a `Counting` carries: N_kv, biases, dropout, padding mask."""
-    return derive(name, scope, mode, counting.n_kv is not None, counting.bias, counting.dropout, counting.padding_mask)
+    """`derive` with the graph options a `Counting` carries: N_kv, biases, dropout, padding mask, feature map and
+    normaliser."""
+    return derive(name, scope, mode, counting.n_kv is not None, counting.bias, counting.dropout, counting.padding_mask,
+                  counting.feature_map, counting.normalize)  # fmt: skip
 
 
 def _load() -> None:

@@ -210,10 +210,17 @@ def engine_features(at: Shape, dtype: str) -> tuple[str, dict[str, float]]:
 
 @cache
 def _calls(
-    variant: str, scope: str, dtype: str, dims_key: tuple, kv: bool = False, bias: str | None = None
+    variant: str,
+    scope: str,
+    dtype: str,
+    dims_key: tuple,
+    kv: bool = False,
+    bias: str | None = None,
+    feature_map: str = "elu1",
+    normalize: bool = True,
 ) -> KernelCalls:
 
-    derived = derive(variant, scope, "inference", kv, bias)
+    derived = derive(variant, scope, "inference", kv, bias, feature_map=feature_map, normalize=normalize)
     values = dict(dims_key)
     kernels, features, touches = [], [], []
     storages: dict[int, Storage] = {}
@@ -243,9 +250,11 @@ def kernel_calls(
     variant: str, scope: str, dtype: str, dims: dict, counting: Counting = DEFAULT_COUNTING
 ) -> KernelCalls:
     """The kernel calls of a variant with every size but N fixed (`dims` keyed by sympy symbols), as `counting`
-    builds it: keys of their own length (`--n-kv`: N_kv at its value), the projections' biases (`--bias`)."""
+    builds it: keys of their own length (`--n-kv`: N_kv at its value), the projections' biases (`--bias`), a linear
+    attention's feature map and normaliser (`--feature-map`, `--normalize`)."""
 
     if counting.n_kv is not None:
         dims = {**dims, N_kv: counting.n_kv}
     key = tuple(sorted(((s, int(v)) for s, v in dims.items() if s != N), key=lambda kv: kv[0].name))
-    return _calls(variant, scope, dtype, key, counting.n_kv is not None, counting.bias)
+    return _calls(variant, scope, dtype, key, counting.n_kv is not None, counting.bias, counting.feature_map,
+                  counting.normalize)  # fmt: skip

@@ -577,8 +577,10 @@ def _ops(variant: str, scope: str, dtype: str, dims_key: tuple, counting: Counti
     values = {**dict(dims_key), **({N_kv: counting.n_kv} if counting.n_kv is not None else {})}
     kv = counting.n_kv is not None
     out = []
-    for op, kernel, feats in zip(derive(variant, scope, "inference", kv, counting.bias).ops, calls.kernels,
-                                 calls.features, strict=True):  # fmt: skip
+    derived = derive(
+        variant, scope, "inference", kv, counting.bias, feature_map=counting.feature_map, normalize=counting.normalize
+    )  # the op list `kernel_calls` priced
+    for op, kernel, feats in zip(derived.ops, calls.kernels, calls.features, strict=True):
         f = {k: fn for k, fn in feats.items() if k != "repeat"}
         grad = BACKWARD_FACTOR[counting.backward]
         factor = sp.sympify(sp.sympify(backward_factor(op)).xreplace({F_bwd: grad, **values}))

@@ -1,6 +1,10 @@
 """Reference implementations of linear attention (`costmodel/variants/linear.py`, Katharopoulos et al., φ = elu+1):
 bidirectional, causal with a materialised cumulative sum, the recurrent form, the authors' fused causal kernel, the
-chunked form, and flash-linear-attention's fused chunk kernels where they run (`chunk_implementation`)."""
+chunked form, and flash-linear-attention's fused chunk kernels where they run (`chunk_implementation`).
+
+Each takes the graph's options as keywords, as the engine's op list has them (`Graph.feature`, `Graph.normalising`):
+`feature_map` (elu1, relu, identity: `feature`) and `normalize` (False: the numerator is the output, and no op of
+the denominator runs)."""
 
 from __future__ import annotations
 
@@ -20,95 +24,116 @@ from attn_cost.profilers.measure.references import (
 from torch import Tensor
 
 
+def feature(x: Tensor, feature_map: str) -> Tensor:
+    """φ(x) as `Graph.feature` writes it: elu + 1 (two kernels), relu (one), or x itself (the identity: no copy)."""
+    if feature_map == "identity":
+        return x
+    if feature_map == "relu":
+        return F.relu(x)
+    return elu1(x)
+
+
 @reference("linear")
-def linear(inputs: list[Tensor]) -> Tensor:
+def linear(inputs: list[Tensor], feature_map: str = "elu1", normalize: bool = True) -> Tensor:
     q, k, v = take(inputs)
-    fk = elu1(k)
+    fk = feature(k, feature_map)
     del k
     kv = fk.transpose(-1, -2) @ v
     del v
-    z = fk.sum(-2, keepdim=True)
+    z = fk.sum(-2, keepdim=True) if normalize else None
     del fk
-    fq = elu1(q)
+    fq = feature(q, feature_map)
     del q
     num = fq @ kv
     del kv
+    if z is None:
+        return num
     den = fq @ z.transpose(-1, -2)
     del fq, z
     return num.div_(den)
 
 
 @reference("linear-causal")
-def linear_causal(inputs: list[Tensor]) -> Tensor:
+def linear_causal(inputs: list[Tensor], feature_map: str = "elu1", normalize: bool = True) -> Tensor:
     q, k, v = take(inputs)
     b, h, n, d = q.shape
-    fk = elu1(k)
+    fk = feature(k, feature_map)
+    copy = fk is k  # φ is the identity: K itself, summed into a copy (the engine's op is then not in place)
     del k
     s = outer(fk, v)
     del v
     s.cumsum_(-2)
-    z = fk.cumsum_(-2)
+    if normalize:
+        z = fk.cumsum(-2) if copy else fk.cumsum_(-2)
     del fk
-    fq = elu1(q).unsqueeze(-2)
+    fq = feature(q, feature_map).unsqueeze(-2)
     del q
     num = fq @ s.view(b, h, n, d, d)
     del s
+    if not normalize:
+        return num.view(b, h, n, d)
     den = fq @ z.unsqueeze(-1)
     del fq, z
     return num.div_(den).view(b, h, n, d)
 
 
-def linear_step(token: list[Tensor], s: Tensor, z: Tensor) -> Tensor:
-    """One token [q, k, v] of the recurrence: s += φ(k)vᵀ, z += φ(k), y = φ(q)ᵀs / φ(q)ᵀz."""
+def linear_step(token: list[Tensor], s: Tensor, z: Tensor | None, feature_map: str = "elu1") -> Tensor:
+    """One token [q, k, v] of the recurrence: s += φ(k)vᵀ, z += φ(k), y = φ(q)ᵀs / φ(q)ᵀz; without the normaliser
+    (z None) y = φ(q)ᵀs."""
     q, k, v = take(token)
-    fk = elu1(k)
+    fk = feature(k, feature_map)
     del k
     kv = outer(fk, v)
     del v
     s.add_(kv.view(s.shape))
     del kv
-    z.add_(fk.view(z.shape))
+    if z is not None:
+        z.add_(fk.view(z.shape))
     del fk
-    fq = elu1(q).unsqueeze(-2)
+    fq = feature(q, feature_map).unsqueeze(-2)
     del q
     num = fq @ s
+    if z is None:
+        return num
     den = fq @ z
     del fq
     return num.div_(den)
 
 
 @reference("linear-recurrent")
-def linear_recurrent(inputs: list[Tensor]) -> Tensor:
+def linear_recurrent(inputs: list[Tensor], feature_map: str = "elu1", normalize: bool = True) -> Tensor:
     q, k, v = take(inputs)
     b, h, n, d = q.shape
     s = q.new_zeros(b, h, d, d)
-    z = q.new_zeros(b, h, d, 1)
+    z = q.new_zeros(b, h, d, 1) if normalize else None
     y = q.new_empty(b, h, n, d)
     for t in range(n):
-        y[:, :, t] = linear_step([q[:, :, t], k[:, :, t], v[:, :, t]], s, z).squeeze(-2)
+        y[:, :, t] = linear_step([q[:, :, t], k[:, :, t], v[:, :, t]], s, z, feature_map).squeeze(-2)
     return y
 
 
 @reference("linear-causal-fused")
-def linear_causal_fused(inputs: list[Tensor]) -> Tensor:
+def linear_causal_fused(inputs: list[Tensor], feature_map: str = "elu1", normalize: bool = True) -> Tensor:
     """The authors' fused causal product: one d×d_v state per head updated token by token (no
     N·d·d_v tensor); the denominator from a cumulative sum of φ(K), as in their CausalLinearAttention."""
     q, k, v = take(inputs)
     b, h, n, d = q.shape
-    fq = elu1(q)
+    fq = feature(q, feature_map)
     del q
-    fk = elu1(k)
+    fk = feature(k, feature_map)
     del k
-    zc = fk.cumsum(-2)
-    den = fq.unsqueeze(-2) @ zc.unsqueeze(-1)
-    del zc
+    den = None
+    if normalize:
+        zc = fk.cumsum(-2)
+        den = fq.unsqueeze(-2) @ zc.unsqueeze(-1)
+        del zc
     s = fq.new_zeros(b * h, d, d)
     y = fq.new_empty(b, h, n, d)
     for t in range(n):
         torch.baddbmm(s, fk[:, :, t].reshape(b * h, d, 1), v[:, :, t].reshape(b * h, 1, d), out=s)
         y[:, :, t] = torch.bmm(fq[:, :, t].reshape(b * h, 1, d), s).view(b, h, d)
     del fq, fk, v, s
-    return y.div_(den.view(b, h, n, 1))
+    return y if den is None else y.div_(den.view(b, h, n, 1))
 
 
 def _chunks(s, p) -> dict:
@@ -117,7 +142,9 @@ def _chunks(s, p) -> dict:
 
 
 @reference("linear-chunked", constants=_chunks)
-def linear_chunked(inputs: list[Tensor], chunk: int, upper: Tensor) -> Tensor:
+def linear_chunked(
+    inputs: list[Tensor], chunk: int, upper: Tensor, feature_map: str = "elu1", normalize: bool = True
+) -> Tensor:
     """Chunkwise causal linear attention with every chunk's entering state materialised (flash-linear-attention's
     chunk form, in plain PyTorch); `upper`: the C×C mask above the diagonal. A last chunk shorter than C is padded
     with zero rows (its queries are dropped from the output; no earlier query sees its keys)."""
@@ -127,28 +154,32 @@ def linear_chunked(inputs: list[Tensor], chunk: int, upper: Tensor) -> Tensor:
     if pad:
         q, k, v = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v))
     shape = (b, h, (n + pad) // chunk, chunk, d)
-    fq = elu1(q).view(shape)
+    fq = feature(q, feature_map).view(shape)
     del q
-    fk = elu1(k).view(shape)
+    fk = feature(k, feature_map).view(shape)
     del k
     vc = v.view(shape)
     del v
     u = fk.transpose(-1, -2) @ vc
-    uz = fk.sum(-2, keepdim=True)
+    uz = fk.sum(-2, keepdim=True) if normalize else None
     s = u.cumsum(2).sub_(u)
     del u
-    z = uz.cumsum(2).sub_(uz)
-    del uz
+    if uz is not None:
+        z = uz.cumsum(2).sub_(uz)
+        del uz
     num = fq @ s
     del s
-    den = fq @ z.transpose(-1, -2)
-    del z
+    if normalize:
+        den = fq @ z.transpose(-1, -2)
+        del z
     a = fq @ fk.transpose(-1, -2)
     del fq, fk
     a.masked_fill_(upper, 0)
     flat = num.view(-1, chunk, d)
     torch.baddbmm(flat, a.view(-1, chunk, chunk), vc.reshape(flat.shape), out=flat)
     del vc
+    if not normalize:
+        return num.view(b, h, n + pad, d)[:, :, :n]
     den.add_(a.sum(-1, keepdim=True))
     del a
     return num.div_(den).view(b, h, n + pad, d)[:, :, :n]
@@ -202,27 +233,30 @@ def chunk_kernel(chunk: int, device: str) -> Callable[[Tensor, Tensor, Tensor], 
     implementation=lambda s, device: chunk_implementation(s.chunk, device),
     stands_in="linear-chunked",
 )
-def linear_chunked_fused(inputs: list[Tensor], chunk: int, upper: Tensor) -> Tensor:
-    """Causal linear attention by flash-linear-attention's chunk kernels: φ = elu + 1 applied first (two
-    element-wise kernels), then chunk_linear_attn(φ(Q), φ(K), V, scale=1, normalize=True) on [B, T, H, K] views of
-    the inputs (`Implementation.token_major`: no copy). Where it cannot run (no CUDA, no fla-core, a chunk other
-    than 64) the PyTorch chunked form runs instead (`chunk_implementation` says which; the record keeps it)."""
+def linear_chunked_fused(
+    inputs: list[Tensor], chunk: int, upper: Tensor, feature_map: str = "elu1", normalize: bool = True
+) -> Tensor:
+    """Causal linear attention by flash-linear-attention's chunk kernels: φ applied first (elu + 1: two element-wise
+    kernels), then chunk_linear_attn(φ(Q), φ(K), V, scale=1, normalize=normalize) on [B, T, H, K] views of the
+    inputs (`Implementation.token_major`: no copy). Where it cannot run (no CUDA, no fla-core, a chunk other than 64)
+    the PyTorch chunked form runs instead (`chunk_implementation` says which; the record keeps it)."""
     if not chunk_implementation(chunk, inputs[0].device.type).native:
-        return linear_chunked(inputs, chunk, upper)
+        return linear_chunked(inputs, chunk, upper, feature_map, normalize)
     fn = fla_linear_attn()[0]
     assert fn is not None  # chunk_implementation chose it
     q, k, v = take(inputs)
-    fq = elu1(q).transpose(1, 2)
+    fq = feature(q, feature_map).transpose(1, 2)
     del q
-    fk = elu1(k).transpose(1, 2)
+    fk = feature(k, feature_map).transpose(1, 2)
     del k
-    o, _ = fn(fq, fk, v.transpose(1, 2), scale=1.0, normalize=True)
+    o, _ = fn(fq, fk, v.transpose(1, 2), scale=1.0, normalize=normalize)
     return o.transpose(1, 2)
 
 
 @decode_reference("linear-causal", "linear-recurrent", "linear-causal-fused", "linear-chunked", "linear-chunked-fused")
-def linear_decode(inputs: list[Tensor]) -> Tensor:
-    """inputs = [q, k, v, s, z]; the token's q, k, v are handed on to the step."""
-    s, z = inputs[3:]
+def linear_decode(inputs: list[Tensor], feature_map: str = "elu1", normalize: bool = True) -> Tensor:
+    """inputs = [q, k, v, s, z] ([q, k, v, s] without the normaliser); the token's q, k, v are handed on to the
+    step."""
+    s, z = inputs[3], inputs[4] if normalize else None
     del inputs[3:]
-    return linear_step(inputs, s, z)
+    return linear_step(inputs, s, z, feature_map)
