@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers.devicemodel.datasheet import fit as bench
 from attn_cost.profilers.devicemodel.datasheet.data import SHIPPED, datasheets, get_datasheet
 from attn_cost.profilers.devicemodel.datasheet.model import GpuModel, fitted
@@ -143,16 +142,12 @@ def test_each_kernel_is_priced_by_the_family_it_is_declared_with(a100) -> None:
     f = {"batch": 4, "m": 512, "k": 64, "n": 512, "rows": 512, "cols": 64, "bytes": 3 * 2**20}
     streaming = f["bytes"] / (2039e9 * a100.eff.stream)
     for name, kernel in kernels.KERNELS.items():
-        if kernels.FAMILIES[kernel.family].price is None:  # the gated and delta-rule chunk kernels: refused
-            with pytest.raises(UserError, match="not priced on a device yet"):
-                a100.kernel_seconds(name, f, "bf16")
-            continue
         seconds = float(a100.kernel_seconds(name, f, "bf16"))
-        if kernel.family == kernels.PRODUCT:
+        if kernel.family in (kernels.PRODUCT, kernels.CHUNK_PRODUCTS):  # the per-chunk products: batched products
             assert seconds == pytest.approx(float(a100.product(f, "bf16")))
         elif kernel.family == kernels.ATTENTION:
             assert seconds == pytest.approx(float(a100.attention(f, "bf16", kernel.causal)))
-        elif kernel.family == kernels.CHUNKED:
+        elif kernel.family in (kernels.CHUNKED, kernels.LINEAR_RNN):  # the gated layers' by the same kernels
             assert seconds == pytest.approx(float(np.sum(a100.chunk(f, "bf16"), axis=0)))
         else:
             assert kernel.family in (kernels.ELEMENTWISE, kernels.ROWWISE), name
@@ -180,7 +175,8 @@ def test_a_time_splits_into_launches_and_the_kernel_family_that_bounds_each_kern
     from attn_cost.profilers.devicemodel.device import row_dims
 
     tiny = a100.parts("softmax", row_dims({"d": 16}), np.array([8.0]))
-    assert set(tiny) == {"launch", "elementwise", "rowwise", "product", "attention", "chunk"}
+    assert set(tiny) == {"launch", "elementwise", "rowwise", "product", "attention", "chunk", "linear-rnn",
+                         "chunk-product"}  # fmt: skip
     host = a100.launch.call_s + 4 * a100.launch.launch_s
     assert host - 1e-6 <= tiny["launch"][0] <= host and sum(tiny[f][0] for f in tiny if f != "launch") < 1e-6
     n, e, eff = 8192, 2, a100.eff

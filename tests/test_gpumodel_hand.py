@@ -211,6 +211,41 @@ def test_the_state_kernel_walks_its_chunks_in_sequence_and_its_programs_in_waves
     assert us(model.chunk({**CHUNK, "m": 2048}, "bf16")[1]) == pytest.approx(32 * 1.572864, rel=1e-3)
 
 
+def test_the_delta_rules_state_kernel_holds_all_of_k_and_makes_v_new() -> None:
+    """chunk_gated_delta_rule_fwd_h (forward) with the bytes free: 100 programs (K untiled, one 64-wide V tile each,
+    one wave) walking 16 chunks, a step's v_new = U − W·S and S += Kᵀ·v_new, 4·64·64·64 = 1,048,576 FLOPs at an SM's
+    10¹² FLOP/s: 16 × 1.048576 µs; with the bytes: a step moves W's and K's 64 × 64 rows, U's and v_new's tiles and
+    writes the 64 × 64 state (20,480 bf16 elements, 40,960 bytes): 100 · 16 · 40,960 B at 10¹² B/s = 65.536 µs."""
+    fast = GpuModel(replace(ROUND, bandwidth_gbs=1e6), ONE, host=HOST)
+    assert us(fast.chunk({**CHUNK, "delta": 1}, "bf16")[0]) == pytest.approx(16 * 1.048576, rel=1e-3)
+    assert us(GpuModel(ROUND, ONE, host=HOST).chunk({**CHUNK, "delta": 1}, "bf16")[0]) == pytest.approx(65.536)
+
+
+def test_an_output_kernel_that_reads_its_scores_and_a_layer_without_a_state_kernel(gpu) -> None:
+    """GLA's and Mamba-2's chunk_fwd_o read the intra-chunk scores another kernel made (fp32, C × C) instead of
+    computing Q·Kᵀ: 1,600 blocks each move Q's rows, V's and O's tiles, the 64 × 64 fp32 scores (20,480 bf16
+    elements' bytes) and the state's slice (4,096): 49,152 bytes, 1,600 · 49,152 B = 78.6432 µs, above its two
+    products (16 waves of 1,048,576 FLOPs: 16.777216 µs). Mamba-2's states are other ops: no state kernel at all."""
+    (out,) = gpu.chunk({**CHUNK, "scores": 1, "states": 0}, "bf16")
+    assert us(out) == pytest.approx(78.6432)
+
+
+def test_a_per_chunk_product_is_a_batched_product_of_its_chunks(gpu) -> None:
+    """DeltaNet's βKKᵀ at b·h = 100, N = 1,024, d = 64, C = 64 is one 64 × 64 × 64 product per chunk and head:
+    1,600 of them, priced as the batched product of those features (fla's grid (chunks, b·h))."""
+    from attn_cost.costmodel.symbols import BY_NAME
+    from attn_cost.costmodel.variants import derive
+    from attn_cost.profilers.devicemodel.kernels import FAMILIES, kernel_of
+
+    at = {BY_NAME["N"]: 1024, BY_NAME["d"]: 64, BY_NAME["h"]: 100, BY_NAME["b"]: 1, BY_NAME["C"]: 64}
+    op = next(o for o in derive("deltanet", "core").ops if o.kind == "chunk_matmul")
+    f = {k: int(v.xreplace(at)) for k, v in FAMILIES["chunk-product"].features(op).items()}
+    assert f == {"batch": 1600, "m": 64, "k": 64, "n": 64}
+    assert kernel_of(op) == "chunk_matmul"
+    f["bytes"] = 0
+    assert us(gpu.kernel_seconds("chunk_matmul", f, "bf16")) == pytest.approx(us(gpu.product(f, "bf16")))
+
+
 # -- host and device on two timelines ----------------------------------------------------------------------------
 
 

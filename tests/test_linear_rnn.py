@@ -282,10 +282,17 @@ def test_decode_says_from_which_context_the_state_is_cheaper_than_the_cache(cli)
     assert state.at({**at, N: n - 1})[0] > cache.at({**at, N: n - 1})[0]
 
 
-def test_the_device_models_refuse_the_gated_chunk_kernels_in_one_line(cli) -> None:
+def test_the_datasheet_model_prices_the_gated_and_delta_rule_layers(cli) -> None:
+    """`crossover --device` answers for gated-deltanet against FlashAttention on a datasheet GPU (fla's kernels by
+    their grids), and each of the five layers has a predicted time there, growing with N."""
     r = cli("crossover", "--pair", "softmax-fused-causal:gated-deltanet", "--d", "128", "--device", "h100-sxm5-80gb")
-    assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
-    assert "not priced on a device yet" in r.err
+    assert r.code == 0, r.err
+    for v in ("retention", "gla", "deltanet", "gated-deltanet", "mamba2"):
+        r = cli("predict", "--device", "h100-sxm5-80gb", "--variant", v, "--n", "4096", "--n", "8192", "--d", "128",
+                "--json")  # fmt: skip
+        assert r.code == 0, (v, r.err)
+        t = [row["seconds"] for row in r.json()["results"]]
+        assert 0 < t[0] < t[1], (v, t)
 
 
 # -- on a GPU with the libraries: their kernels compute the recurrence ------------------------------------------------

@@ -306,19 +306,20 @@ class GpuModel(DeviceModel):
         return np.maximum(compute, (3 if backward else 1) * self.streaming(f))
 
     def chunk(self, f: dict, dtype: str, backward: bool = False) -> list[np.ndarray]:
-        """Seconds of each of flash-linear-attention's chunk kernels (`chunk_kernels`: two forward, four backward)
-        on the device: its blocks' products in waves over the SMs, each SM at its share of the tensor peak (the
-        state kernels' blocks walk the chunks in sequence: time ∝ chunks; the others run one block per chunk), or
-        all its blocks' bytes at the bandwidth, whichever is longer (an SM that holds two blocks draws two shares:
-        bytes, unlike products, do not wait for a wave). The states are in the activation dtype forward, in fp32
-        backward (fla's `states_in_fp32`)."""
+        """Seconds of each of flash-linear-attention's chunk kernels (`chunk_kernels`: two forward, four backward; the
+        gated and delta-rule layers' as the features' flags `delta`, `states` and `scores` say) on the device: its
+        blocks' products in waves over the SMs, each SM at its share of the tensor peak (the state kernels' blocks walk
+        the chunks in sequence: time ∝ chunks; the others run one block per chunk), or all its blocks' bytes at the
+        bandwidth, whichever is longer (an SM that holds two blocks draws two shares: bytes, unlike products, do not
+        wait for a wave). The states are in the activation dtype forward, in fp32 backward (fla's `states_in_fp32`)."""
         sheet, eff = self.sheet, self.eff
         batch, n, d, c = (np.asarray(f[x], dtype=float) for x in ("batch", "m", "k", "n"))
+        flags = {x: bool(np.any(np.asarray(f.get(x, x == "states")))) for x in ("delta", "states", "scores")}
         e = DTYPES[dtype].bytes
         state_bytes = 4 if backward else e
         peak_sm = sheet.peak(dtype, self.tf32) * eff.matmul / sheet.sms
         out = []
-        for kernel in chunk_kernels(backward):
+        for kernel in chunk_kernels(backward, **flags):
             blocks, steps, flops, tiles, states = kernel(batch, n, d, c)
             compute = _ceil(blocks / sheet.sms) * steps * flops / peak_sm
             moved = blocks * steps * (tiles * e + states * state_bytes)
@@ -544,12 +545,35 @@ def split_kv(blocks: np.ndarray, key_blocks: np.ndarray, sms: int) -> np.ndarray
     return out
 
 
-def chunk_kernels(backward: bool = False) -> list:
+def _delta_state(batch, n, d, c):
+    """The delta rule's chunk_gated_delta_rule_fwd_h (and its reverse, bwd_dhu): one program per (b·h, V tile),
+    K untiled (the state held as d × BV), walking the chunks in sequence; a step's v_new = U_c − W_cS (C × d × BV)
+    and S += K_cᵀv_new (d × C × BV); W_c's and K_c's rows read, U_c's tile read and v_new's written, the state's
+    d × BV slice written (docs/linear-kernels.md 1.3)."""
+    t = _chunk_tiles(d)
+    return batch * _ceil(d / t), _ceil(n / c), 4 * c * d * t, 2 * c * d + 2 * c * t, d * t
+
+
+def _scored_output(batch, n, d, c):
+    """chunk_fwd_o where another kernel made the intra-chunk scores (GLA's gated Q·Kᵀ, Mamba-2's C·Bᵀ): Q_cS_c
+    (C × d × BV) and A_cV_c (C × C × BV), the scores read (fp32: two elements' bytes) rather than computed."""
+    t = _chunk_tiles(d)
+    flops = 2 * c * d * t + 2 * c * c * t
+    return batch * _ceil(n / c) * _ceil(d / t), 1, flops, c * d + 2 * c * t + 2 * c * c, d * t
+
+
+def chunk_kernels(backward: bool = False, delta: bool = False, states: bool = True, scores: bool = False) -> list:
     """flash-linear-attention's chunk kernels of one pass (fla-core 0.6: ops/common/chunk_h.py, chunk_o.py, as
     ops/simple_gla/chunk.py calls them), each a function of (b·h, N, d, C) giving (blocks, sequential steps of a
     block, FLOPs of a step, activation elements and state elements a step moves): forward chunk_fwd_h, chunk_fwd_o;
-    backward chunk_fwd_h again (the states recomputed, not saved), chunk_bwd_dh, chunk_bwd_dqkwg, chunk_bwd_dv."""
-    return [_state, _state, _dqk, _dv] if backward else [_state, _output]
+    backward chunk_fwd_h again (the states recomputed, not saved), chunk_bwd_dh, chunk_bwd_dqkwg, chunk_bwd_dv.
+    `delta`: the delta rule's state kernels (`_delta_state`); `states` False: no state kernel (Mamba-2's states are
+    other ops); `scores`: the output kernel reads the scores (`_scored_output`). The value head dim is taken as the
+    key's (d) in every kernel: a simplification where the two differ."""
+    state = _delta_state if delta else _state
+    walks = [state, state] if backward else [state]
+    output = [_dqk, _dv] if backward else [_scored_output if scores else _output]
+    return (walks if states else []) + output
 
 
 def input_bytes(variant: str, dims: dict, n: int, scope: str = "core", dtype: str = "fp32") -> int:

@@ -28,7 +28,8 @@ from attn_cost.profilers.devicemodel.kernels.chunk import (
     CHUNKED,
     GATED_CHUNK,
     LINEAR_RNN,
-    UNPRICED_KINDS,
+    CHUNK_PRODUCTS,
+    PRODUCT_KINDS,
     plain_chunk,
 )
 from attn_cost.profilers.devicemodel.kernels.products import MATMUL_LAYOUTS, PRODUCT, window_rows
@@ -63,10 +64,11 @@ from attn_cost.profilers.devicemodel.kernels.streaming import (
 )
 
 __all__ = [
-    "ATTENTION", "BINARY", "CHUNK", "CHUNKED", "ELEMENTWISE", "FAMILIES", "GATED_CHUNK", "GEMM", "KERNELS",
-    "LINEAR_RNN", "MATMUL_LAYOUTS", "MAX_SQUARED_WIDTH", "PRODUCT", "RANK", "ROWWISE", "STREAMING", "Family",
-    "Kernel", "Runner", "Shape", "declare", "declared", "family_of", "fresh_inputs", "members", "operand_shape",
-    "priced_families", "refuse_unpriced", "register_family", "runnable", "shape", "twins", "window_rows",
+    "ATTENTION", "BINARY", "CHUNK", "CHUNKED", "CHUNK_PRODUCTS", "ELEMENTWISE", "FAMILIES", "GATED_CHUNK", "GEMM",
+    "KERNELS", "LINEAR_RNN", "MATMUL_LAYOUTS", "MAX_SQUARED_WIDTH", "PRODUCT", "RANK", "ROWWISE", "STREAMING",
+    "Family", "Kernel", "Runner", "Shape", "declare", "declared", "family_of", "fresh_inputs", "members",
+    "operand_shape", "priced_families", "refuse_unpriced", "register_family", "runnable", "shape", "twins",
+    "window_rows",
 ]  # fmt: skip
 
 LAYOUT = ("bcast", "xview", "zview", "accumulate", "window")
@@ -101,7 +103,7 @@ def kernel_of(op) -> str:
 
 
 def _name_of(op) -> str:
-    if op.kind in UNPRICED_KINDS:
+    if op.kind in PRODUCT_KINDS:
         return op.kind
     if op.kind in ("matmul", "linear"):
         if op.kind == "linear":

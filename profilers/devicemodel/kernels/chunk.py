@@ -6,9 +6,16 @@
   (`references.linear.chunk_kernel`); a calibration without them prices the op as a copy of its bytes, with a
   warning. The datasheet model prices them as their several Triton kernels, each by its blocks.
 - linear-rnn: the gated and delta-rule chunk kernels (retention, gla, deltanet, gated-deltanet, mamba2: a
-  `linear_chunk` with a gate, the delta rule or states or scores from other ops, and the `chunk_matmul` and
-  `tri_solve` ops). No device model prices them yet: the family has no price, and their ops are refused in one
-  line rather than priced as another kernel.
+  `linear_chunk` with a gate, the delta rule, or states or scores from other ops). The datasheet model prices them
+  as fla's kernels of the same grids (docs/linear-kernels.md 1.1-1.4): the state kernel walking the chunks in
+  sequence (the delta rule's with K untiled and its v_new = u - W·h product), the output kernel (loading the
+  intra-chunk scores where another op made them), and the backward's four; a gate's element-wise work is not priced.
+  Not timed by the op model: a calibration prices them as a copy of their bytes, with a warning.
+- chunk-product: the per-chunk products those layers run beside the state kernels (`chunk_matmul`: βKKᵀ, W and U
+  of the WY form, GLA's gated QKᵀ, Mamba-2's CB and chunk states; `tri_solve`: (I + A)⁻¹ per chunk), each a batch of
+  one small product per chunk and head, as fla's kernels of grid (chunks, b·h) run them: priced as a batched
+  product. `tri_solve` as a product of its chunk's C × C × C (fla's solve_tril merges 16 × 16 blocks with tensor-core
+  dots and substitutes row by row in fp32: a simplification of the same order).
 """
 
 from __future__ import annotations
@@ -18,13 +25,13 @@ from collections.abc import Callable
 from attn_cost.costmodel.graph import Graph, Tensor
 from attn_cost.profilers.devicemodel.kernels.registry import Kernel, Pricer, Runner, Shape, declare, register_family
 
-CHUNKED, LINEAR_RNN = "chunk", "linear-rnn"
+CHUNKED, LINEAR_RNN, CHUNK_PRODUCTS = "chunk", "linear-rnn", "chunk-product"
 CHUNK = "linear-chunk"
 """The fused chunk kernels of causal linear attention."""
 GATED_CHUNK = "linear-chunk-gated"
 """A `linear_chunk` op with a gate, the delta rule, or states or scores from other ops."""
-UNPRICED_KINDS = ("chunk_matmul", "tri_solve")
-"""Op kinds of the gated and delta-rule chunk kernels, each its own (unpriced) kernel."""
+PRODUCT_KINDS = ("chunk_matmul", "tri_solve")
+"""Op kinds of the gated and delta-rule layers' per-chunk products, each its own kernel."""
 
 
 def _features(op) -> dict:
@@ -62,12 +69,37 @@ def plain_chunk(op) -> bool:
             and not a.get("scores_in"))  # fmt: skip
 
 
+def _gated_features(op) -> dict:
+    """A gated or delta-rule `linear_chunk`: the chunk kernels' features (`_features`), the value head dim, and
+    which of fla's kernels run (1 or 0): the delta rule's state kernel, a state kernel at all (Mamba-2's states come
+    from other ops), the scores loaded rather than computed (GLA's and Mamba-2's come from a `chunk_matmul`)."""
+    a = op.attrs
+    flags = {"delta": a.get("delta", False), "states": a.get("makes_states", True), "scores": a.get("scores_in", False)}
+    return {**_features(op), "v": a["dv"], **{k: int(bool(v)) for k, v in flags.items()}}
+
+
+def _product_features(op) -> dict:
+    """A per-chunk product as a batched product: one (m × k)·(k × n) per chunk and head; `tri_solve` as its chunk's
+    C × C × C."""
+    a = op.attrs
+    if op.kind == "tri_solve":
+        return {"batch": a["batch"] * a["chunks"], "m": a["chunk"], "k": a["chunk"], "n": a["chunk"]}
+    return {"batch": a["batch"] * a["chunks"], "m": a["m"], "k": a["k"], "n": a["n"]}
+
+
+def _product_price(model: Pricer, kernel: str, f: dict, dtype: str, backward: bool) -> list:
+    return [model.product(f, dtype)]
+
+
 register_family(name=CHUNKED, dims=("batch", "m", "k", "n"), flop_bound=True, runner=_runner, price=_price,
                 separate=True, triton=True)(_features)  # fmt: skip
-register_family(name=LINEAR_RNN, dims=(), unpriced="the gated and delta-rule chunk kernels")(lambda op: {})
+register_family(name=LINEAR_RNN, dims=("batch", "m", "k", "n", "v", "delta", "states", "scores"), flop_bound=True,
+                price=_price, separate=True, triton=True)(_gated_features)  # fmt: skip
+register_family(name=CHUNK_PRODUCTS, dims=("batch", "m", "k", "n"), flop_bound=True, price=_product_price,
+                triton=True)(_product_features)  # fmt: skip
 
 declare(
     Kernel(CHUNK, "linear_chunk", CHUNKED, _chunk, causal=True, grid=False),
     Kernel(GATED_CHUNK, "linear_chunk", LINEAR_RNN, grid=False),
-    *(Kernel(kind, kind, LINEAR_RNN, grid=False) for kind in UNPRICED_KINDS),
+    *(Kernel(kind, kind, CHUNK_PRODUCTS, grid=False) for kind in PRODUCT_KINDS),
 )
