@@ -15,6 +15,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import os
+import signal
 import sys
 import unicodedata
 
@@ -89,8 +90,19 @@ def _safe_streams() -> None:
                 stream.reconfigure(errors="attn_cost_ascii")
 
 
+def interrupt_again(unraisable) -> None:
+    """`sys.unraisablehook`: Ctrl-C that lands in a callback Python cannot raise from (importlib's module-lock
+    callback, during an import) is printed as "Exception ignored ... Traceback" and the run goes on; deliver it
+    again instead, so that it ends the run as one line like any other Ctrl-C. Anything else: Python's own hook."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+        return
+    sys.__unraisablehook__(unraisable)
+
+
 def run() -> None:
     """`attn-cost`: run the CLI and exit with its code."""
+    sys.unraisablehook = interrupt_again
     closed_stdout = _reopen_closed_descriptors()
     _safe_streams()
     if closed_stdout:

@@ -383,6 +383,24 @@ def test_ctrl_c_early_is_one_line_without_traceback(delay: float) -> None:
         assert proc.returncode == 130 and err.strip() == "attn-cost: error: interrupted", (proc.returncode, err)
 
 
+def test_ctrl_c_that_python_ignores_in_a_callback_is_delivered_again(monkeypatch) -> None:
+    """A KeyboardInterrupt Python reports as unraisable (raised in importlib's module-lock callback mid-import) is
+    sent again as SIGINT, not printed as "Exception ignored ... Traceback"; any other unraisable goes to Python's
+    own hook."""
+    from types import SimpleNamespace
+
+    from attn_cost.cli import entry
+
+    sent, passed = [], []
+    monkeypatch.setattr(entry.os, "kill", lambda pid, sig: sent.append((pid, sig)))
+    monkeypatch.setattr(entry.sys, "__unraisablehook__", passed.append)
+    entry.interrupt_again(SimpleNamespace(exc_value=KeyboardInterrupt()))
+    assert sent == [(os.getpid(), signal.SIGINT)] and passed == []
+    other = SimpleNamespace(exc_value=ValueError("x"))
+    entry.interrupt_again(other)
+    assert passed == [other] and len(sent) == 1
+
+
 def test_ctrl_c_message_says_saved_only_for_measuring_commands(monkeypatch, capsys) -> None:
     import attn_cost.cli.analytic as analytic
 
