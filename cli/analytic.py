@@ -478,7 +478,7 @@ def _decode_times(
             name, dims = row["variant"], o.sizes(row["d"], heads, batch, latents, 4, 1)
             notify(f"predicting {name} (d = {row['d']}) on {model.name}")
             answering = model.answering(name, st)
-            by[answering.label] = answering.answered_by
+            by[answering.kind] = answering.answered_by
             times = answering.seconds(name, dims, ns, st)
             peaks = answering.peak_bytes(name, dims, ns[:-1], st)
             kernels = answering.kernel_times(name, dims, ns[:1], st)
@@ -491,7 +491,7 @@ def _decode_times(
                 "kernel_launches": None if kernels is None else int(sum(k.repeat[0] * k.launches for k in kernels)),
                 "fits_in_memory": None if memory is None else dict(zip(keys, (bool(p <= memory) for p in peaks),
                                                                        strict=True)),
-                "predicted_by": answering.label,
+                "predicted_by": answering.kind,
             }  # fmt: skip
     return {"name": model.name, "kind": model.kind, "memory_bytes": memory, "predicted_by": " and ".join(by),
             "answered_by": by, **settings.launch_json()}  # fmt: skip
@@ -512,9 +512,9 @@ def _decode_time_table(
             *(render.duration(t["per_token_s"][k]) + ("†" if t["fits_in_memory"] and not t["fits_in_memory"][k]
               else "") + "\n" + render.duration_span(t["low_s"][k], t["high_s"][k], compact=True) for k in
               map(str, contexts)),
-            f"{t['growth_when_context_doubles']:.3f}", *([t["predicted_by"]] if mixed else []),
+            f"{t['growth_when_context_doubles']:.3f}", *([Settings.label(t["predicted_by"])] if mixed else []),
         ])  # fmt: skip
-    answered = (" ".join(f"{label}: times {sentence}." for label, sentence in by.items()) if mixed
+    answered = (" ".join(f"{Settings.label(kind)}: times {sentence}." for kind, sentence in by.items()) if mixed
                 else f"Times {next(iter(by.values()))}.")  # fmt: skip
     over = any(t is False for row in rows for t in (row["time"]["fits_in_memory"] or {}).values())
     memory = settings.model.memory_bytes if settings.model is not None else None

@@ -67,7 +67,7 @@ def predict(
         for name in names:
             notify(f"predicting {name} on {model.name}")
             answering = model.answering(name, st)
-            by[answering.label] = answering.answered_by
+            by[answering.kind] = answering.answered_by
             times = answering.seconds(name, sizes, ns, st)
             peaks = answering.peak_bytes(name, sizes, ns, st)
             for i, length in enumerate(lengths):
@@ -76,7 +76,7 @@ def predict(
                 results.append({
                     "variant": name, "n": length, "seconds": float(times.seconds[i]),
                     "seconds_low": float(times.low[i]), "seconds_high": float(times.high[i]), "peak_bytes": peak,
-                    "fits_in_memory": fits, "predicted_by": answering.label,
+                    "fits_in_memory": fits, "predicted_by": answering.kind,
                 })  # fmt: skip
     if as_json:
         host = (
@@ -99,8 +99,8 @@ def predict(
     cells = [[r["variant"], f"{r['n']:,}", render.duration(r["seconds"]),
               render.duration_span(r["seconds_low"], r["seconds_high"]),
               render.size(r["peak_bytes"]) + (" †" if r["fits_in_memory"] is False else ""),
-              *([r["predicted_by"]] if mixed else [])] for r in results]  # fmt: skip
-    answered = (" ".join(f"{label}: times {sentence}." for label, sentence in by.items()) if mixed
+              *([Settings.label(r["predicted_by"])] if mixed else [])] for r in results]  # fmt: skip
+    answered = (" ".join(f"{Settings.label(kind)}: times {sentence}." for kind, sentence in by.items()) if mixed
                 else f"Times {next(iter(by.values()))}.")  # fmt: skip
     render.table(
         f"Predicted on {title} ({st.scope}, {mode}, {dtype}, d={d}, h={heads}, b={batch})",

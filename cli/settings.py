@@ -32,11 +32,11 @@ the only kind whose host --launch sets."""
 def _device_layer() -> SimpleNamespace:
     """What the CLI uses of the device layer (the resolver, `name → kind → model`, and what a datasheet GPU's host
     may be), imported when a device is named: the one place the CLI reaches it."""
-    from attn_cost.profilers.devicemodel import columns, kinds
+    from attn_cost.profilers.devicemodel import columns, device, kinds
     from attn_cost.profilers.devicemodel.datasheet import model
 
     return SimpleNamespace(resolve=kinds.resolve, add_device_columns=columns.add_device_columns,
-                           datasheet_of=kinds.datasheet_of, launches=model.LAUNCHES)  # fmt: skip
+                           datasheet_of=kinds.datasheet_of, launches=model.LAUNCHES, labels=device.LABELS)  # fmt: skip
 
 
 def datasheet(name: str, flag: str) -> Any:
@@ -96,6 +96,11 @@ class Settings:
         predicted N0)."""
         if self.model is not None:
             _device_layer().add_device_columns(rows, self.model)
+
+    @staticmethod
+    def label(kind: str) -> str:
+        """What a table calls the predictions of a kind of device model (JSON names the kind itself)."""
+        return _device_layer().labels[kind]
 
     @property
     def title(self) -> str:

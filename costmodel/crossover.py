@@ -797,8 +797,9 @@ class DeviceColumns:
     predicted_n0: int | None = None
     predicted_n0_low: int | None = None
     predicted_n0_high: int | None = None
-    predicted_by: str = "op model"
-    """What predicted N0: a measured device's op calibration (`op model`), or a GPU's datasheet (`datasheet`)."""
+    predicted_by: str = "calibrated"
+    """The kind of model that predicted N0: a measured device's op calibration (`calibrated`) or a GPU's datasheet
+    (`datasheet`)."""
     predicted: dict | None = None
     """The op model's tie interval, its regret and what it extrapolated (`calibrated.model.Prediction.as_json`), where
     the op model predicted."""
@@ -818,7 +819,7 @@ class DeviceColumns:
             "predicted_n0_low": self.predicted_n0_low,
             "predicted_n0_high": self.predicted_n0_high,
             **extra,
-            **({"predicted_by": self.predicted_by} if self.predicted_by != "op model" else {}),
+            "predicted_by": self.predicted_by,
             **(
                 {"memory_bytes": self.memory_bytes, "fits_in_memory": self.fits_in_memory}
                 if self.memory_bytes is not None

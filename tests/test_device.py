@@ -233,8 +233,8 @@ def test_every_shipped_device_predicts_and_names_the_model_that_answered(cli, na
     assert r.code == 0, r.err
     data = r.json()
     assert data["device"] == name and data["kind"] == model.kind
-    assert data["predicted_by"] in ("datasheet", "op model", "profile")
-    assert data["answered_by"][data["predicted_by"]] == model.answering(variant, Setting(dtype=model.dtype)).answered_by
+    answering = model.answering(variant, Setting(dtype=model.dtype))
+    assert data["predicted_by"] == answering.kind and data["answered_by"][answering.kind] == answering.answered_by
     for row in data["results"]:
         assert row["seconds_low"] <= row["seconds"] <= row["seconds_high"] and row["peak_bytes"] > 0
     table = " ".join(cli("predict", "--device", name, "--variant", variant, "--n", "256", "--d", "16").out.split())

@@ -113,8 +113,8 @@ def test_decode_on_a_calibrated_device_is_answered_by_its_op_model(cli) -> None:
     """A measured CPU with an op calibration: its profile was fitted at core scope, so the op model answers the
     decode step, and says so; the CLI's dtype defaults to what it was calibrated in."""
     data = _decode(cli, "--device", "cpu-amd-epyc-5155e7", "--variant", "linear-recurrent", "--n", "1024")
-    assert data["device"]["predicted_by"] == "op model" and data["dtype"] == "fp32"
-    assert "op calibration" in data["device"]["answered_by"]["op model"]
+    assert data["device"]["predicted_by"] == "calibrated" and data["dtype"] == "fp32"
+    assert "op calibration" in data["device"]["answered_by"]["calibrated"]
 
 
 @pytest.mark.parametrize(

@@ -37,7 +37,7 @@ def device_columns(device: DeviceModel, row: TransitionRow, replicates: int | No
         columns.corrected_n0, columns.corrected_n1 = corrected_points(profile.profile, a, b, dims, s)
     return DeviceColumns(
         device.slug, columns, prediction.n0, prediction.low, prediction.high,
-        predicted_by=predictor.label if predictor is not None else CalibratedDevice.label,
+        predicted_by=predictor.kind if predictor is not None else CalibratedDevice.kind,
         predicted=prediction.as_json() if prediction.n0 is not None else None,
         memory_bytes=memory, fits_in_memory=fits,
     )  # fmt: skip

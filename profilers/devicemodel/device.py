@@ -47,6 +47,9 @@ KINDS = {
     DATASHEET: "a datasheet GPU",
 }
 """The kinds of device, as `devices` lists them and errors name them."""
+LABELS = {MEASURED: "profile", CALIBRATED: "op model", DATASHEET: "datasheet"}
+"""What a table calls each kind's predictions (its column, its caption); JSON names the kind itself
+(`predicted_by`, the keys of `answered_by`)."""
 Curve = Callable[[np.ndarray], np.ndarray]
 """Predicted seconds of one call of a variant at every N of an array."""
 
@@ -101,10 +104,13 @@ class DeviceModel(ABC):
 
     kind: ClassVar[str]
     """MEASURED, CALIBRATED or DATASHEET."""
-    label: ClassVar[str]
-    """What a table calls its predictions: `profile`, `op model`, `datasheet`."""
     n_max: ClassVar[int] = 65536
     """The longest N a crossing is looked for up to."""
+
+    @property
+    def label(self) -> str:
+        """What a table calls its predictions (`LABELS`)."""
+        return LABELS[self.kind]
 
     @property
     @abstractmethod

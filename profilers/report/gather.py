@@ -205,7 +205,7 @@ def _predicted(
         return {}
     curves = {key: {v: c for v in variants if (c := _curves(model, v, dv, grid, setting)) is not None}
               for key, dv in dims.items()}  # fmt: skip
-    return {"by": model.label, "answered_by": model.answered_by, "curves": curves}
+    return {"by": model.kind, "answered_by": model.answered_by, "curves": curves}
 
 
 def _twins(model: GpuModel, variants: list[str], pairs: list[tuple[str, str]], setting: Setting) -> list[dict]:

@@ -11,6 +11,7 @@ import sympy as sp
 from attn_cost.costmodel import display
 from attn_cost.costmodel.counting import describe
 from attn_cost.costmodel.symbols import BY_NAME
+from attn_cost.profilers.devicemodel.device import CALIBRATED, LABELS
 from attn_cost.profilers.devicemodel.measured.data import VALIDATION_COLUMNS
 from attn_cost.profilers.measure.standing import cell, op_model_n0, shown_n0
 from plotly.offline import get_plotlyjs
@@ -125,7 +126,7 @@ def _transition_table(data: dict) -> str:
     rows = data["transitions"]
     device = any("corrected_n0" in r for r in rows)
     op_model = any(r.get("predicted_n0") is not None for r in rows)
-    by = next((r.get("predicted_by", "op model") for r in rows if r.get("predicted_n0") is not None), "op model")
+    by = LABELS[next((r["predicted_by"] for r in rows if r.get("predicted_n0") is not None), CALIBRATED)]
     head = ["A", "B", "d", "N0 (FLOPs)", "N1 (memory)", "N traffic"]
     head += ["N0 corrected"] if device else []
     head += [f"N0 {by} [95 %]"] if op_model else []
@@ -179,8 +180,9 @@ def _curves(data: dict, colors: dict) -> str:
     )
     predicted = data.get("predicted") or {}
     if predicted:
+        by = html.escape(LABELS[predicted["by"]])
         out.append(
-            f"<p class='note'>Time panel: each variant's time predicted by the {html.escape(predicted['by'])} model "
+            f"<p class='note'>Time panel: each variant's time predicted by the {by} model "
             f"(lines, {html.escape(predicted['answered_by'])}), its 95 % interval shaded; dotted vertical lines mark "
             "the predicted speed crossover of each pair (the N0 of the table above, as <code>crossover "
             "--device</code> prints it), dashed ones the analytic N0 (FLOPs).</p>"
@@ -216,7 +218,7 @@ def _curves(data: dict, colors: dict) -> str:
                 n, t = zip(*points["predicted"], strict=True)
                 _trace(fig, 4, n, t, f"{v} op model", v, False, mode="lines", line={"color": colors[v], "width": 1})
             if v in bands:
-                _band(fig, 4, data["grid"], bands[v], f"{v} {predicted['by']}", v, style)
+                _band(fig, 4, data["grid"], bands[v], f"{v} {LABELS[predicted['by']]}", v, style)
         marks: dict[int, list[tuple[float, str, str]]] = {}
         for row in (r for r in data["transitions"] if r["d"] == dv):
             pair = tags[(row["a"], row["b"])]
@@ -225,7 +227,7 @@ def _curves(data: dict, colors: dict) -> str:
                     label = f"{pair}: {_key_label(PAIR_KEY[cost])} {row[PAIR_KEY[cost]]:,}"
                     marks.setdefault(col, []).append((row[PAIR_KEY[cost]], label, "dash"))
             if bands and row.get("predicted_n0"):
-                label = f"{pair}: N0 {row.get('predicted_by', predicted['by'])} {row['predicted_n0']:,}"
+                label = f"{pair}: N0 {LABELS[row.get('predicted_by', predicted['by'])]} {row['predicted_n0']:,}"
                 marks.setdefault(4, []).append((row["predicted_n0"], label, "dot"))
             if has_time:
                 measured_n0 = shown_n0(row)  # measured at this row's sizes and setting, and it stands
@@ -306,7 +308,7 @@ def _versus_d(data: dict) -> str:
             _trace(fig, 1, item["d"], item["corrected_n0"], f"{label}, corrected", label + "c", True, **dotted)
         if "predicted_n0" in item:
             dashed = {"mode": "lines", "line": {"color": color, "dash": "dash"}}
-            by = item.get("predicted_by", "op model")
+            by = LABELS[item.get("predicted_by", CALIBRATED)]
             _trace(fig, 1, item["d"], item["predicted_n0"], f"{label}, {by}", label + "p", True, **dashed)
         for col, key in ((1, "measured_n0"), (2, "measured_n1")):
             pts = [(dv, value) for dv, value in zip(item["d"], item.get(key) or [], strict=False) if value]

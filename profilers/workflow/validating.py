@@ -370,12 +370,11 @@ def compare(
         fitted_on = profile.time[a].fit_d if a in profile.time else []
         row = {**p.as_json(), "held_out": dv not in fitted_on}
         row["corrected_n0"], row["corrected_n1"] = corrected_points(profile, a, b, dims, setting)
-        row["fit_n0"], row["fit_n1"] = row["corrected_n0"], row["corrected_n1"]
         row.update(_predicted(opmodel, a, b, dims, setting, n_max))
         row.update(_datasheet(measurer.store.device, a, b, dims, setting, n_max))
         for k in ("0", "1"):
             truth = row[f"measured_n{k}"]
-            kinds = ["analytic", "corrected", "fit"] + (["predicted", "datasheet"] if k == "0" else [])
+            kinds = ["analytic", "corrected"] + (["predicted", "datasheet"] if k == "0" else [])
             for kind in (kind for kind in kinds if f"{kind}_n{k}" in row):
                 guess = row[f"{kind}_n{k}"]
                 row[f"{kind}_n{k}_error"] = None if truth in (None, 0) or guess is None else (guess - truth) / truth
@@ -388,7 +387,8 @@ def compare(
 def _predicted(opmodel: OpModel | None, a: str, b: str, dims: dict, setting: Setting, n_max: int) -> dict:
     if opmodel is None or setting.dtype != opmodel.dtype:
         return Prediction(None, None, None, 0).as_json()
-    return crossing(model_of(CALIBRATED, opmodel), a, b, dims, setting, n_max=n_max).as_json()
+    return {**crossing(model_of(CALIBRATED, opmodel), a, b, dims, setting, n_max=n_max).as_json(),
+            "predicted_by": CALIBRATED}
 
 
 def _datasheet(device: dict, a: str, b: str, dims: dict, setting: Setting, n_max: int) -> dict:

@@ -23,7 +23,6 @@ class CalibratedDevice(DeviceModel):
     bootstrap replicates of the calibration. It prices inference in the dtype it was calibrated in."""
 
     kind: ClassVar[str] = CALIBRATED
-    label: ClassVar[str] = "op model"
 
     model: OpModel
     seed: int = 0

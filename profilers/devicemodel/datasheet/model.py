@@ -182,7 +182,6 @@ class GpuModel(DeviceModel):
     """One GPU's datasheet priced with one set of efficiencies: the device model of a GPU one does not own."""
 
     kind: ClassVar[str] = DATASHEET
-    label: ClassVar[str] = "datasheet"
     n_max: ClassVar[int] = 1 << 20
 
     sheet: Datasheet

@@ -103,7 +103,6 @@ class ProfileDevice(DeviceModel):
     crossings are exact. It answers for the variants it fitted, at the setting it was measured at."""
 
     kind: ClassVar[str] = MEASURED
-    label: ClassVar[str] = "profile"
 
     profile: DeviceProfile
 
@@ -176,7 +175,6 @@ class MeasuredDevice(DeviceModel):
     calibration, where it has one, for the others (`answering`)."""
 
     kind: ClassVar[str] = MEASURED
-    label: ClassVar[str] = "profile"
 
     profile: ProfileDevice
     calibration: CalibratedDevice | None
