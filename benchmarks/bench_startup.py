@@ -7,7 +7,9 @@ Each run starts a new process for the command and one for `python -c "import sym
 (paired: a machine that slows down slows both), in alternating order, with the modules' bytecode cached as an
 installed attn-cost has it (PYTHONDONTWRITEBYTECODE is dropped; one untimed run first writes it). Prints both
 medians, the median of the per-pair ratios (the figure to quote: issue 42 asks for at most 3×) and which of torch,
-plotly and scipy the command imported. Timings on a machine other work shares are not evidence; run it on a quiet
+plotly and scipy the command imported. The untimed first run also fills the cache of derivations
+(costmodel/memo.py), so the timed runs are warm, as every run after a setting's first is; `ATTN_COST_CACHE=` before
+the command times them cold (the cache off). Timings on a machine other work shares are not evidence; run it on a quiet
 one.
 """
 

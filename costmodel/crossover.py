@@ -13,7 +13,6 @@ import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
-from functools import cache
 from itertools import pairwise, product
 from typing import cast
 
@@ -24,6 +23,7 @@ from attn_cost.costmodel.counting import DEFAULT_COUNTING, Counting, N_kv
 from attn_cost.costmodel.derive import dominant_for_large, prune_dominated
 from attn_cost.costmodel.display import plain
 from attn_cost.costmodel.errors import UserError
+from attn_cost.costmodel.memo import persisted
 from attn_cost.costmodel.polyterms import Stepped, in_n, terms
 from attn_cost.costmodel.symbols import BY_NAME, N, Pads, d
 from attn_cost.costmodel.variants import derive_counted, get_variant
@@ -64,7 +64,7 @@ class Setting:
         }
 
 
-@cache
+@persisted
 def cost_branches(name: str, cost: str, setting: Setting = Setting()) -> tuple[sp.Expr, ...]:
     """Symbolic cost of a variant as the branches of a maximum (one branch for FLOPs and traffic)."""
     conv = get_convention(setting.convention)
@@ -671,7 +671,7 @@ def _freeze(dims: dict[sp.Symbol, int]) -> tuple[tuple[sp.Symbol, int], ...]:
     return tuple(sorted(dims.items(), key=lambda kv: kv[0].name))
 
 
-@cache
+@persisted
 def _symbolic_roots(
     a: str, b: str, cost: str, setting: Setting, others: tuple[tuple[sp.Symbol, int], ...], tied: tuple[sp.Symbol, ...]
 ) -> tuple[sp.Expr, ...]:

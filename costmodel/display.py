@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sympy as sp
+from attn_cost.costmodel.memo import persisted
 from attn_cost.costmodel.symbols import N, Pads
 
 _SUP = str.maketrans("0123456789-/", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻ᐟ")
@@ -14,6 +15,7 @@ def _sym_key(s: sp.Basic) -> tuple[int, str]:
     return (_ORDER.get(str(s), 4), str(s))
 
 
+@persisted
 def text(expr: sp.Expr) -> str:
     """Compact unicode: 4N²d + 6N², N(4d³ + 10d² + 8d + 3), bh(dN + 2N²); a padded length C·⌈N/C⌉ as ⌈N⌉_C."""
     expr = _readable(sp.sympify(expr))

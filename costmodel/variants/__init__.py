@@ -124,6 +124,15 @@ def get_variant(name: str) -> Variant:
         raise UserError(unknown("variant", name, REGISTRY)) from None
 
 
+def catalogue_only() -> bool:
+    """Whether every registered variant is the catalogue's own, as this package writes it: no variant file, plugin,
+    traced code or test has registered one or given one a decoding step (`memo` keeps derivations only then)."""
+    _load()
+    ours = f"{__name__}."
+    return all(fn.__module__.startswith(ours) for v in REGISTRY.values() for fn in (v.core, v.layer, v.decode)
+               if fn is not None)  # fmt: skip
+
+
 def all_variants() -> list[Variant]:
     _load()
     return list(REGISTRY.values())
