@@ -11,11 +11,15 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 DATA = Path(__file__).parent / "data"
+os.environ.setdefault("ATTN_COST_CACHE", tempfile.mkdtemp(prefix="attn-cost-tests-cache-"))
+"""The derivations the tests' processes keep between them (costmodel/memo.py) go to a folder of this run's, never to
+the user's cache; every CLI process the tests start inherits it."""
 FIXTURE_PROFILE = min((DATA / "devices").glob("*.json"))
 FIXTURE_DEVICE = FIXTURE_PROFILE.stem
 """The device profile in tests/data/devices (a made-up CPU, made-up constants and measured points: see
