@@ -22,6 +22,7 @@ from attn_cost.costmodel.plugins import load_file
 from attn_cost.costmodel.scopes import DROPOUT_IN_INFERENCE, MODES, SCOPES
 from attn_cost.costmodel.symbols import BY_NAME, DEFAULT_DEPTH, DEFAULTS, D, L, b, d, h, r, with_defaults
 from attn_cost.costmodel.variants import derive, derive_counted, get_variant
+from attn_cost.profilers.measure.sizes import SIZE_FLAGS
 
 D_VALUES = typer.Option(None, "--d", help="Head dimension; repeat for several.")
 D_DEFAULT = {
@@ -162,10 +163,6 @@ SIZE_OPTIONS = {
     "d_state": STATE, "G": GROUPS,
 }  # fmt: skip
 """Sizes only some variants have, by symbol name; `with_sizes` adds them to a command, `sizes` reads them."""
-SIZE_FLAGS = {
-    "h_kv": "--kv-heads", "w": "--window", "k": "--proj-len", "m": "--features", "c": "--landmarks", "C": "--chunk",
-    "d_v": "--dv", "d_state": "--state", "G": "--groups",
-}  # fmt: skip
 _SIZES: ContextVar[dict | None] = ContextVar("sizes", default=None)
 COUNTING_OPTIONS = {
     "causal_count": CAUSAL_COUNT,

@@ -21,7 +21,7 @@ from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.variants import derive, get_variant
 from attn_cost.profilers.measure.references import REFERENCES, Reference, stand_in, take
 from attn_cost.profilers.measure.references.softmax import softmax
-from attn_cost.profilers.measure.sizes import Sizes
+from attn_cost.profilers.measure.sizes import SIZE_FLAGS, Sizes
 from torch import Tensor
 
 DTYPES = {name: getattr(torch, dtypes.DTYPES[name].torch) for name in dtypes.ACTIVATION}
@@ -50,12 +50,6 @@ STORAGE_LIMIT = 2**63 - 1
 """The most bytes one tensor may have: PyTorch computes a storage's size in bytes as a signed 64-bit integer, and
 a larger one is a RuntimeError (`Storage size calculation overflowed`) on every device, before any allocator is
 asked."""
-SIZE_FLAGS = {
-    "N": "--n", "d": "--d", "h": "--h", "b": "--b", "L": "--L", "r": "--r", "D": "--depth", "h_kv": "--kv-heads",
-    "w": "--window", "k": "--proj-len", "m": "--features", "c": "--landmarks", "C": "--chunk", "d_v": "--dv",
-    "d_state": "--state", "G": "--groups",
-}  # fmt: skip
-"""The option that sets each of `Sizes`' fields, to name the user's own input in a refusal."""
 
 
 def check_allocatable(

@@ -7,6 +7,14 @@ from dataclasses import dataclass
 
 from attn_cost.costmodel.symbols import BY_NAME, MEASURED_DEPTH, with_defaults
 
+SIZE_FLAGS = {
+    "N": "--n", "d": "--d", "h": "--h", "b": "--b", "L": "--L", "r": "--r", "D": "--depth", "h_kv": "--kv-heads",
+    "w": "--window", "k": "--proj-len", "m": "--features", "c": "--landmarks", "C": "--chunk", "d_v": "--dv",
+    "d_state": "--state", "G": "--groups",
+}  # fmt: skip
+"""The option that sets each of `Sizes`' fields, to name the user's own input in a refusal (the
+measuring path's and the CLI's)."""
+
 
 @dataclass(frozen=True)
 class Sizes:
