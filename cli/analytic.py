@@ -98,6 +98,7 @@ def crossover(
     ),
     launch: Optional[str] = o.LAUNCH,
     launch_us: Optional[float] = o.LAUNCH_US,
+    kernel: Optional[str] = o.KERNEL,
     as_json: bool = o.JSON,
 ) -> None:
     """From which sequence length N variant B is no more expensive than A: N0 (FLOPs), N1 (peak memory), traffic."""
@@ -108,7 +109,7 @@ def crossover(
     ds, heads = o.own_widths(names, ds, heads)  # a traced module is compared at its own width and heads
     given = {"--L": latents, "--r": ratio, "--depth": depth}
     settings = Settings.resolve(device, dtype, lambda dt: o.setting(convention, dt, scope, mode, names, given),
-                                launch, launch_us)  # fmt: skip
+                                launch, launch_us, kernel)  # fmt: skip
     st, model = settings.setting, settings.model
     tied = () if latents else (L,)  # L defaults to d, so closed forms follow d with it
     rows = [
@@ -116,6 +117,8 @@ def crossover(
         for a, bb in pairs
         for dv in ds
     ]
+    first = o.sizes(ds[0], heads, batch, latents, ratio, depth)
+    settings.check_kernel(names, first)
     if model is not None:
         with progress() as notify:  # the op model's bootstrap intervals take seconds a row
             notify(f"predicting on {device}: corrected fits, op model with its 95 % interval")
@@ -127,6 +130,8 @@ def crossover(
         return
     if model is not None and settings.datasheet:
         _datasheet_table(rows, heads, batch, model)
+        if caption := settings.kernel_caption(names, first):
+            render.prose(caption)
     elif model is not None:
         _device_table(rows, heads, batch, model.name)
     else:
@@ -380,6 +385,7 @@ def decode(
     ),
     launch: Optional[str] = o.LAUNCH,
     launch_us: Optional[float] = o.LAUNCH_US,
+    kernel: Optional[str] = o.KERNEL,
     as_json: bool = o.JSON,
 ) -> None:
     """Cost of generating token N+1: a KV cache (softmax) against a recurrent state (linear, Latte); with --device,
@@ -388,7 +394,8 @@ def decode(
     contexts = [o.positive(x, "--n") for x in (n or [1024, 4096, 16384, 65536])]
     ds = o.head_dims(d_values, embed, heads, default=o.D_DEFAULT["decode"])
     settings = Settings.resolve(device, dtype, lambda dt: o.setting(convention, dt, "decode", "inference", names,
-                                                                     {"--L": latents}), launch, launch_us)  # fmt: skip
+                                                                     {"--L": latents}), launch, launch_us,
+                               kernel)  # fmt: skip
     st, model, dtype = settings.setting, settings.model, settings.dtype
     if model is not None:
         for name in names:  # one line on a variant the device has no model of, before any work
@@ -415,6 +422,8 @@ def decode(
         return
     if model is not None and timed is not None:
         _decode_time_table(settings, rows, contexts, timed)
+        if caption := settings.kernel_caption(names, o.sizes(ds[0], heads, batch, latents, 4, 1)):
+            render.prose(caption)
     for c in COSTS:
         unit = {
             "flops": f"FLOPs ({convention})",
@@ -492,6 +501,7 @@ def _decode_times(
                 "fits_in_memory": None if memory is None else dict(zip(keys, (bool(p <= memory) for p in peaks),
                                                                        strict=True)),
                 "predicted_by": answering.kind,
+                **({"kernels": picked} if (picked := settings.kernels(name, dims)) else {}),
             }  # fmt: skip
     return {"name": model.name, "kind": model.kind, "memory_bytes": memory, "predicted_by": " and ".join(by),
             "answered_by": by, **settings.launch_json()}  # fmt: skip

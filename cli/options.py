@@ -73,6 +73,17 @@ LAUNCH = typer.Option(
     help="A datasheet GPU: how the code runs, eager (default: eager PyTorch at the launch cost the H200 run measured; "
     "a Triton kernel at flash-linear-attention's) or graphs (CUDA graphs: 15 µs a replay, 0.6 µs a kernel).",
 )
+KERNEL_NAMES = ("sdpa", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "sdpa-math", "flash-attn-2", "flash-attn-3",
+                "fla-chunk", "fla-fused-chunk")
+"""`--kernel`'s names, spelled here for the help (the device layer stays off the analytic path); the datasheet
+model's `datasheet.kernels.CHOICES` declares each, and a test checks the two agree."""
+KERNEL = typer.Option(
+    None,
+    "--kernel",
+    help="A datasheet GPU: the kernel that runs, priced by its own tiles and grid — fused attention: sdpa (default: "
+    "the backend PyTorch's SDPA picks, named in the output), sdpa-flash, sdpa-efficient, sdpa-cudnn, sdpa-math, "
+    "flash-attn-2, flash-attn-3 (Hopper); chunked linear attention: fla-chunk (default), fla-fused-chunk.",
+)
 LAUNCH_US = typer.Option(
     None,
     "--launch-us",

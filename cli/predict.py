@@ -43,6 +43,7 @@ def predict(
     causal: bool = o.CAUSAL,
     launch: Optional[str] = o.LAUNCH,
     launch_us: Optional[float] = o.LAUNCH_US,
+    kernel: Optional[str] = o.KERNEL,
     as_json: bool = o.JSON,
 ) -> None:
     """Predicted seconds (with a 95 % interval) and peak bytes of variants on a device, per variant and N, and which
@@ -54,12 +55,14 @@ def predict(
         o.positive(value, "--n")
     o.positive(d, "--d")
     settings = Settings.resolve(device, dtype, lambda dt: o.setting(o.DEFAULT, dt, scope, mode, names,
-                                                                     {"--L": latents}), launch, launch_us)  # fmt: skip
+                                                                     {"--L": latents}), launch, launch_us,
+                               kernel)  # fmt: skip
     st, model, dtype, default_us = settings.setting, settings.model, settings.dtype, settings.default_launch_us
     assert model is not None  # --device is required
     sizes = o.sizes(d, heads, batch, latents)
     for name in names:  # one line on a variant or setting the device has no model of, before any work
         model.check(name, st)
+    settings.check_kernel(names, sizes)
     results: list[dict[str, Any]] = []
     by: dict[str, str] = {}
     ns = np.array(lengths, dtype=float)
@@ -77,6 +80,7 @@ def predict(
                     "variant": name, "n": length, "seconds": float(times.seconds[i]),
                     "seconds_low": float(times.low[i]), "seconds_high": float(times.high[i]), "peak_bytes": peak,
                     "fits_in_memory": fits, "predicted_by": answering.kind,
+                    **({"kernels": kernels} if (kernels := settings.kernels(name, sizes)) else {}),
                 })  # fmt: skip
     if as_json:
         host = (
@@ -110,3 +114,5 @@ def predict(
         keys=1,
         caption=answered + launched + beyond,
     )  # fmt: skip
+    if caption := settings.kernel_caption(names, sizes):
+        render.prose(caption)

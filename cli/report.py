@@ -43,6 +43,7 @@ def report(
     convention: str = o.CONVENTION,
     dtype: Optional[str] = o.DEVICE_DTYPE,
     scope: Optional[str] = o.SCOPE,
+    kernel: Optional[str] = o.KERNEL,
     as_json: bool = typer.Option(False, "--json", help="Also print the report's data as JSON."),
 ) -> None:
     """Write an offline HTML report: cost curves, crossovers vs d, heads, formulas, predicted vs measured."""
@@ -56,7 +57,9 @@ def report(
     ds = o.head_dims(d_values, None, 1, default=[16, 32, 64])
     o.positive(embed, "--d-embed"), o.positive(n, "--n")
     every = sorted(set(names) | {v for p in pairs for v in p})
-    settings = Settings.resolve(device, dtype, lambda dt: o.setting(convention, dt, scope, "inference", every))
+    settings = Settings.resolve(device, dtype, lambda dt: o.setting(convention, dt, scope, "inference", every),
+                                kernel=kernel)
+    settings.check_kernel(every, o.sizes(ds[0], 1, 1, None))
     st, model = settings.setting, settings.model
     writable_report(html)
 

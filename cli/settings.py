@@ -33,10 +33,11 @@ def _device_layer() -> SimpleNamespace:
     """What the CLI uses of the device layer (the resolver, `name → kind → model`, and what a datasheet GPU's host
     may be), imported when a device is named: the one place the CLI reaches it."""
     from attn_cost.profilers.devicemodel import columns, device, kinds
-    from attn_cost.profilers.devicemodel.datasheet import model
+    from attn_cost.profilers.devicemodel.datasheet import kernels, model
 
     return SimpleNamespace(resolve=kinds.resolve, add_device_columns=columns.add_device_columns,
-                           datasheet_of=kinds.datasheet_of, launches=model.LAUNCHES, labels=device.LABELS)  # fmt: skip
+                           datasheet_of=kinds.datasheet_of, launches=model.LAUNCHES, labels=device.LABELS,
+                           kernels=kernels.CHOICES)  # fmt: skip
 
 
 def datasheet(name: str, flag: str) -> Any:
@@ -48,7 +49,7 @@ def datasheet(name: str, flag: str) -> Any:
 @dataclass(frozen=True)
 class Settings:
     """A command's device, the dtype it prices at, the host of a datasheet GPU, and the kernel (None: the device's
-    own choice; `--kernel` of a later issue sets it), resolved once (`resolve`)."""
+    own choice), resolved once (`resolve`)."""
 
     model: DeviceModel | None
     """The model answering for --device (None without one), with the host --launch and --launch-us asked for."""
@@ -83,13 +84,38 @@ class Settings:
         the closest), --launch and --launch-us (a datasheet GPU's host: refused without --device or for a device
         whose host was measured), --dtype (as given, else the device's own: bf16 on a datasheet GPU, what a measured
         device was measured in, else fp32) with the counting options (`setting`, called with the dtype), then
-        --dropout and --padding-mask, which no device model prices."""
+        --dropout and --padding-mask, which no device model prices, then --kernel (a datasheet GPU's, one it can run
+        in that dtype; a head dim it does not take is refused where a variant is priced)."""
         model = _device_layer().resolve(device) if device is not None else None
         default_us = model.launch.launch_s * 1e6 if model is not None and model.kind == DATASHEET else None
         model = _with_launch(model, launch, launch_us)
         st = setting(dtype or (model.dtype if model is not None else "fp32"))
         _priced(st, model)
-        return cls(model, st, launch_us, default_us, kernel)
+        return cls(_with_kernel(model, kernel, st.dtype), st, launch_us, default_us, kernel)
+
+    def kernels(self, variant: str, dims: dict) -> dict[str, dict]:
+        """Which kernel prices each of the variant's kernel families a --kernel chooses, and why (empty off a
+        datasheet GPU, whose kernels are the ones that ran)."""
+        if not self.datasheet:
+            return {}
+        return self.model.kernels_of(variant, dims, self.setting)  # type: ignore[union-attr]
+
+    def check_kernel(self, variants: list[str], dims: dict) -> None:
+        """Refuse, in one line, a --kernel that prices none of the variants (a fused attention kernel for a pair of
+        unfused and linear variants)."""
+        if self.kernel is None:
+            return
+        family = _device_layer().kernels[self.kernel].family
+        if not any(family in self.kernels(v, dims) for v in variants):
+            fail(f"--kernel {self.kernel} prices {family}, which none of {', '.join(variants)} runs")
+
+    def kernel_caption(self, variants: list[str], dims: dict) -> str:
+        """One sentence naming the kernels that priced the variants, where a datasheet GPU priced them."""
+        seen: dict[str, str] = {}
+        for v in variants:
+            for family, k in self.kernels(v, dims).items():
+                seen.setdefault(family, f"{family}: {k['title']} — {k['reason']}")
+        return ("Kernels: " + "; ".join(seen.values()) + ".") if seen else ""
 
     def add_columns(self, rows: list[TransitionRow]) -> None:
         """The device's points on each crossover row (a profile's corrected and measured N0/N1, a model's
@@ -135,6 +161,19 @@ def _with_launch(model: DeviceModel | None, launch: str | None, launch_us: float
         said = typed("--launch-us", launch_us)
         fail(f"--launch-us must be a positive number of microseconds (at most 10^6), got {said}")
     return model.with_host(launch or "eager", None if launch_us is None else launch_us * 1e-6)  # type: ignore[attr-defined]
+
+
+def _with_kernel(model: DeviceModel | None, kernel: str | None, dtype: str) -> DeviceModel | None:
+    """A datasheet GPU's model pricing with the kernel --kernel names (one line: without --device, an unknown name,
+    another kind of device, a kernel the GPU or dtype cannot run)."""
+    if kernel is None:
+        return model
+    if model is None:
+        fail("--kernel prices a datasheet GPU's kernels: give --device NAME")
+    if model.kind != DATASHEET:
+        fail(f"--kernel chooses a datasheet GPU's kernel; {model.name} is {model.kind}: its kernels are the ones "
+             "that ran when it was measured")  # fmt: skip
+    return model.with_kernel(kernel, dtype)  # type: ignore[attr-defined]
 
 
 def _priced(st: Setting, model: DeviceModel | None) -> None:

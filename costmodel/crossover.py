@@ -805,6 +805,8 @@ class DeviceColumns:
     the op model predicted."""
     memory_bytes: int | None = None
     """The device's memory, where it is known (a datasheet GPU)."""
+    kernels: dict | None = None
+    """Per variant, the kernel that priced each family a `--kernel` chooses and why (a datasheet GPU)."""
     fits_in_memory: bool | None = None
     """Whether A and B both fit in `memory_bytes` at the predicted N0 (None where either is unknown): a crossing
     past the memory is a prediction of a run that cannot happen."""
@@ -820,6 +822,7 @@ class DeviceColumns:
             "predicted_n0_high": self.predicted_n0_high,
             **extra,
             "predicted_by": self.predicted_by,
+            **({"kernels": self.kernels} if self.kernels else {}),
             **(
                 {"memory_bytes": self.memory_bytes, "fits_in_memory": self.fits_in_memory}
                 if self.memory_bytes is not None

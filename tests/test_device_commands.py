@@ -24,8 +24,7 @@ def home(tmp_path, monkeypatch) -> Path:
     from attn_cost.profilers.devicemodel.datasheet import data as datasheet
 
     home = tmp_path / "home"
-    h100 = json.loads(SHIPPED.read_text())["gpus"][2]
-    assert h100["name"] == "h100-sxm5-80gb"
+    h100 = next(g for g in json.loads(SHIPPED.read_text())["gpus"] if g["name"] == "h100-sxm5-80gb")
     rows = [
         {**h100, "name": SLOW, "title": "Slow GPU", "device_names": [], "bandwidth_gbs": BANDWIDTH / 1e9},
         {**h100, "name": "tiny-gpu", "title": "Tiny GPU", "device_names": [], "memory_gb": 0.1},

@@ -119,7 +119,7 @@ def test_fp32_attention_runs_on_tf32_tensor_cores_three_per_product(gpu) -> None
     """fp32: the memory-efficient kernel, its products at a third of the TF32 peak (90/3 = 30 TFLOP/s: 3·10¹¹ an
     SM), its own 64-row blocks (1,600 of them: 16 waves): 2 products of 2·64·1024·64 = 8,388,608 FLOPs (55.924053
     µs), 64·1024 exponentials (4.096 µs), Q's and O's tiles in fp32 (2·64·64·4 bytes: 3.2768 µs)."""
-    assert gpu.sdpa_ceiling("fp32") == ("efficient", pytest.approx(30e12))
+    assert gpu.sdpa_ceiling("fp32", "efficient") == pytest.approx(30e12)
     assert us(gpu.attention(F, "fp32", causal=False)) == pytest.approx(16 * (16_777_216 / 3e11 / US + 4.096 + 3.2768))
 
 
@@ -129,8 +129,8 @@ def test_an_ampere_kernel_on_hopper_is_held_to_amperes_rate() -> None:
     hopper = replace(ROUND, arch="sm90", peak_tflops=Peaks(fp32=40, tf32=200, bf16=400, fp16=400))
     half = replace(ONE, warpgroup=0.5)
     sdpa, fa2 = GpuModel(hopper, half, host=HOST), GpuModel(hopper, half, host=HOST, attention_kernel="fa2")
-    assert sdpa.sdpa_ceiling("bf16")[1] == pytest.approx(400e12)
-    assert fa2.sdpa_ceiling("bf16")[1] == pytest.approx(204.8e12)
+    assert sdpa.sdpa_ceiling("bf16", "cudnn") == pytest.approx(400e12)
+    assert fa2.sdpa_ceiling("bf16", "flash") == pytest.approx(204.8e12)
     from attn_cost.costmodel.iotraffic import fa2_tiles
 
     assert fa2_tiles(hopper.gpu, 64, False)[0] == 128
@@ -148,7 +148,7 @@ def test_flashattention_1_is_held_to_amperes_rate_at_its_own_efficiency_and_neve
     128·65,536 exponentials (524.288 µs), the tiles (3.2768 µs)."""
     hopper = replace(ROUND, arch="sm90", peak_tflops=Peaks(fp32=40, tf32=200, bf16=400, fp16=400))
     fa1 = GpuModel(hopper, replace(ONE, flash_v1=0.5), host=HOST, attention_kernel="fa1")
-    assert fa1.sdpa_ceiling("bf16") == ("flash", pytest.approx(204.8e12))
+    assert fa1.sdpa_ceiling("bf16", "fa1") == pytest.approx(204.8e12)
     assert us(fa1.attention(F, "bf16", causal=False)) == pytest.approx(8 * (32.768 + 8.192 + 3.2768))
     decode = {"batch": 8, "m": 1, "k": 64, "n": 65536, "bytes": 0}
     assert us(fa1.attention(decode, "bf16", causal=False)) == pytest.approx(2097.152 + 524.288 + 3.2768)

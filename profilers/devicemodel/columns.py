@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 from attn_cost.costmodel.crossover import DeviceColumns, TransitionRow
 from attn_cost.profilers.devicemodel.calibrated.model import CalibratedDevice
+from attn_cost.profilers.devicemodel.datasheet.model import GpuModel
 from attn_cost.profilers.devicemodel.device import DeviceModel, Prediction, crossing, row_dims
 from attn_cost.profilers.devicemodel.measured.data import measured_points
 from attn_cost.profilers.devicemodel.measured.model import MeasuredDevice, corrected_points
@@ -40,4 +41,6 @@ def device_columns(device: DeviceModel, row: TransitionRow, replicates: int | No
         predicted_by=predictor.kind if predictor is not None else CalibratedDevice.kind,
         predicted=prediction.as_json() if prediction.n0 is not None else None,
         memory_bytes=memory, fits_in_memory=fits,
+        kernels=({v: k for v in (a, b) if (k := device.kernels_of(v, dims, s))} if isinstance(device, GpuModel)
+                 else None),
     )  # fmt: skip

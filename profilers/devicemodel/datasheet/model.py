@@ -41,15 +41,26 @@ from attn_cost.costmodel.symbols import N
 from attn_cost.costmodel.variants import derive
 from attn_cost.profilers import DATA
 from attn_cost.profilers.devicemodel.datasheet.data import ARCHS, Datasheet, get_datasheet
+from attn_cost.profilers.devicemodel.datasheet.kernels import CHOICES, CHUNK, DEFAULTS, FUSED, Choice, choice, refusal
+from attn_cost.profilers.devicemodel.datasheet.kernels import resolve as resolve_kernel
 from attn_cost.profilers.devicemodel.device import DATASHEET, Z95, Curve, DeviceModel, Draws, KernelTime, Times
-from attn_cost.profilers.devicemodel.kernels import FAMILIES, declared, family_of, priced_families, refuse_unpriced
+from attn_cost.profilers.devicemodel.kernels import (
+    ATTENTION,
+    CHUNKED,
+    FAMILIES,
+    LINEAR_RNN,
+    declared,
+    family_of,
+    priced_families,
+    refuse_unpriced,
+)
 from attn_cost.profilers.devicemodel.opcalls import kernel_calls
 from attn_cost.profilers.store.files import parse_json
 from attn_cost.profilers.store.schema import SchemaError, check, rule
 
 FIT_FILE = DATA / "gpumodel.json"
 FIT_KIND = "attn-cost datasheet model fit"
-ATTENTION_KERNELS = ("sdpa", "fa2", "fa1")
+ATTENTION_KERNELS = ("sdpa", "fa2", "fa1", *(c for c, k in CHOICES.items() if k.family == FUSED and c != "sdpa"))
 """Fused attention kernels the model knows: PyTorch's SDPA (the backend it picks: `GpuModel.sdpa_ceiling`), the
 flash-attn package's FlashAttention-2 (what published tables and fla's benchmarks ran) and FlashAttention (1),
 which published tables of 2022 ran."""
@@ -189,7 +200,10 @@ class GpuModel(DeviceModel):
     sigma: float = 0.0
     tf32: bool = False
     attention_kernel: str = "sdpa"
-    """Which fused attention kernel prices SDPA (`ATTENTION_KERNELS`)."""
+    """Which fused attention kernel prices it (`ATTENTION_KERNELS`: a `--kernel` name of `kernels.CHOICES`, or the
+    published checks' `fa2` (= flash-attn-2) and `fa1`, FlashAttention (1))."""
+    chunk_kernel: str = DEFAULTS[CHUNK]
+    """Which of fla's kernels prices chunked linear attention (`fla-chunk`, `fla-fused-chunk`)."""
     host: Host | None = None
     """How the code runs on the host (`Host`; None: eager, the default `host()`)."""
 
@@ -249,34 +263,48 @@ class GpuModel(DeviceModel):
         compute = _ceil(tiles / (sheet.sms * per_sm)) * 2 * tm * tn * k / slot_rate
         return np.maximum(compute, self.streaming(f))
 
-    def sdpa_ceiling(self, dtype: str) -> tuple[str, float]:
-        """The fused attention backend and the FLOP/s its products can reach: in fp32 PyTorch's memory-efficient
-        kernel, whose products run on TF32 tensor cores three per product (fp32 accuracy from TF32 parts): a third
-        of the TF32 peak; in bf16/fp16 flash or cuDNN at the tensor peak, held to Ampere's rate per SM and clock
-        where the kernel is the flash-attn package's (`MMA_SYNC_PER_CLOCK`)."""
+    def attention_choice(self, dtype: str, d: int) -> tuple[Choice, str]:
+        """The kernel that prices fused attention at head dim `d` and why (`kernels.resolve`: the one asked for, or
+        the backend SDPA picks); FlashAttention (1) of the published checks priced as FlashAttention-2's tiles."""
+        name = "flash-attn-2" if self.attention_kernel in ("fa2", "fa1") else self.attention_kernel
+        return resolve_kernel(name, FUSED, self.sheet, dtype, d)
+
+    def sdpa_ceiling(self, dtype: str, pricing: str) -> float:
+        """The FLOP/s a fused attention kernel's products can reach: the memory-efficient kernel in fp32 runs them on
+        TF32 tensor cores three per product (fp32 accuracy from TF32 parts), a third of the TF32 peak; mma.sync
+        kernels (FlashAttention-2 and (1), the memory-efficient kernel) are held to Ampere's rate per SM and clock
+        (`MMA_SYNC_PER_CLOCK`); warpgroup kernels (FlashAttention-3, cuDNN) reach the tensor peak."""
         sheet = self.sheet
         if dtype == "fp32":
-            return "efficient", sheet.peak("tf32") / 3
+            return sheet.peak("tf32") / 3
         peak = sheet.peak(dtype, self.tf32)
-        if self.attention_kernel in ("fa2", "fa1"):
-            return "flash", min(peak, MMA_SYNC_PER_CLOCK * sheet.sms * sheet.clock_mhz * 1e6)
-        return "flash", peak
+        if pricing in ("flash", "fa1", "efficient"):
+            return min(peak, MMA_SYNC_PER_CLOCK * sheet.sms * sheet.clock_mhz * 1e6)
+        return peak
 
     def attention(self, f: dict, dtype: str, causal: bool, backward: bool = False) -> np.ndarray:
-        """Seconds of fused attention's forward (or backward) on the device: query blocks in waves over the SMs,
-        each block's products at its backend's ceiling (`sdpa_ceiling`) with its kernel family's efficiency
-        (FlashAttention-2, FlashAttention (1), Hopper's warpgroup kernels, the memory-efficient kernel), then its
-        scores' exponentials at the special-function units."""
+        """Seconds of fused attention's forward (or backward) on the device, priced as its kernel
+        (`attention_choice`) lays it out: query blocks in waves over the SMs, each block's products at its kernel's
+        ceiling (`sdpa_ceiling`) with its kernel family's efficiency (FlashAttention-2, FlashAttention (1), the
+        warpgroup kernels of Hopper, the memory-efficient kernel), then its scores' exponentials at the
+        special-function units — beside the products in FlashAttention-3, whose warpgroups take turns on the tensor
+        cores and overlap one block's softmax with the next one's products; SDPA's math backend as its unfused
+        ops (`unfused_attention`)."""
 
         sheet, eff = self.sheet, self.eff
         batch, nq, d, nk = (np.asarray(f[x], dtype=float) for x in ("batch", "m", "k", "n"))
         dk = float(next((h for h in KERNEL_HEAD_DIMS if float(np.max(d)) <= h), float(np.max(d))))
-        backend, ceiling = self.sdpa_ceiling(dtype)
-        tiles = fa2_tiles(sheet.gpu, int(dk), causal) if backend == "flash" else None
-        br = np.asarray(float((tiles or (EFFICIENT_BLOCK, EFFICIENT_BLOCK))[0]))
+        kernel, _ = self.attention_choice(dtype, int(np.max(d)))
+        pricing = "fa1" if self.attention_kernel == "fa1" else kernel.pricing
+        if pricing == "math":
+            return self.unfused_attention(f, dtype, causal, backward)
+        ceiling = self.sdpa_ceiling(dtype, pricing)
+        rows = fa3_rows(dk) if pricing == "fa3" else None
+        tiles = fa2_tiles(sheet.gpu, int(dk), causal) if pricing in ("flash", "fa1", "cudnn") else None
+        br = np.asarray(float(rows or (tiles or (EFFICIENT_BLOCK, EFFICIENT_BLOCK))[0]))
         blocks = batch * _ceil(nq / br)
         splits = np.ones_like(blocks)
-        if backend == "flash" and self.attention_kernel != "fa1" and not backward:  # few query blocks: split-KV
+        if pricing in ("flash", "cudnn", "fa3") and not backward:  # few query blocks: split-KV
             split_n = 256.0 if dk <= 64 else 128.0 if dk <= 128 else 64.0
             splits = split_kv(batch * _ceil(nq / SPLIT_KV_ROWS), _ceil(nk / split_n), sheet.sms)
             br = np.where(splits > 1, SPLIT_KV_ROWS, br)
@@ -286,23 +314,32 @@ class GpuModel(DeviceModel):
         flops = 2 * products * br * nk * dk * share / splits
         exps = passes * br * nk * share / splits
         blocks = blocks * splits
-        warpgroup = self.attention_kernel == "sdpa" and sheet.arch == "sm90" and backend == "flash"
-        rate = (
-            eff.efficient
-            if backend == "efficient"
-            else eff.warpgroup
-            if warpgroup
-            else eff.flash_v1
-            if self.attention_kernel == "fa1"
-            else eff.attention
-        )
-        # the exponentials after the products, not beside them: the H200's SDPA (cuDNN, a warpgroup kernel) times at
-        # d = 32, 64 and 128 fit one efficiency so (overlapped: a median 45 % and 35 % off at d = 32 and 128)
-        per_block = flops / (ceiling * rate / sheet.sms) + exps / (sheet.exp_rate / sheet.sms)
+        warpgroup = pricing == "fa3" or (pricing == "cudnn" and sheet.arch == "sm90")
+        rates = {"efficient": eff.efficient, "fa1": eff.flash_v1}
+        rate = eff.warpgroup if warpgroup else rates.get(pricing, eff.attention)
+        products = flops / (ceiling * rate / sheet.sms)
+        softmax = exps / (sheet.exp_rate / sheet.sms)
+        # the exponentials after the products, not beside them, in every kernel but FlashAttention-3's: the H200's
+        # SDPA (cuDNN, a warpgroup kernel) times at d = 32, 64 and 128 fit one efficiency so (overlapped: a median
+        # 45 % and 35 % off at d = 32 and 128); FlashAttention-3's ping-pong and intra-warpgroup overlap hide the
+        # softmax under the products forward (its backward has no such schedule)
+        per_block = np.maximum(products, softmax) if pricing == "fa3" and not backward else products + softmax
         # a block's own tiles in and out (Q and O; backward also dO, dQ, dK, dV) at its SM's share of the bandwidth
         io = (2 if not backward else 5) * br * dk * DTYPES[dtype].bytes / (sheet.bandwidth * eff.stream / sheet.sms)
         compute = _ceil(blocks / sheet.sms) * (per_block + io)
         return np.maximum(compute, (3 if backward else 1) * self.streaming(f))
+
+    def unfused_attention(self, f: dict, dtype: str, causal: bool, backward: bool = False) -> np.ndarray:
+        """Seconds of SDPA's math backend: the scores' product, the softmax over them (read and written; the causal
+        mask a pass of its own), the product with V; backward twice that (four products, the softmax's gradient).
+        Its five kernels' launches are not counted apart (the op is one kernel call in the op list)."""
+        batch, nq, d, nk = (np.asarray(f[x], dtype=float) for x in ("batch", "m", "k", "n"))
+        e = DTYPES[dtype].bytes
+        scores = {"batch": batch, "m": nq, "k": d, "n": nk, "bytes": batch * (nq * d + nk * d + nq * nk) * e}
+        output = {"batch": batch, "m": nq, "k": nk, "n": d, "bytes": batch * (nq * nk + nk * d + nq * d) * e}
+        softmax = {"bytes": batch * nq * nk * e * (4 if causal else 2)}
+        once = self.product(scores, dtype) + self.streaming(softmax) + self.product(output, dtype)
+        return 2 * once if backward else once
 
     def chunk(self, f: dict, dtype: str, backward: bool = False) -> list[np.ndarray]:
         """Seconds of each of flash-linear-attention's chunk kernels (`chunk_kernels`: two forward, four backward; the
@@ -310,15 +347,21 @@ class GpuModel(DeviceModel):
         blocks' products in waves over the SMs, each SM at its share of the tensor peak (the state kernels' blocks walk
         the chunks in sequence: time ∝ chunks; the others run one block per chunk), or all its blocks' bytes at the
         bandwidth, whichever is longer (an SM that holds two blocks draws two shares: bytes, unlike products, do not
-        wait for a wave). The states are in the activation dtype forward, in fp32 backward (fla's `states_in_fp32`)."""
+        wait for a wave). The states are in the activation dtype forward, in fp32 backward (fla's `states_in_fp32`).
+        With `chunk_kernel` fla-fused-chunk: fla's fused_chunk kernel (`fused_chunk_kernels`)."""
         sheet, eff = self.sheet, self.eff
         batch, n, d, c = (np.asarray(f[x], dtype=float) for x in ("batch", "m", "k", "n"))
         flags = {x: bool(np.any(np.asarray(f.get(x, x == "states")))) for x in ("delta", "states", "scores")}
+        resolve_kernel(self.chunk_kernel, CHUNK, sheet, dtype, int(np.max(d)))
+        fused = self.chunk_kernel == "fla-fused-chunk"
+        if fused and (flags["delta"] or not flags["states"]):
+            raise UserError("--kernel fla-fused-chunk: flash-linear-attention has no fused_chunk kernel of the delta "
+                            "rule or of Mamba-2; use fla-chunk")  # fmt: skip
         e = DTYPES[dtype].bytes
         state_bytes = 4 if backward else e
         peak_sm = sheet.peak(dtype, self.tf32) * eff.matmul / sheet.sms
         out = []
-        for kernel in chunk_kernels(backward, **flags):
+        for kernel in fused_chunk_kernels(backward) if fused else chunk_kernels(backward, **flags):
             blocks, steps, flops, tiles, states = kernel(batch, n, d, c)
             compute = _ceil(blocks / sheet.sms) * steps * flops / peak_sm
             moved = blocks * steps * (tiles * e + states * state_bytes)
@@ -437,6 +480,33 @@ class GpuModel(DeviceModel):
         spread = math.exp(Z95 * self.sigma)
         return seconds / spread, seconds * spread
 
+    def with_kernel(self, name: str, dtype: str) -> GpuModel:
+        """The model pricing its family with the kernel `--kernel` names: one line for an unknown name or one this
+        GPU or dtype cannot run (a head dim it does not take is refused where a variant is priced)."""
+        c = choice(name)
+        why = refusal(c, self.sheet, dtype)
+        if why is not None:
+            raise UserError(f"--kernel {name}: {why}")
+        if c.family == FUSED:
+            return replace(self, attention_kernel=name)
+        return replace(self, chunk_kernel=name)
+
+    def kernels_of(self, variant: str, dims: dict, setting: Setting) -> dict[str, dict]:
+        """Which kernel prices each of the variant's kernel families that a `--kernel` can choose (fused
+        attention, chunked linear attention), and why: `{family: {"kernel", "title", "reason"}}` (empty where
+        it has neither)."""
+        d = int(next(v for k, v in dims.items() if str(k) == "d"))
+        ops = _ops(variant, setting.scope, setting.dtype, _key(dims), setting.counting)
+        families = {family_of(kernel).name for kernel, *_ in ops}
+        out = {}
+        if ATTENTION in families:
+            c, why = self.attention_choice(setting.dtype, d)
+            out[FUSED] = {"kernel": c.name, "title": c.title, "reason": why}
+        if families & {CHUNKED, LINEAR_RNN}:
+            c, why = resolve_kernel(self.chunk_kernel, CHUNK, self.sheet, setting.dtype, d)
+            out[CHUNK] = {"kernel": c.name, "title": c.title, "reason": why}
+        return out
+
     def with_efficiency(self, eff: Efficiency) -> GpuModel:
         return replace(self, eff=eff)
 
@@ -496,6 +566,30 @@ def _output(batch, n, d, c):
     return batch * _ceil(n / c) * _ceil(d / t), 1, flops, 2 * c * d + 2 * c * t, d * t
 
 
+def _fused_chunk(batch, n, d, c):
+    """fused_chunk (fla's fused_chunk_linear_attn / fused_chunk_retention forward): one program per (b·h, K tile,
+    V tile) walking the chunks in sequence with the state in registers; a step computes Q_cK_cᵀ over its K tile
+    (C × BK × C), that times V_c (C × C × BV), Q_cS (C × BK × BV) and the state's update K_cᵀV_c (BK × C × BV); it
+    reads Q_c, K_c (C × BK) and V_c (C × BV) and writes O_c's partial sum (C × BV); no state leaves the SM."""
+    t = _chunk_tiles(d)
+    flops = 2 * c * c * t + 2 * c * c * t + 4 * c * t * t
+    return batch * _ceil(d / t) ** 2, _ceil(n / c), flops, 2 * c * t + 2 * c * t, 0 * t
+
+
+def fused_chunk_kernels(backward: bool = False) -> list:
+    """fla's fused_chunk kernel of one pass: forward one kernel (`_fused_chunk`); backward two walks of the same
+    layout, one forward over the chunks for dQ and one backward for dK and dV (a step of the second does the
+    products of two forward steps: `_fused_chunk` twice)."""
+    if not backward:
+        return [_fused_chunk]
+
+    def twice(batch, n, d, c):
+        blocks, steps, flops, tiles, states = _fused_chunk(batch, n, d, c)
+        return blocks, steps, 2 * flops, 2 * tiles, states
+
+    return [_fused_chunk, twice]
+
+
 def _dqk(batch, n, d, c):
     """chunk_bwd_dqkwg: one block per (chunk, b·h, K tile): dO_cV_cᵀ (C × d × C), dO_cS_cᵀ and V_cdS_cᵀ (C × d × BK
     each), dA_cK_c and dA_cᵀQ_c (C × C × BK each); dO_c, V_c, Q_c's and K_c's tiles read, dQ_c's and dK_c's
@@ -511,6 +605,12 @@ def _dv(batch, n, d, c):
     t = _chunk_tiles(d)
     flops = 2 * c * c * d + 2 * c * d * t + 2 * c * c * t
     return batch * _ceil(n / c) * _ceil(d / t), 1, flops, 2 * c * d + 2 * c * t, d * t
+
+
+def fa3_rows(d: float) -> int:
+    """Query rows of a FlashAttention-3 forward block on sm90 in fp16/bf16 (`tile_size_fwd_sm90`, docs/kernels.md §2):
+    192 up to d = 96, else 128."""
+    return 192 if d <= 96 else 128
 
 
 SPLIT_KV_MAX = 128

@@ -1,0 +1,132 @@
+"""`--kernel NAME` on a datasheet GPU: each kernel priced by its own structure (hand arithmetic on the round GPU of
+tests/test_gpumodel_hand.py), SDPA's backend chosen as PyTorch chooses it (docs/kernels.md §3), refusals in one line,
+and the kernel named in tables and JSON."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from attn_cost.cli.options import KERNEL_NAMES
+from attn_cost.profilers.devicemodel.datasheet.data import Peaks, get_datasheet
+from attn_cost.profilers.devicemodel.datasheet.kernels import CHOICES, sdpa_pick
+from attn_cost.profilers.devicemodel.datasheet.model import GpuModel
+from test_gpumodel_hand import HOST, ONE, ROUND
+
+US = 1e-6
+HOPPER = replace(ROUND, arch="sm90", peak_tflops=Peaks(fp32=40, tf32=200, bf16=400, fp16=400))
+"""100 SMs at 1 GHz, 400 TFLOP/s bf16 (4·10¹² an SM), 10 GB/s an SM's share of 1,000 GB/s, 16·10⁹ exponentials an SM."""
+F = {"batch": 100, "m": 1024, "k": 64, "n": 1024, "bytes": 0}
+
+
+def us(x) -> float:
+    return float(np.asarray(x).ravel()[0]) / US
+
+
+def test_the_help_names_every_declared_kernel() -> None:
+    assert tuple(CHOICES) == KERNEL_NAMES
+
+
+def test_flashattention_3_hides_the_softmax_under_the_products() -> None:
+    """FlashAttention-3 at d = 64: 192-row query blocks, ⌈1024/192⌉ = 6 a head, 600 blocks, 6 waves. A block: two
+    products of 2·192·1024·64 FLOPs (50,331,648) at half the 4·10¹² FLOP/s of an SM: 25.165824 µs; its 196,608
+    exponentials (12.288 µs) run beside them, not after; Q's and O's tiles (2·192·64·2 bytes at 10 GB/s: 4.9152 µs).
+    cuDNN's (SDPA's) 128-row blocks: 8 waves of 16.777216 + 8.192 (after) + 3.2768 µs."""
+    half = replace(ONE, warpgroup=0.5)
+    fa3 = GpuModel(HOPPER, half, host=HOST, attention_kernel="flash-attn-3")
+    sdpa = GpuModel(HOPPER, half, host=HOST)
+    assert us(fa3.attention(F, "bf16", causal=False)) == pytest.approx(6 * (25.165824 + 4.9152))
+    assert us(sdpa.attention(F, "bf16", causal=False)) == pytest.approx(8 * (16.777216 + 8.192 + 3.2768))
+
+
+def test_the_math_backend_is_the_unfused_products_and_softmax() -> None:
+    """SDPA's math backend on the round GPU, F in bf16: QKᵀ (100·(1024·64·2 + 1024²)·2 = 235,929,600 bytes: 235.9296
+    µs, more than its 64 waves of 2.097152 µs), the softmax read and written (100·1024²·2·2 bytes: 419.4304 µs), PV
+    (235,929,600 bytes again, more than its 4 waves of 33.554432 µs); causal: the mask a pass more (+419.4304 µs);
+    backward twice the forward."""
+    math = GpuModel(ROUND, ONE, host=HOST, attention_kernel="sdpa-math")
+    assert us(math.attention(F, "bf16", causal=False)) == pytest.approx(891.2896)
+    assert us(math.attention(F, "bf16", causal=True)) == pytest.approx(891.2896 + 419.4304)
+    assert us(math.attention(F, "bf16", causal=False, backward=True)) == pytest.approx(2 * 891.2896)
+
+
+def test_the_fused_chunk_kernel_walks_the_chunks_with_its_state_in_registers() -> None:
+    """fla's fused_chunk at b·h = 100, N = 1024, d = 64, C = 64: 64-wide K and V tiles, 100 programs (one wave), 16
+    chunks in sequence; a step 2·64·64·64·2 + 4·64·64·64 = 2,097,152 FLOPs (2.097152 µs at an SM's 10¹²) and
+    Q, K, V, O tiles of 64·64 bf16 (32,768 bytes; 100 programs' at 1,000 GB/s: 3.2768 µs, more than the products):
+    16 · 3.2768 = 52.4288 µs; no state written."""
+    fused = GpuModel(ROUND, ONE, host=HOST, chunk_kernel="fla-fused-chunk")
+    f = {"batch": 100, "m": 1024, "k": 64, "n": 64}
+    (forward,) = fused.chunk(f, "bf16")
+    assert us(forward) == pytest.approx(52.4288)
+    assert len(GpuModel(ROUND, ONE, host=HOST).chunk(f, "bf16")) == 2  # fla's chunk: chunk_fwd_h and chunk_fwd_o
+
+
+@pytest.mark.parametrize(
+    ("gpu", "dtype", "d", "picked"),
+    [
+        ("h100-sxm5-80gb", "bf16", 128, "sdpa-cudnn"),  # cuDNN first on sm90
+        ("h100-sxm5-80gb", "bf16", 256, "sdpa-flash"),  # cuDNN takes d ≤ 128 here
+        ("a100-sxm4-80gb", "bf16", 128, "sdpa-flash"),  # flash first before sm90
+        ("a100-sxm4-80gb", "fp32", 64, "sdpa-efficient"),  # flash and cuDNN take half precision only
+        ("v100-sxm2-32gb", "fp16", 64, "sdpa-efficient"),  # no flash before sm80
+        ("v100-sxm2-32gb", "bf16", 64, "sdpa-math"),  # the memory-efficient kernel takes bf16 on sm80+ only
+    ],
+)
+def test_sdpa_picks_the_backend_pytorch_picks(gpu: str, dtype: str, d: int, picked: str) -> None:
+    choice, reason = sdpa_pick(get_datasheet(gpu), dtype, d)
+    assert choice.name == picked and f"d = {d}" in reason
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--device", "a100-sxm4-80gb", "--kernel", "flash-attn-3"], "does not run on"),
+        (["--device", "v100-sxm2-32gb", "--kernel", "flash-attn-2"], "does not run on"),
+        (["--device", "h100-sxm5-80gb", "--kernel", "flash-attn-2", "--dtype", "fp32"], "not fp32"),
+        (["--device", "h100-sxm5-80gb", "--kernel", "flash-attn-2", "--d", "512"], "not d = 512"),
+        (["--device", "h100-sxm5-80gb", "--kernel", "sdpa-cudnn", "--d", "200"], "not d = 200"),
+        (["--device", "h100-sxm5-80gb", "--kernel", "fla-chunk"], "none of softmax-fused runs"),
+        (["--device", "h100-sxm5-80gb", "--kernel", "flash"], "unknown --kernel"),
+        (["--device", "cpu-amd-epyc-5155e7", "--kernel", "sdpa"], "its kernels are the ones that ran"),
+        (["--kernel", "sdpa"], "--device"),
+    ],
+)
+def test_a_kernel_that_cannot_run_is_one_line(cli, args: list[str], said: str) -> None:
+    base = ["predict", "--variant", "softmax-fused", "--n", "1024"]
+    r = cli("crossover", "--pair", "softmax:linear", *args) if "--device" not in args else cli(*base, *args)
+    assert r.code == 2 and said in r.err and len(r.err.strip().splitlines()) == 1
+
+
+def test_the_delta_rule_has_no_fused_chunk_kernel(cli) -> None:
+    r = cli("predict", "--device", "h100-sxm5-80gb", "--variant", "deltanet", "--n", "1024", "--kernel",
+            "fla-fused-chunk")  # fmt: skip
+    assert r.code == 2 and "no fused_chunk kernel of the delta rule" in r.err
+
+
+def test_json_and_tables_name_the_kernel_and_why(cli) -> None:
+    r = cli("predict", "--device", "h100-sxm5-80gb", "--variant", "softmax-fused", "--n", "4096", "--d", "128",
+            "--json")  # fmt: skip
+    (row,) = r.json()["results"]
+    k = row["kernels"]["fused attention"]
+    assert k["kernel"] == "sdpa-cudnn" and "cuDNN first on sm90" in k["reason"] and "d = 128" in k["reason"]
+    asked = cli("crossover", "--device", "h100-sxm5-80gb", "--pair", "softmax-fused-causal:retention", "--d", "128",
+                "--kernel", "flash-attn-3", "--json").json()["results"][0]["kernels"]  # fmt: skip
+    assert asked["softmax-fused-causal"]["fused attention"]["kernel"] == "flash-attn-3"
+    assert asked["retention"]["chunked linear attention"]["kernel"] == "fla-chunk"
+    table = cli("predict", "--device", "h100-sxm5-80gb", "--variant", "softmax-fused", "--n", "4096", "--kernel",
+                "flash-attn-2").out  # fmt: skip
+    assert "FlashAttention-2 (flash-attn)" in " ".join(table.split())
+
+
+def test_each_kernel_changes_the_time_it_prices(cli) -> None:
+    """The kernels differ on one GPU and shape (FlashAttention-3 faster than FlashAttention-2 on Hopper at d = 128,
+    the math backend slower than both): none is a relabelled default."""
+    seconds = {}
+    for kernel in ("flash-attn-2", "flash-attn-3", "sdpa-math", "sdpa-efficient"):
+        r = cli("predict", "--device", "h100-sxm5-80gb", "--variant", "softmax-fused", "--n", "8192", "--d", "128",
+                "--h", "16", "--b", "4", "--kernel", kernel, "--json")  # fmt: skip
+        seconds[kernel] = r.json()["results"][0]["seconds"]
+    assert seconds["flash-attn-3"] < seconds["flash-attn-2"] < seconds["sdpa-math"]
+    assert len(set(seconds.values())) == 4
