@@ -112,8 +112,31 @@ def record() -> str:
         ok = verdicts[family]
         lines.append(f"- {family} kernels: {sum(ok)} of {len(ok)} (table, GPU, kernel, direction) groups within "
                      f"{target:.0%} median |time error|.")  # fmt: skip
+    lines += intervals(groups)
     lines.append("- Left out: " + "; ".join(f"{why} ({n})" for why, n in left.most_common()) + ".")
     return "\n".join(lines) + "\n"
+
+
+def intervals(groups: dict[tuple, list[float]]) -> list[str]:
+    """How often a held-out point falls inside its 95 % interval: the shipped one (one ×/÷ e^(1.96σ) for every
+    prediction), and one per kernel family (softmax, chunk) from the other tables' errors (leave one table out:
+    the 95th percentile of their |log error|), with the median width of each."""
+    _, sigma, _ = fitted()
+    shipped = 1.96 * sigma
+    errs = [(table, "chunk" if kernel.startswith("fla-") else "softmax", e)
+            for (table, _, kernel, _), es in groups.items() for e in es]  # fmt: skip
+    inside = sum(abs(e) <= shipped for *_, e in errs)
+    out = [f"- The shipped interval, ×/÷ {np.exp(shipped):.2f} on every prediction: {inside} of {len(errs)} held-out "
+           f"points inside ({inside / len(errs):.0%})."]  # fmt: skip
+    held, widths = 0, []
+    for table, family, e in errs:
+        others = [abs(x) for t, f, x in errs if f == family and t != table]
+        q95 = float(np.quantile(others, 0.95))
+        held += abs(e) <= q95
+        widths.append(q95)
+    out.append(f"- Per kernel family, leave one table out: {held} of {len(errs)} inside ({held / len(errs):.0%}), "
+               f"median width ×/÷ {np.exp(statistics.median(widths)):.2f} (target: 90 % inside, ×/÷ 1.5).")  # fmt: skip
+    return out
 
 
 def main() -> None:
