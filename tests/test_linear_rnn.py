@@ -314,3 +314,14 @@ def test_on_cuda_the_librarys_kernels_compute_the_recurrence(name: str) -> None:
         y = case.run([x.clone() for x in inputs]).double()
         expect = ref.RECURRENT[name]([x.double().contiguous() for x in inputs])
     assert ((y - expect).abs().max() / expect.abs().max()).item() < 1e-2
+
+
+def test_a_calibration_older_than_a_kernel_says_whether_calibrate_can_time_it(cli) -> None:
+    """The shipped CPU calibration predates the gated layers' kernels: the pointwise gate has PyTorch code (a new
+    calibration times it), the gated chunk op has none yet; each warning says which, never promising a timing that
+    `calibrate` cannot take."""
+    r = cli("crossover", "--device", "cpu-amd-epyc-5155e7", "--pair", "softmax-fused-causal:gla", "--d", "64")
+    assert r.code == 0
+    said = " ".join(r.err.split())
+    assert "no timings of the pointwise kernel: priced as copy; `attn-cost calibrate` times it" in said
+    assert "no timings of the linear-chunk-gated kernel: priced as copy; the op model has no PyTorch code" in said

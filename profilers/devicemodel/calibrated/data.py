@@ -198,9 +198,11 @@ class OpModel:
         for candidate in candidates:
             if candidate in self.kernels:
                 if candidate not in exact:
+                    remedy = ("`attn-cost calibrate` times it" if runnable(name) else
+                              "the op model has no PyTorch code to time it yet")  # fmt: skip
                     warnings.warn(
                         f"the op calibration of {self.slug} has no timings of the {name} kernel: priced as "
-                        f"{candidate}; `attn-cost calibrate` times it",
+                        f"{candidate}; {remedy}",
                         PricingWarning,
                         stacklevel=2,
                     )
