@@ -3,6 +3,7 @@ tables (profilers/data/published/, `datasheet.published`): median |time error| p
 
     python benchmarks/gpu_kernels.py                         # the record, printed
     python benchmarks/gpu_kernels.py --into docs/gpumodel.md # and written into its marked block
+    python benchmarks/gpu_kernels.py --intervals             # and the intervals written (gpumodel_intervals.json)
 
 None of these tables is among the fit's sources (`datasheet.fit.FIT_SOURCES`: FlashAttention's A100 tables and the
 H200's own run): every figure here is out of sample. Each point is priced on its GPU's datasheet row with the shipped
@@ -15,6 +16,7 @@ variants not in the catalogue are counted, not priced.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 from collections import Counter, defaultdict
@@ -28,16 +30,26 @@ from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS, FOLLOW_D
 from attn_cost.costmodel.variants import REGISTRY, all_variants
 from attn_cost.profilers.devicemodel.datasheet.data import get_datasheet
-from attn_cost.profilers.devicemodel.datasheet.kernels import CHOICES, FUSED
-from attn_cost.profilers.devicemodel.datasheet.model import DEVICE_ONLY, GpuModel, fitted
+from attn_cost.profilers.devicemodel.datasheet.kernels import CHOICES, CHUNK, FUSED
+from attn_cost.profilers.devicemodel.datasheet.model import (
+    DEVICE_ONLY,
+    INTERVALS_FILE,
+    INTERVALS_KIND,
+    GpuModel,
+    fitted,
+    spreads,
+)
 from attn_cost.profilers.devicemodel.datasheet.published import Point, read_all
 from attn_cost.profilers.devicemodel.device import row_dims
-from docblock import check, fill
+from attn_cost.profilers.store.files import is_json_of
+from docblock import check, fill, write_output
 
 BEGIN, END = "<!-- gpu_kernels.py begin -->", "<!-- gpu_kernels.py end -->"
 KERNELS = {**{name: name for name in CHOICES}, "cudnn": "sdpa-cudnn", "flash-attn-1": "fa1"}
 """A published table's kernel as the model prices it (`--kernel`; FlashAttention (1) by the published checks' own)."""
 SOFTMAX_TARGET, CHUNK_TARGET = 0.15, 0.20
+MIN_POINTS = 8
+"""Fewer held-out points than this set no interval (the model then says its fit's one σ)."""
 
 
 def model_for(point: Point) -> GpuModel:
@@ -69,10 +81,15 @@ def predicted(point: Point) -> float:
     return at("training") - at("inference")
 
 
-def judged() -> tuple[dict[tuple, list[float]], Counter]:
-    """Each priced point's signed log error, grouped per (table, GPU, kernel, direction); what was left out, why."""
+def family(kernel: str) -> str:
+    """The kernel family a published kernel's interval is of (`GpuModel.family`'s words)."""
+    return CHUNK if kernel.startswith("fla-") else FUSED
+
+
+def scored() -> tuple[list[tuple[Point, float]], Counter]:
+    """Each priced point with its signed log error; what was left out, why."""
     all_variants()
-    groups: dict[tuple, list[float]] = defaultdict(list)
+    out: list[tuple[Point, float]] = []
     left: Counter = Counter()
     for table in read_all():
         for point in table.points:
@@ -88,9 +105,51 @@ def judged() -> tuple[dict[tuple, list[float]], Counter]:
                 except UserError as e:
                     left[f"refused: {str(e).split(':')[0]}"] += 1
                     continue
-                key = (table.name, point.gpu, point.kernel, point.direction)
-                groups[key].append(float(np.log(guess / point.seconds)))
+                out.append((point, float(np.log(guess / point.seconds))))
+    return out, left
+
+
+def judged() -> tuple[dict[tuple, list[float]], Counter]:
+    """Each priced point's signed log error, grouped per (table, GPU, kernel, direction); what was left out, why."""
+    points, left = scored()
+    groups: dict[tuple, list[float]] = defaultdict(list)
+    for point, err in points:
+        groups[(point.table, point.gpu, point.kernel, point.direction)].append(err)
     return groups, left
+
+
+def pair_errors(points: list[tuple[Point, float]]) -> list[tuple[str, str, float]]:
+    """The error of each ratio of two kernels' times measured in one table at one shape (GPU, dtype, direction,
+    causal, sizes, N): (table, the two families as `spreads` keys them, the ratio's log error)."""
+    by_shape: dict[tuple, list[tuple[Point, float]]] = defaultdict(list)
+    for point, err in points:
+        shape = (
+            point.table,
+            point.gpu,
+            point.dtype,
+            point.direction,
+            point.causal,
+            point.n,
+            tuple(sorted((k, v) for k, v in point.sizes.items() if k != "C")),
+        )  # the chunk: the chunk kernel's own
+        by_shape[shape].append((point, err))
+    out = []
+    for (table, *_), here in by_shape.items():
+        for i, (pa, ea) in enumerate(here):
+            for pb, eb in here[i + 1 :]:
+                if pa.kernel != pb.kernel:
+                    out.append((table, "|".join(sorted((family(pa.kernel), family(pb.kernel)))), eb - ea))
+    return out
+
+
+def q95s(points: list[tuple[Point, float]]) -> dict[str, float]:
+    """Per family and per pair of families, the 95th percentile of |log error| over the held-out points."""
+    by: dict[str, list[float]] = defaultdict(list)
+    for point, err in points:
+        by[family(point.kernel)].append(abs(err))
+    for _, key, err in pair_errors(points):
+        by[key].append(abs(err))
+    return {key: float(np.quantile(errs, 0.95)) for key, errs in sorted(by.items()) if len(errs) >= MIN_POINTS}
 
 
 def record() -> str:
@@ -112,38 +171,54 @@ def record() -> str:
         ok = verdicts[family]
         lines.append(f"- {family} kernels: {sum(ok)} of {len(ok)} (table, GPU, kernel, direction) groups within "
                      f"{target:.0%} median |time error|.")  # fmt: skip
-    lines += intervals(groups)
+    lines += intervals(scored()[0])
     lines.append("- Left out: " + "; ".join(f"{why} ({n})" for why, n in left.most_common()) + ".")
     return "\n".join(lines) + "\n"
 
 
-def intervals(groups: dict[tuple, list[float]]) -> list[str]:
-    """How often a held-out point falls inside its 95 % interval: the shipped one (one ×/÷ e^(1.96σ) for every
-    prediction), and one per kernel family (softmax, chunk) from the other tables' errors (leave one table out:
-    the 95th percentile of their |log error|), with the median width of each."""
+def intervals(points: list[tuple[Point, float]]) -> list[str]:
+    """How often a held-out point falls inside its 95 % interval, leave one table out: per kernel family (a time),
+    per pair of families (a ratio of two times measured beside each other, what a crossover's interval rests on),
+    with the median width of each; and the fit's one σ for comparison."""
     _, sigma, _ = fitted()
     shipped = 1.96 * sigma
-    errs = [(table, "chunk" if kernel.startswith("fla-") else "softmax", e)
-            for (table, _, kernel, _), es in groups.items() for e in es]  # fmt: skip
-    inside = sum(abs(e) <= shipped for *_, e in errs)
-    out = [f"- The shipped interval, ×/÷ {np.exp(shipped):.2f} on every prediction: {inside} of {len(errs)} held-out "
-           f"points inside ({inside / len(errs):.0%})."]  # fmt: skip
-    held, widths = 0, []
-    for table, family, e in errs:
-        others = [abs(x) for t, f, x in errs if f == family and t != table]
-        q95 = float(np.quantile(others, 0.95))
-        held += abs(e) <= q95
-        widths.append(q95)
-    out.append(f"- Per kernel family, leave one table out: {held} of {len(errs)} inside ({held / len(errs):.0%}), "
-               f"median width ×/÷ {np.exp(statistics.median(widths)):.2f} (target: 90 % inside, ×/÷ 1.5).")  # fmt: skip
+    inside = sum(abs(e) <= shipped for _, e in points)
+    out = [f"- The fit's one interval, ×/÷ {np.exp(shipped):.2f}: {inside} of {len(points)} held-out times inside "
+           f"({inside / len(points):.0%})."]  # fmt: skip
+    rows = [(p.table, family(p.kernel), e) for p, e in points]
+    for what, errs in (("times, per kernel family", rows), ("ratios, per pair of families", pair_errors(points))):
+        held, widths = 0, []
+        for table, key, e in errs:
+            others = [abs(x) for t, k, x in errs if k == key and t != table]
+            if len(others) < MIN_POINTS:
+                continue
+            q95 = float(np.quantile(others, 0.95))
+            held += abs(e) <= q95
+            widths.append(q95)
+        if widths:
+            out.append(f"- Leave one table out, {what}: {held} of {len(widths)} inside ({held / len(widths):.0%}), "
+                       f"median width ×/÷ {np.exp(statistics.median(widths)):.2f} (target 90 %, ×/÷ 1.5).")  # fmt: skip
+    shipped_q = ", ".join(f"{k} ×/÷ {np.exp(v):.2f}" for k, v in spreads().items())
+    out.append(f"- Shipped (`gpumodel_intervals.json`, from every held-out point): {shipped_q or 'none'}.")
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--into", type=Path, action="append", default=[], help="write the record into this file")
+    parser.add_argument("--intervals", action="store_true", help=f"write {INTERVALS_FILE.name}")
     args = parser.parse_args()
     check(args.into, BEGIN, END)
+    if args.intervals:
+        data = {
+            "kind": INTERVALS_KIND,
+            "q95": q95s(scored()[0]),
+            "source": "benchmarks/gpu_kernels.py --intervals: every long-format published table, none a fit "
+            "source; |log(predicted / published)| per kernel family and per pair measured beside each other",
+        }
+        write_output(INTERVALS_FILE, json.dumps(data, indent=2) + "\n", is_json_of(INTERVALS_KIND),
+                     "the datasheet model's intervals")  # fmt: skip
+        spreads.cache_clear()
     text = record()
     print(text)
     fill(dict.fromkeys(args.into, text), BEGIN, END)

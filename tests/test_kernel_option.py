@@ -130,3 +130,26 @@ def test_each_kernel_changes_the_time_it_prices(cli) -> None:
         seconds[kernel] = r.json()["results"][0]["seconds"]
     assert seconds["flash-attn-3"] < seconds["flash-attn-2"] < seconds["sdpa-math"]
     assert len(set(seconds.values())) == 4
+
+
+def test_an_interval_is_its_kernel_familys_and_a_crossings_its_pairs(monkeypatch) -> None:
+    """A fused attention variant's time takes the fused family's published q95 (here 0.5: ×/÷ e^0.5), a variant of
+    neither family the fit's 1.96σ (σ = 0.1: e^0.196); a crossing of fused against chunked attention the edges of
+    their ratio's q95 (0.3): A's time × e^±0.3."""
+    from attn_cost.costmodel.crossover import Setting
+    from attn_cost.profilers.devicemodel.datasheet import model as datasheet
+    from attn_cost.profilers.devicemodel.device import row_dims
+
+    monkeypatch.setattr(datasheet, "spreads", lambda: {"fused attention": 0.5,
+                                                      "chunked linear attention|fused attention": 0.3})  # fmt: skip
+    gpu = GpuModel(ROUND, ONE, sigma=0.1, host=HOST)
+    dims, ns, st = row_dims({"d": 64, "C": 64}), np.array([4096.0]), Setting(dtype="bf16")
+    fused = gpu.seconds("softmax-fused", dims, ns, st)
+    assert fused.high[0] / fused.seconds[0] == pytest.approx(np.exp(0.5))
+    assert fused.seconds[0] / fused.low[0] == pytest.approx(np.exp(0.5))
+    plain = gpu.seconds("softmax", dims, ns, st)
+    assert plain.high[0] / plain.seconds[0] == pytest.approx(np.exp(0.196))
+    draws = gpu.draws("softmax-fused", "linear-chunked-fused", dims, st)
+    (upper, _), (lower, _) = draws.draws
+    assert upper(ns)[0] / draws.a(ns)[0] == pytest.approx(np.exp(0.3))
+    assert lower(ns)[0] / draws.a(ns)[0] == pytest.approx(np.exp(-0.3))

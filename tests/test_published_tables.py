@@ -90,12 +90,35 @@ def test_two_shipped_tables_by_hand() -> None:
 def test_the_kernels_record_in_the_docs_is_the_current_one() -> None:
     """docs/gpumodel.md's per-kernel record is what `benchmarks/gpu_kernels.py` computes now: a change to a kernel's
     pricing or to the published tables without regenerating it fails here."""
-    import sys
-
-    root = Path(__file__).resolve().parents[1]
-    sys.path.insert(0, str(root / "benchmarks"))
-    import gpu_kernels
-
-    text = (root / "docs" / "gpumodel.md").read_text(encoding="utf-8")
+    gpu_kernels = _kernels_script()
+    text = (Path(__file__).resolve().parents[1] / "docs" / "gpumodel.md").read_text(encoding="utf-8")
     shipped = text.split(gpu_kernels.BEGIN)[1].split(gpu_kernels.END)[0].strip()
     assert shipped == gpu_kernels.record().strip()
+
+
+def _kernels_script():
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import gpu_kernels
+
+    return gpu_kernels
+
+
+def test_the_shipped_intervals_are_the_held_out_errors_q95() -> None:
+    """profilers/data/gpumodel_intervals.json is what `gpu_kernels.py --intervals` computes from the published tables
+    now, and those intervals hold: at least 90 % of each held-out table's times inside the interval the other
+    tables give their kernel family (leave one table out)."""
+    import json
+
+    import numpy as np
+    from attn_cost.profilers.devicemodel.datasheet.model import INTERVALS_FILE
+
+    script = _kernels_script()
+    points, _ = script.scored()
+    shipped = json.loads(INTERVALS_FILE.read_text(encoding="utf-8"))["q95"]
+    assert shipped == pytest.approx(script.q95s(points))
+    rows = [(p.table, script.family(p.kernel), e) for p, e in points]
+    inside = [abs(e) <= np.quantile([abs(x) for t, f, x in rows if f == fam and t != table], 0.95)
+              for table, fam, e in rows]  # fmt: skip
+    assert sum(inside) / len(inside) >= 0.90

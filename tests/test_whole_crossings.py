@@ -2,7 +2,8 @@
 faster at N0 − 1 and B no slower at N0, wherever A's time steps (a tile, a wave), eager or graphs, inference or
 training, on every kind of device. The expected side of each comparison is `predict`'s own answer at those two
 lengths, never the crossing under test; a datasheet's interval edges are checked the same way against A's time
-×/÷ e^(1.96σ), σ read from the shipped fit by hand."""
+×/÷ the spread of the pair's kernel families (profilers/data/gpumodel_intervals.json, read by hand; a family it has
+no figure for: e^(1.96σ), σ from the shipped fit)."""
 
 from __future__ import annotations
 
@@ -34,10 +35,25 @@ def _predict(cli, device: str, a: str, b: str, ns: list[int], sizes: list[str]) 
     return {(row["variant"], row["n"]): row for row in r.json()["results"]}
 
 
-def _first_no_slower(at: dict, a: str, b: str, n: int, a_time: str = "seconds") -> None:
-    """At n B is no slower than A's `a_time`, at n − 1 slower: n is where B's time first reaches it."""
-    assert at[(b, n)]["seconds"] <= at[(a, n)][a_time], (n, at[(b, n)], at[(a, n)])
-    assert at[(b, n - 1)]["seconds"] > at[(a, n - 1)][a_time], (n - 1, at[(b, n - 1)], at[(a, n - 1)])
+def _first_no_slower(at: dict, a: str, b: str, n: int, factor: float = 1.0) -> None:
+    """At n B is no slower than A's time × `factor`, at n − 1 slower: n is where B's time first reaches it."""
+    assert at[(b, n)]["seconds"] <= at[(a, n)]["seconds"] * factor, (n, at[(b, n)], at[(a, n)])
+    assert at[(b, n - 1)]["seconds"] > at[(a, n - 1)]["seconds"] * factor, (n - 1, at[(b, n - 1)], at[(a, n - 1)])
+
+
+FAMILY = {"softmax-fused": "fused attention", "softmax-fused-causal": "fused attention",
+          "linear-chunked-fused": "chunked linear attention"}  # fmt: skip
+"""The kernel family each case's variant runs (fused attention, fla's chunk kernels); `linear` and `latte` neither."""
+
+
+def _spread(*variants: str) -> float:
+    """e^q95 of the variants' family (one) or of their pair (two), else e^(1.96σ)."""
+    q95 = json.loads((DATA / "gpumodel_intervals.json").read_text())["q95"]
+    sigma = json.loads((DATA / "gpumodel.json").read_text())["sigma"]
+    if not all(v in FAMILY for v in variants):
+        return math.exp(1.96 * sigma)
+    key = "|".join(sorted(FAMILY[v] for v in variants))
+    return math.exp(q95[key]) if key in q95 else math.exp(1.96 * sigma)
 
 
 @pytest.mark.parametrize(("device", "a", "b", "sizes"), DATASHEET_CASES)
@@ -49,12 +65,13 @@ def test_a_datasheet_crossing_is_the_first_whole_n_at_which_predict_says_b_is_no
     assert n0 is not None and n0 > 2 and low is not None and high is not None and 2 < low < n0 < high
     at = _predict(cli, device, a, b, [n0 - 1, n0, low - 1, low, high - 1, high], sizes)
     _first_no_slower(at, a, b, n0)
-    spread = math.exp(1.96 * json.loads((DATA / "gpumodel.json").read_text())["sigma"])
     for (variant, n), point in at.items():
+        spread = _spread(variant)
         assert point["seconds_high"] == pytest.approx(point["seconds"] * spread, rel=1e-12), (variant, n)
         assert point["seconds_low"] == pytest.approx(point["seconds"] / spread, rel=1e-12), (variant, n)
-    _first_no_slower(at, a, b, low, "seconds_high")  # the interval's edges: A slower by the spread, then faster
-    _first_no_slower(at, a, b, high, "seconds_low")
+    pair = _spread(a, b)  # the interval's edges: A slower by the ratio's spread, then faster
+    _first_no_slower(at, a, b, low, pair)
+    _first_no_slower(at, a, b, high, 1 / pair)
 
 
 def test_the_readme_example_crosses_at_the_first_whole_n_after_the_step_in_as_time() -> None:

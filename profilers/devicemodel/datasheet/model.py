@@ -163,6 +163,31 @@ def fitted() -> tuple[Efficiency, float, dict]:
     return Efficiency(**data["efficiency"]), float(data["sigma"]), data
 
 
+INTERVALS_FILE = DATA / "gpumodel_intervals.json"
+INTERVALS_KIND = "attn-cost datasheet intervals"
+FAMILY_OF = {ATTENTION: FUSED, CHUNKED: CHUNK, LINEAR_RNN: CHUNK}
+"""The kernel families whose published tables set an interval of their own (`spreads`); a variant with neither is
+`OTHER`, and takes the fit's one σ."""
+OTHER = "other"
+
+
+@cache
+def spreads() -> dict[str, float]:
+    """The 95th percentile of |log(predicted / published)| on the held-out published tables, per kernel family
+    (`fused attention`, `chunked linear attention`) and per pair of them measured in the same table at the same
+    shapes (`A|B`, sorted: the error of a ratio of two times, which a crossover's interval needs), written by
+    `python benchmarks/gpu_kernels.py --intervals` (empty where the file is absent)."""
+    if not INTERVALS_FILE.exists():
+        return {}
+    try:
+        data = parse_json(INTERVALS_FILE.read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or data.get("kind") != INTERVALS_KIND:
+            raise ValueError(f"not {INTERVALS_KIND!r}")
+        return {str(k): float(v) for k, v in data["q95"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise UserError(f"{INTERVALS_FILE} is not the datasheet model's intervals ({e}): reinstall attn-cost") from None
+
+
 def host(launch: str = "eager") -> Host:
     """The host a launch setting means (`LAUNCHES`): eager, the H200 host's measured costs (a Triton kernel at
     fla's eager cost); graphs, a CUDA graph's replay of every kernel."""
@@ -240,9 +265,9 @@ class GpuModel(DeviceModel):
         return (
             "predicted from the GPU's datasheet figures and each variant's op list, not measured (efficiencies "
             f"fitted on published A100 measurements and the H200's device-bound points; median |time error| "
-            f"{data['median_abs_error']:.0%} on the sets it was judged on, 95 % interval ×/÷ "
-            f"{math.exp(Z95 * self.sigma):.2f}; launches: {self.launch.name}, {self.launch.launch_s * 1e6:.3g} µs a "
-            "kernel; docs/gpumodel.md)"
+            f"{data['median_abs_error']:.0%} on the sets it was judged on; 95 % intervals from its errors on held-out "
+            f"published tables per kernel family, else ×/÷ {math.exp(Z95 * self.sigma):.2f}; launches: "
+            f"{self.launch.name}, {self.launch.launch_s * 1e6:.3g} µs a kernel; docs/gpumodel.md)"
         )
 
     @property
@@ -454,31 +479,42 @@ class GpuModel(DeviceModel):
     def seconds(
         self, variant: str, dims: dict, ns: np.ndarray, setting: Setting, replicates: int | None = None
     ) -> Times:
-        """Predicted seconds at `setting`, with the model's spread on the published tables it was judged on."""
+        """Predicted seconds at `setting`, with the 95 % interval of its kernel family on the held-out published
+        tables (`spread`)."""
         t = self.time(variant, dims, ns, setting.scope, setting.dtype, setting.mode, setting.counting)
-        return Times(t, *self.interval(t))
+        q = self.spread(self.family(variant, dims, setting))
+        return Times(t, t / math.exp(q), t * math.exp(q))
+
+    def family(self, variant: str, dims: dict, setting: Setting) -> str:
+        """The kernel family whose published errors bound the variant's: fused attention where it runs it, else the
+        chunk kernels where it runs them, else `OTHER`."""
+        ops = _ops(variant, setting.scope, setting.dtype, _key(dims), setting.counting)
+        found = {FAMILY_OF.get(family_of(kernel).name) for kernel, *_ in ops}
+        return next((f for f in (FUSED, CHUNK) if f in found), OTHER)
+
+    def spread(self, *families: str) -> float:
+        """The 95 % half-width in log space of a family's time (one family) or of the ratio of two families' times
+        (two): the held-out published q95 (`spreads`); the fit's 1.96σ where the tables hold none."""
+        key = families[0] if len(families) == 1 else "|".join(sorted(families))
+        return spreads().get(key, Z95 * self.sigma)
 
     def kernel_times(self, variant: str, dims: dict, ns: np.ndarray, setting: Setting) -> list[KernelTime]:
         ns = np.atleast_1d(np.asarray(ns, dtype=float))
         return self._kernel_times(variant, dims, ns, setting.scope, setting.dtype, setting.mode, setting.counting)
 
     def draws(self, a: str, b: str, dims: dict, setting: Setting, replicates: int | None = None) -> Draws:
-        """A's and B's times, and A's at the edges of the model's spread, e^(±1.96σ): the crossings of B's time
-        over those are the interval."""
+        """A's and B's times, and A's at the edges of the spread of their ratio (`spread` of the two variants'
+        families: the held-out published error of one time over another measured beside it), the crossings of B's
+        time over those are the interval."""
         s = setting
 
         def curve(variant: str) -> Curve:
             return lambda n: self.time(variant, dims, n, s.scope, s.dtype, s.mode, s.counting)
 
         fa, fb = curve(a), curve(b)
-        spread = math.exp(Z95 * self.sigma)
+        spread = math.exp(self.spread(self.family(a, dims, s), self.family(b, dims, s)))
         edges = [(lambda n, r=r: fa(n) * r, fb) for r in (spread, 1 / spread)]
         return Draws(fa, fb, edges)
-
-    def interval(self, seconds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The 95 % interval of a predicted time: the model's spread on the published tables it was judged on."""
-        spread = math.exp(Z95 * self.sigma)
-        return seconds / spread, seconds * spread
 
     def with_kernel(self, name: str, dtype: str) -> GpuModel:
         """The model pricing its family with the kernel `--kernel` names: one line for an unknown name or one this
