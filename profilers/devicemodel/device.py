@@ -323,7 +323,13 @@ def last_crossing(f, lo: float, hi: float, grid: int = GRID, ys: np.ndarray | No
     if not len(below):
         return lo
     i = int(below[-1])
-    return float(brentq(lambda x: float(np.asarray(f(np.array([x])))[0]), xs[i], xs[i + 1], xtol=1e-3))
+
+    def at(x: float) -> float:
+        return float(np.asarray(f(np.array([x])))[0])
+
+    if at(xs[i + 1]) < 0 or at(xs[i]) >= 0:  # two equal curves: rounding that flips the sign from one call to the next
+        return float(xs[i + 1])
+    return float(brentq(at, xs[i], xs[i + 1], xtol=1e-3))
 
 
 @dataclass

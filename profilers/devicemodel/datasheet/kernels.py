@@ -42,6 +42,8 @@ class Choice:
     d_multiple: int = 1
 
 
+ANY_D = 1 << 30
+"""A kernel that takes every head dim (the model prices what the catalogue's sizes allow)."""
 _NVIDIA_SM80 = ("sm80", "sm86", "sm89", "sm90", "sm100", "sm120")
 _ROCM = ("cdna2", "cdna3")
 """AMD Instinct GPUs, where PyTorch's SDPA runs flash and memory-efficient kernels of its own (AOTriton) and the
@@ -49,17 +51,17 @@ flash-attn package has a ROCm build (Composable Kernel)."""
 _HALF = ("fp16", "bf16")
 
 CHOICES: dict[str, Choice] = {c.name: c for c in (
-    Choice("sdpa", FUSED, "PyTorch SDPA (the backend it picks)", "sdpa"),
+    Choice("sdpa", FUSED, "PyTorch SDPA (the backend it picks)", "sdpa", max_d=ANY_D),
     Choice("sdpa-flash", FUSED, "PyTorch SDPA, flash backend (FlashAttention-2)", "flash", (*_NVIDIA_SM80, *_ROCM),
            _HALF, 256, 8),
     Choice("sdpa-efficient", FUSED, "PyTorch SDPA, memory-efficient backend", "efficient",
-           ("sm70", "sm75", *_NVIDIA_SM80, *_ROCM), None, 1 << 30, 8),
+           ("sm70", "sm75", *_NVIDIA_SM80, *_ROCM), None, ANY_D, 8),
     Choice("sdpa-cudnn", FUSED, "PyTorch SDPA, cuDNN backend", "cudnn", _NVIDIA_SM80, _HALF, 128, 8),
-    Choice("sdpa-math", FUSED, "PyTorch SDPA, math backend (the unfused ops)", "math", None, None, 1 << 30),
+    Choice("sdpa-math", FUSED, "PyTorch SDPA, math backend (the unfused ops)", "math", None, None, ANY_D),
     Choice("flash-attn-2", FUSED, "FlashAttention-2 (flash-attn)", "flash", (*_NVIDIA_SM80, *_ROCM), _HALF, 256, 8),
     Choice("flash-attn-3", FUSED, "FlashAttention-3 (flash_attn_interface)", "fa3", ("sm90",), _HALF, 256, 8),
-    Choice("fla-chunk", CHUNK, "flash-linear-attention's chunk kernels", "chunk"),
-    Choice("fla-fused-chunk", CHUNK, "flash-linear-attention's fused_chunk kernel", "fused-chunk"),
+    Choice("fla-chunk", CHUNK, "flash-linear-attention's chunk kernels", "chunk", max_d=ANY_D),
+    Choice("fla-fused-chunk", CHUNK, "flash-linear-attention's fused_chunk kernel", "fused-chunk", max_d=ANY_D),
 )}  # fmt: skip
 DEFAULTS = {FUSED: "sdpa", CHUNK: "fla-chunk"}
 
@@ -80,8 +82,9 @@ def refusal(c: Choice, sheet: Datasheet, dtype: str, d: int | None = None) -> st
     if c.name == "sdpa-efficient" and dtype == "bf16" and sheet.arch in ("sm70", "sm75"):
         return f"{c.title} takes bf16 on sm80 and later only; {sheet.title} is {sheet.arch}"
     if d is not None and (d > c.max_d or d % c.d_multiple):
-        rule = f"at most {c.max_d}" + (f" and a multiple of {c.d_multiple}" if c.d_multiple > 1 else "")
-        return f"{c.title} takes head dims {rule}, not d = {d}"
+        rules = ([f"at most {c.max_d}"] if c.max_d < ANY_D else []) + ([f"a multiple of {c.d_multiple}"]
+                                                                     if c.d_multiple > 1 else [])  # fmt: skip
+        return f"{c.title} takes head dims {' and '.join(rules)}, not d = {d}"
     return None
 
 

@@ -41,7 +41,7 @@ from attn_cost.costmodel.symbols import N
 from attn_cost.costmodel.variants import derive
 from attn_cost.profilers import DATA
 from attn_cost.profilers.devicemodel.datasheet.data import ARCHS, Datasheet, get_datasheet
-from attn_cost.profilers.devicemodel.datasheet.kernels import CHOICES, CHUNK, DEFAULTS, FUSED, Choice, choice, refusal
+from attn_cost.profilers.devicemodel.datasheet.kernels import CHUNK, DEFAULTS, FUSED, Choice, choice, refusal
 from attn_cost.profilers.devicemodel.datasheet.kernels import resolve as resolve_kernel
 from attn_cost.profilers.devicemodel.device import DATASHEET, Z95, Curve, DeviceModel, Draws, KernelTime, Times
 from attn_cost.profilers.devicemodel.kernels import (
@@ -60,10 +60,6 @@ from attn_cost.profilers.store.schema import SchemaError, check, rule
 
 FIT_FILE = DATA / "gpumodel.json"
 FIT_KIND = "attn-cost datasheet model fit"
-ATTENTION_KERNELS = ("sdpa", "fa2", "fa1", *(c for c, k in CHOICES.items() if k.family == FUSED and c != "sdpa"))
-"""Fused attention kernels the model knows: PyTorch's SDPA (the backend it picks: `GpuModel.sdpa_ceiling`), the
-flash-attn package's FlashAttention-2 (what published tables and fla's benchmarks ran) and FlashAttention (1),
-which published tables of 2022 ran."""
 MMA_SYNC_PER_CLOCK = ARCHS["sm80"].tensor_flops_per_clock
 """Dense FP16/BF16 FLOPs per SM per clock of the warp-level tensor instructions (mma.sync) that FlashAttention-2
 and FlashAttention (1) are written with: Ampere's rate. On Hopper only the warpgroup instructions (wgmma: cuDNN's
@@ -225,8 +221,8 @@ class GpuModel(DeviceModel):
     sigma: float = 0.0
     tf32: bool = False
     attention_kernel: str = "sdpa"
-    """Which fused attention kernel prices it (`ATTENTION_KERNELS`: a `--kernel` name of `kernels.CHOICES`, or the
-    published checks' `fa2` (= flash-attn-2) and `fa1`, FlashAttention (1))."""
+    """Which fused attention kernel prices it: a `--kernel` name of `kernels.CHOICES`, or the published checks'
+    `fa2` (= flash-attn-2) and `fa1`, FlashAttention (1), which tables of 2022 ran."""
     chunk_kernel: str = DEFAULTS[CHUNK]
     """Which of fla's kernels prices chunked linear attention (`fla-chunk`, `fla-fused-chunk`)."""
     host: Host | None = None
@@ -533,14 +529,13 @@ class GpuModel(DeviceModel):
         it has neither)."""
         d = int(next(v for k, v in dims.items() if str(k) == "d"))
         ops = _ops(variant, setting.scope, setting.dtype, _key(dims), setting.counting)
-        families = {family_of(kernel).name for kernel, *_ in ops}
+        found = {FAMILY_OF.get(family_of(kernel).name) for kernel, *_ in ops}
+        chosen = {FUSED: lambda: self.attention_choice(setting.dtype, d),
+                  CHUNK: lambda: resolve_kernel(self.chunk_kernel, CHUNK, self.sheet, setting.dtype, d)}  # fmt: skip
         out = {}
-        if ATTENTION in families:
-            c, why = self.attention_choice(setting.dtype, d)
-            out[FUSED] = {"kernel": c.name, "title": c.title, "reason": why}
-        if families & {CHUNKED, LINEAR_RNN}:
-            c, why = resolve_kernel(self.chunk_kernel, CHUNK, self.sheet, setting.dtype, d)
-            out[CHUNK] = {"kernel": c.name, "title": c.title, "reason": why}
+        for family in (f for f in (FUSED, CHUNK) if f in found):
+            c, why = chosen[family]()
+            out[family] = {"kernel": c.name, "title": c.title, "reason": why}
         return out
 
     def with_efficiency(self, eff: Efficiency) -> GpuModel:
