@@ -16,6 +16,7 @@ variants not in the catalogue are counted, not priced.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -86,6 +87,7 @@ def family(kernel: str) -> str:
     return CHUNK if kernel.startswith("fla-") else FUSED
 
 
+@functools.cache
 def scored() -> tuple[list[tuple[Point, float]], Counter]:
     """Each priced point with its signed log error; what was left out, why."""
     all_variants()
@@ -219,6 +221,7 @@ def main() -> None:
         write_output(INTERVALS_FILE, json.dumps(data, indent=2) + "\n", is_json_of(INTERVALS_KIND),
                      "the datasheet model's intervals")  # fmt: skip
         spreads.cache_clear()
+        scored.cache_clear()
     text = record()
     print(text)
     fill(dict.fromkeys(args.into, text), BEGIN, END)

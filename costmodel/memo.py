@@ -39,6 +39,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 _MISSING = object()
 _open: dict[Path, sqlite3.Connection | None] = {}
 """Each cache folder's connection this process opened (None: off for this process, see `_connect`)."""
+_swept: set[sqlite3.Connection] = set()
+"""The connections whose rows of other fingerprints this process has dropped."""
 
 
 def folder() -> Path | None:
@@ -115,8 +117,10 @@ def _write(key: str, value: Any) -> None:
         blob = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
         with db:
             db.execute("BEGIN IMMEDIATE")
-            db.execute(f"DELETE FROM {TABLE} WHERE fingerprint != ?", (fingerprint(),))
+            if db not in _swept:  # other code's rows, once a process: a scan a write would grow with the file
+                db.execute(f"DELETE FROM {TABLE} WHERE fingerprint != ?", (fingerprint(),))
             db.execute(f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?)", (fingerprint(), key, blob))
+        _swept.add(db)
     except (sqlite3.Error, pickle.PicklingError, TypeError, AttributeError, RecursionError):
         return
 
