@@ -40,6 +40,8 @@ class Choice:
     """The element types it takes (None: every one)."""
     max_d: int = 256
     d_multiple: int = 1
+    bf16_archs: tuple[str, ...] | None = None
+    """The architectures it takes bf16 on, where fewer than it runs on (None: every one)."""
 
 
 ANY_D = 1 << 30
@@ -55,7 +57,7 @@ CHOICES: dict[str, Choice] = {c.name: c for c in (
     Choice("sdpa-flash", FUSED, "PyTorch SDPA, flash backend (FlashAttention-2)", "flash", (*_NVIDIA_SM80, *_ROCM),
            _HALF, 256, 8),
     Choice("sdpa-efficient", FUSED, "PyTorch SDPA, memory-efficient backend", "efficient",
-           ("sm70", "sm75", *_NVIDIA_SM80, *_ROCM), None, ANY_D, 8),
+           ("sm70", "sm75", *_NVIDIA_SM80, *_ROCM), None, ANY_D, 8, bf16_archs=(*_NVIDIA_SM80, *_ROCM)),
     Choice("sdpa-cudnn", FUSED, "PyTorch SDPA, cuDNN backend", "cudnn", _NVIDIA_SM80, _HALF, 128, 8),
     Choice("sdpa-math", FUSED, "PyTorch SDPA, math backend (the unfused ops)", "math", None, None, ANY_D),
     Choice("flash-attn-2", FUSED, "FlashAttention-2 (flash-attn)", "flash", (*_NVIDIA_SM80, *_ROCM), _HALF, 256, 8),
@@ -79,8 +81,8 @@ def refusal(c: Choice, sheet: Datasheet, dtype: str, d: int | None = None) -> st
         return f"{c.title} does not run on {sheet.title} ({sheet.arch}; it runs on {', '.join(c.archs)})"
     if c.dtypes is not None and dtype not in c.dtypes:
         return f"{c.title} takes {' and '.join(c.dtypes)} only, not {dtype}"
-    if c.name == "sdpa-efficient" and dtype == "bf16" and sheet.arch in ("sm70", "sm75"):
-        return f"{c.title} takes bf16 on sm80 and later only; {sheet.title} is {sheet.arch}"
+    if dtype == "bf16" and c.bf16_archs is not None and sheet.arch not in c.bf16_archs:
+        return f"{c.title} takes bf16 on {', '.join(c.bf16_archs)} only; {sheet.title} is {sheet.arch}"
     if d is not None and (d > c.max_d or d % c.d_multiple):
         rules = ([f"at most {c.max_d}"] if c.max_d < ANY_D else []) + ([f"a multiple of {c.d_multiple}"]
                                                                      if c.d_multiple > 1 else [])  # fmt: skip
@@ -110,12 +112,12 @@ def sdpa_pick(sheet: Datasheet, dtype: str, d: int) -> tuple[Choice, str]:
 def resolve(name: str | None, family: str, sheet: Datasheet, dtype: str, d: int) -> tuple[Choice, str]:
     """The kernel that prices `family` at this head dim, and why: the one asked for (refused in one line where it
     cannot run), else the family's default (`sdpa` picks its backend)."""
-    asked = choice(name) if name is not None and CHOICES[name].family == family else None
-    c = asked or CHOICES[DEFAULTS[family]]
+    asked = choice(name) if name is not None else None
+    c = asked if asked is not None and asked.family == family else CHOICES[DEFAULTS[family]]
     why = refusal(c, sheet, dtype, d)
     if why is not None:
         raise UserError(f"--kernel {c.name}: {why}")
     if c.name == "sdpa":
         picked, reason = sdpa_pick(sheet, dtype, d)
         return picked, reason
-    return c, "asked for with --kernel" if asked else f"the default for {family}"
+    return c, "asked for with --kernel" if c is asked else f"the default for {family}"
