@@ -22,7 +22,7 @@ TIMED = [k.name for k in KERNELS.values() if kernels.runnable(k.name)]
 
 def _small(name: str) -> kernels.Shape:
     dims = kernels.FAMILIES[KERNELS[name].family].dims
-    return kernels.shape(name, **(PRODUCT if "m" in dims else SMALL))
+    return kernels.shape(name, **(PRODUCT if "m" in dims else SMALL), **({"v": 6} if "v" in dims else {}))
 
 
 def test_every_op_kind_the_engine_emits_has_a_kernel(monkeypatch) -> None:

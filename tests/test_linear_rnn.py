@@ -295,6 +295,110 @@ def test_the_datasheet_model_prices_the_gated_and_delta_rule_layers(cli) -> None
         assert 0 < t[0] < t[1], (v, t)
 
 
+# -- the op calibration: each chunk kernel timed as its own op ------------------------------------------------------
+
+
+def _op_inputs(name: str, n: int, c: int) -> tuple[list[torch.Tensor], list[torch.Tensor], dict]:
+    """The variant's inputs (float64) and what its `linear_chunk` op reads, made by the chunked forms' own pieces
+    (`_wy`, the gates, the scores and Mamba-2's states), b = 2, h = 3 (Mamba-2: a group a head), d_v ≠ d_k."""
+    gen = torch.Generator().manual_seed(n * 100 + c)
+    b_, h_, dk, dv = 2, 3, 4, 6
+
+    def rnd(*shape: int) -> torch.Tensor:
+        return torch.randn(b_, h_, n, *shape, generator=gen, dtype=torch.float64)
+
+    q, k = rnd(dk), rnd(dk)
+    if name == "mamba2":
+        x, dt = rnd(dk + 1), rnd()
+        cst = ref.constants(h_, torch.float64, "cpu")
+        delta = ref._chunked(ref._softplus_biased(dt, cst["dt_bias"]), c)
+        da = (delta * cst["−A"].view(1, h_, 1, 1)).cumsum(3)
+        bc, cc, xc = (ref._chunked(t, c) for t in (k, q, x))
+        local = bc.transpose(-1, -2) @ (xc * (delta * (da[..., -1:] - da).exp()).unsqueeze(-1))
+        states = ref._scan(local, da[:, :, :, -1].exp()[..., None, None])
+        rows = delta.shape[2] * c
+        ops = [q, k, x, delta.reshape(b_, h_, rows), da.reshape(b_, h_, rows), states,
+               (cc @ bc.transpose(-1, -2)).reshape(b_, h_, rows, c)]  # fmt: skip
+        return [q, k, x, dt], ops, {"gate": "token", "delta": False, "makes_states": False, "scores_in": True,
+                                    "skip": True}  # fmt: skip
+    v = rnd(dv)
+    if name == "retention":
+        return [q, k, v], [q, k, v], {"gate": "head", "delta": False, "makes_states": True, "scores_in": False}
+    if name == "gla":
+        alpha = rnd(dk)
+        big = ref._chunked(ref._gla_gate(alpha), c).cumsum(3)
+        a = (ref._chunked(q, c) * big.exp()) @ (ref._chunked(k, c) * (-big).exp()).transpose(-1, -2)
+        flat = [t.reshape(b_, h_, -1, t.shape[-1])[:, :, :n] for t in (big, a)]
+        return [q, k, v, alpha], [q, k, v, *flat], {"gate": "vector", "delta": False, "makes_states": True,
+                                                    "scores_in": True}  # fmt: skip
+    beta, a_ = rnd(), rnd()
+    qn, kn, bs = ref._unit(q, k, beta)
+    gated = name == "gated-deltanet"
+    big = ref._chunked(ref._decay(a_), c).cumsum(3) if gated else None
+    w, u = ref._wy(ref._chunked(kn, c), ref._chunked(v, c), ref._chunked(bs, c), c, big)
+    w, u = (t.reshape(b_, h_, -1, t.shape[-1])[:, :, :n] for t in (w, u))
+    gates = [big.reshape(b_, h_, -1)[:, :, :n]] if big is not None else []
+    inputs = [q, k, v, a_, beta] if gated else [q, k, v, beta]
+    return inputs, [qn, kn, u, w, *gates], {"gate": "token" if gated else "none", "delta": True,
+                                            "makes_states": True, "scores_in": False}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_chunk_kernel_alone_computes_its_share_of_the_chunked_form(name: str) -> None:
+    """What `calibrate` times for a gated or delta-rule chunk kernel (`linear_rnn.chunk_op`, the op alone, on the
+    tensors the other ops made) completes the variant's chunked form exactly, in float64, ragged chunks included."""
+    for n, c in SIZES:
+        inputs, ops, config = _op_inputs(name, n, c)
+        whole = ref.CHUNKED[name]([x.clone() for x in inputs], c)
+        alone = ref.chunk_op(ops, c, **config)
+        assert ((alone - whole).abs().max() / whole.abs().max()).item() < 1e-12, (n, c)
+
+
+def test_a_calibration_times_the_chunk_kernels_and_prices_them_by_their_own_timings(tmp_path) -> None:
+    """A tiny calibration of the gated chunk kernels and the per-chunk products (their grid, as `calibrate` times
+    it): each is fitted as a product from its own timings, and the op model prices the five layers' ops from them,
+    with no warning that one was priced as something else (a calibration without them names each stand-in)."""
+    import warnings
+    from dataclasses import replace
+
+    from attn_cost.costmodel.errors import PricingWarning
+    from attn_cost.profilers.devicemodel import kernels
+    from attn_cost.profilers.devicemodel.calibrated import fit as cal
+    from attn_cost.profilers.devicemodel.calibrated.data import fit_points
+    from attn_cost.profilers.devicemodel.device import row_dims
+    from attn_cost.profilers.devicemodel.tunables import QUICK
+    from attn_cost.profilers.measure.machine import prepare
+    from attn_cost.profilers.store.store import ResultStore
+    from test_opmodel import DEVICE, op_crossing, streaming_points, synthetic_model
+
+    tune = replace(QUICK, chunk_lengths=(32, 64, 128), chunk_d=(8,), chunk_sizes=(8, 16), batched_products=(4, 16))
+    families = (kernels.LINEAR_RNN, kernels.CHUNK_PRODUCTS)
+    shapes = [s for s in cal.grid({"L3": 1 << 20}, "fp32", tune) if kernels.family_of(s.kernel).name in families]
+    calibrator = cal.Calibrator(ResultStore(prepare("cpu"), tmp_path / "store", shipped=False), "cpu", repeats=2,
+                                rates=cal.FIRST_RATES, tune=tune)  # fmt: skip
+    lined = {p.shape.kernel for p in cal.line_grid(list(NAMES), [{"d": 8}], {"L3": 1 << 20}, tune=tune)}
+    assert set(kernels.chunk.CATALOGUE_CONFIGS) | {"chunk_matmul", "tri_solve"} <= lined  # d_v follows d
+    timed = [calibrator.point(s) for s in shapes]
+    assert all(p is not None and p.seconds > 0 for p in timed)
+    base = synthetic_model()
+    extra = [p for k in ("pointwise", "cumsum") for p in streaming_points(k)]
+    model = fit_points(DEVICE, "fp32", base.points + extra + timed)  # type: ignore[operator]
+    own = {*kernels.chunk.CATALOGUE_CONFIGS, "chunk_matmul", "tri_solve"}
+    assert {name for name in own if type(model.kernels.get(name)).__name__ == "Gemm"} == own
+    for name in NAMES:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            op_crossing(model, "softmax-causal", name, row_dims({"d": 8, "C": 16}), replicates=0)
+        said = [str(w.message) for w in caught if issubclass(w.category, PricingWarning)]
+        assert not [m for m in said if any(f"the {k} kernel" in m for k in own)], said
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        op_crossing(fit_points(DEVICE, "fp32", base.points + extra), "softmax-causal", "deltanet",
+                    row_dims({"d": 8, "C": 16}), replicates=0)  # fmt: skip
+    said = " ".join(str(w.message) for w in caught if issubclass(w.category, PricingWarning))
+    assert "the linear-chunk-delta kernel: priced as copy" in said and "tri_solve kernel: priced as matmul-NN" in said
+
+
 # -- on a GPU with the libraries: their kernels compute the recurrence ------------------------------------------------
 
 

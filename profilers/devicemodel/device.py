@@ -37,7 +37,7 @@ from attn_cost.costmodel.crossover import (
     first_integer_from,
 )
 from attn_cost.costmodel.errors import UserError
-from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS, MEASURED_DEPTH, N
+from attn_cost.costmodel.symbols import BY_NAME, MEASURED_DEPTH, N, with_defaults
 from attn_cost.costmodel.variants import derive_counted
 
 MEASURED, CALIBRATED, DATASHEET = "measured", "calibrated", "datasheet"
@@ -383,18 +383,17 @@ def ceil_n(x: float | None) -> int | None:
 
 def row_dims(sizes: dict[str, int]) -> dict:
     """Sizes keyed by name (a crossover row's, a validation row's: heads and batch spelt out or not) keyed by
-    symbol, the missing ones defaulting as `Sizes` does (L to d, r to 4, D to the measured depth)."""
+    symbol, the missing ones defaulting as `Sizes` does (`symbols.with_defaults`: L and d_v to d, the others to
+    their defaults; r to 4, D to the measured depth)."""
 
     values: dict[str, int | None] = {
         "h": sizes.get("heads", sizes.get("h", 1)),
         "b": sizes.get("batch", sizes.get("b", 1)),
     }
     values.update({k: v for k, v in sizes.items() if k in BY_NAME and k not in ("N", "h", "b") and isinstance(v, int)})
-    values.setdefault("L", values.get("d"))
     values.setdefault("r", 4)
     values.setdefault("D", MEASURED_DEPTH)
-    out = {BY_NAME[k]: v for k, v in values.items() if v is not None}
-    return {**DEFAULTS, **out}
+    return with_defaults({BY_NAME[k]: v for k, v in values.items() if v is not None})
 
 
 def measured_at(taken: dict[str, int], asked: dict) -> bool:

@@ -49,6 +49,12 @@ class Tunables:
     batched_products: tuple[int, ...] = (16, 256, 4096)
     """Batch counts of the batched k×k products (a loop's per-token state update)."""
     batched_k: tuple[int, ...] = (8, 32, 64)
+    chunk_lengths: tuple[int, ...] = (256, 1024, 4096)
+    """Lengths of the gated and delta-rule chunk kernels on the grid (one head)."""
+    chunk_d: tuple[int, ...] = (16, 32, 64)
+    """Head dims (d_k = d_v) of the chunk kernels and of the per-chunk products on the grid."""
+    chunk_sizes: tuple[int, ...] = (16, 64)
+    """Chunk lengths C of the chunk kernels and of the per-chunk products on the grid."""
     sdpa_lengths: tuple[int, ...] = (64, 256, 1024, 4096)
     sdpa_d: tuple[int, ...] = (8, 16, 32, 64, 128)
     loop_iterations: tuple[int, ...] = (64, 256, 1024)
@@ -101,6 +107,9 @@ QUICK = replace(
     square_d=(),
     batched_products=(64,),
     batched_k=(8, 32, 64),
+    chunk_lengths=(256,),
+    chunk_d=(16,),
+    chunk_sizes=(16,),
     sdpa_lengths=(256,),
     sdpa_d=(16,),
     loop_iterations=(64, 128, 256),
@@ -120,6 +129,9 @@ GPU_CAMPAIGN = replace(
     product_large=(128, 1024, 8192),
     square_d=(64,),
     batched_products=(64, 4096),
+    chunk_lengths=(1024, 8192),
+    chunk_d=(64, 128),
+    chunk_sizes=(64,),
     sdpa_lengths=(256, 4096),
     sdpa_d=(64, 128),
     loop_iterations=(64, 1024),

@@ -125,11 +125,12 @@ def line_grid(variants: list[str], sizes: list[dict[str, int]], caches: dict[str
 
 
 def shape_of(kernel: str, features: dict[str, float]) -> Shape:
-    """The shape to time an op at, from its features at one N (`calibrated.data.KernelCalls.at`): batch/m/k/n of a
-    product or SDPA, rows/cols of anything else, rounded to whole sizes, and its operand layout if any."""
-    keys = ("batch", "m", "k", "n") if "m" in features else ("rows", "cols")
+    """The shape to time an op at, from its features at one N (`calibrated.data.KernelCalls.at`): its family's dims
+    (batch/m/k/n of a product or SDPA, rows/cols of anything else, a chunk kernel's value dim and flags), sizes
+    rounded to whole ones (a flag stays 0), and its operand layout if any."""
+    dims = {k: round(v) if (v := features[k]) == 0 else max(1, round(v)) for k in kernels.family_of(kernel).dims}
     layout = {k: round(features[k]) for k in LAYOUT if features.get(k)}
-    return _s(kernel, **{k: max(1, round(features[k])) for k in keys}, **layout)
+    return _s(kernel, **dims, **layout)
 
 
 def held_out_grid(caches: dict[str, int], dtype: str = "fp32", tune: Tunables = DEFAULT, seed: int = 7) -> list[Shape]:

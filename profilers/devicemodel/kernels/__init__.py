@@ -30,6 +30,7 @@ from attn_cost.profilers.devicemodel.kernels.chunk import (
     LINEAR_RNN,
     CHUNK_PRODUCTS,
     PRODUCT_KINDS,
+    gated_kernel,
     plain_chunk,
 )
 from attn_cost.profilers.devicemodel.kernels.products import MATMUL_LAYOUTS, PRODUCT, window_rows
@@ -114,7 +115,8 @@ def _name_of(op) -> str:
     if op.kind == "fused_attention":
         return "sdpa-causal" if op.attrs.get("causal") else "sdpa"
     if op.kind == "linear_chunk":
-        return CHUNK if plain_chunk(op) else GATED_CHUNK
+        a = op.attrs
+        return CHUNK if plain_chunk(op) else gated_kernel(a["gate"], a["delta"], a["makes_states"], a["scores_in"])
     if op.kind == "copy":
         return "store" if op.attrs.get("overwrite") else "copy"
     axis = op.attrs.get("axis")

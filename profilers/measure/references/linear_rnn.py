@@ -353,6 +353,71 @@ def mamba2_chunked(inputs: list[Tensor], chunk: int) -> Tensor:
     return y + x * c["D"].view(1, h, 1, 1)
 
 
+def chunk_op(inputs: list[Tensor], chunk: int, gate: str, delta: bool, makes_states: bool, scores_in: bool,
+             skip: bool = False) -> Tensor:  # fmt: skip
+    """One gated or delta-rule `linear_chunk` op of the engine (`Graph.linear_chunk`) as PyTorch code, on (b, h, N, ·)
+    tensors in the op's input order [q, k, v, (W), *gates, (states), (scores)]: the state kernel (the states entering
+    each chunk; with the delta rule v_new = U − W·S, chunk after chunk) and the output kernel, by the chunked forms'
+    algebra above. Gates are the op's: a head gate is rebuilt from γ (`constants`); a token gate is its in-chunk
+    cumulative sum G (Mamba-2: Δ then dA, Δ weighting the keys); a vector gate G per key dimension. Scores given are
+    the C×C blocks another op made (GLA's already gated; Mamba-2's CB, gated here). What `calibrate` times for the
+    op where the libraries' kernels do not run."""
+    q, k, v, *rest = inputs
+    n, dk = q.shape[2], q.shape[3]
+    w = rest.pop(0) if delta else None
+    scores = rest.pop() if scores_in else None
+    given = rest.pop() if not makes_states else None
+    pos = torch.arange(chunk, device=q.device, dtype=q.dtype)
+    qc, kc, vc = (_chunked(x, chunk) for x in (q, k, v))
+    if gate == "head":
+        big = _c(q)["γ"].log().view(1, -1, 1, 1) * (pos + 1)  # (1, h, 1, C)
+    elif gate in ("token", "vector"):
+        big = _chunked(rest[-1], chunk)
+    else:
+        big = None
+    mask = _causal(chunk, q.device)
+    if scores is not None:
+        a = _chunked(scores, chunk)
+        if gate in ("token", "head") and big is not None:
+            a = a * (big.unsqueeze(-1) - big.unsqueeze(-2)).exp()
+        if gate == "token" and len(rest) > 1:  # Mamba-2: Δⱼ weights key j
+            a = a * _chunked(rest[0], chunk).unsqueeze(-2)
+    elif gate == "vector" and big is not None:
+        a = (qc * big.exp()) @ (kc * (-big).exp()).transpose(-1, -2)
+    else:
+        a = qc @ kc.transpose(-1, -2)
+        if big is not None:
+            a = a * (big.unsqueeze(-1) - big.unsqueeze(-2)).exp()
+    a = a.masked_fill(~mask, 0)
+    if big is None:
+        qg, kg, last = qc, kc, None
+    else:
+        lead = big if gate == "vector" else big.unsqueeze(-1)
+        last = lead[..., -1:, :]
+        qg, kg = qc * lead.exp(), kc * (last - lead).exp()
+    if given is not None:
+        y = a @ vc + qg @ given
+    elif w is not None:
+        wc = _chunked(w, chunk)
+        s = q.new_zeros(*q.shape[:2], dk, v.shape[-1])
+        ys = []
+        for c in range(qc.shape[2]):
+            v_new = vc[:, :, c] - wc[:, :, c] @ s
+            ys.append(qg[:, :, c] @ s + a[:, :, c] @ v_new)
+            if last is not None:
+                s = s * last[:, :, c].exp().transpose(-1, -2)
+            s = s + kg[:, :, c].transpose(-1, -2) @ v_new
+        y = torch.stack(ys, 2)
+    else:
+        local = kg.transpose(-1, -2) @ vc
+        decay = last.exp().transpose(-1, -2) if last is not None else torch.ones_like(local[..., :1, :1])
+        y = a @ vc + qg @ _scan(local, decay.expand(*local.shape[:3], *decay.shape[-2:]))
+    y = _unchunk(y, n)
+    if skip:
+        return y + v * _c(v)["D"].view(1, -1, 1, 1)
+    return y if given is not None else y.mul_(dk**-0.5)
+
+
 CHUNKED: dict[str, Callable[[list[Tensor], int], Tensor]] = {
     "retention": retention_chunked,
     "gla": gla_chunked,
