@@ -48,7 +48,7 @@ from docblock import check, fill, write_output
 BEGIN, END = "<!-- gpu_kernels.py begin -->", "<!-- gpu_kernels.py end -->"
 KERNELS = {**{name: name for name in CHOICES}, "cudnn": "sdpa-cudnn", "flash-attn-1": "fa1"}
 """A published table's kernel as the model prices it (`--kernel`; FlashAttention (1) by the published checks' own)."""
-SOFTMAX_TARGET, CHUNK_TARGET = 0.15, 0.20
+SOFTMAX_TARGET, CHUNK_TARGET, CROSSING_TARGET = 0.15, 0.20, 0.20
 MIN_POINTS = 8
 """Fewer held-out points than this set no interval (the model then says its fit's one σ)."""
 
@@ -120,27 +120,60 @@ def judged() -> tuple[dict[tuple, list[float]], Counter]:
     return groups, left
 
 
+def _shape(point: Point, with_n: bool = True) -> tuple:
+    """Where two kernels of one table were measured beside each other: GPU, dtype, direction, causal, sizes (the
+    chunk left out: the chunk kernel's own) and, unless a series along N is wanted, N."""
+    sizes = tuple(sorted((k, v) for k, v in point.sizes.items() if k != "C"))
+    return (point.table, point.gpu, point.dtype, point.direction, point.causal, sizes, *((point.n,) if with_n else ()))
+
+
 def pair_errors(points: list[tuple[Point, float]]) -> list[tuple[str, str, float]]:
     """The error of each ratio of two kernels' times measured in one table at one shape (GPU, dtype, direction,
     causal, sizes, N): (table, the two families as `spreads` keys them, the ratio's log error)."""
     by_shape: dict[tuple, list[tuple[Point, float]]] = defaultdict(list)
     for point, err in points:
-        shape = (
-            point.table,
-            point.gpu,
-            point.dtype,
-            point.direction,
-            point.causal,
-            point.n,
-            tuple(sorted((k, v) for k, v in point.sizes.items() if k != "C")),
-        )  # the chunk: the chunk kernel's own
-        by_shape[shape].append((point, err))
+        by_shape[_shape(point)].append((point, err))
     out = []
     for (table, *_), here in by_shape.items():
         for i, (pa, ea) in enumerate(here):
             for pb, eb in here[i + 1 :]:
                 if pa.kernel != pb.kernel:
                     out.append((table, "|".join(sorted((family(pa.kernel), family(pb.kernel)))), eb - ea))
+    return out
+
+
+def _first_crossing(ns: list[int], log_ratio: list[float]) -> float | None:
+    """The N where the log of one kernel's time over another's first goes from above 0 to 0 or below, interpolated
+    linearly in log N between the two lengths around it; None where it never does within the lengths given."""
+    for i in range(1, len(ns)):
+        a, b = log_ratio[i - 1], log_ratio[i]
+        if a > 0 >= b:
+            x0, x1 = np.log(ns[i - 1]), np.log(ns[i])
+            return float(np.exp(x0 + (x1 - x0) * a / (a - b)))
+    return None
+
+
+def crossings(points: list[tuple[Point, float]]) -> list[tuple[str, str, float | None, float | None]]:
+    """Each published crossover: per series along N of two kernels of different families (a chunk kernel against a
+    fused one) measured beside each other, the first N where the chunk kernel is no slower, in the table and in the
+    model at the table's own lengths (interpolated in log N): (table, series, published N, model N)."""
+    series: dict[tuple, dict[str, dict[int, tuple[float, float]]]] = defaultdict(lambda: defaultdict(dict))
+    for point, err in points:
+        series[_shape(point, with_n=False)][point.kernel][point.n] = (point.seconds, point.seconds * np.exp(err))
+    out = []
+    for key, by_kernel in sorted(series.items(), key=lambda kv: str(kv[0])):
+        chunks = [k for k in by_kernel if family(k) == CHUNK]
+        for chunk in chunks:
+            for fused in (k for k in by_kernel if family(k) == FUSED):
+                ns = sorted(set(by_kernel[chunk]) & set(by_kernel[fused]))
+                if len(ns) < 2:
+                    continue
+                found = [_first_crossing(ns, [float(np.log(by_kernel[chunk][n][i] / by_kernel[fused][n][i]))
+                                              for n in ns]) for i in (0, 1)]  # fmt: skip
+                table, gpu, dtype, direction, causal, sizes = key
+                mask = " causal" if causal else ""
+                shape = " ".join(f"{k}={v}" for k, v in sizes)
+                out.append((table, f"{gpu} {dtype} {direction}{mask} {shape}: {chunk} vs {fused}", found[0], found[1]))
     return out
 
 
@@ -173,9 +206,27 @@ def record() -> str:
         ok = verdicts[family]
         lines.append(f"- {family} kernels: {sum(ok)} of {len(ok)} (table, GPU, kernel, direction) groups within "
                      f"{target:.0%} median |time error|.")  # fmt: skip
+    lines += crossover_lines(scored()[0])
     lines += intervals(scored()[0])
     lines.append("- Left out: " + "; ".join(f"{why} ({n})" for why, n in left.most_common()) + ".")
     return "\n".join(lines) + "\n"
+
+
+def crossover_lines(points: list[tuple[Point, float]]) -> list[str]:
+    """The published crossovers against the model's, each within 20 % or not, and how many are."""
+    found = crossings(points)
+    both = [(t, name, pub, mod) for t, name, pub, mod in found if pub is not None and mod is not None]
+    ok = sum(abs(np.log(mod / pub)) <= np.log(1 + CROSSING_TARGET) for _, _, pub, mod in both)
+    agree = sum(pub is None and mod is None for _, _, pub, mod in found)
+    out = [f"- Crossovers (a chunk kernel against a fused one, first N where it is no slower, interpolated in log N "
+           f"at the table's lengths): {ok} of {len(both)} that the table and the model both show within "
+           f"{CROSSING_TARGET:.0%}; {agree} series neither shows; {len(found) - len(both) - agree} one shows alone."]
+    for table, name, pub, mod in found:
+        def n(x: float | None) -> str:
+            return "none" if x is None else f"{x:,.0f}"
+
+        out.append(f"  - {table}, {name}: published {n(pub)}, model {n(mod)}")
+    return out
 
 
 def intervals(points: list[tuple[Point, float]]) -> list[str]:

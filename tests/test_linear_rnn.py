@@ -420,12 +420,18 @@ def test_on_cuda_the_librarys_kernels_compute_the_recurrence(name: str) -> None:
     assert ((y - expect).abs().max() / expect.abs().max()).item() < 1e-2
 
 
-def test_a_calibration_older_than_a_kernel_says_whether_calibrate_can_time_it(cli) -> None:
-    """The shipped CPU calibration predates the gated layers' kernels: the pointwise gate has PyTorch code (a new
-    calibration times it), the gated chunk op has none yet; each warning says which, never promising a timing that
-    `calibrate` cannot take."""
-    r = cli("crossover", "--device", "cpu-amd-epyc-5155e7", "--pair", "softmax-fused-causal:gla", "--d", "64")
+def test_a_calibration_older_than_a_kernel_says_whether_calibrate_can_time_it(cli, monkeypatch) -> None:
+    """The shipped CPU calibration predates the gated layers' kernels: the pointwise gate and GLA's chunk kernel
+    (its vector gate, scores given) have PyTorch code, so a new calibration times them; a kernel without a runner
+    (here the chunk kernel, made so) is said to have none, never promised a timing that `calibrate` cannot take."""
+    args = ("crossover", "--device", "cpu-amd-epyc-5155e7", "--pair", "softmax-fused-causal:gla", "--d", "64")
+    r = cli(*args)
     assert r.code == 0
     said = " ".join(r.err.split())
     assert "no timings of the pointwise kernel: priced as copy; `attn-cost calibrate` times it" in said
-    assert "no timings of the linear-chunk-gated kernel: priced as copy; the op model has no PyTorch code" in said
+    assert "no timings of the linear-chunk-vector-scored kernel: priced as copy; `attn-cost calibrate` times" in said
+    from attn_cost.profilers.devicemodel.calibrated import data
+
+    monkeypatch.setattr(data, "runnable", lambda name: name != "linear-chunk-vector-scored")
+    said = " ".join(cli(*args).err.split())
+    assert "the linear-chunk-vector-scored kernel: priced as copy; the op model has no PyTorch code" in said

@@ -122,3 +122,26 @@ def test_the_shipped_intervals_are_the_held_out_errors_q95() -> None:
     inside = [abs(e) <= np.quantile([abs(x) for t, f, x in rows if f == fam and t != table], 0.95)
               for table, fam, e in rows]  # fmt: skip
     assert sum(inside) / len(inside) >= 0.90
+
+
+def test_a_published_crossover_is_read_where_the_ratio_crosses_one_in_log_n() -> None:
+    """A chunk kernel twice FlashAttention-2's time at N = 1,000 and half of it at 2,000 crosses at √(1,000 · 2,000)
+    = 1,414.2 (halfway in log N); the model, 4 × slower at 1,000 and 2 × at 2,000 and 1/2 × at 4,000, crosses
+    halfway between 2,000 and 4,000: 2,828.4. A series that never crosses gives None."""
+    import math
+
+    from attn_cost.profilers.devicemodel.datasheet.published import Point
+
+    script = _kernels_script()
+    assert script._first_crossing([1000, 2000], [math.log(2), math.log(0.5)]) == pytest.approx(1414.2136)
+    assert script._first_crossing([1000, 2000], [0.3, 0.1]) is None
+    published = {("fla-chunk", 1000): 2.0, ("fla-chunk", 2000): 2.0, ("fla-chunk", 4000): 2.0,
+                 ("flash-attn-2", 1000): 1.0, ("flash-attn-2", 2000): 4.0, ("flash-attn-2", 4000): 16.0}
+    model = {("fla-chunk", 1000): 4.0, ("fla-chunk", 2000): 8.0, ("fla-chunk", 4000): 8.0,
+             ("flash-attn-2", 1000): 1.0, ("flash-attn-2", 2000): 4.0, ("flash-attn-2", 4000): 16.0}  # fmt: skip
+    points = [(Point("t", "a100-sxm4-80gb", kernel, "retention" if kernel == "fla-chunk" else "softmax-fused-causal",
+                     "bf16", "fwd", True, n, {"b": 8, "h": 4, "d": 64}, s), math.log(model[kernel, n] / s))
+              for (kernel, n), s in published.items()]  # fmt: skip
+    ((table, name, pub, mod),) = script.crossings(points)
+    assert (table, pub, mod) == ("t", pytest.approx(1414.2136), pytest.approx(2828.4271))
+    assert "fla-chunk vs flash-attn-2" in name
