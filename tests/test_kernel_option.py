@@ -153,3 +153,21 @@ def test_an_interval_is_its_kernel_familys_and_a_crossings_its_pairs(monkeypatch
     (upper, _), (lower, _) = draws.draws
     assert upper(ns)[0] / draws.a(ns)[0] == pytest.approx(np.exp(0.3))
     assert lower(ns)[0] / draws.a(ns)[0] == pytest.approx(np.exp(-0.3))
+
+
+def test_an_mma_sync_kernel_loses_its_cycles_at_amperes_rate_where_the_tensor_cores_are_slower() -> None:
+    """The round GPU's tensor cores take 1,000 FLOPs an SM a clock in bf16, under Ampere's 2,048 (as GeForce and Ada
+    cards at FP32 accumulate take 512): an mma.sync kernel's loss is the cycles it spends at Ampere's rate. FA2 at
+    efficiency ½, F at d = 64: a block's 33,554,432 FLOPs take 33.554432 µs at the SM's 10¹² FLOP/s, plus
+    (1/½ − 1) · 33,554,432 / 2.048·10¹² = 16.384 µs lost (not 33.554432), then the exponentials (8.192 µs) and the
+    tiles (3.2768 µs); 8 waves. The memory-efficient kernel's 64-row blocks (1,600: 16 waves): in bf16 at its half-
+    precision efficiency ½, 16,777,216 FLOPs (16.777216 µs) + 8.192 µs lost + 65,536 exponentials (4.096 µs) + Q's
+    and O's 64·64 tiles (1.6384 µs); in fp32 (three TF32 products, 30 TFLOP/s: 3·10¹¹ an SM) at efficiency ¼ its
+    loss is of its own tensor time: 55.924053 µs · (1 + 3) + 4.096 + 3.2768 µs."""
+    fa2 = GpuModel(ROUND, replace(ONE, attention=0.5), host=HOST, attention_kernel="flash-attn-2")
+    assert us(fa2.attention(F, "bf16", causal=False)) == pytest.approx(8 * (33.554432 + 16.384 + 8.192 + 3.2768))
+    eff = replace(ONE, efficient=0.25, efficient_half=0.5)
+    efficient = GpuModel(ROUND, eff, host=HOST, attention_kernel="sdpa-efficient")
+    assert us(efficient.attention(F, "bf16", causal=False)) == pytest.approx(16 * (16.777216 + 8.192 + 4.096 + 1.6384))
+    fp32 = 16 * (16_777_216 / 3e11 / US * 4 + 4.096 + 3.2768)
+    assert us(efficient.attention(F, "fp32", causal=False)) == pytest.approx(fp32)

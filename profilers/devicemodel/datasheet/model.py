@@ -89,7 +89,10 @@ class Efficiency:
     """The same for Hopper's warpgroup kernels (cuDNN's, FlashAttention-3's: what SDPA picks on sm90 in bf16/fp16),
     of the tensor peak: another kernel family on another architecture, its own efficiency."""
     efficient: float = field(default=1.0, metadata=rule(above=0, maximum=1))
-    """The same for PyTorch's memory-efficient SDPA kernel (fp32), of its own ceiling (`GpuModel.sdpa_ceiling`)."""
+    """The same for PyTorch's memory-efficient SDPA kernel in fp32 (three TF32 products a product and the splits
+    into them), of its own ceiling (`GpuModel.sdpa_ceiling`)."""
+    efficient_half: float = field(default=1.0, metadata=rule(above=0, maximum=1))
+    """The same kernel in fp16/bf16 (one mma.sync a product): another instruction mix, its own efficiency."""
     strided: float = field(default=1.0, metadata=rule(above=0, maximum=1))
     """Fraction of `stream` that reductions and maps along a non-contiguous axis (softmax over the sequence axis,
     a strided view's operand) reach: their own efficiency per layout, as the CPU op model has."""
@@ -303,6 +306,19 @@ class GpuModel(DeviceModel):
             return min(peak, MMA_SYNC_PER_CLOCK * sheet.sms * sheet.clock_mhz * 1e6)
         return peak
 
+    def tensor_seconds(self, flops: np.ndarray, ceiling: float, rate: float, pricing: str, dtype: str) -> np.ndarray:
+        """Seconds one SM spends on a block's products: their tensor time at the kernel's ceiling, plus what the
+        kernel loses around them (the efficiency's `1 / rate - 1`). A kernel written with mma.sync in half
+        precision loses a number of cycles per instruction, counted at Ampere's rate (`MMA_SYNC_PER_CLOCK`), where
+        its efficiency is fitted: on a GPU whose tensor cores take more cycles per instruction (GeForce and Ada
+        cards at FP32 accumulate, 512 FLOPs per SM per clock) the same cycles are a smaller share of the block.
+        Every other kernel (warpgroup, 3xTF32 in fp32) loses its share of its own tensor time."""
+        sheet = self.sheet
+        tensor = flops / (ceiling / sheet.sms)
+        mma_sync = pricing in ("flash", "fa1", "efficient") and dtype in ("fp16", "bf16")
+        lost_at = MMA_SYNC_PER_CLOCK * sheet.sms * sheet.clock_mhz * 1e6 if mma_sync else ceiling
+        return tensor + flops / (lost_at / sheet.sms) * (1 / rate - 1)
+
     def attention(self, f: dict, dtype: str, causal: bool, backward: bool = False) -> np.ndarray:
         """Seconds of fused attention's forward (or backward) on the device, priced as its kernel
         (`attention_choice`) lays it out: query blocks in waves over the SMs, each block's products at its kernel's
@@ -336,9 +352,9 @@ class GpuModel(DeviceModel):
         exps = passes * br * nk * share / splits
         blocks = blocks * splits
         warpgroup = pricing == "fa3" or (pricing == "cudnn" and sheet.arch == "sm90")
-        rates = {"efficient": eff.efficient, "fa1": eff.flash_v1}
+        rates = {"efficient": eff.efficient if dtype == "fp32" else eff.efficient_half, "fa1": eff.flash_v1}
         rate = eff.warpgroup if warpgroup else rates.get(pricing, eff.attention)
-        products = flops / (ceiling * rate / sheet.sms)
+        products = self.tensor_seconds(flops, ceiling, rate, pricing, dtype)
         softmax = exps / (sheet.exp_rate / sheet.sms)
         # the exponentials after the products, not beside them, in every kernel but FlashAttention-3's: the H200's
         # SDPA (cuDNN, a warpgroup kernel) times at d = 32, 64 and 128 fit one efficiency so (overlapped: a median
