@@ -98,11 +98,13 @@ def _n(x) -> str:
 
 
 def _datasheet(r: dict) -> str:
+    from attn_cost.profilers.measure.standing import interval
+
     if r["datasheet_n0"] is None:
         return "—"
     if r["datasheet_n0"] <= 2:  # the search's first length: B is predicted faster from the start
-        return f"B faster throughout [–{_n(r['datasheet_high'])}]"
-    return f"{_n(r['datasheet_n0'])} [{_n(r['datasheet_low'])}–{_n(r['datasheet_high'])}]"
+        return f"B faster throughout {interval(None, r['datasheet_high'])}"
+    return f"{_n(r['datasheet_n0'])} {interval(r['datasheet_low'], r['datasheet_high'])}"
 
 
 def _n1(r: dict) -> str:
@@ -158,7 +160,11 @@ def markdown(items: list[dict], short: bool) -> str:
             "is what `attn-cost crossover --device <profile> --json` prints for the shipped profiles (the datasheet "
             "column: `--device` the GPU's datasheet row); `python benchmarks/gpu_table.py` makes this block. "
             "Of the units the campaign measured to an end:")  # fmt: skip
-    out = [head, "", *counts(items), "", *transition_table(shown), "", "TaylorShift, direct → efficient:", "",
+    from attn_cost.profilers.measure.standing import OPEN_EDGE, OPEN_MEANS
+
+    table = transition_table(shown)
+    opened = [f"{OPEN_EDGE} in [95 %]: {OPEN_MEANS}.", ""] if any(OPEN_EDGE in line for line in table) else []
+    out = [head, "", *counts(items), "", *table, "", *opened, "TaylorShift, direct → efficient:", "",
            *taylorshift_table(items)]  # fmt: skip
     return "\n".join(out) + "\n"
 

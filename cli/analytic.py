@@ -52,8 +52,8 @@ from attn_cost.costmodel.scopes import MODES, SCOPES
 from attn_cost.costmodel.symbols import BY_NAME, L, b
 from attn_cost.costmodel.symbols import DESCRIPTIONS as SYMBOLS
 from attn_cost.costmodel.variants import all_variants, derive_counted, get_variant
+from attn_cost.profilers.measure.standing import OPEN_EDGE, OPEN_MEANS, op_model_n0
 from attn_cost.profilers.measure.standing import cell as measured_cell
-from attn_cost.profilers.measure.standing import op_model_n0
 from rich.console import Console
 from rich.markup import escape
 
@@ -194,6 +194,7 @@ def _device_table(rows: list[TransitionRow], heads: int, batch: int, device: str
     )
     columns = [right("d"), Col(""), right("analytic"), right("corrected"), right("op model [95 %]"), right("measured")]
     dashes = False
+    all_cells: list[list[str]] = []
     for pair in dict.fromkeys((row.a, row.b) for row in rows):
         cells = []
         for row in (r for r in rows if (r.a, r.b) == pair):
@@ -212,6 +213,7 @@ def _device_table(rows: list[TransitionRow], heads: int, batch: int, device: str
                  _measured(fit.measured_n1, fit.n1_uncertainty)]
             )  # fmt: skip
         dashes = dashes or any("—" in cell for cell_row in cells for cell in cell_row)
+        all_cells += cells
         render.table(f"\n{pair[0]} → {pair[1]}", columns, cells, keys=2)
     judged = any(r.device is not None and r.device.profile is not None and r.device.profile.n0_standing
                  for r in rows)  # fmt: skip
@@ -224,6 +226,7 @@ def _device_table(rows: list[TransitionRow], heads: int, batch: int, device: str
         + (STANDING if judged else "")
         + (TIE if tied else "")
         + ("—: the device has no value at this setting. " if dashes else "")
+        + (f"{OPEN_EDGE} in [95 %]: {OPEN_MEANS}. " if any(OPEN_EDGE in c[4] for c in all_cells) else "")
         + (EXTRAPOLATED if any(r.device is not None and r.device.extrapolated for r in rows) else "")
         + describe(first.counting.as_json())
     )
@@ -244,6 +247,8 @@ def _datasheet_table(rows: list[TransitionRow], heads: int, batch: int, device: 
     over = [r.device.memory_bytes or 0 for r in rows if r.device is not None and r.device.fits_in_memory is False]
     beyond = (f" †: at that N, A or B needs more memory than the GPU's {over[0] / 1e9:g} GB: the run would not fit, "
               "and the time predicted is of a run that cannot happen." if over else "")  # fmt: skip
+    if any(OPEN_EDGE in cell[4] for cell in cells):
+        beyond += f" {OPEN_EDGE} in [95 %]: {OPEN_MEANS}."
     render.table(
         f"B is faster than A from N = …  on {device.name}, predicted "
         f"({first.scope}, {first.mode}, {first.dtype}, h={heads}, b={batch})",

@@ -10,6 +10,7 @@ missing piece is one line that says what it costs.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import time
 from importlib import metadata
@@ -22,6 +23,7 @@ from attn_cost.cli.app import app
 from attn_cost.cli.render import emit
 from attn_cost.costmodel.dtypes import ACTIVATION
 from attn_cost.costmodel.errors import UserError
+from attn_cost.profilers.devicemodel.datasheet.kernels import CHOICES, CHUNK
 from attn_cost.profilers.measure import sdpa
 from attn_cost.profilers.measure.gpu_record import L2_POLICY
 from attn_cost.profilers.measure.machine import CPU_TIMER_VERSION, cpu_info
@@ -29,6 +31,9 @@ from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.workflow.measuring import choose_device, measuring
 
 HEAD_DIMS = (16, 32, 64, 96, 128, 256)
+PACKAGES = {"flash-attn-2": ("flash_attn", "flash-attn"), "flash-attn-3": ("flash_attn_interface",
+            "FlashAttention-3's hopper/ build")}  # fmt: skip
+"""The `--kernel` names a package of their own runs: the module it imports and what provides it."""
 SDPA_DTYPES = ACTIVATION
 PROFILE_S = 30.0
 """The mini profile stops starting new lengths after this many seconds."""
@@ -97,10 +102,12 @@ def examine(device: str, profile: bool = True) -> dict:
         missing.append(f"no CUDA graph capture ({timer['graph_capture']}): every point is timed eager-only")
     if timer.get("kernel_count", "ok") != "ok":
         missing.append(f"no kernel count ({timer['kernel_count']}): records keep no launch cost per kernel")
+    sdpa_runs = _sdpa(device)
     report: dict[str, Any] = {
         "versions": versions,
         "device": _device(device),
-        "sdpa": _sdpa(device),
+        "sdpa": sdpa_runs,
+        "kernels": kernels_here(device, sdpa_runs["runs"], fla),
         "fla": fla,
         "timer": timer,
         "memory": _memory(device),
@@ -152,6 +159,33 @@ def _sdpa(device: str) -> dict:
         except (UserError, RuntimeError):
             default[dtype] = None
     return {"head_dims_tried": list(HEAD_DIMS), "runs": table, "default_at_d64": default}
+
+
+def kernels_here(device: str, sdpa_runs: dict, fla: dict) -> dict:
+    """Each kernel `--kernel` names: whether it runs on this machine (one a measured run here could time beside
+    the datasheet model's price of it) and, where not, why. SDPA's backends as its dispatcher ran them (`_sdpa`),
+    the flash-attn packages where their module is installed on a CUDA device, fla's kernels where fla-core's chunk
+    kernels run."""
+    out: dict[str, dict] = {}
+    for name, choice in CHOICES.items():
+        why: str | None = None
+        if name == "sdpa":
+            why = None if any(any(ds) for by in sdpa_runs.values() for ds in by.values()) else "no SDPA backend runs"
+        elif name.startswith("sdpa-"):
+            backend = name.removeprefix("sdpa-")
+            runs = any(sdpa_runs.get(backend, {}).values())
+            here = "this CUDA device" if device == "cuda" else "the CPU"
+            why = None if runs else f"PyTorch's SDPA does not run its {backend} backend on {here}"
+        elif choice.family == CHUNK:
+            why = None if fla["usable"] else fla["why"]
+        elif name in PACKAGES:
+            module, provider = PACKAGES[name]
+            if device != "cuda":
+                why = "needs a CUDA device"
+            elif importlib.util.find_spec(module) is None:
+                why = f"{provider} is not installed (module {module})"
+        out[name] = {"here": why is None, "why": why}
+    return out
 
 
 def _fla(device: str) -> dict:
@@ -290,6 +324,12 @@ def _print(report: dict) -> None:
     render.line(f"PyTorch's own choice at d = 64: {sd['default_at_d64']}", markup=False)
     fla = report["fla"]
     render.line(f"linear-chunked-fused runs: {fla['runs']} ({fla['version']})", markup=False)
+    kernels = report["kernels"]
+    here = [name for name, k in kernels.items() if k["here"]]
+    render.sentence(f"--kernel names that run here: {', '.join(here) or 'none'}.", indent=0)
+    for name, k in kernels.items():
+        if not k["here"]:
+            render.line(f"  not here: {name}: {k['why']}", markup=False)
     t = report["timer"]
     render.sentence(f"Timer (v{t['version']}, resolution {t['resolution_s']:.2g} s): {t['meaning']}.", indent=0)
     if "graph_capture" in t:

@@ -26,7 +26,7 @@ from attn_cost.profilers.devicemodel.measured.data import (
 from attn_cost.profilers.devicemodel.names import OPMODELS, known_opmodels
 from attn_cost.profilers.measure.machine import IDENTITY
 from attn_cost.profilers.measure.sizes import Sizes
-from attn_cost.profilers.measure.standing import cell, tally
+from attn_cost.profilers.measure.standing import cell, interval, tally
 from attn_cost.profilers.workflow.measuring import (
     Events,
     Measuring,
@@ -582,7 +582,7 @@ def _predicted_cell(row: dict) -> str:
     if row.get("predicted_n0") is None:
         return "—"
     low, high = row.get("predicted_n0_low"), row.get("predicted_n0_high")
-    span = f" [{_n(low)}–{_n(high)}]" if low is not None or high is not None else ""
+    span = f" {interval(low, high)}" if low is not None or high is not None else ""
     return (
         _with_err(row["predicted_n0"], row.get("predicted_n0_error"))
         + span

@@ -20,6 +20,13 @@ def test_doctor_runs_without_a_gpu_and_says_what_is_missing(cli) -> None:
     # PyTorch's CPU dispatcher runs the math and flash kernels, never the CUDA-only ones
     runs = report["sdpa"]["runs"]
     assert runs["math"]["fp32"] == report["sdpa"]["head_dims_tried"] and runs["cudnn"]["bf16"] == []
+    kernels = report["kernels"]  # every --kernel name, said to run here or why not
+    from attn_cost.cli.options import KERNEL_NAMES
+
+    assert tuple(kernels) == KERNEL_NAMES
+    assert kernels["sdpa-math"] == {"here": True, "why": None} and kernels["sdpa"]["here"]
+    assert kernels["flash-attn-3"] == {"here": False, "why": "needs a CUDA device"}
+    assert not kernels["sdpa-cudnn"]["here"] and "cudnn" in kernels["sdpa-cudnn"]["why"]
 
 
 def test_doctor_prints_a_readable_report_with_a_mini_profile(cli) -> None:
@@ -35,3 +42,20 @@ def test_doctor_gpu_without_cuda_is_one_line_and_exit_2(cli) -> None:
         pytest.skip("this machine has CUDA")
     r = cli("doctor", "--gpu")
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1 and "needs CUDA" in r.err
+
+
+def test_each_kernel_is_here_where_its_backend_runs_or_its_package_is_installed(monkeypatch) -> None:
+    """On a CUDA device where SDPA ran flash and math but not cuDNN or the memory-efficient kernel, flash-attn is
+    installed and FlashAttention-3's module is not, and fla-core's kernels do not run: each name says so."""
+    import importlib.util
+
+    from attn_cost.cli import doctor
+
+    runs = {"flash": {"bf16": [64, 128]}, "efficient": {"bf16": []}, "cudnn": {"bf16": []}, "math": {"fp32": [64]}}
+    fla = {"usable": False, "why": "fla-core is not installed"}
+    monkeypatch.setattr(importlib.util, "find_spec", lambda module: object() if module == "flash_attn" else None)
+    k = doctor.kernels_here("cuda", runs, fla)
+    assert [name for name, v in k.items() if v["here"]] == ["sdpa", "sdpa-flash", "sdpa-math", "flash-attn-2"]
+    assert k["flash-attn-3"]["why"] == "FlashAttention-3's hopper/ build is not installed (module flash_attn_interface)"
+    assert k["fla-chunk"]["why"] == k["fla-fused-chunk"]["why"] == "fla-core is not installed"
+    assert k["sdpa-efficient"]["why"] == "PyTorch's SDPA does not run its efficient backend on this CUDA device"

@@ -239,7 +239,9 @@ def crossing(
         low = high = n0
 
     def finite(x: float | None) -> int | None:
-        return int(x) if x is not None and math.isfinite(x) else None
+        """A whole edge, None where it runs past the lengths searched: beyond n_max (a draw that never crosses)
+        or down to the first length (B within the model's error of A from the start)."""
+        return int(x) if x is not None and math.isfinite(x) and x > xs[0] else None
 
     replicates_drawn = len(drawn) if d.sampled else 0
     return Prediction(n0, finite(low), finite(high), replicates_drawn, tie, regret, tuple(d.extrapolated(xs)))
@@ -340,6 +342,7 @@ class Prediction:
     n0: int | None
     low: int | None
     high: int | None
+    """The interval's edges; None (with an n0) where an edge runs past the lengths searched (`OPEN_EDGE`)."""
     replicates: int
     tie: tuple[int, int] | None = None
     """Lengths where the predicted time ratio tB/tA is within the model's error of 1 (`TIE_Z` bootstrap σ of its

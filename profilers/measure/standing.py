@@ -267,7 +267,22 @@ def op_model_n0(n0: int | None, low: int | None, high: int | None) -> str:
     """The op model's N0 with its bootstrap interval: 1,162 [681–1,448]."""
     if n0 is None:
         return "—"
-    return f"{n0:,} [{_whole(low)}–{_whole(high)}]" if low is not None or high is not None else f"{n0:,}"
+    return f"{n0:,} {interval(low, high)}" if low is not None or high is not None else f"{n0:,}"
+
+
+OPEN_EDGE = "…"
+"""An interval's edge that runs past the lengths searched: below the first, or beyond n_max."""
+OPEN_MEANS = ("the interval runs past the lengths searched: within the model's error, B is as fast as A from the "
+              "shortest length (a lower edge), or never as fast up to the longest (an upper one)")
+
+
+def interval(low: int | None, high: int | None) -> str:
+    """A predicted N0's 95 % interval, `[681–1,448]`; an edge past the lengths searched is `OPEN_EDGE`."""
+    return f"[{_edge(low)}–{_edge(high)}]"
+
+
+def _edge(value: int | None) -> str:
+    return OPEN_EDGE if value is None else f"{value:,.0f}"
 
 
 def _whole(value) -> str:

@@ -13,7 +13,7 @@ from attn_cost.costmodel.counting import describe
 from attn_cost.costmodel.symbols import BY_NAME
 from attn_cost.profilers.devicemodel.device import CALIBRATED, LABELS
 from attn_cost.profilers.devicemodel.measured.data import VALIDATION_COLUMNS
-from attn_cost.profilers.measure.standing import cell, op_model_n0, shown_n0
+from attn_cost.profilers.measure.standing import cell, interval, op_model_n0, shown_n0
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
@@ -442,7 +442,8 @@ def _twins(data: dict, colors: dict) -> str:
 def _op_model_cell(row: dict) -> str:
     cell = _with_err(row.get("predicted_n0"), row.get("predicted_n0_error"))
     low, high = row.get("predicted_n0_low"), row.get("predicted_n0_high")
-    return cell + (f" [{_n(low)}–{_n(high)}]" if row.get("predicted_n0") is not None and (low or high) else "")
+    shown = row.get("predicted_n0") is not None and (low is not None or high is not None)
+    return cell + (f" {html.escape(interval(low, high))}" if shown else "")
 
 
 def _with_err(value, err) -> str:

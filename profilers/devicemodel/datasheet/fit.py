@@ -49,7 +49,7 @@ from attn_cost.profilers.devicemodel.device import KernelTime, crossing, peak_by
 from attn_cost.profilers.devicemodel.kernels import CHUNK, CHUNKED, priced_families
 from attn_cost.profilers.devicemodel.measured.data import SHIPPED as SHIPPED_PROFILES
 from attn_cost.profilers.devicemodel.measured.data import load_profile
-from attn_cost.profilers.measure.standing import cell
+from attn_cost.profilers.measure.standing import cell, interval
 from attn_cost.profilers.store.store import SHIPPED as SHIPPED_RECORDS
 from attn_cost.profilers.store.store import read_records
 from scipy.optimize import least_squares, nnls
@@ -739,8 +739,8 @@ def record(rows: list[Row], fit: Fit, sigma: float) -> str:
                   "|---|---|---|---|---|---|---|"]  # fmt: skip
         for h in held:
             measured = cell(h["measured"], h["uncertainty"], h["verdict"], h["standing"], tie=h.get("tie"))
-            interval = f"{_n(h['predicted'])} [{_n(h['low'])}, {_n(h['high'])}]"
-            lines.append(f"| {h['gpu']} | {h['dtype']} | {h['a']} → {h['b']} | {h['d']} | {measured} | {interval} | "
+            predicted = f"{_n(h['predicted'])} {interval(h['low'], h['high'])}"
+            lines.append(f"| {h['gpu']} | {h['dtype']} | {h['a']} → {h['b']} | {h['d']} | {measured} | {predicted} | "
                          f"{_pct(h['error'])} |")  # fmt: skip
         errs = [abs(h["error"]) for h in held if h["error"] is not None]
         if errs:
