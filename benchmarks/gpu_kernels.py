@@ -4,6 +4,7 @@ tables (profilers/data/published/, `datasheet.published`): median |time error| p
     python benchmarks/gpu_kernels.py                         # the record, printed
     python benchmarks/gpu_kernels.py --into docs/gpumodel.md # and written into its marked block
     python benchmarks/gpu_kernels.py --intervals             # and the intervals written (gpumodel_intervals.json)
+    python benchmarks/gpu_kernels.py --measured FILE         # the model against a table `attn-cost kernels` made
 
 None of these tables is among the fit's sources (`datasheet.fit.FIT_SOURCES`: FlashAttention's A100 tables and the
 H200's own run): every figure here is out of sample. Each point is priced on its GPU's datasheet row with the shipped
@@ -40,7 +41,14 @@ from attn_cost.profilers.devicemodel.datasheet.model import (
     fitted,
     spreads,
 )
-from attn_cost.profilers.devicemodel.datasheet.published import Point, read_all
+from attn_cost.profilers.devicemodel.datasheet.published import (
+    Point,
+    Table,
+    is_kernel_table,
+    read_all,
+    read_table,
+    shipped_gpus,
+)
 from attn_cost.profilers.devicemodel.device import row_dims
 from attn_cost.profilers.store.files import is_json_of
 from docblock import check, fill, write_output
@@ -89,11 +97,16 @@ def family(kernel: str) -> str:
 
 @functools.cache
 def scored() -> tuple[list[tuple[Point, float]], Counter]:
-    """Each priced point with its signed log error; what was left out, why."""
+    """Each priced point of the shipped published tables with its signed log error; what was left out, why."""
+    return score(read_all())
+
+
+def score(tables: list[Table]) -> tuple[list[tuple[Point, float]], Counter]:
+    """Each priced point of these tables with its signed log error; what was left out, why."""
     all_variants()
     out: list[tuple[Point, float]] = []
     left: Counter = Counter()
-    for table in read_all():
+    for table in tables:
         for point in table.points:
             if point.kernel not in KERNELS:
                 left[f"kernel {point.kernel} is not one attn-cost prices"] += 1
@@ -111,13 +124,12 @@ def scored() -> tuple[list[tuple[Point, float]], Counter]:
     return out, left
 
 
-def judged() -> tuple[dict[tuple, list[float]], Counter]:
-    """Each priced point's signed log error, grouped per (table, GPU, kernel, direction); what was left out, why."""
-    points, left = scored()
+def judged(points: list[tuple[Point, float]]) -> dict[tuple, list[float]]:
+    """Each priced point's signed log error, grouped per (table, GPU, kernel, direction)."""
     groups: dict[tuple, list[float]] = defaultdict(list)
     for point, err in points:
         groups[(point.table, point.gpu, point.kernel, point.direction)].append(err)
-    return groups, left
+    return groups
 
 
 def _shape(point: Point, with_n: bool = True) -> tuple:
@@ -188,14 +200,24 @@ def q95s(points: list[tuple[Point, float]]) -> dict[str, float]:
 
 
 def record() -> str:
-    """The record: one line a (table, GPU, kernel, direction), its points, median |error| and median error."""
-    groups, left = judged()
+    """The record of the shipped published tables: `groups`, the published crossovers, the intervals' coverage."""
+    points, left = scored()
+    lines = groups(points)
+    lines += crossover_lines(points)
+    lines += intervals(points)
+    lines.append("- Left out: " + "; ".join(f"{why} ({n})" for why, n in left.most_common()) + ".")
+    return "\n".join(lines) + "\n"
+
+
+def groups(points: list[tuple[Point, float]]) -> list[str]:
+    """One line a (table, GPU, kernel, direction), its points, median |error| and median error; how many groups are
+    within the targets."""
     lines = [
         "| table | GPU | kernel | direction | points | median \\|error\\| | median error |",
         "|---|---|---|---|---|---|---|",
     ]
     verdicts: dict[str, list[bool]] = defaultdict(list)
-    for (table, gpu, kernel, direction), errs in sorted(groups.items()):
+    for (table, gpu, kernel, direction), errs in sorted(judged(points).items()):
         rel = [float(np.exp(e) - 1) for e in errs]
         med_abs, med = statistics.median(abs(r) for r in rel), statistics.median(rel)
         lines.append(f"| {table} | {gpu} | {kernel} | {direction} | {len(errs)} | {med_abs:.0%} | {med:+.0%} |")
@@ -206,9 +228,23 @@ def record() -> str:
         ok = verdicts[family]
         lines.append(f"- {family} kernels: {sum(ok)} of {len(ok)} (table, GPU, kernel, direction) groups within "
                      f"{target:.0%} median |time error|.")  # fmt: skip
-    lines += crossover_lines(scored()[0])
-    lines += intervals(scored()[0])
-    lines.append("- Left out: " + "; ".join(f"{why} ({n})" for why, n in left.most_common()) + ".")
+    return lines
+
+
+def measured_record(paths: list[Path]) -> str:
+    """The datasheet model against tables `attn-cost kernels` measured (`--measured`): the same groups and
+    crossovers, judged, never fitted; what was left out, why."""
+    tables = []
+    for path in paths:
+        if not is_kernel_table(path):
+            raise SystemExit(f"gpu_kernels: {path} is not a table of `attn-cost kernels`")
+        tables.append(read_table(path, shipped_gpus()))
+    points, left = score(tables)
+    skipped = Counter()
+    for table in tables:
+        skipped.update(table.skipped)
+    lines = groups(points) + crossover_lines(points)
+    lines.append("- Left out: " + "; ".join(f"{why} ({n})" for why, n in (left + skipped).most_common()) + ".")
     return "\n".join(lines) + "\n"
 
 
@@ -218,10 +254,13 @@ def crossover_lines(points: list[tuple[Point, float]]) -> list[str]:
     both = [(t, name, pub, mod) for t, name, pub, mod in found if pub is not None and mod is not None]
     ok = sum(abs(np.log(mod / pub)) <= np.log(1 + CROSSING_TARGET) for _, _, pub, mod in both)
     agree = sum(pub is None and mod is None for _, _, pub, mod in found)
-    out = [f"- Crossovers (a chunk kernel against a fused one, first N where it is no slower, interpolated in log N "
-           f"at the table's lengths): {ok} of {len(both)} that the table and the model both show within "
-           f"{CROSSING_TARGET:.0%}; {agree} series neither shows; {len(found) - len(both) - agree} one shows alone."]
+    out = [
+        f"- Crossovers (a chunk kernel against a fused one, first N where it is no slower, interpolated in log N "
+        f"at the table's lengths): {ok} of {len(both)} that the table and the model both show within "
+        f"{CROSSING_TARGET:.0%}; {agree} series neither shows; {len(found) - len(both) - agree} one shows alone."
+    ]
     for table, name, pub, mod in found:
+
         def n(x: float | None) -> str:
             return "none" if x is None else f"{x:,.0f}"
 
@@ -260,7 +299,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--into", type=Path, action="append", default=[], help="write the record into this file")
     parser.add_argument("--intervals", action="store_true", help=f"write {INTERVALS_FILE.name}")
+    parser.add_argument("--measured", type=Path, action="append", default=[],
+                        help="judge the model on this table of `attn-cost kernels` instead (repeatable)")  # fmt: skip
     args = parser.parse_args()
+    if args.measured:
+        print(measured_record(args.measured))
+        return
     check(args.into, BEGIN, END)
     if args.intervals:
         data = {

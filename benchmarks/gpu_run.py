@@ -7,6 +7,8 @@ other folder, so it never writes beside a user's files. In it, as it goes:
 
     OUT/gpu_run.json     the run's record: every call of the script, its limit, each part's seconds and exit status
     OUT/doctor.json      `attn-cost doctor --gpu --json`: versions, the device, what is missing
+    OUT/kernels.csv      `attn-cost kernels --gpu`: each kernel `--kernel` names that is installed, timed
+                         (`python benchmarks/gpu_kernels.py --measured OUT/kernels.csv` judges the model on it)
     OUT/campaign/        `attn-cost campaign --gpu`: its log, measurements.jsonl, summary.json and op calibration
 
 Every file there is replaced only whole, by a complete new result (claimed and written by attn-cost's own file
@@ -40,6 +42,10 @@ RECORD = "gpu_run.json"
 DOCTOR = "doctor.json"
 MAX_MINUTES = 28.0
 """A device call's whole limit: a longer --minutes is a mistake."""
+KERNELS = "kernels.csv"
+KERNELS_S, KERNELS_SHARE = 150.0, 0.3
+"""`attn-cost kernels` (each installed kernel `--kernel` names, timed) gets at most this many seconds, and at most
+this share of what is left after the device check; the campaign the rest."""
 DOCTOR_S = 60.0
 """The most the device check may take (it imports torch and initialises CUDA)."""
 GRACE_S = 5.0
@@ -231,6 +237,12 @@ def run(out: Path, minutes: float, earlier: Path | None) -> int:
         print("gpu_run: the device check refused this machine (above): nothing measured",
               file=sys.stderr)  # fmt: skip
         return 2
+    left = 60 * minutes - (time.monotonic() - start)
+    kernels_s = min(KERNELS_S, KERNELS_SHARE * left)
+    began = time.monotonic()
+    timed = attn_cost("kernels", "--gpu", "--out", str(out / KERNELS), "--minutes", f"{kernels_s / 60:.2f}",
+                      timeout=kernels_s + STOP_S)  # fmt: skip
+    part("kernels", timed.status, began)
     left = 60 * minutes - (time.monotonic() - start)
     began = time.monotonic()
     status = attn_cost("campaign", "--gpu", "--out", str(campaign), "--minutes", f"{left / 60:.2f}",

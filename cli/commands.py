@@ -70,6 +70,10 @@ COMMANDS: dict[str, Listed] = {
     "doctor": Listed("doctor", "Check this machine before measuring: versions, device, SDPA backends, timer, peak "
                      "memory, TF32, a mini\nprofile. Run it first on a new machine; --gpu makes a missing GPU an "
                      "error."),
+    "kernels": Listed("kerneltimes", "Time the kernels `--kernel` names that run on this machine (SDPA's backends, "
+                      "flash-attn, FlashAttention-3,\nfla's chunk kernels) at FlashAttention-2's benchmark shapes, "
+                      "forward and forward + backward, into a table in\nthe published tables' format: `python "
+                      "benchmarks/gpu_kernels.py --measured FILE` judges the datasheet model on\nit."),
     "io": Listed("iotraffic", "Traffic of tiled fused attention (fa2: K, V re-read per query block, Θ(N²d/B_r); fa1: "
                  "Q, O re-read per\nK/V block, Θ(N²d²/M)) and the N from which it moves more bytes than a linear-time "
                  "variant."),

@@ -10,7 +10,6 @@ missing piece is one line that says what it costs.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import time
 from importlib import metadata
@@ -22,18 +21,12 @@ from attn_cost.cli import render
 from attn_cost.cli.app import app
 from attn_cost.cli.render import emit
 from attn_cost.costmodel.dtypes import ACTIVATION
-from attn_cost.costmodel.errors import UserError
-from attn_cost.profilers.devicemodel.datasheet.kernels import CHOICES, CHUNK
-from attn_cost.profilers.measure import sdpa
 from attn_cost.profilers.measure.gpu_record import L2_POLICY
 from attn_cost.profilers.measure.machine import CPU_TIMER_VERSION, cpu_info
 from attn_cost.profilers.measure.sizes import Sizes
 from attn_cost.profilers.workflow.measuring import choose_device, measuring
 
 HEAD_DIMS = (16, 32, 64, 96, 128, 256)
-PACKAGES = {"flash-attn-2": ("flash_attn", "flash-attn"), "flash-attn-3": ("flash_attn_interface",
-            "FlashAttention-3's hopper/ build")}  # fmt: skip
-"""The `--kernel` names a package of their own runs: the module it imports and what provides it."""
 SDPA_DTYPES = ACTIVATION
 PROFILE_S = 30.0
 """The mini profile stops starting new lengths after this many seconds."""
@@ -72,6 +65,7 @@ def _version(dist: str) -> str | None:
 def examine(device: str, profile: bool = True) -> dict:
     """Everything `doctor` reports, JSON-ready."""
     import torch
+    from attn_cost.profilers.measure.kernel_times import fla_status, kernels_here, sdpa_table
 
     from attn_cost import __version__
 
@@ -93,7 +87,7 @@ def examine(device: str, profile: bool = True) -> dict:
     if not torch.cuda.is_available():
         build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
         missing.insert(0, f"no CUDA device (torch {torch.__version__} is {build}): CPU measurements only")
-    fla = _fla(device)
+    fla = fla_status(device)
     if not fla["usable"]:
         missing.append(f"no flash-linear-attention kernels here: {fla['why']}; linear-chunked-fused runs the "
                        "PyTorch chunked form")  # fmt: skip
@@ -102,7 +96,8 @@ def examine(device: str, profile: bool = True) -> dict:
         missing.append(f"no CUDA graph capture ({timer['graph_capture']}): every point is timed eager-only")
     if timer.get("kernel_count", "ok") != "ok":
         missing.append(f"no kernel count ({timer['kernel_count']}): records keep no launch cost per kernel")
-    sdpa_runs = _sdpa(device)
+
+    sdpa_runs = sdpa_table(device, HEAD_DIMS, SDPA_DTYPES)
     report: dict[str, Any] = {
         "versions": versions,
         "device": _device(device),
@@ -132,70 +127,6 @@ def _device(device: str) -> dict:
     info = cpu_info()
     return {"kind": "cpu", "name": info.get("name"), "cpus": os.cpu_count(), "threads": torch.get_num_threads(),
             "cache": info.get("cache")}  # fmt: skip
-
-
-def _sdpa(device: str) -> dict:
-    """Per backend and dtype, the head dims (of HEAD_DIMS) at which PyTorch's dispatcher runs it here."""
-    import torch
-
-    capability = torch.cuda.get_device_capability(0) if device == "cuda" else None
-    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-    table: dict = {}
-    for name in sdpa.BACKENDS:
-        for dtype in SDPA_DTYPES:
-            runs = []
-            for d in HEAD_DIMS:
-                try:
-                    sdpa.check_backend(name, device, dtype, d, capability, cudnn)
-                    sdpa.probe_backend(name, device, dtype, d)
-                except (UserError, RuntimeError):
-                    continue
-                runs.append(d)
-            table.setdefault(name, {})[dtype] = runs
-    default: dict[str, str | None] = {}
-    for dtype in ("fp32", "bf16"):
-        try:
-            default[dtype] = sdpa.probe_backend(None, device, dtype, 64)
-        except (UserError, RuntimeError):
-            default[dtype] = None
-    return {"head_dims_tried": list(HEAD_DIMS), "runs": table, "default_at_d64": default}
-
-
-def kernels_here(device: str, sdpa_runs: dict, fla: dict) -> dict:
-    """Each kernel `--kernel` names: whether it runs on this machine (one a measured run here could time beside
-    the datasheet model's price of it) and, where not, why. SDPA's backends as its dispatcher ran them (`_sdpa`),
-    the flash-attn packages where their module is installed on a CUDA device, fla's kernels where fla-core's chunk
-    kernels run."""
-    out: dict[str, dict] = {}
-    for name, choice in CHOICES.items():
-        why: str | None = None
-        if name == "sdpa":
-            why = None if any(any(ds) for by in sdpa_runs.values() for ds in by.values()) else "no SDPA backend runs"
-        elif name.startswith("sdpa-"):
-            backend = name.removeprefix("sdpa-")
-            runs = any(sdpa_runs.get(backend, {}).values())
-            here = "this CUDA device" if device == "cuda" else "the CPU"
-            why = None if runs else f"PyTorch's SDPA does not run its {backend} backend on {here}"
-        elif choice.family == CHUNK:
-            why = None if fla["usable"] else fla["why"]
-        elif name in PACKAGES:
-            module, provider = PACKAGES[name]
-            if device != "cuda":
-                why = "needs a CUDA device"
-            elif importlib.util.find_spec(module) is None:
-                why = f"{provider} is not installed (module {module})"
-        out[name] = {"here": why is None, "why": why}
-    return out
-
-
-def _fla(device: str) -> dict:
-    """Whether linear-chunked-fused runs flash-linear-attention's chunk kernels here (fla-core on CUDA), and why not."""
-    from attn_cost.profilers.measure.references.linear import FLA_CHUNK, chunk_implementation, fla_linear_attn
-
-    fn, why = fla_linear_attn()
-    impl = chunk_implementation(FLA_CHUNK, device)
-    reason = None if impl.native else why if fn is None else f"this run is on the {device.upper()}"
-    return {"usable": impl.native, "runs": impl.name, "version": impl.version, "why": reason}
 
 
 def _timer(device: str) -> dict:

@@ -49,12 +49,12 @@ def test_each_kernel_is_here_where_its_backend_runs_or_its_package_is_installed(
     installed and FlashAttention-3's module is not, and fla-core's kernels do not run: each name says so."""
     import importlib.util
 
-    from attn_cost.cli import doctor
+    from attn_cost.profilers.measure import kernel_times
 
     runs = {"flash": {"bf16": [64, 128]}, "efficient": {"bf16": []}, "cudnn": {"bf16": []}, "math": {"fp32": [64]}}
     fla = {"usable": False, "why": "fla-core is not installed"}
     monkeypatch.setattr(importlib.util, "find_spec", lambda module: object() if module == "flash_attn" else None)
-    k = doctor.kernels_here("cuda", runs, fla)
+    k = kernel_times.kernels_here("cuda", runs, fla)
     assert [name for name, v in k.items() if v["here"]] == ["sdpa", "sdpa-flash", "sdpa-math", "flash-attn-2"]
     assert k["flash-attn-3"]["why"] == "FlashAttention-3's hopper/ build is not installed (module flash_attn_interface)"
     assert k["fla-chunk"]["why"] == k["fla-fused-chunk"]["why"] == "fla-core is not installed"

@@ -142,7 +142,7 @@ def test_a_resume_whose_device_check_is_refused_keeps_every_earlier_result(
 
     monkeypatch.setattr(gpu_run, "attn_cost", part)
     code = gpu_run.main([str(out), "--minutes", "2"])
-    assert code == status if status == 2 else ran == ["doctor", "campaign"]
+    assert code == status if status == 2 else ran == ["doctor", "kernels", "campaign"]
     after = _files(out)
     assert after.keys() == before.keys()
     assert {k: v for k, v in after.items() if k != "gpu_run.json"} == {
@@ -164,7 +164,25 @@ def test_a_complete_device_check_replaces_the_earlier_report(tmp_path, gpu_run, 
                                                                                    else b""))  # fmt: skip
     assert gpu_run.main([str(out), "--minutes", "2"]) == 0
     assert (out / "doctor.json").read_bytes() == new
-    assert [len(c["parts"]) for c in json.loads((out / "gpu_run.json").read_text())["calls"]] == [2, 2]
+    assert [len(c["parts"]) for c in json.loads((out / "gpu_run.json").read_text())["calls"]] == [2, 3]
+
+
+def test_the_kernels_part_times_into_its_own_file_within_its_share(tmp_path, gpu_run, monkeypatch) -> None:
+    """After the device check, `attn-cost kernels --gpu` writes OUT/kernels.csv in at most 150 s or 30 % of what is
+    left (here 2 minutes: 0.3 × 120 s less the check's instant = 36 s, 0.60 minutes), the campaign gets the rest."""
+    out = tmp_path / "out"
+    calls = []
+
+    def part(*args, **kwargs):
+        calls.append((args, kwargs["timeout"]))
+        return gpu_run.Part(0, DOCTOR_REPORT if args[0] == "doctor" else b"")
+
+    monkeypatch.setattr(gpu_run, "attn_cost", part)
+    assert gpu_run.main([str(out), "--minutes", "2"]) == 0
+    (kernels, timeout), (campaign, _) = calls[1], calls[2]
+    assert kernels[:4] == ("kernels", "--gpu", "--out", str(out.resolve() / "kernels.csv"))
+    assert kernels[4] == "--minutes" and float(kernels[5]) == pytest.approx(0.6, abs=0.01)
+    assert timeout == pytest.approx(36 + 60, abs=1) and campaign[0] == "campaign"
 
 
 def test_ctrl_c_during_a_part_is_one_line_and_keeps_every_earlier_result(tmp_path, gpu_run, monkeypatch, capsys):

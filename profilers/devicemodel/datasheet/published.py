@@ -112,6 +112,20 @@ def _int(cell: str) -> int | None:
     return int(float(cell)) if cell else None
 
 
+MADE_BY = "attn-cost kernels"
+"""The first header line of a table `attn-cost kernels` measured (`is_kernel_table`): the one such file it replaces."""
+
+
+def is_kernel_table(path: Path) -> bool:
+    """Whether a file is a table `attn-cost kernels` wrote: the long format, its `made by` line first."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            first = f.readline().strip()
+        return first == f"# made by: {MADE_BY}" and is_long(Path(path))
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 def read_table(path: Path, gpus: set[str]) -> Table:
     """One long-format file's points (`Point`), the rows that make none counted by reason (`Table.skipped`)."""
     lines = path.read_text(encoding="utf-8").splitlines()
