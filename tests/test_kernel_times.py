@@ -37,14 +37,39 @@ def test_each_kernel_asked_for_is_timed_at_every_shape_and_the_table_reads_back(
 
 
 def test_the_default_shapes_are_flashattention_2s_benchmark() -> None:
-    """b·N = 16,384 and h·d = 2,048 (FlashAttention-2's harness), shortest lengths first; fla's kernels causal only,
-    timed as retention."""
-    points = kt.shapes(["sdpa-flash", "fla-chunk"], head_dims=(64, 128), lengths=(4096, 1024))
-    assert [p.n for p in points[:12]] == [1024] * 12 and points[-1].n == 4096
+    """b·N = 16,384 and h·d = 2,048 (FlashAttention-2's harness), shortest lengths first; fla's chunk kernels causal,
+    on each linear layer that runs them, its fused_chunk kernel on retention alone."""
+    points = kt.shapes(["sdpa-flash", "fla-chunk", "fla-fused-chunk"], head_dims=(64, 128), lengths=(4096, 1024),
+                       layers=("gla", "gated-deltanet"))  # fmt: skip
+    assert {p.n for p in points[: len(points) // 2]} == {1024} and points[-1].n == 4096
     assert {(p.b, p.h) for p in points if p.n == 1024 and p.d == 128} == {(16, 16)}
     assert {(p.b, p.h) for p in points if p.n == 4096 and p.d == 64} == {(4, 32)}
-    fla = [p for p in points if p.kernel == "fla-chunk"]
-    assert {p.causal for p in fla} == {True} and {p.variant for p in fla} == {"retention"} and len(fla) == 8
+    chunk = [p for p in points if p.kernel == "fla-chunk"]
+    assert {p.causal for p in chunk} == {True} and {p.variant for p in chunk} == {"gla", "gated-deltanet"}
+    assert {p.variant for p in points if p.kernel == "fla-fused-chunk"} == {"retention"}
+    fused = [p for p in points if p.kernel == "sdpa-flash"]
+    assert {(p.variant, p.causal) for p in fused} == {("softmax-fused", False), ("softmax-fused-causal", True)}
+    assert len(chunk) == 2 * 2 * 2 * 2 and len(fused) == 2 * 2 * 2 * 2  # lengths × d × layers or masks × directions
+
+
+def test_the_linear_layers_run_by_their_library_kernels_are_none_on_a_cpu() -> None:
+    """`fla-chunk` is timed on the layers whose chunked form runs fla-core's (or mamba-ssm's) kernels: on a CPU none
+    does, so none is timed (the kernel is not here either: `kernels_here`)."""
+    assert kt.chunk_variants("cpu") == []
+
+
+def test_a_linear_layers_forward_is_its_chunked_case() -> None:
+    """What `fla-chunk` times on a layer other than retention is the profiler's chunked case (on a CUDA machine with
+    fla-core, the library's kernels; here the CPU's PyTorch form), forward under no_grad: its output is the case's."""
+    from attn_cost.profilers.measure.cases import build_case
+    from attn_cost.profilers.measure.sizes import Sizes
+
+    call = kt.call_of(kt.Shape("fla-chunk", "gated-deltanet", "fwd", True, 1, 2, 64, 8), "fp32", "cpu")
+    case = build_case("gated-deltanet", "core", Sizes(N=64, d=8, h=2, b=1, C=64), "fp32", "cpu")
+    expect = case.run(case.make_inputs())
+    out = call()
+    assert out.shape == expect.shape and not out.requires_grad
+    assert float((out - expect).abs().max()) <= 1e-5 * float(expect.abs().max())
 
 
 def test_a_rerun_replaces_its_own_table_and_refuses_any_other_file(cli, tmp_path) -> None:

@@ -17,12 +17,16 @@ from attn_cost.costmodel.errors import UserError
 from attn_cost.profilers.devicemodel.datasheet.kernels import CHOICES, CHUNK
 from attn_cost.profilers.devicemodel.datasheet.published import COLUMNS, MADE_BY
 from attn_cost.profilers.measure import gpu_timing, sdpa
+from attn_cost.profilers.measure.cases import build_case
+from attn_cost.profilers.measure.references import implementation_of
 from attn_cost.profilers.measure.references.linear import (
     FLA_CHUNK,
     chunk_implementation,
     fla_linear_attn,
     library_function,
 )
+from attn_cost.profilers.measure.references.linear_rnn import LIBRARY_CHUNK
+from attn_cost.profilers.measure.sizes import Sizes
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.benchmark import Timer
 
@@ -42,9 +46,10 @@ DIRECTIONS = ("fwd", "fwdbwd")
 PACKAGES = {"flash-attn-2": ("flash_attn", "flash-attn"), "flash-attn-3": ("flash_attn_interface",
             "FlashAttention-3's hopper/ build")}  # fmt: skip
 """The kernels a package of their own runs: the module it imports and what provides it."""
-CHUNK_VARIANT = "retention"
-"""What fla's chunk kernels are timed as: retention (`fla.ops.retention`), whose chunk and fused_chunk kernels are
-the ones fla's README tables time."""
+LINEAR_LAYERS = ("retention", "gla", "deltanet", "gated-deltanet", "mamba2")
+"""The linear layers fla's chunk kernels (mamba-ssm's for Mamba-2) are timed on, where they run (`chunk_variants`)."""
+FUSED_CHUNK_VARIANT = "retention"
+"""What fla's fused_chunk kernel is timed as (`fla.ops.retention.fused_chunk_retention`, as fla's README tables)."""
 
 
 def kernels_here(device: str, sdpa_runs: dict, fla: dict) -> dict:
@@ -110,9 +115,10 @@ def fla_status(device: str) -> dict:
 
 @dataclass(frozen=True)
 class Shape:
-    """One timed point: a kernel at a shape, forward or forward + backward."""
+    """One timed point: a kernel running a variant at a shape, forward or forward + backward."""
 
     kernel: str
+    variant: str
     direction: str
     causal: bool
     b: int
@@ -120,11 +126,17 @@ class Shape:
     n: int
     d: int
 
-    @property
-    def variant(self) -> str:
-        if CHOICES[self.kernel].family == CHUNK:
-            return CHUNK_VARIANT
-        return "softmax-fused-causal" if self.causal else "softmax-fused"
+
+def chunk_variants(device: str) -> list[str]:
+    """The linear layers whose chunked form runs the libraries' own kernels here (fla-core's chunk kernels, mamba-ssm's
+    for Mamba-2: `references.implementation_of`), each timed as `fla-chunk`."""
+    probe = Sizes(N=LIBRARY_CHUNK, d=64, C=LIBRARY_CHUNK)
+    out = []
+    for variant in LINEAR_LAYERS:
+        impl = implementation_of(variant, probe, device)
+        if impl is not None and impl.native:
+            out.append(variant)
+    return out
 
 
 def shapes(
@@ -133,15 +145,21 @@ def shapes(
     lengths: tuple[int, ...] = LENGTHS,
     batch: int | None = None,
     heads: int | None = None,
+    layers: tuple[str, ...] = (FUSED_CHUNK_VARIANT,),
 ) -> list[Shape]:
     """Every point of these kernels, the shortest lengths first (a run cut off keeps them); b = 16,384 / N and
-    h = 2,048 / d unless given."""
+    h = 2,048 / d unless given. Fused attention causal and not; fla's chunk kernels causal, for each of `layers`
+    (`chunk_variants`), its fused_chunk kernel for retention."""
     out = []
     for n in sorted(lengths):
         for kernel in kernels:
-            masks = (True,) if CHOICES[kernel].family == CHUNK else (False, True)
-            out += [Shape(kernel, direction, causal, batch or max(1, TOKENS // n), heads or max(1, HIDDEN // d), n, d)
-                    for d in head_dims for causal in masks for direction in DIRECTIONS]  # fmt: skip
+            if CHOICES[kernel].family == CHUNK:
+                variants = [(v, True) for v in (layers if kernel == "fla-chunk" else (FUSED_CHUNK_VARIANT,))]
+            else:
+                variants = [("softmax-fused", False), ("softmax-fused-causal", True)]
+            b = batch or max(1, TOKENS // n)
+            out += [Shape(kernel, variant, direction, causal, b, heads or max(1, HIDDEN // d), n, d)
+                    for d in head_dims for variant, causal in variants for direction in DIRECTIONS]  # fmt: skip
     return out
 
 
@@ -169,6 +187,7 @@ def _package(module: str, causal: bool) -> Callable:
 
 
 def _fla(kernel: str) -> Callable:
+    """fla's retention kernel itself (chunk or fused_chunk), its autograd included."""
     name = "chunk_retention" if kernel == "fla-chunk" else "fused_chunk_retention"
     fn, why = library_function("fla-core", "fla.ops.retention", name)
     if fn is None:
@@ -176,10 +195,37 @@ def _fla(kernel: str) -> Callable:
     return lambda q, k, v: fn(q, k, v)[0]
 
 
+def _layer_call(shape: Shape, dtype: str, device: str) -> Callable[[], object]:
+    """A linear layer's chunked form at the shape, as the profiler runs it (`build_case`, core scope: its gates' ops
+    and the library's chunk kernels on token-major views, C = 64). Forward + backward where the case's ops take
+    gradients; where one does not (an op written with out=), the point says so and is not timed."""
+    sizes = Sizes(N=shape.n, d=shape.d, h=shape.h, b=shape.b, C=LIBRARY_CHUNK)
+    case = build_case(shape.variant, "core", sizes, dtype, device)
+    inputs = case.make_inputs()
+    if shape.direction == "fwd":
+
+        def forward() -> object:
+            with torch.no_grad():
+                return case.run(list(inputs))
+
+        return forward
+    leaves = [x.detach().requires_grad_(x.is_floating_point()) for x in inputs]
+    grad = torch.randn_like(case.run(list(leaves)))
+
+    def both() -> object:
+        out = case.run(list(leaves))
+        out.backward(grad)
+        return out
+
+    return both
+
+
 def call_of(shape: Shape, dtype: str, device: str) -> Callable[[], object]:
     """One call of the kernel at the shape on its inputs (made once): SDPA's layout (b, h, N, d), the packages' and
     fla's (b, N, h, d); forward + backward runs the forward and the backward of its output."""
     kernel = shape.kernel
+    if kernel == "fla-chunk" and shape.variant != FUSED_CHUNK_VARIANT:
+        return _layer_call(shape, dtype, device)
     if kernel.startswith("sdpa"):
         attend, layout = _sdpa(None if kernel == "sdpa" else kernel.removeprefix("sdpa-"), shape.causal), "bhnd"
     elif kernel in PACKAGES:
@@ -232,7 +278,8 @@ def time_point(shape: Shape, dtype: str, device: str, gpu: str) -> tuple[dict | 
                causal=str(shape.causal).lower(), b=shape.b, h=shape.h, n=shape.n, d=shape.d, quantity="ms",
                value=f"{seconds * 1e3:.6g}")  # fmt: skip
     if CHOICES[shape.kernel].family == CHUNK:
-        row.update(d_v=shape.d, chunk=64)
+        state = Sizes(N=shape.n, d=shape.d)._extra("d_state") if shape.variant == "mamba2" else ""
+        row.update(d_v=shape.d, chunk=LIBRARY_CHUNK, d_state=state)
     return row, ""
 
 
