@@ -66,7 +66,7 @@ def kernels(
         if name not in CHOICES:
             fail(unknown("--kernel", name, CHOICES))
     if dtype is not None and dtype not in ACTIVATION:
-        fail(unknown("--dtype", dtype, ACTIVATION))
+        fail(unknown("--dtype", dtype, list(ACTIVATION)))
     for values, flag in ((d_values, "--d"), (lengths, "--n"), ([batch], "--b"), ([heads], "--h")):
         for value in values or []:
             o.positive(value, flag)

@@ -261,7 +261,7 @@ def device_seconds(call: Callable[[], object], device: str) -> float:
     return float(Timer("call()", globals={"call": call}).blocked_autorange(min_run_time=0.2).median)
 
 
-def time_point(shape: Shape, dtype: str, device: str, gpu: str) -> tuple[dict | None, str]:
+def time_point(shape: Shape, dtype: str, device: str, gpu: str) -> tuple[dict[str, object] | None, str]:
     """A point's row in the long format and '', or None and why it has no time (out of memory, or the kernel's own
     refusal of this shape, in its words)."""
     try:
@@ -273,7 +273,7 @@ def time_point(shape: Shape, dtype: str, device: str, gpu: str) -> tuple[dict | 
     finally:
         if device == "cuda":
             torch.cuda.empty_cache()
-    row = dict.fromkeys(COLUMNS, "")
+    row: dict[str, object] = dict.fromkeys(COLUMNS, "")
     row.update(gpu=gpu, kernel=shape.kernel, variant=shape.variant, dtype=dtype, direction=shape.direction,
                causal=str(shape.causal).lower(), b=shape.b, h=shape.h, n=shape.n, d=shape.d, quantity="ms",
                value=f"{seconds * 1e3:.6g}")  # fmt: skip

@@ -354,13 +354,13 @@ class GpuModel(DeviceModel):
         warpgroup = pricing == "fa3" or (pricing == "cudnn" and sheet.arch == "sm90")
         rates = {"efficient": eff.efficient if dtype == "fp32" else eff.efficient_half, "fa1": eff.flash_v1}
         rate = eff.warpgroup if warpgroup else rates.get(pricing, eff.attention)
-        products = self.tensor_seconds(flops, ceiling, rate, pricing, dtype)
+        product_s = self.tensor_seconds(flops, ceiling, rate, pricing, dtype)
         softmax = exps / (sheet.exp_rate / sheet.sms)
         # the exponentials after the products, not beside them, in every kernel but FlashAttention-3's: the H200's
         # SDPA (cuDNN, a warpgroup kernel) times at d = 32, 64 and 128 fit one efficiency so (overlapped: a median
         # 45 % and 35 % off at d = 32 and 128); FlashAttention-3's ping-pong and intra-warpgroup overlap hide the
         # softmax under the products forward (its backward has no such schedule)
-        per_block = np.maximum(products, softmax) if pricing == "fa3" and not backward else products + softmax
+        per_block = np.maximum(product_s, softmax) if pricing == "fa3" and not backward else product_s + softmax
         # a block's own tiles in and out (Q and O; backward also dO, dQ, dK, dV) at its SM's share of the bandwidth
         io = (2 if not backward else 5) * br * dk * DTYPES[dtype].bytes / (sheet.bandwidth * eff.stream / sheet.sms)
         compute = _ceil(blocks / sheet.sms) * (per_block + io)
