@@ -84,7 +84,7 @@ def kernels(
             fail(f"--kernel {name} does not run here: {here[name]['why']}")
     chosen = names or [name for name, k in here.items() if k["here"]]
     dtype = dtype or ("bf16" if device == "cuda" else "fp32")
-    layers = tuple(kt.chunk_variants(device))
+    layers = tuple(dict.fromkeys([kt.FUSED_CHUNK_VARIANT, *kt.chunk_variants(device)]))  # retention: fla's own call
     points = kt.shapes(chosen, tuple(d_values or kt.HEAD_DIMS), tuple(lengths or kt.LENGTHS), batch, heads, layers)
     gpu_name, header = _identity(device, dtype, kt.HARNESS)
     rows: list[dict] = []

@@ -32,7 +32,8 @@ from torch.utils.benchmark import Timer
 
 HARNESS = (
     "FlashAttention-2's benchmark shapes (16,384 tokens a batch, hidden 2,048: b = 16,384 / N, h = 2,048 / d, "
-    "unless --b and --h say otherwise); fused attention causal and not, fla's retention kernels causal; a time is "
+    "unless --b and --h say otherwise); fused attention causal and not, fla's chunk kernels causal (retention by "
+    "its own chunk and fused_chunk calls, the other linear layers as attn-cost's chunked references); a time is "
     "the device time of one call (CUDA: warmed until steady, then attn-cost's bench_seconds, the median of a run "
     "of CUDA-graph replays or of eager calls between events; a CPU: torch.utils.benchmark's blocked_autorange "
     "median), forward + backward one call that runs both"
