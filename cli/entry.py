@@ -122,6 +122,10 @@ def run() -> None:
             code = interrupted()
         except KeyboardInterrupt:
             code = 130
+        except (ImportError, AttributeError):  # Ctrl-C came mid-import (typer half made): nothing ran to keep
+            with contextlib.suppress(OSError):
+                sys.stderr.write("attn-cost: error: interrupted\n")
+            code = 130
     except BrokenPipeError:
         from attn_cost.cli.app import Status
         from attn_cost.cli.exits import silence_stdout

@@ -383,6 +383,26 @@ def test_ctrl_c_early_is_one_line_without_traceback(delay: float) -> None:
         assert proc.returncode == 130 and err.strip() == "attn-cost: error: interrupted", (proc.returncode, err)
 
 
+def test_ctrl_c_mid_import_is_one_line_even_when_the_cli_cannot_be_imported_again(monkeypatch, capsys) -> None:
+    """Ctrl-C while typer is half imported leaves a module without its attributes: the handler's own import of the
+    CLI then fails (AttributeError: module 'typer' has no attribute 'core', seen once in CI), and the run still ends
+    in the one line and exit 130."""
+    from attn_cost.cli import entry, exits, main
+
+    def interrupt() -> int:
+        raise KeyboardInterrupt
+
+    def half_imported() -> int:
+        raise AttributeError("module 'typer' has no attribute 'core'")
+
+    monkeypatch.setattr(main, "main", interrupt)
+    monkeypatch.setattr(exits, "interrupted", half_imported)
+    with pytest.raises(SystemExit) as ended:
+        entry.run()
+    assert ended.value.code == 130
+    assert capsys.readouterr().err == "attn-cost: error: interrupted\n"
+
+
 def test_ctrl_c_that_python_ignores_in_a_callback_is_delivered_again(monkeypatch) -> None:
     """A KeyboardInterrupt Python reports as unraisable (raised in importlib's module-lock callback mid-import) is
     sent again as SIGINT, not printed as "Exception ignored ... Traceback"; any other unraisable goes to Python's
