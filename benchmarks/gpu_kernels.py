@@ -29,9 +29,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # docblock.py, beside this script
 
 from attn_cost.costmodel.errors import UserError
-from attn_cost.costmodel.symbols import BY_NAME, DEFAULTS, FOLLOW_D
 from attn_cost.costmodel.variants import REGISTRY, all_variants
 from attn_cost.profilers.devicemodel.datasheet.data import get_datasheet
+from attn_cost.profilers.devicemodel.datasheet.fit import table_crossing
 from attn_cost.profilers.devicemodel.datasheet.kernels import CHOICES, CHUNK, FUSED
 from attn_cost.profilers.devicemodel.datasheet.model import (
     DEVICE_ONLY,
@@ -72,12 +72,7 @@ def model_for(point: Point) -> GpuModel:
 
 def predicted(point: Point) -> float:
     """Seconds the model gives the point (backward: a training step less its forward)."""
-    values = {name: v for name, v in point.sizes.items() if name != "n_kv"}
-    dims = row_dims(values)
-    for symbol, v in DEFAULTS.items():
-        dims.setdefault(symbol, v)
-    for symbol in FOLLOW_D:
-        dims.setdefault(symbol, dims[BY_NAME["d"]])
+    dims = row_dims({name: v for name, v in point.sizes.items() if name != "n_kv"})
     model, ns = model_for(point), np.array([float(point.n)])
 
     def at(mode: str) -> float:
@@ -154,17 +149,6 @@ def pair_errors(points: list[tuple[Point, float]]) -> list[tuple[str, str, float
     return out
 
 
-def _first_crossing(ns: list[int], log_ratio: list[float]) -> float | None:
-    """The N where the log of one kernel's time over another's first goes from above 0 to 0 or below, interpolated
-    linearly in log N between the two lengths around it; None where it never does within the lengths given."""
-    for i in range(1, len(ns)):
-        a, b = log_ratio[i - 1], log_ratio[i]
-        if a > 0 >= b:
-            x0, x1 = np.log(ns[i - 1]), np.log(ns[i])
-            return float(np.exp(x0 + (x1 - x0) * a / (a - b)))
-    return None
-
-
 def crossings(points: list[tuple[Point, float]]) -> list[tuple[str, str, float | None, float | None]]:
     """Each published crossover: per series along N of two kernels of different families (a chunk kernel against a
     fused one) measured beside each other, the first N where the chunk kernel is no slower, in the table and in the
@@ -180,8 +164,8 @@ def crossings(points: list[tuple[Point, float]]) -> list[tuple[str, str, float |
                 ns = sorted(set(by_kernel[chunk]) & set(by_kernel[fused]))
                 if len(ns) < 2:
                     continue
-                found = [_first_crossing(ns, [float(np.log(by_kernel[chunk][n][i] / by_kernel[fused][n][i]))
-                                              for n in ns]) for i in (0, 1)]  # fmt: skip
+                found = [table_crossing([(n, by_kernel[fused][n][i], by_kernel[chunk][n][i]) for n in ns])
+                         for i in (0, 1)]  # fmt: skip
                 table, gpu, dtype, direction, causal, sizes = key
                 mask = " causal" if causal else ""
                 shape = " ".join(f"{k}={v}" for k, v in sizes)

@@ -130,11 +130,12 @@ def test_a_published_crossover_is_read_where_the_ratio_crosses_one_in_log_n() ->
     halfway between 2,000 and 4,000: 2,828.4. A series that never crosses gives None."""
     import math
 
+    from attn_cost.profilers.devicemodel.datasheet.fit import table_crossing
     from attn_cost.profilers.devicemodel.datasheet.published import Point
 
     script = _kernels_script()
-    assert script._first_crossing([1000, 2000], [math.log(2), math.log(0.5)]) == pytest.approx(1414.2136)
-    assert script._first_crossing([1000, 2000], [0.3, 0.1]) is None
+    assert table_crossing([(1000, 1.0, 2.0), (2000, 1.0, 0.5)]) == pytest.approx(1414.2136)
+    assert table_crossing([(1000, 1.0, 1.35), (2000, 1.0, 1.1)]) is None
     published = {("fla-chunk", 1000): 2.0, ("fla-chunk", 2000): 2.0, ("fla-chunk", 4000): 2.0,
                  ("flash-attn-2", 1000): 1.0, ("flash-attn-2", 2000): 4.0, ("flash-attn-2", 4000): 16.0}
     model = {("fla-chunk", 1000): 4.0, ("fla-chunk", 2000): 8.0, ("fla-chunk", 4000): 8.0,

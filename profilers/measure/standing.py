@@ -284,6 +284,3 @@ def interval(low: int | None, high: int | None) -> str:
 def _edge(value: int | None) -> str:
     return OPEN_EDGE if value is None else f"{value:,.0f}"
 
-
-def _whole(value) -> str:
-    return "—" if value is None else f"{value:,.0f}" if isinstance(value, (int, float)) else str(value)

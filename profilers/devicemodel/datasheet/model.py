@@ -66,6 +66,8 @@ and FlashAttention (1) are written with: Ampere's rate. On Hopper only the warpg
 and FlashAttention-3's kernels, which PyTorch's SDPA picks there) reach its datasheet peak (4096); a kernel written
 for Ampere is held to Ampere's rate per SM and clock (FlashAttention-2 reaches about 35 % of an H100's peak where
 FlashAttention-3 reaches 75 %: shared/notes/gpus.md)."""
+MMA_SYNC_KERNELS = ("flash", "fa1", "efficient")
+"""The fused attention backends written with mma.sync (`Choice.pricing`): held to `MMA_SYNC_PER_CLOCK`."""
 LAUNCH = "launch"
 """What bounds a kernel shorter than its launch (`GpuModel.parts`); every other kernel is bound by its family's
 roofline (`kernels.registry.Family.price`)."""
@@ -302,9 +304,14 @@ class GpuModel(DeviceModel):
         if dtype == "fp32":
             return sheet.peak("tf32") / 3
         peak = sheet.peak(dtype, self.tf32)
-        if pricing in ("flash", "fa1", "efficient"):
-            return min(peak, MMA_SYNC_PER_CLOCK * sheet.sms * sheet.clock_mhz * 1e6)
+        if pricing in MMA_SYNC_KERNELS:
+            return min(peak, self.mma_sync_rate)
         return peak
+
+    @property
+    def mma_sync_rate(self) -> float:
+        """FLOP/s of mma.sync on this GPU at Ampere's rate per SM and clock (`MMA_SYNC_PER_CLOCK`)."""
+        return MMA_SYNC_PER_CLOCK * self.sheet.sms * self.sheet.clock_mhz * 1e6
 
     def tensor_seconds(self, flops: np.ndarray, ceiling: float, rate: float, pricing: str, dtype: str) -> np.ndarray:
         """Seconds one SM spends on a block's products: their tensor time at the kernel's ceiling, plus what the
@@ -315,8 +322,7 @@ class GpuModel(DeviceModel):
         Every other kernel (warpgroup, 3xTF32 in fp32) loses its share of its own tensor time."""
         sheet = self.sheet
         tensor = flops / (ceiling / sheet.sms)
-        mma_sync = pricing in ("flash", "fa1", "efficient") and dtype in ("fp16", "bf16")
-        lost_at = MMA_SYNC_PER_CLOCK * sheet.sms * sheet.clock_mhz * 1e6 if mma_sync else ceiling
+        lost_at = self.mma_sync_rate if pricing in MMA_SYNC_KERNELS and dtype != "fp32" else ceiling
         return tensor + flops / (lost_at / sheet.sms) * (1 / rate - 1)
 
     def attention(self, f: dict, dtype: str, causal: bool, backward: bool = False) -> np.ndarray:
