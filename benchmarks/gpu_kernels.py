@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # docblock.py, beside 
 from attn_cost.costmodel.errors import UserError
 from attn_cost.costmodel.variants import REGISTRY, all_variants
 from attn_cost.profilers.devicemodel.datasheet.data import get_datasheet
-from attn_cost.profilers.devicemodel.datasheet.fit import table_crossing
+from attn_cost.profilers.devicemodel.datasheet.fit import FA3_FIT, table_crossing
 from attn_cost.profilers.devicemodel.datasheet.kernels import CHOICES, CHUNK, FUSED
 from attn_cost.profilers.devicemodel.datasheet.model import (
     DEVICE_ONLY,
@@ -62,12 +62,13 @@ MIN_POINTS = 8
 
 
 def model_for(point: Point) -> GpuModel:
-    """The datasheet model of the point's GPU pricing with the kernel its table ran, the device time alone."""
+    """The datasheet model of the point's GPU pricing with the kernel its table ran, as the PyTorch release it
+    ran (where the table says), the device time alone."""
     eff, sigma, _ = fitted()
     kernel = KERNELS[point.kernel]
     fused = kernel == "fa1" or CHOICES[kernel].family == FUSED
     family = {"attention_kernel": kernel} if fused else {"chunk_kernel": kernel}
-    return GpuModel(get_datasheet(point.gpu), eff, sigma, host=DEVICE_ONLY, **family)
+    return GpuModel(get_datasheet(point.gpu), eff, sigma, host=DEVICE_ONLY, pytorch=point.pytorch, **family)
 
 
 def predicted(point: Point) -> float:
@@ -103,7 +104,9 @@ def score(tables: list[Table]) -> tuple[list[tuple[Point, float]], Counter]:
     left: Counter = Counter()
     for table in tables:
         for point in table.points:
-            if point.kernel not in KERNELS:
+            if (point.table, point.kernel) == FA3_FIT:
+                left["fitted on (the fit's FlashAttention-3 points)"] += 1
+            elif point.kernel not in KERNELS:
                 left[f"kernel {point.kernel} is not one attn-cost prices"] += 1
             elif point.variant not in REGISTRY:
                 left[f"variant {point.variant} is not in the catalogue"] += 1

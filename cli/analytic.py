@@ -99,6 +99,7 @@ def crossover(
     launch: Optional[str] = o.LAUNCH,
     launch_us: Optional[float] = o.LAUNCH_US,
     kernel: Optional[str] = o.KERNEL,
+    pytorch: Optional[str] = o.PYTORCH,
     as_json: bool = o.JSON,
 ) -> None:
     """From which sequence length N variant B is no more expensive than A: N0 (FLOPs), N1 (peak memory), traffic."""
@@ -109,7 +110,7 @@ def crossover(
     ds, heads = o.own_widths(names, ds, heads)  # a traced module is compared at its own width and heads
     given = {"--L": latents, "--r": ratio, "--depth": depth}
     settings = Settings.resolve(device, dtype, lambda dt: o.setting(convention, dt, scope, mode, names, given),
-                                launch, launch_us, kernel)  # fmt: skip
+                                launch, launch_us, kernel, pytorch)  # fmt: skip
     st, model = settings.setting, settings.model
     tied = () if latents else (L,)  # L defaults to d, so closed forms follow d with it
     rows = [
@@ -391,6 +392,7 @@ def decode(
     launch: Optional[str] = o.LAUNCH,
     launch_us: Optional[float] = o.LAUNCH_US,
     kernel: Optional[str] = o.KERNEL,
+    pytorch: Optional[str] = o.PYTORCH,
     as_json: bool = o.JSON,
 ) -> None:
     """Cost of generating token N+1: a KV cache (softmax) against a recurrent state (linear, Latte); with --device,
@@ -400,7 +402,7 @@ def decode(
     ds = o.head_dims(d_values, embed, heads, default=o.D_DEFAULT["decode"])
     settings = Settings.resolve(device, dtype, lambda dt: o.setting(convention, dt, "decode", "inference", names,
                                                                      {"--L": latents}), launch, launch_us,
-                               kernel)  # fmt: skip
+                               kernel, pytorch)  # fmt: skip
     st, model, dtype = settings.setting, settings.model, settings.dtype
     if model is not None:
         for name in names:  # one line on a variant the device has no model of, before any work

@@ -84,6 +84,13 @@ KERNEL = typer.Option(
     "the backend PyTorch's SDPA picks, named in the output), sdpa-flash, sdpa-efficient, sdpa-cudnn, sdpa-math, "
     "flash-attn-2, flash-attn-3 (Hopper); chunked linear attention: fla-chunk (default), fla-fused-chunk.",
 )
+PYTORCH = typer.Option(
+    None,
+    "--pytorch",
+    help="A datasheet GPU: the PyTorch release SDPA is priced as, X.Y (default: a current one, 2.9 or later): "
+    "which backend sdpa picks (cuDNN first on Hopper and Blackwell from 2.9, flash before) and whether its math "
+    "backend computes fp16/bf16 in fp32 (from 2.5).",
+)
 LAUNCH_US = typer.Option(
     None,
     "--launch-us",

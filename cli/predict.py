@@ -44,6 +44,7 @@ def predict(
     launch: Optional[str] = o.LAUNCH,
     launch_us: Optional[float] = o.LAUNCH_US,
     kernel: Optional[str] = o.KERNEL,
+    pytorch: Optional[str] = o.PYTORCH,
     as_json: bool = o.JSON,
 ) -> None:
     """Predicted seconds (with a 95 % interval) and peak bytes of variants on a device, per variant and N, and which
@@ -56,7 +57,7 @@ def predict(
     o.positive(d, "--d")
     settings = Settings.resolve(device, dtype, lambda dt: o.setting(o.DEFAULT, dt, scope, mode, names,
                                                                      {"--L": latents}), launch, launch_us,
-                               kernel)  # fmt: skip
+                               kernel, pytorch)  # fmt: skip
     st, model, dtype, default_us = settings.setting, settings.model, settings.dtype, settings.default_launch_us
     assert model is not None  # --device is required
     sizes = o.sizes(d, heads, batch, latents)

@@ -44,6 +44,7 @@ def report(
     dtype: Optional[str] = o.DEVICE_DTYPE,
     scope: Optional[str] = o.SCOPE,
     kernel: Optional[str] = o.KERNEL,
+    pytorch: Optional[str] = o.PYTORCH,
     as_json: bool = typer.Option(False, "--json", help="Also print the report's data as JSON."),
 ) -> None:
     """Write an offline HTML report: cost curves, crossovers vs d, heads, formulas, predicted vs measured."""
@@ -58,7 +59,7 @@ def report(
     o.positive(embed, "--d-embed"), o.positive(n, "--n")
     every = sorted(set(names) | {v for p in pairs for v in p})
     settings = Settings.resolve(device, dtype, lambda dt: o.setting(convention, dt, scope, "inference", every),
-                                kernel=kernel)
+                                kernel=kernel, pytorch=pytorch)
     settings.check_kernel(every, o.sizes(ds[0], 1, 1, None))
     st, model = settings.setting, settings.model
     writable_report(html)

@@ -12,6 +12,7 @@ commands (`crossover --d 64`) never load the device models, the store or the rep
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -79,19 +80,22 @@ class Settings:
         launch: str | None = None,
         launch_us: float | None = None,
         kernel: str | None = None,
+        pytorch: str | None = None,
     ) -> Settings:
         """The settings a command's options mean, checked in one order: --device (an unknown name: one line naming
         the closest), --launch and --launch-us (a datasheet GPU's host: refused without --device or for a device
         whose host was measured), --dtype (as given, else the device's own: bf16 on a datasheet GPU, what a measured
         device was measured in, else fp32) with the counting options (`setting`, called with the dtype), then
         --dropout and --padding-mask, which no device model prices, then --kernel (a datasheet GPU's, one it can run
-        in that dtype; a head dim it does not take is refused where a variant is priced)."""
+        in that dtype; a head dim it does not take is refused where a variant is priced), then --pytorch (a datasheet
+        GPU's SDPA release)."""
         model = _device_layer().resolve(device) if device is not None else None
         default_us = model.launch.launch_s * 1e6 if model is not None and model.kind == DATASHEET else None
         model = _with_launch(model, launch, launch_us)
         st = setting(dtype or (model.dtype if model is not None else "fp32"))
         _priced(st, model)
-        return cls(_with_kernel(model, kernel, st.dtype), st, launch_us, default_us, kernel)
+        model = _with_pytorch(_with_kernel(model, kernel, st.dtype), pytorch)
+        return cls(model, st, launch_us, default_us, kernel)
 
     def kernels(self, variant: str, dims: dict) -> dict[str, dict]:
         """Which kernel prices each of the variant's kernel families a --kernel chooses, and why (empty off a
@@ -174,6 +178,25 @@ def _with_kernel(model: DeviceModel | None, kernel: str | None, dtype: str) -> D
         fail(f"--kernel chooses a datasheet GPU's kernel; {model.name} is {model.kind}: its kernels are the ones "
              "that ran when it was measured")  # fmt: skip
     return model.with_kernel(kernel, dtype)  # type: ignore[attr-defined]
+
+
+def _with_pytorch(model: DeviceModel | None, release: str | None) -> DeviceModel | None:
+    """A datasheet GPU's model pricing SDPA as the PyTorch release --pytorch names, X.Y or X.Y.Z (one line: without
+    --device, another kind of device, not a release, before 2.0, which had no SDPA)."""
+    if release is None:
+        return model
+    found = re.fullmatch(r"\s*(\d{1,2})\.(\d{1,3})(?:\.\d{1,3})?\s*", release)
+    if found is None:
+        fail(f"--pytorch takes a PyTorch release as X.Y (2.4, 2.8.0), got {release!r}")
+    major, minor = int(found[1]), int(found[2])
+    if major < 2:
+        fail(f"--pytorch {release}: SDPA came with PyTorch 2.0; give 2.0 or later")
+    if model is None:
+        fail("--pytorch prices a datasheet GPU's SDPA: give --device NAME")
+    if model.kind != DATASHEET:
+        fail(f"--pytorch chooses the release a datasheet GPU's SDPA is priced as; {model.name} is {model.kind}: its "
+             "kernels are the ones that ran when it was measured")  # fmt: skip
+    return model.with_pytorch((major, minor))  # type: ignore[attr-defined]
 
 
 def _priced(st: Setting, model: DeviceModel | None) -> None:

@@ -40,15 +40,37 @@ def test_flashattention_3_hides_the_softmax_under_the_products() -> None:
     assert us(sdpa.attention(F, "bf16", causal=False)) == pytest.approx(8 * (16.777216 + 8.192 + 3.2768))
 
 
+def test_flashattention_3_leaves_its_unhidden_share_of_the_shorter_unhidden() -> None:
+    """The same blocks with `fa3_unhidden` ½: a block's 25.165824 µs of products and half its 12.288 µs of
+    exponentials (6.144 µs) before Q's and O's 4.9152 µs; at ¼ a quarter (3.072 µs)."""
+    for share, unhidden in ((0.5, 6.144), (0.25, 3.072)):
+        eff = replace(ONE, warpgroup=0.5, fa3_unhidden=share)
+        fa3 = GpuModel(HOPPER, eff, host=HOST, attention_kernel="flash-attn-3")
+        assert us(fa3.attention(F, "bf16", causal=False)) == pytest.approx(6 * (25.165824 + unhidden + 4.9152))
+
+
 def test_the_math_backend_is_the_unfused_products_and_softmax() -> None:
-    """SDPA's math backend on the round GPU, F in bf16: QKᵀ (100·(1024·64·2 + 1024²)·2 = 235,929,600 bytes: 235.9296
-    µs, more than its 64 waves of 2.097152 µs), the softmax read and written (100·1024²·2·2 bytes: 419.4304 µs), PV
-    (235,929,600 bytes again, more than its 4 waves of 33.554432 µs); causal: the mask a pass more (+419.4304 µs);
-    backward twice the forward."""
-    math = GpuModel(ROUND, ONE, host=HOST, attention_kernel="sdpa-math")
+    """SDPA's math backend of PyTorch 2.4 on the round GPU, F in bf16: QKᵀ (100·(1024·64·2 + 1024²)·2 = 235,929,600
+    bytes: 235.9296 µs, more than its 64 waves of 2.097152 µs), the softmax read and written (100·1024²·2·2 bytes:
+    419.4304 µs), PV (235,929,600 bytes again, more than its 4 waves of 33.554432 µs); causal: the mask a pass more
+    (+419.4304 µs); backward twice the forward."""
+    math = GpuModel(ROUND, ONE, host=HOST, attention_kernel="sdpa-math", pytorch=(2, 4))
     assert us(math.attention(F, "bf16", causal=False)) == pytest.approx(891.2896)
     assert us(math.attention(F, "bf16", causal=True)) == pytest.approx(891.2896 + 419.4304)
     assert us(math.attention(F, "bf16", causal=False, backward=True)) == pytest.approx(2 * 891.2896)
+
+
+@pytest.mark.parametrize("pytorch", [None, (2, 5), (2, 13)])
+def test_the_math_backend_computes_half_precision_in_fp32_from_pytorch_2_5(pytorch) -> None:
+    """From PyTorch 2.5 the math backend casts bf16 inputs to fp32 and runs in fp32 (pytorch#128922): on the round
+    GPU (fp32 10 TFLOP/s, 10¹¹ an SM) QKᵀ is 64 waves of 2·128·128·64 FLOPs (20.97152 µs): 1,342.17728 µs, more
+    than its 100·(1024·64·2 + 1024²)·4 bytes (471.8592 µs); PV 4 waves of two 128 × 64 tiles an SM, each
+    2·128·64·1024 FLOPs at 5·10¹⁰ (335.54432 µs): 1,342.17728 µs; the softmax in fp32 (100·1024²·4·2 bytes: 838.8608
+    µs); Q, K, V cast up and O cast down (100·(2·1024 + 2·1024)·64·(2 + 4) bytes: 157.2864 µs). In fp32 nothing is
+    cast."""
+    math = GpuModel(ROUND, ONE, host=HOST, attention_kernel="sdpa-math", pytorch=pytorch)
+    assert us(math.attention(F, "bf16", causal=False)) == pytest.approx(2 * 1342.17728 + 838.8608 + 157.2864)
+    assert us(math.attention(F, "fp32", causal=False)) == pytest.approx(2 * 1342.17728 + 838.8608)
 
 
 def test_the_fused_chunk_kernel_walks_the_chunks_with_its_state_in_registers() -> None:
@@ -79,6 +101,13 @@ def test_sdpa_picks_the_backend_pytorch_picks(gpu: str, dtype: str, d: int, pick
     assert choice.name == picked and f"d = {d}" in reason
 
 
+@pytest.mark.parametrize(("pytorch", "picked"), [((2, 4), "sdpa-flash"), ((2, 8), "sdpa-flash"),
+                                                  ((2, 9), "sdpa-cudnn"), ((3, 0), "sdpa-cudnn")])  # fmt: skip
+def test_sdpa_tries_cudnn_first_on_hopper_from_pytorch_2_9(pytorch, picked: str) -> None:
+    choice, reason = sdpa_pick(get_datasheet("h100-sxm5-80gb"), "bf16", 128, pytorch)
+    assert choice.name == picked and ("cuDNN first" in reason) == (picked == "sdpa-cudnn")
+
+
 @pytest.mark.parametrize(
     ("args", "said"),
     [
@@ -97,6 +126,41 @@ def test_a_kernel_that_cannot_run_is_one_line(cli, args: list[str], said: str) -
     base = ["predict", "--variant", "softmax-fused", "--n", "1024"]
     r = cli("crossover", "--pair", "softmax:linear", *args) if "--device" not in args else cli(*base, *args)
     assert r.code == 2 and said in r.err and len(r.err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("release", "said"),
+    [
+        ("2", "as X.Y"),
+        ("two.four", "as X.Y"),
+        ("2.4.1.1", "as X.Y"),
+        ("1.13", "came with PyTorch 2.0"),
+    ],
+)
+def test_a_pytorch_release_that_is_not_one_is_one_line(cli, release: str, said: str) -> None:
+    r = cli("predict", "--variant", "softmax-fused", "--n", "1024", "--device", "h100-sxm5-80gb", "--pytorch", release)
+    assert r.code == 2 and said in r.err and len(r.err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", [["crossover", "--pair", "softmax-fused:linear"], ["decode"]])
+def test_pytorch_needs_a_datasheet_gpu(cli, command: list[str]) -> None:
+    alone = cli(*command, "--pytorch", "2.4")
+    measured = cli(*command, "--device", "cpu-amd-epyc-5155e7", "--pytorch", "2.4")
+    assert alone.code == 2 and "give --device" in alone.err and len(alone.err.strip().splitlines()) == 1
+    assert measured.code == 2 and "the ones that ran" in measured.err
+
+
+def test_an_older_pytorch_runs_flash_on_hopper_and_its_math_backend_in_half_precision(cli) -> None:
+    """PyTorch 2.4 on an H100 in bf16: SDPA picks flash, not cuDNN, and says the release; its math backend runs
+    bf16 products on the tensor cores where a current one runs them in fp32 on the CUDA cores (67 against 989
+    TFLOP/s dense): several times faster at N = 8192."""
+    args = ["predict", "--device", "h100-sxm5-80gb", "--variant", "softmax-fused", "--n", "8192", "--d", "128",
+            "--json"]  # fmt: skip
+    old = cli(*args, "--pytorch", "2.4").json()["results"][0]["kernels"]["fused attention"]
+    assert old["kernel"] == "sdpa-flash" and "PyTorch 2.4" in old["reason"] and "cuDNN" not in old["reason"]
+    old_math, math = (cli(*args, "--kernel", "sdpa-math", *extra).json()["results"][0]["seconds"]
+                      for extra in (["--pytorch", "2.4"], []))  # fmt: skip
+    assert math > 4 * old_math
 
 
 def test_the_delta_rule_has_no_fused_chunk_kernel(cli) -> None:

@@ -6,7 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from attn_cost.profilers.devicemodel.datasheet.published import FOLDER, flop_rule, is_long, read_table
+from attn_cost.profilers.devicemodel.datasheet.published import (
+    FOLDER,
+    flop_rule,
+    is_long,
+    pytorch_release,
+    read_table,
+)
 
 HEADER = "gpu,kernel,variant,dtype,direction,causal,b,h,h_kv,n,n_kv,d,d_v,d_state,chunk,quantity,value,note"
 FLOPS = "# flops: f = 4 * batch * seqlen^2 * nheads * headdim // (2 if causal); bwd = 2.5 f; fwd+bwd = 3.5 f"
@@ -64,6 +70,22 @@ def test_a_rate_without_a_formula_is_not_converted(tmp_path) -> None:
     )
     assert read_table(path, {"a100-sxm4-80gb"}).skipped == {"a rate without a FLOP formula in the # flops: header": 1}
     assert flop_rule("none (a ratio of times)") is None
+
+
+@pytest.mark.parametrize(
+    ("header", "release"),
+    [
+        ({"software": "NGC nvcr.io/nvidia/pytorch:25.06-py3, CUDA 12.9.0, PyTorch 2.8.0 (2.8.0a0+5228986c39)"}, (2, 8)),
+        ({"software": "torch: 2.12.1+cu130 | fla: 0.5.1"}, (2, 12)),
+        ({"software": "PyTorch version not stated (May 2024)"}, None),
+        ({"software": "not stated"}, None),
+        ({"pytorch": "2.4, inferred (not stated): as before PyTorch 2.5", "software": "PyTorch 2.9"}, (2, 4)),
+    ],
+)
+def test_the_pytorch_release_is_the_one_the_header_states(header: dict, release) -> None:
+    """A container's tag (pytorch:25.06) is not a release; an inferred `# pytorch:` line wins over the software
+    line, and a release it names in its reasons is not read."""
+    assert pytorch_release(header) == release
 
 
 def test_the_wide_tables_are_not_long(tmp_path) -> None:

@@ -33,6 +33,7 @@ from attn_cost.costmodel.symbols import C
 from attn_cost.profilers import DATA
 from attn_cost.profilers.devicemodel.datasheet.data import for_device, get_datasheet
 from attn_cost.profilers.devicemodel.datasheet.model import (
+    DEVICE_ONLY,
     FIT_KIND,
     LAUNCH,
     TRITON_S,
@@ -45,6 +46,7 @@ from attn_cost.profilers.devicemodel.datasheet.model import (
     input_bytes,
     timeline,
 )
+from attn_cost.profilers.devicemodel.datasheet.published import read_table
 from attn_cost.profilers.devicemodel.device import KernelTime, crossing, peak_bytes, row_dims
 from attn_cost.profilers.devicemodel.kernels import CHUNK, CHUNKED, priced_families
 from attn_cost.profilers.devicemodel.measured.data import SHIPPED as SHIPPED_PROFILES
@@ -218,15 +220,31 @@ def h200_rows() -> list[Row]:
     return rows
 
 
+FA3_FIT = ("fa3_h100_fwd_fp16_tflops", "flash-attn-3")
+"""The published table (profilers/data/published/) and kernel whose points fit FlashAttention-3's overlap
+(`Efficiency.fa3_unhidden`): the FlashAttention-3 paper's forward figure, its own kernel; the table's other kernels,
+and every other table of FlashAttention-3, judge the model (`benchmarks/gpu_kernels.py` leaves these points out)."""
+
+
+def fa3_rows() -> list[Row]:
+    """The FlashAttention-3 paper's forward times of its own kernel (`FA3_FIT`) as rows: source `fa3-fig`, the device
+    time alone (its harness's host not fitted: the times are of milliseconds)."""
+    table, kernel = FA3_FIT
+    points = read_table(DATA / "published" / f"{table}.csv", {"h100-sxm5-80gb"}).points
+    return [Row("fa3-fig", kernel, p.variant, kernel, p.gpu, p.dtype, p.n, dict(p.sizes), "fwd", p.seconds)
+            for p in points if p.kernel == kernel]  # fmt: skip
+
+
 def all_rows() -> list[Row]:
-    return fa1_rows() + fa2_rows() + h200_rows()
+    return fa1_rows() + fa2_rows() + h200_rows() + fa3_rows()
 
 
-FIT_SOURCES = ("fa2-fig4a", "fa1-t18", f"h200-bf16-d{FIT_D}", f"h200-fp32-d{FIT_D}")
+FIT_SOURCES = ("fa2-fig4a", "fa1-t18", f"h200-bf16-d{FIT_D}", f"h200-fp32-d{FIT_D}", "fa3-fig")
 """What the efficiencies are fitted on: FlashAttention-2's non-causal d = 64 panel, the FlashAttention paper's
-forward table and the H200's device-bound points at d = 64. Everything else (the causal and d = 128 panels, the
-backward and forward+backward tables, the memory table, the H200's other head dims, the crossovers, other GPUs)
-judges the model."""
+forward table, the H200's device-bound points at d = 64 and FlashAttention-3's forward figure (its own kernel).
+Everything else (the causal and d = 128 panels, the backward and forward+backward tables, the memory table, the
+H200's other head dims, the crossovers, other GPUs, the published tables of profilers/data/published/ but that
+figure's FlashAttention-3 points) judges the model."""
 
 
 def table_crossing(points: list[tuple[int, float, float]]) -> float | None:
@@ -298,6 +316,7 @@ HARNESSES = {
     "fa1": "the FlashAttention paper's benchmark harness (2022: flash-attention's benchmark utilities)",
     "fa2": "FlashAttention-2's benchmark harness (Fig. 4)",
     "h200": "attn-cost's CUDA timer v2 on the H200's host (eager PyTorch 2.11): the eager default, not fitted",
+    "fa3": "FlashAttention-3's paper figure: the device time alone, not fitted",
 }
 """Each table's harness keeps its own host (launch and call cost), fitted with the kernels' efficiencies; the H200's
 is measured (`eager_host`)."""
@@ -379,15 +398,25 @@ MEMORY_SETUP = [
 ]
 
 
-EFFICIENCIES = ("stream", "attention", "warpgroup", "flash_v1", "efficient", "efficient_half", "strided",
-                "broadcast")
+EFFICIENCIES = (
+    "stream",
+    "attention",
+    "warpgroup",
+    "flash_v1",
+    "efficient",
+    "efficient_half",
+    "strided",
+    "broadcast",
+    "fa3_unhidden",
+)
 FITTED_HOSTS = ("fa1", "fa2")
 PARAMETERS = (*EFFICIENCIES, *(f"{h}.{p}" for h in FITTED_HOSTS for p in ("launch_s", "call_s")))
 START = {"stream": 0.8, "attention": 0.6, "warpgroup": 0.6, "flash_v1": 0.35, "efficient": 0.5,
-         "efficient_half": 0.5, "strided": 0.5, "broadcast": 0.5, "launch_s": 10e-6, "call_s": 20e-6}  # fmt: skip
+         "efficient_half": 0.5, "strided": 0.5, "broadcast": 0.5, "fa3_unhidden": 0.3, "launch_s": 10e-6,
+         "call_s": 20e-6}  # fmt: skip
 LOWER = {"stream": 0.05, "attention": 0.05, "warpgroup": 0.05, "flash_v1": 0.05, "efficient": 0.05,
          "efficient_half": 0.05, "strided": 0.005,
-         "broadcast": 0.01, "launch_s": 1e-7, "call_s": 1e-8}  # fmt: skip
+         "broadcast": 0.01, "fa3_unhidden": 0.001, "launch_s": 1e-7, "call_s": 1e-8}  # fmt: skip
 UPPER = {**dict.fromkeys(EFFICIENCIES, 1.0), "launch_s": 1e-3, "call_s": 1e-2}
 MATMUL = 271 / 312
 """Products run at the maximum achievable matmul rate measured on an A100 SXM (271 of 312 TFLOP/s in BF16; stas00,
@@ -403,7 +432,7 @@ def _fit_of(x: np.ndarray, eager: Host) -> Fit:
     v = {name: float(math.exp(x_)) for name, x_ in zip(PARAMETERS, x, strict=True)}
     eff = Efficiency(matmul=MATMUL, **{k: v[k] for k in EFFICIENCIES})
     hosts = {h: Host(h, v[f"{h}.launch_s"], v[f"{h}.call_s"], v[f"{h}.launch_s"], HARNESSES[h]) for h in FITTED_HOSTS}
-    return Fit(eff, {**hosts, "h200": eager})
+    return Fit(eff, {**hosts, "h200": eager, "fa3": DEVICE_ONLY})
 
 
 def fit(rows: list[Row], eager: Host | None = None) -> Fit:
@@ -645,6 +674,7 @@ DESCRIPTIONS = {
     "fa2-fig4b": "FlashAttention-2 Fig. 4b (d = 128)",
     "fa2-fig4c": "FlashAttention-2 Fig. 4c (causal, d = 64)",
     "fa2-fig4d": "FlashAttention-2 Fig. 4d (causal, d = 128)",
+    "fa3-fig": "FlashAttention-3's forward figure, its own kernel (H100, d = 64, 128, 256)",
 }
 
 

@@ -67,6 +67,14 @@ CHOICES: dict[str, Choice] = {c.name: c for c in (
 )}  # fmt: skip
 DEFAULTS = {FUSED: "sdpa", CHUNK: "fla-chunk"}
 
+PyTorch = tuple[int, int]
+"""A PyTorch release (major, minor): SDPA's choices changed between releases."""
+CUDNN_FIRST: PyTorch = (2, 9)
+"""From this release SDPA tries cuDNN first on sm90 and sm100 (with cuDNN ≥ 9.9; docs/kernels.md §3)."""
+MATH_UPCAST: PyTorch = (2, 5)
+"""From this release SDPA's math backend computes fp16 and bf16 inputs in fp32 (pytorch#128922, #135964:
+`torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp`, default off); before it, in the inputs' dtype."""
+
 
 def choice(name: str) -> Choice:
     """The kernel `--kernel` names (one line for an unknown name)."""
@@ -90,15 +98,16 @@ def refusal(c: Choice, sheet: Datasheet, dtype: str, d: int | None = None) -> st
     return None
 
 
-def sdpa_pick(sheet: Datasheet, dtype: str, d: int) -> tuple[Choice, str]:
+def sdpa_pick(sheet: Datasheet, dtype: str, d: int, pytorch: PyTorch | None = None) -> tuple[Choice, str]:
     """The backend PyTorch's SDPA runs (`select_sdp_backend`: the first of its order whose checks pass), with why:
     cuDNN first on sm90 and sm100 (PyTorch ≥ 2.9 with cuDNN ≥ 9.9, head dim ≤ 128), then flash, memory-efficient,
-    math (docs/kernels.md §3)."""
+    math (docs/kernels.md §3). `pytorch`: the release (None: a current one)."""
     order = ["sdpa-flash", "sdpa-efficient", "sdpa-math"]
-    first = "flash, memory-efficient, math"
-    if sheet.arch in ("sm90", "sm100"):
+    release = "PyTorch ≥ 2.9" if pytorch is None else f"PyTorch {pytorch[0]}.{pytorch[1]}"
+    first = "flash, memory-efficient, math" + ("" if pytorch is None else f" ({release})")
+    if sheet.arch in ("sm90", "sm100") and (pytorch is None or pytorch >= CUDNN_FIRST):
         order.insert(0, "sdpa-cudnn")
-        first = f"cuDNN first on {sheet.arch} (PyTorch ≥ 2.9), then flash, memory-efficient, math"
+        first = f"cuDNN first on {sheet.arch} ({release}), then flash, memory-efficient, math"
     skipped: list[str] = []
     for name in order:
         why = refusal(CHOICES[name], sheet, dtype, d)
@@ -109,15 +118,17 @@ def sdpa_pick(sheet: Datasheet, dtype: str, d: int) -> tuple[Choice, str]:
     raise AssertionError("the math backend runs everything")
 
 
-def resolve(name: str | None, family: str, sheet: Datasheet, dtype: str, d: int) -> tuple[Choice, str]:
+def resolve(
+    name: str | None, family: str, sheet: Datasheet, dtype: str, d: int, pytorch: PyTorch | None = None
+) -> tuple[Choice, str]:
     """The kernel that prices `family` at this head dim, and why: the one asked for (refused in one line where it
-    cannot run), else the family's default (`sdpa` picks its backend)."""
+    cannot run), else the family's default (`sdpa` picks its backend, as the PyTorch release `pytorch` does)."""
     asked = choice(name) if name is not None else None
     c = asked if asked is not None and asked.family == family else CHOICES[DEFAULTS[family]]
     why = refusal(c, sheet, dtype, d)
     if why is not None:
         raise UserError(f"--kernel {c.name}: {why}")
     if c.name == "sdpa":
-        picked, reason = sdpa_pick(sheet, dtype, d)
+        picked, reason = sdpa_pick(sheet, dtype, d, pytorch)
         return picked, reason
     return c, "asked for with --kernel" if c is asked else f"the default for {family}"

@@ -41,7 +41,16 @@ from attn_cost.costmodel.symbols import N
 from attn_cost.costmodel.variants import derive
 from attn_cost.profilers import DATA
 from attn_cost.profilers.devicemodel.datasheet.data import ARCHS, Datasheet, get_datasheet
-from attn_cost.profilers.devicemodel.datasheet.kernels import CHUNK, DEFAULTS, FUSED, Choice, choice, refusal
+from attn_cost.profilers.devicemodel.datasheet.kernels import (
+    CHUNK,
+    DEFAULTS,
+    FUSED,
+    MATH_UPCAST,
+    Choice,
+    PyTorch,
+    choice,
+    refusal,
+)
 from attn_cost.profilers.devicemodel.datasheet.kernels import resolve as resolve_kernel
 from attn_cost.profilers.devicemodel.device import DATASHEET, Z95, Curve, DeviceModel, Draws, KernelTime, Times
 from attn_cost.profilers.devicemodel.kernels import (
@@ -100,6 +109,9 @@ class Efficiency:
     a strided view's operand) reach: their own efficiency per layout, as the CPU op model has."""
     broadcast: float = field(default=1.0, metadata=rule(above=0, maximum=1))
     """Fraction of `stream` that element-wise ops with a broadcast operand reach (row-wise outer products too)."""
+    fa3_unhidden: float = field(default=0.0, metadata=rule(minimum=0, maximum=1))
+    """The share of the shorter of a block's products and its softmax that FlashAttention-3's forward does not hide
+    under the longer (its warpgroups' ping-pong and intra-warpgroup pipelining: 0 hides it all)."""
 
 
 @dataclass(frozen=True)
@@ -230,6 +242,9 @@ class GpuModel(DeviceModel):
     `fa2` (= flash-attn-2) and `fa1`, FlashAttention (1), which tables of 2022 ran."""
     chunk_kernel: str = DEFAULTS[CHUNK]
     """Which of fla's kernels prices chunked linear attention (`fla-chunk`, `fla-fused-chunk`)."""
+    pytorch: PyTorch | None = None
+    """The PyTorch release SDPA is priced as (None: a current one): which backend it picks, whether its math backend
+    computes half-precision inputs in fp32 (`kernels.CUDNN_FIRST`, `kernels.MATH_UPCAST`)."""
     host: Host | None = None
     """How the code runs on the host (`Host`; None: eager, the default `host()`)."""
 
@@ -293,7 +308,7 @@ class GpuModel(DeviceModel):
         """The kernel that prices fused attention at head dim `d` and why (`kernels.resolve`: the one asked for, or
         the backend SDPA picks); FlashAttention (1) of the published checks priced as FlashAttention-2's tiles."""
         name = "flash-attn-2" if self.attention_kernel in ("fa2", "fa1") else self.attention_kernel
-        return resolve_kernel(name, FUSED, self.sheet, dtype, d)
+        return resolve_kernel(name, FUSED, self.sheet, dtype, d, self.pytorch)
 
     def sdpa_ceiling(self, dtype: str, pricing: str) -> float:
         """The FLOP/s a fused attention kernel's products can reach: the memory-efficient kernel in fp32 runs them on
@@ -365,8 +380,12 @@ class GpuModel(DeviceModel):
         # the exponentials after the products, not beside them, in every kernel but FlashAttention-3's: the H200's
         # SDPA (cuDNN, a warpgroup kernel) times at d = 32, 64 and 128 fit one efficiency so (overlapped: a median
         # 45 % and 35 % off at d = 32 and 128); FlashAttention-3's ping-pong and intra-warpgroup overlap hide the
-        # softmax under the products forward (its backward has no such schedule)
-        per_block = np.maximum(product_s, softmax) if pricing == "fa3" and not backward else product_s + softmax
+        # softmax under the products forward (its backward has no such schedule), all but the share
+        # `fa3_unhidden` of the shorter of the two (fitted on the FlashAttention-3 paper's forward figure)
+        if pricing == "fa3" and not backward:
+            per_block = np.maximum(product_s, softmax) + eff.fa3_unhidden * np.minimum(product_s, softmax)
+        else:
+            per_block = product_s + softmax
         # a block's own tiles in and out (Q and O; backward also dO, dQ, dK, dV) at its SM's share of the bandwidth
         io = (2 if not backward else 5) * br * dk * DTYPES[dtype].bytes / (sheet.bandwidth * eff.stream / sheet.sms)
         compute = _ceil(blocks / sheet.sms) * (per_block + io)
@@ -375,13 +394,19 @@ class GpuModel(DeviceModel):
     def unfused_attention(self, f: dict, dtype: str, causal: bool, backward: bool = False) -> np.ndarray:
         """Seconds of SDPA's math backend: the scores' product, the softmax over them (read and written; the causal
         mask a pass of its own), the product with V; backward twice that (four products, the softmax's gradient).
-        Its five kernels' launches are not counted apart (the op is one kernel call in the op list)."""
+        From PyTorch 2.5 (`MATH_UPCAST`) half-precision inputs are cast to fp32 and all of it runs in fp32 (the
+        products on the CUDA cores unless TF32 is on), the output cast back. Its kernels' launches are not counted
+        apart (the op is one kernel call in the op list)."""
         batch, nq, d, nk = (np.asarray(f[x], dtype=float) for x in ("batch", "m", "k", "n"))
-        e = DTYPES[dtype].bytes
+        upcast = dtype in ("fp16", "bf16") and (self.pytorch is None or self.pytorch >= MATH_UPCAST)
+        runs = "fp32" if upcast else dtype
+        e = DTYPES[runs].bytes
         scores = {"batch": batch, "m": nq, "k": d, "n": nk, "bytes": batch * (nq * d + nk * d + nq * nk) * e}
         output = {"batch": batch, "m": nq, "k": nk, "n": d, "bytes": batch * (nq * nk + nk * d + nq * d) * e}
         softmax = {"bytes": batch * nq * nk * e * (4 if causal else 2)}
-        once = self.product(scores, dtype) + self.streaming(softmax) + self.product(output, dtype)
+        once = self.product(scores, runs) + self.streaming(softmax) + self.product(output, runs)
+        if upcast:  # Q, K, V cast up, the output cast down: each read in one dtype, written in the other
+            once = once + self.streaming({"bytes": batch * (2 * nq + 2 * nk) * d * (e + DTYPES[dtype].bytes)})
         return 2 * once if backward else once
 
     def chunk(self, f: dict, dtype: str, backward: bool = False) -> list[np.ndarray]:
@@ -544,6 +569,10 @@ class GpuModel(DeviceModel):
         if c.family == FUSED:
             return replace(self, attention_kernel=name)
         return replace(self, chunk_kernel=name)
+
+    def with_pytorch(self, release: PyTorch) -> GpuModel:
+        """The model pricing SDPA as that PyTorch release (`--pytorch`)."""
+        return replace(self, pytorch=release)
 
     def kernels_of(self, variant: str, dims: dict, setting: Setting) -> dict[str, dict]:
         """Which kernel prices each of the variant's kernel families that a `--kernel` can choose (fused

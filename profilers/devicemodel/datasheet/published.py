@@ -82,6 +82,8 @@ class Point:
     """The table's `# harness:` line."""
     estimated: bool = False
     """The note says the value was estimated (a hidden or ambiguous label)."""
+    pytorch: tuple[int, int] | None = None
+    """The PyTorch release the table ran (`pytorch_release`; None where it does not say)."""
 
 
 @dataclass
@@ -124,6 +126,15 @@ def is_kernel_table(path: Path) -> bool:
         return first == f"# made by: {MADE_BY}" and is_long(Path(path))
     except (OSError, UnicodeDecodeError):
         return False
+
+
+def pytorch_release(header: dict[str, str]) -> tuple[int, int] | None:
+    """The PyTorch release a table's header states: its `# pytorch:` line (`X.Y, inferred ...`: a release inferred,
+    with why), else the first `PyTorch X.Y` or `torch: X.Y` of its `# software:` line; None where neither says one."""
+    found = re.match(r"\s*(\d+)\.(\d+)\b", header.get("pytorch", "")) or re.search(
+        r"\b(?:PyTorch|torch:?)\s+(\d+)\.(\d+)", header.get("software", ""), re.IGNORECASE
+    )
+    return (int(found[1]), int(found[2])) if found else None
 
 
 def read_table(path: Path, gpus: set[str]) -> Table:
@@ -185,7 +196,8 @@ def _point(row: dict, table: Table, rule: FlopRule | None, gpus: set[str]) -> tu
         return f"quantity {quantity} is not a time or a rate the header converts", None
     estimated = "estimated" in row.get("note", "")
     return "", Point(table.name, gpu, row["kernel"].strip(), row["variant"].strip(), dtype, direction, causal, n,
-                     sizes, seconds, table.header.get("harness", ""), estimated)  # fmt: skip
+                     sizes, seconds, table.header.get("harness", ""), estimated,
+                     pytorch_release(table.header))  # fmt: skip
 
 
 def read_all(folder: Path = FOLDER, gpus: set[str] | None = None) -> list[Table]:
