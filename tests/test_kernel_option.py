@@ -49,6 +49,19 @@ def test_flashattention_3_leaves_its_unhidden_share_of_the_shorter_unhidden() ->
         assert us(fa3.attention(F, "bf16", causal=False)) == pytest.approx(6 * (25.165824 + unhidden + 4.9152))
 
 
+def test_cudnn_on_blackwell_runs_its_softmax_beside_its_products_forward() -> None:
+    """cuDNN's blocks of the round Hopper on a round Blackwell (sm100: tcgen05 products, the softmax in warps of its
+    own): forward, the 16.777216 µs of products and ½ of the 8.192 µs of exponentials (`fa3_unhidden` ½) before
+    the 3.2768 µs of tiles, 8 waves; backward, as on Hopper, one after the other."""
+    eff = replace(ONE, warpgroup=0.5, fa3_unhidden=0.5)
+    hopper = GpuModel(HOPPER, eff, host=HOST, attention_kernel="sdpa-cudnn")
+    blackwell = GpuModel(replace(HOPPER, arch="sm100"), eff, host=HOST, attention_kernel="sdpa-cudnn")
+    assert us(hopper.attention(F, "bf16", causal=False)) == pytest.approx(8 * (16.777216 + 8.192 + 3.2768))
+    assert us(blackwell.attention(F, "bf16", causal=False)) == pytest.approx(8 * (16.777216 + 4.096 + 3.2768))
+    assert us(blackwell.attention(F, "bf16", causal=False, backward=True)) == pytest.approx(
+        us(hopper.attention(F, "bf16", causal=False, backward=True)))
+
+
 def test_the_math_backend_is_the_unfused_products_and_softmax() -> None:
     """SDPA's math backend of PyTorch 2.4 on the round GPU, F in bf16: QKᵀ (100·(1024·64·2 + 1024²)·2 = 235,929,600
     bytes: 235.9296 µs, more than its 64 waves of 2.097152 µs), the softmax read and written (100·1024²·2·2 bytes:

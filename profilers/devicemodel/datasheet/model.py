@@ -372,17 +372,21 @@ class GpuModel(DeviceModel):
         flops = 2 * products * br * nk * dk * share / splits
         exps = passes * br * nk * share / splits
         blocks = blocks * splits
-        warpgroup = pricing == "fa3" or (pricing == "cudnn" and sheet.arch == "sm90")
+        # asynchronous tensor-core kernels: FlashAttention-3 (wgmma), cuDNN's on sm90 (wgmma) and sm100 (tcgen05)
+        warpgroup = pricing == "fa3" or (pricing == "cudnn" and sheet.arch in ("sm90", "sm100"))
         rates = {"efficient": eff.efficient if dtype == "fp32" else eff.efficient_half, "fa1": eff.flash_v1}
         rate = eff.warpgroup if warpgroup else rates.get(pricing, eff.attention)
         product_s = self.tensor_seconds(flops, ceiling, rate, pricing, dtype)
         softmax = exps / (sheet.exp_rate / sheet.sms)
-        # the exponentials after the products, not beside them, in every kernel but FlashAttention-3's: the H200's
-        # SDPA (cuDNN, a warpgroup kernel) times at d = 32, 64 and 128 fit one efficiency so (overlapped: a median
-        # 45 % and 35 % off at d = 32 and 128); FlashAttention-3's ping-pong and intra-warpgroup overlap hide the
-        # softmax under the products forward (its backward has no such schedule), all but the share
-        # `fa3_unhidden` of the shorter of the two (fitted on the FlashAttention-3 paper's forward figure)
-        if pricing == "fa3" and not backward:
+        # the exponentials after the products, not beside them, in every kernel but FlashAttention-3's and the
+        # Blackwell ones': the H200's SDPA (cuDNN, a warpgroup kernel) times at d = 32, 64 and 128 fit one efficiency
+        # so (overlapped: a median 45 % and 35 % off at d = 32 and 128); FlashAttention-3's ping-pong and
+        # intra-warpgroup overlap hide the softmax under the products forward (its backward has no such schedule),
+        # all but the share `fa3_unhidden` of the shorter of the two (fitted on the FlashAttention-3 paper's forward
+        # figure); on sm100 cuDNN's forward runs its softmax in warps of their own beside one warp issuing tcgen05
+        # products into tensor memory (the design of CUTLASS's examples/77_blackwell_fmha and of FlashAttention-4's
+        # flash_fwd_sm100.py, built on it), with the same unhidden share
+        if (pricing == "fa3" or (pricing == "cudnn" and sheet.arch == "sm100")) and not backward:
             per_block = np.maximum(product_s, softmax) + eff.fa3_unhidden * np.minimum(product_s, softmax)
         else:
             per_block = product_s + softmax
