@@ -171,6 +171,7 @@ def test_an_older_pytorch_runs_flash_on_hopper_and_its_math_backend_in_half_prec
             "--json"]  # fmt: skip
     old = cli(*args, "--pytorch", "2.4").json()["results"][0]["kernels"]["fused attention"]
     assert old["kernel"] == "sdpa-flash" and "PyTorch 2.4" in old["reason"] and "cuDNN" not in old["reason"]
+    assert old["pytorch"] == "2.4"
     old_math, math = (cli(*args, "--kernel", "sdpa-math", *extra).json()["results"][0]["seconds"]
                       for extra in (["--pytorch", "2.4"], []))  # fmt: skip
     assert math > 4 * old_math

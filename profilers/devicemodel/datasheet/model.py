@@ -580,8 +580,8 @@ class GpuModel(DeviceModel):
 
     def kernels_of(self, variant: str, dims: dict, setting: Setting) -> dict[str, dict]:
         """Which kernel prices each of the variant's kernel families that a `--kernel` can choose (fused
-        attention, chunked linear attention), and why: `{family: {"kernel", "title", "reason"}}` (empty where
-        it has neither)."""
+        attention, chunked linear attention), and why: `{family: {"kernel", "title", "reason"}}`, with the
+        `pytorch` release SDPA is priced as where `--pytorch` gave one (empty where it has neither family)."""
         d = int(next(v for k, v in dims.items() if str(k) == "d"))
         ops = _ops(variant, setting.scope, setting.dtype, _key(dims), setting.counting)
         found = {FAMILY_OF.get(family_of(kernel).name) for kernel, *_ in ops}
@@ -590,7 +590,8 @@ class GpuModel(DeviceModel):
         out = {}
         for family in (f for f in (FUSED, CHUNK) if f in found):
             c, why = chosen[family]()
-            out[family] = {"kernel": c.name, "title": c.title, "reason": why}
+            release = {"pytorch": ".".join(map(str, self.pytorch))} if self.pytorch and family == FUSED else {}
+            out[family] = {"kernel": c.name, "title": c.title, "reason": why, **release}
         return out
 
     def with_efficiency(self, eff: Efficiency) -> GpuModel:
