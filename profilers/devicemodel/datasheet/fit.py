@@ -46,7 +46,7 @@ from attn_cost.profilers.devicemodel.datasheet.model import (
     input_bytes,
     timeline,
 )
-from attn_cost.profilers.devicemodel.datasheet.published import read_table
+from attn_cost.profilers.devicemodel.datasheet.published import read_table, shipped_gpus
 from attn_cost.profilers.devicemodel.device import KernelTime, crossing, peak_bytes, row_dims
 from attn_cost.profilers.devicemodel.kernels import CHUNK, CHUNKED, priced_families
 from attn_cost.profilers.devicemodel.measured.data import SHIPPED as SHIPPED_PROFILES
@@ -230,7 +230,7 @@ def fa3_rows() -> list[Row]:
     """The FlashAttention-3 paper's forward times of its own kernel (`FA3_FIT`) as rows: source `fa3-fig`, the device
     time alone (its harness's host not fitted: the times are of milliseconds)."""
     table, kernel = FA3_FIT
-    points = read_table(DATA / "published" / f"{table}.csv", {"h100-sxm5-80gb"}).points
+    points = read_table(FOLDER / f"{table}.csv", shipped_gpus()).points
     return [Row("fa3-fig", kernel, p.variant, kernel, p.gpu, p.dtype, p.n, dict(p.sizes), "fwd", p.seconds)
             for p in points if p.kernel == kernel]  # fmt: skip
 
