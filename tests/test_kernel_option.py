@@ -41,19 +41,19 @@ def test_flashattention_3_hides_the_softmax_under_the_products() -> None:
 
 
 def test_flashattention_3_leaves_its_unhidden_share_of_the_shorter_unhidden() -> None:
-    """The same blocks with `fa3_unhidden` ½: a block's 25.165824 µs of products and half its 12.288 µs of
+    """The same blocks with `overlap_unhidden` ½: a block's 25.165824 µs of products and half its 12.288 µs of
     exponentials (6.144 µs) before Q's and O's 4.9152 µs; at ¼ a quarter (3.072 µs)."""
     for share, unhidden in ((0.5, 6.144), (0.25, 3.072)):
-        eff = replace(ONE, warpgroup=0.5, fa3_unhidden=share)
+        eff = replace(ONE, warpgroup=0.5, overlap_unhidden=share)
         fa3 = GpuModel(HOPPER, eff, host=HOST, attention_kernel="flash-attn-3")
         assert us(fa3.attention(F, "bf16", causal=False)) == pytest.approx(6 * (25.165824 + unhidden + 4.9152))
 
 
 def test_cudnn_on_blackwell_runs_its_softmax_beside_its_products_forward() -> None:
     """cuDNN's blocks of the round Hopper on a round Blackwell (sm100: tcgen05 products, the softmax in warps of its
-    own): forward, the 16.777216 µs of products and ½ of the 8.192 µs of exponentials (`fa3_unhidden` ½) before
+    own): forward, the 16.777216 µs of products and ½ of the 8.192 µs of exponentials (`overlap_unhidden` ½) before
     the 3.2768 µs of tiles, 8 waves; backward, as on Hopper, one after the other."""
-    eff = replace(ONE, warpgroup=0.5, fa3_unhidden=0.5)
+    eff = replace(ONE, warpgroup=0.5, overlap_unhidden=0.5)
     hopper = GpuModel(HOPPER, eff, host=HOST, attention_kernel="sdpa-cudnn")
     blackwell = GpuModel(replace(HOPPER, arch="sm100"), eff, host=HOST, attention_kernel="sdpa-cudnn")
     assert us(hopper.attention(F, "bf16", causal=False)) == pytest.approx(8 * (16.777216 + 8.192 + 3.2768))

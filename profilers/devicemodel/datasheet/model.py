@@ -109,9 +109,10 @@ class Efficiency:
     a strided view's operand) reach: their own efficiency per layout, as the CPU op model has."""
     broadcast: float = field(default=1.0, metadata=rule(above=0, maximum=1))
     """Fraction of `stream` that element-wise ops with a broadcast operand reach (row-wise outer products too)."""
-    fa3_unhidden: float = field(default=0.0, metadata=rule(minimum=0, maximum=1))
-    """The share of the shorter of a block's products and its softmax that FlashAttention-3's forward does not hide
-    under the longer (its warpgroups' ping-pong and intra-warpgroup pipelining: 0 hides it all)."""
+    overlap_unhidden: float = field(default=0.0, metadata=rule(minimum=0, maximum=1))
+    """The share of the shorter of a block's products and its softmax that a kernel overlapping the two does not
+    hide under the longer (FlashAttention-3's ping-pong and intra-warpgroup pipelining, cuDNN's softmax warps on
+    sm100; forward only): 0 hides it all. Fitted on the FlashAttention-3 paper's forward figure."""
 
 
 @dataclass(frozen=True)
@@ -382,12 +383,12 @@ class GpuModel(DeviceModel):
         # Blackwell ones': the H200's SDPA (cuDNN, a warpgroup kernel) times at d = 32, 64 and 128 fit one efficiency
         # so (overlapped: a median 45 % and 35 % off at d = 32 and 128); FlashAttention-3's ping-pong and
         # intra-warpgroup overlap hide the softmax under the products forward (its backward has no such schedule),
-        # all but the share `fa3_unhidden` of the shorter of the two (fitted on the FlashAttention-3 paper's forward
+        # all but the share `overlap_unhidden` of the shorter of the two (fitted on the FlashAttention-3 paper's forward
         # figure); on sm100 cuDNN's forward runs its softmax in warps of their own beside one warp issuing tcgen05
         # products into tensor memory (the design of CUTLASS's examples/77_blackwell_fmha and of FlashAttention-4's
         # flash_fwd_sm100.py, built on it), with the same unhidden share
         if (pricing == "fa3" or (pricing == "cudnn" and sheet.arch == "sm100")) and not backward:
-            per_block = np.maximum(product_s, softmax) + eff.fa3_unhidden * np.minimum(product_s, softmax)
+            per_block = np.maximum(product_s, softmax) + eff.overlap_unhidden * np.minimum(product_s, softmax)
         else:
             per_block = product_s + softmax
         # a block's own tiles in and out (Q and O; backward also dO, dQ, dK, dV) at its SM's share of the bandwidth
