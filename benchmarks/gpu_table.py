@@ -160,10 +160,10 @@ def markdown(items: list[dict], short: bool) -> str:
             "is what `attn-cost crossover --device <profile> --json` prints for the shipped profiles (the datasheet "
             "column: `--device` the GPU's datasheet row); `python benchmarks/gpu_table.py` makes this block. "
             "Of the units the campaign measured to an end:")  # fmt: skip
-    from attn_cost.profilers.measure.standing import OPEN_EDGE, OPEN_MEANS
+    from attn_cost.profilers.measure.standing import open_edges_said
 
     table = transition_table(shown)
-    opened = [f"{OPEN_EDGE} in [95 %]: {OPEN_MEANS}.", ""] if any(OPEN_EDGE in line for line in table) else []
+    opened = [said, ""] if (said := open_edges_said(table)) else []
     out = [head, "", *counts(items), "", *table, "", *opened, "TaylorShift, direct → efficient:", "",
            *taylorshift_table(items)]  # fmt: skip
     return "\n".join(out) + "\n"

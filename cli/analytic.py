@@ -52,8 +52,8 @@ from attn_cost.costmodel.scopes import MODES, SCOPES
 from attn_cost.costmodel.symbols import BY_NAME, L, b
 from attn_cost.costmodel.symbols import DESCRIPTIONS as SYMBOLS
 from attn_cost.costmodel.variants import all_variants, derive_counted, get_variant
-from attn_cost.profilers.measure.standing import OPEN_EDGE, OPEN_MEANS, op_model_n0
 from attn_cost.profilers.measure.standing import cell as measured_cell
+from attn_cost.profilers.measure.standing import op_model_n0, open_edges_said
 from rich.console import Console
 from rich.markup import escape
 
@@ -227,7 +227,7 @@ def _device_table(rows: list[TransitionRow], heads: int, batch: int, device: str
         + (STANDING if judged else "")
         + (TIE if tied else "")
         + ("—: the device has no value at this setting. " if dashes else "")
-        + (f"{OPEN_EDGE} in [95 %]: {OPEN_MEANS}. " if any(OPEN_EDGE in c[4] for c in all_cells) else "")
+        + (f"{said} " if (said := open_edges_said(c[4] for c in all_cells)) else "")
         + (EXTRAPOLATED if any(r.device is not None and r.device.extrapolated for r in rows) else "")
         + describe(first.counting.as_json())
     )
@@ -248,8 +248,8 @@ def _datasheet_table(rows: list[TransitionRow], heads: int, batch: int, device: 
     over = [r.device.memory_bytes or 0 for r in rows if r.device is not None and r.device.fits_in_memory is False]
     beyond = (f" †: at that N, A or B needs more memory than the GPU's {over[0] / 1e9:g} GB: the run would not fit, "
               "and the time predicted is of a run that cannot happen." if over else "")  # fmt: skip
-    if any(OPEN_EDGE in cell[4] for cell in cells):
-        beyond += f" {OPEN_EDGE} in [95 %]: {OPEN_MEANS}."
+    if said := open_edges_said(cell[4] for cell in cells):
+        beyond += f" {said}"
     render.table(
         f"B is faster than A from N = …  on {device.name}, predicted "
         f"({first.scope}, {first.mode}, {first.dtype}, h={heads}, b={batch})",

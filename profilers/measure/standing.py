@@ -276,6 +276,11 @@ OPEN_MEANS = ("the interval runs past the lengths searched: within the model's e
               "shortest length (a lower edge), or never as fast up to the longest (an upper one)")
 
 
+def open_edges_said(cells: Iterable[str]) -> str:
+    """The caption sentence that says what `OPEN_EDGE` means, where any of these cells shows one; else ''."""
+    return f"{OPEN_EDGE} in [95 %]: {OPEN_MEANS}." if any(OPEN_EDGE in cell for cell in cells) else ""
+
+
 def interval(low: int | None, high: int | None) -> str:
     """A predicted N0's 95 % interval, `[681–1,448]`; an edge past the lengths searched is `OPEN_EDGE`."""
     return f"[{_edge(low)}–{_edge(high)}]"
